@@ -1,0 +1,183 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synth_core.schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table, validate_table
+
+
+def small_schema(**kw) -> Schema:
+    return Schema(columns=[
+        ColumnSpec("age", "integer", lower=18, upper=90),
+        ColumnSpec("income", "continuous", lower=0.0, upper=1000.0, nullable=True),
+        ColumnSpec("sex", "categorical", categories=["Female", "Male"]),
+        ColumnSpec("job", "categorical", categories=["a", "b"], nullable=True, **kw),
+    ])
+
+
+def small_table() -> pd.DataFrame:
+    return pd.DataFrame({
+        "age": [25, 40, 17, 95],
+        "income": [10.5, None, 2000.0, 3.0],
+        "sex": ["Male", "Female", "Male", "Female"],
+        "job": ["a", None, "b", "a"],
+    })
+
+
+def test_json_round_trip_keeps_every_fact(tmp_path):
+    schema = small_schema(unknown="other")
+    schema.columns[1].binning = "log"
+    schema.columns[1].decimals = 2
+    schema.columns[2].role = "sensitive"
+    path = tmp_path / "s.json"
+    schema.save(path)
+    loaded = Schema.load(path)
+    assert loaded.to_dict() == schema.to_dict()
+    assert json.loads(path.read_text())["version"] == 1
+
+
+def test_schema_without_version_or_with_unknown_fields_is_rejected():
+    d = small_schema().to_dict()
+    del d["version"]
+    with pytest.raises(SchemaError, match="version"):
+        Schema.from_dict(d)
+    d = small_schema().to_dict()
+    d["columns"][0]["colour"] = "red"
+    with pytest.raises(SchemaError, match="colour"):
+        Schema.from_dict(d)
+    with pytest.raises(SchemaError, match="not valid JSON"):
+        Schema.from_json("{nope")
+
+
+@pytest.mark.parametrize("col, message", [
+    (ColumnSpec("x", "integer", lower=5, upper=1), "below upper"),
+    (ColumnSpec("x", "categorical", categories=[]), "non-empty public category list"),
+    (ColumnSpec("x", "categorical", categories=["a", "a"]), "twice"),
+    (ColumnSpec("x", "number"), "kind must be"),
+    (ColumnSpec("x", "integer", lower=float("nan"), upper=3), "finite"),
+])
+def test_contradictory_column_facts_are_rejected(col, message):
+    with pytest.raises(SchemaError, match=message):
+        Schema(columns=[col])
+
+
+def test_duplicate_schema_columns_are_rejected():
+    with pytest.raises(SchemaError, match="twice"):
+        Schema(columns=[ColumnSpec("a", "integer", 0, 1), ColumnSpec("a", "integer", 0, 1)])
+
+
+def test_validation_clips_out_of_bounds_values_and_counts_them():
+    clean, report = validate_table(small_table(), small_schema())
+    assert len(clean) == 4  # nothing dropped
+    assert clean["age"].tolist() == [25, 40, 18, 90]
+    assert report.columns["age"].clipped_low == 1 and report.columns["age"].clipped_high == 1
+    assert clean["income"].iloc[2] == 1000.0 and report.columns["income"].clipped_high == 1
+    assert np.isnan(clean["income"].iloc[1]) and report.columns["income"].missing == 1
+    assert pd.isna(clean["job"].iloc[1])
+    assert any("clipped" in line for line in report.summary())
+
+
+def test_unknown_category_is_an_error_naming_column_and_values():
+    table = small_table()
+    table["sex"] = ["Male", "F", "X", "Y"]
+    with pytest.raises(SchemaError) as e:
+        validate_table(table, small_schema())
+    assert "'sex'" in str(e.value) and "'F'" in str(e.value) and "'X'" in str(e.value)
+
+
+def test_unknown_category_error_shows_at_most_five_values():
+    schema = Schema(columns=[ColumnSpec("c", "categorical", categories=["a"])])
+    table = pd.DataFrame({"c": [f"v{i}" for i in range(9)]})
+    with pytest.raises(SchemaError) as e:
+        validate_table(table, schema)
+    assert str(e.value).count("'v") == 5 and "4 more" in str(e.value)
+
+
+def test_unknown_category_maps_to_reserved_value_when_declared():
+    table = small_table()
+    table["job"] = ["a", "zzz", "b", "a"]
+    clean, report = validate_table(table, small_schema(unknown="other"))
+    assert clean["job"].tolist() == ["a", "other", "b", "a"]
+    assert report.columns["job"].mapped_unknown == 1
+
+
+def test_missing_value_in_non_nullable_column_is_an_error():
+    table = small_table()
+    table.loc[0, "sex"] = None
+    with pytest.raises(SchemaError, match="'sex'.*not nullable"):
+        validate_table(table, small_schema())
+
+
+def test_missing_markers_become_missing():
+    schema = small_schema()
+    schema.missing_markers = ["?"]
+    table = small_table()
+    table["job"] = ["a", "?", "b", " ?"]
+    clean, report = validate_table(table, schema)
+    assert clean["job"].isna().sum() == 2 and report.columns["job"].missing == 2
+
+
+def test_missing_column_duplicate_column_empty_table_and_non_numeric_are_clear_errors():
+    schema = small_schema()
+    with pytest.raises(SchemaError, match="lacks columns.*'job'"):
+        validate_table(small_table().drop(columns=["job"]), schema)
+    dup = small_table()
+    dup.columns = ["age", "age", "sex", "job"]
+    with pytest.raises(SchemaError, match="duplicated column names.*'age'"):
+        validate_table(dup, schema)
+    with pytest.raises(SchemaError, match="empty"):
+        validate_table(small_table().iloc[:0], schema)
+    bad = small_table()
+    bad["age"] = ["25", "forty", "17", "95"]
+    with pytest.raises(SchemaError, match="'age'.*non-numeric.*'forty'"):
+        validate_table(bad, schema)
+
+
+def test_extra_columns_are_reported_not_used():
+    table = small_table()
+    table["secret"] = 1
+    clean, report = validate_table(table, small_schema())
+    assert "secret" not in clean.columns and report.ignored_columns == ["secret"]
+
+
+def test_read_table_reports_duplicate_headers_empty_and_malformed_files(tmp_path):
+    p = tmp_path / "dup.csv"
+    p.write_text("a,b,a\n1,2,3\n")
+    with pytest.raises(SchemaError, match="duplicated column names"):
+        read_table(p)
+    p = tmp_path / "empty.csv"
+    p.write_text("")
+    with pytest.raises(SchemaError, match="empty"):
+        read_table(p)
+    p = tmp_path / "header.csv"
+    p.write_text("a,b\n")
+    with pytest.raises(SchemaError, match="no rows"):
+        read_table(p)
+    p = tmp_path / "ragged.csv"
+    p.write_text("a,b\n1,2\n1,2,3,4\n")
+    with pytest.raises(SchemaError, match="cannot read"):
+        read_table(p)
+    with pytest.raises(SchemaError, match="no such file"):
+        read_table(tmp_path / "nope.csv")
+
+
+def test_read_table_keeps_categorical_codes_as_strings(tmp_path):
+    schema = Schema(columns=[ColumnSpec("zip", "categorical", categories=["01234", "98101"]),
+                             ColumnSpec("n", "integer", lower=0, upper=9)])
+    p = tmp_path / "t.csv"
+    p.write_text("zip,n\n01234,1\n98101,2\n")
+    clean, _ = validate_table(read_table(p, schema), schema)
+    assert clean["zip"].tolist() == ["01234", "98101"]
+
+
+def test_draft_schema_is_marked_as_read_from_data_until_confirmed():
+    schema = draft_schema(small_table())
+    assert schema.drafted_from_data and not schema.confirmed
+    assert schema.provenance["warning"] and "drafted" in schema.provenance["warning"]
+    assert schema["age"].kind == "integer" and (schema["age"].lower, schema["age"].upper) == (17, 95)
+    assert schema["income"].nullable and schema["job"].categories == ["a", "b"]
+    schema.confirm()
+    assert schema.provenance["warning"] is None
+    # the mark survives a JSON round trip
+    assert Schema.from_json(draft_schema(small_table()).to_json()).provenance["warning"]
