@@ -1,0 +1,229 @@
+"""The DP-SGD loop every model family shares.
+
+Poisson sampling (Opacus' UniformWithReplacementSampler: each row joins each batch independently with
+probability q), per-sample gradients (Opacus' GradSampleModule), per-sample clipping and Gaussian noise
+(Opacus' DPOptimizer), with σ calibrated by privacy.plan_noise. A step emits an event (step, epoch,
+loss, ε spent, samples/s) to a callback; training stops between steps when asked and keeps what it has.
+Large Poisson batches are split into physical chunks whose clipped gradients are summed before the one
+noisy step, so memory stays bounded without changing the privacy analysis.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+from opacus import GradSampleModule
+from opacus.grad_sample import GradSampleModuleFastGradientClipping
+from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
+from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+
+from .privacy import EpsilonCurve, NoisePlan, epsilon_after
+
+# Opacus' hooks see module outputs whose inputs need no gradient (token ids): harmless, and noisy
+warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+
+# loss_fn(module, batch) -> per-sample losses, shape (batch,)
+LossFn = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    """CUDA when present, else the CPU; an explicit choice wins."""
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_label(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+@dataclass
+class TrainConfig:
+    epochs: float = 10.0
+    batch_size: int = 1024            # expected Poisson batch size
+    lr: float = 1e-3
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    lr_decay: bool = True             # cosine decay to 10% of lr over the planned steps
+    physical_batch_size: int = 2048   # memory bound for per-sample gradients
+    # "ghost": Opacus' ghost clipping computes per-sample gradient norms without materialising
+    # per-sample gradients (two backward passes); "hooks": materialised per-sample gradients.
+    # Both clip each sample's whole gradient to max_grad_norm.
+    grad_sample_mode: str = "ghost"
+    seed: int | None = 0
+    device: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    steps_done: int
+    steps_planned: int
+    cancelled: bool
+    epsilon_spent: float
+    seconds: float
+    samples_seen: int
+    last_loss: float | None
+    device: str
+    events: list = field(default_factory=list, repr=False)
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.samples_seen / self.seconds if self.seconds > 0 else 0.0
+
+
+class Cancelled(Exception):
+    pass
+
+
+def _seed_everything(seed: int | None, device: torch.device) -> torch.Generator | None:
+    if seed is None:
+        return None
+    torch.manual_seed(seed)
+    np.random.seed(seed % (2**32))
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return gen
+
+
+def train(
+    module: torch.nn.Module,
+    data: torch.Tensor,
+    loss_fn: LossFn,
+    config: TrainConfig,
+    plan: NoisePlan | None,
+    on_event: Callable[[dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> TrainResult:
+    """Train `module` on the rows of `data` with DP-SGD (plan given) or without privacy (plan=None).
+
+    The non-private mode exists to measure what privacy costs (benchmarks); it is never offered as a
+    way to train on private data. Both modes draw Poisson batches with the same expected size.
+    """
+    device = pick_device(config.device)
+    n = int(data.shape[0])
+    if n < 2:
+        raise ValueError("training needs at least two rows")
+    gen = _seed_everything(config.seed, device)
+    cpu_gen = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
+    module.to(device)
+    data = data.to(device)
+    module.train()
+
+    if plan is not None:
+        sample_rate, steps = plan.sample_rate, plan.steps
+        expected = plan.expected_batch_size
+        if config.grad_sample_mode == "ghost":
+            model = GradSampleModuleFastGradientClipping(module, loss_reduction="mean", use_ghost_clipping=True,
+                                                         max_grad_norm=plan.max_grad_norm)
+            dp_optimizer = DPOptimizerFastGradientClipping
+        elif config.grad_sample_mode == "hooks":
+            model = GradSampleModule(module, loss_reduction="mean")
+            dp_optimizer = DPOptimizer
+        else:
+            raise ValueError(f"grad_sample_mode must be 'ghost' or 'hooks', not {config.grad_sample_mode!r}")
+        base_opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        optimizer = dp_optimizer(base_opt, noise_multiplier=plan.noise_multiplier,
+                                 max_grad_norm=plan.max_grad_norm, expected_batch_size=expected,
+                                 loss_reduction="mean", generator=gen)
+        curve = EpsilonCurve(plan)
+    else:
+        sample_rate = min(1.0, config.batch_size / n)
+        steps = max(1, int(round(config.epochs / sample_rate)))
+        model = module
+        optimizer = base_opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        curve = None
+    scheduler = None
+    if config.lr_decay:
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            base_opt, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    steps_per_epoch = 1.0 / sample_rate
+    sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=cpu_gen, steps=steps)
+
+    events: list[dict] = []
+    start = time.perf_counter()
+    samples_seen, step, last_loss, cancelled = 0, 0, None, False
+    rate_ema = None
+    for indices in sampler:
+        if should_stop is not None and should_stop():
+            cancelled = True
+            break
+        t0 = time.perf_counter()
+        batch_idx = torch.as_tensor(indices, dtype=torch.long, device=device)
+        loss_value = _one_step(model, optimizer, data, batch_idx, loss_fn, config.physical_batch_size,
+                               mode=config.grad_sample_mode if plan is not None else None)
+        if scheduler is not None:
+            scheduler.step()
+        step += 1
+        samples_seen += len(indices)
+        dt = time.perf_counter() - t0
+        rate = len(indices) / dt if dt > 0 else 0.0
+        rate_ema = rate if rate_ema is None else 0.8 * rate_ema + 0.2 * rate
+        if loss_value is not None:
+            last_loss = loss_value
+        event = {
+            "step": step, "steps": steps, "epoch": step / steps_per_epoch,
+            "loss": last_loss, "epsilon": curve.at(step) if curve else None,
+            "batch_size": len(indices), "samples_per_s": rate_ema,
+            "elapsed_s": time.perf_counter() - start,
+        }
+        events.append(event)
+        if on_event is not None:
+            on_event(event)
+    seconds = time.perf_counter() - start
+    module.eval()
+    if plan is not None:
+        model.remove_hooks()  # the trained module goes on to sampling without Opacus attached
+        spent = epsilon_after(plan.noise_multiplier, plan.sample_rate, step, plan.delta, plan.accountant)
+    else:
+        spent = float("inf")
+    return TrainResult(steps_done=step, steps_planned=steps, cancelled=cancelled, epsilon_spent=spent,
+                       seconds=seconds, samples_seen=samples_seen, last_loss=last_loss,
+                       device=device_label(device), events=events)
+
+
+def _one_step(model, optimizer, data, batch_idx, loss_fn, physical: int, mode: str | None) -> float | None:
+    """One optimizer step on one Poisson batch, in physical chunks; returns the batch's mean loss.
+
+    mode: None (no privacy), "hooks" or "ghost" (see TrainConfig.grad_sample_mode).
+    """
+    optimizer.zero_grad(set_to_none=True)
+    n = len(batch_idx)
+    if n == 0:
+        # An empty Poisson batch still costs a step: the update is pure noise, as the analysis assumes.
+        if mode == "hooks":
+            for p in optimizer.params:
+                p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
+            optimizer.step()
+        elif mode == "ghost":
+            for p in optimizer.params:
+                p.grad = torch.zeros_like(p)
+            optimizer.step()
+        return None
+    total, chunks = 0.0, list(torch.split(batch_idx, physical))
+    for i, chunk in enumerate(chunks):
+        losses = loss_fn(model, data[chunk])
+        if mode == "ghost":
+            # first pass: per-sample norms by ghost clipping; second: the clipped sum, into p.grad
+            DPTensorFastGradientClipping(model, optimizer, losses, "mean").backward()
+        elif mode == "hooks":
+            losses.mean().backward()
+        else:
+            (losses.mean() * (len(chunk) / n)).backward()
+        total += float(losses.detach().sum())
+        if mode is not None and i < len(chunks) - 1:
+            optimizer.signal_skip_step(do_skip=True)  # clip and sum this chunk; noise once, at the end
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    optimizer.step()
+    return total / n
