@@ -1,0 +1,190 @@
+"""The synthesis core's front door, used by the CLI and the app: fit a run, sample from a run.
+
+fit: validate the private table against the public schema, estimate missing numeric bounds with DP if
+asked (paid from the budget), calibrate DP-SGD to what is left, train, and keep everything in a run
+directory. sample: load a run's model and write synthetic rows.
+"""
+from __future__ import annotations
+
+import copy
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .dp_quantiles import dp_bounds
+from .models import SynthModel, get_model_class
+from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning, epsilon_after
+from .runs import RunDir, RunError
+from .schema import Schema, SchemaError, ValidationReport, validate_table
+
+# The public coarse range DP bound estimation searches when the steward gives none. The exponential
+# mechanism needs some public range; a tighter one gives tighter bounds for the same ε.
+DEFAULT_COARSE_RANGE = (-1e6, 1e6)
+
+
+@dataclass
+class FitResult:
+    model: SynthModel
+    ledger: PrivacyLedger
+    validation: ValidationReport
+    run: RunDir | None
+    schema: Schema
+    warnings: list[str] = field(default_factory=list)
+
+
+def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float, ledger: PrivacyLedger,
+                            coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE,
+                            seed: int | None = None) -> Schema:
+    """A copy of `schema` whose numeric columns without bounds get DP estimates of their 1%/99% quantiles.
+
+    The ε is split evenly over those columns and recorded in the ledger; values beyond the estimates are
+    later clipped (and counted) by validation."""
+    missing = [c for c in schema.columns if c.is_numeric and not c.has_bounds]
+    if not missing:
+        return schema
+    if epsilon <= 0:
+        schema.require_bounds()  # raises with the list of columns
+    out = copy.deepcopy(schema)
+    per_column = epsilon / len(missing)
+    rng = np.random.default_rng(seed)
+    estimates = {}
+    for spec in missing:
+        lo_c = spec.lower if spec.lower is not None else coarse_range[0]
+        hi_c = spec.upper if spec.upper is not None else coarse_range[1]
+        values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
+        lo, hi = dp_bounds(values, per_column, lo_c, hi_c, rng=rng, integer=spec.kind == "integer")
+        if spec.lower is not None:
+            lo = spec.lower
+        if spec.upper is not None:
+            hi = spec.upper
+        if hi <= lo:  # the draws met: widen without looking at the data again
+            hi = lo + 1.0
+        target = out[spec.name]
+        target.lower, target.upper = (int(lo), int(hi)) if spec.kind == "integer" else (float(lo), float(hi))
+        estimates[spec.name] = [target.lower, target.upper]
+    ledger.record("DP quantiles for missing numeric bounds (exponential mechanism, Smith 2011)",
+                  epsilon=epsilon, delta=0.0, columns=[c.name for c in missing], quantiles=[0.01, 0.99],
+                  coarse_range=list(coarse_range), estimates=estimates)
+    return out
+
+
+def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: float = 1.0,
+        delta: float | None = None, accountant: str = "prv", preset: str = "cpu", options: dict | None = None,
+        bounds_epsilon: float = 0.0, coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE,
+        seed: int | None = 0, device: str | None = None, run_dir: str | Path | None = None,
+        overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
+        should_stop: Callable[[], bool] | None = None) -> FitResult:
+    """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger."""
+    schema.check()
+    klass = get_model_class(model)
+    clean, _ = validate_table(table, schema)  # structure first: columns, types, categories, nulls
+    n = len(clean)
+    delta = default_delta(n) if delta is None else delta
+    check_budget(epsilon, delta)
+    if not 0 <= bounds_epsilon < epsilon:
+        raise BudgetError(f"the ε for bound estimation ({bounds_epsilon:g}) must be ≥ 0 and below the total ε ({epsilon:g})")
+    warnings = [w for w in [delta_warning(delta, n)] if w]
+    ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta, n_rows=n,
+                           schema_provenance=schema.provenance)
+    if schema.provenance["warning"]:
+        warnings.append(schema.provenance["warning"])
+
+    schema = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range, seed)
+    schema.require_bounds()
+    clean, report = validate_table(clean, schema)  # now with bounds: clip and count
+    sgd_epsilon = epsilon - ledger.spent_epsilon
+    synth = klass(schema, preset=preset, device=device, seed=seed, **(options or {}))
+
+    run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
+    if run is not None:
+        run.write_schema(schema)
+        run.write_config({
+            "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
+            "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
+            "created": time.time(), "validation": report.to_dict(),
+            "plan": synth.plan_privacy(n, sgd_epsilon, delta, accountant).to_dict(),
+        })
+        run.write_ledger(ledger)
+        run.set_status("running", "training")
+
+    def emit(event: dict) -> None:
+        if run is not None:
+            run.append_event(event)
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=should_stop)
+    except BaseException as e:
+        # whatever happened, the steps already taken were paid for: record them
+        if synth.plan is not None and not any(en.mechanism.startswith("DP-SGD") for en in ledger.entries):
+            steps = len(run.events()) if run is not None else 0
+            p = synth.plan
+            ledger.record("DP-SGD (interrupted)", epsilon=epsilon_after(p.noise_multiplier, p.sample_rate, steps, delta, accountant),
+                          delta=delta if steps else 0.0, accountant=accountant, steps=steps, steps_planned=p.steps)
+        if run is not None:
+            run.write_ledger(ledger)
+            state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
+            run.set_status(state, f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=5))
+        raise
+    result = synth.train_result
+    if run is not None:
+        synth.save(run.model_dir)
+        run.write_ledger(ledger)
+        run.write_json("training.json", {k: v for k, v in result.__dict__.items() if k != "events"})
+        if result.cancelled:
+            run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} steps; "
+                           "the model trained so far was kept")
+        else:
+            run.set_status("completed", f"{result.steps_done} steps in {result.seconds:.0f} s on {result.device}")
+    return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
+
+
+def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:
+    run = RunDir(run_dir).require()
+    if not run.has_model():
+        state = run.status().get("state")
+        raise RunError(f"the run at {run.path} has no trained model (state: {state})")
+    from .models.base import SynthModel as _Base
+    return _Base.load(run.model_dir, device=device)
+
+
+def parse_conditions(schema: Schema, pairs: list[str]) -> dict:
+    """"col=value" strings to a conditions dict, with numbers for numeric columns."""
+    conditions = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SchemaError(f"a condition is written column=value, not {pair!r}")
+        name, value = pair.split("=", 1)
+        name = name.strip()
+        if name not in schema:
+            raise SchemaError(f"cannot condition on {name!r}: no such column")
+        if schema[name].is_numeric:
+            try:
+                conditions[name] = float(value)
+            except ValueError:
+                raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
+        else:
+            conditions[name] = value
+    return conditions
+
+
+def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed: int | None = None,
+           out: str | Path | None = None, device: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table, info)."""
+    model = load_model(run_dir, device=device)
+    table = model.sample(rows, conditions=conditions, seed=seed)
+    info = dict(model.last_sample_info)
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        table.to_csv(tmp, index=False)
+        tmp.replace(out)
+        info["path"] = str(out)
+    return table, info

@@ -1,0 +1,197 @@
+"""Table <-> tokens, from the public schema only.
+
+Every column gets its own disjoint slice of one vocabulary: a categorical column one token per public
+category (plus the reserved unknown category), a numeric column one token per bin of its public range,
+and a nullable column one extra token for "missing". Bin edges are computed from the public bounds and
+the declared binning; nothing here reads the private table except to map its values to tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .schema import ColumnSpec, Schema, SchemaError
+
+NULL_LABEL = "<missing>"
+
+
+@dataclass
+class ColumnCodec:
+    """One column's slice of the vocabulary."""
+
+    spec: ColumnSpec
+    offset: int            # first global token id of this column
+    labels: list           # what each local token means: a category, a bin index, or NULL_LABEL
+    edges: np.ndarray | None = None  # numeric bin edges, len = n_bins + 1
+
+    @property
+    def size(self) -> int:
+        return len(self.labels)
+
+    @property
+    def null_local(self) -> int | None:
+        return self.size - 1 if self.spec.nullable else None
+
+
+def bin_edges(spec: ColumnSpec, n_bins: int) -> np.ndarray:
+    """Bin edges from the public bounds: one bin per integer when the integer range fits in n_bins."""
+    lo, hi = float(spec.lower), float(spec.upper)
+    if spec.kind == "integer" and hi - lo + 1 <= n_bins:
+        return np.arange(lo - 0.5, hi + 1.0, 1.0)
+    if spec.binning == "log":
+        # log1p of the distance to the lower bound: narrow bins near the bound, wide in the tail
+        return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
+    return np.linspace(lo, hi, n_bins + 1)
+
+
+class TokenEncoder:
+    """Encode a validated table to an (n_rows, n_columns) array of global token ids, and back.
+
+    Token 0 is BOS (begin of row); columns follow in schema order.
+    """
+
+    BOS = 0
+
+    def __init__(self, schema: Schema, n_bins: int = 100):
+        schema.require_bounds()
+        if n_bins < 2:
+            raise SchemaError("a numeric column needs at least 2 bins")
+        self.schema = schema
+        self.n_bins = n_bins
+        self.codecs: list[ColumnCodec] = []
+        offset = 1
+        for spec in schema.columns:
+            edges = None
+            if spec.is_numeric:
+                edges = bin_edges(spec, n_bins)
+                labels: list = list(range(len(edges) - 1))
+            else:
+                labels = spec.vocabulary()
+            if spec.nullable:
+                labels = labels + [NULL_LABEL]
+            self.codecs.append(ColumnCodec(spec=spec, offset=offset, labels=labels, edges=edges))
+            offset += len(labels)
+        self.vocab_size = offset
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.codecs)
+
+    def column_index(self, name: str) -> int:
+        for i, c in enumerate(self.codecs):
+            if c.spec.name == name:
+                return i
+        raise SchemaError(f"no column {name!r} in the schema")
+
+    def vocab_mask(self) -> np.ndarray:
+        """(n_columns, vocab_size) booleans: which token ids belong to which column."""
+        mask = np.zeros((self.n_columns, self.vocab_size), dtype=bool)
+        for i, c in enumerate(self.codecs):
+            mask[i, c.offset:c.offset + c.size] = True
+        return mask
+
+    # --- one value -> token ---------------------------------------------------------------------
+    def _local_tokens(self, codec: ColumnCodec, values: pd.Series | np.ndarray) -> np.ndarray:
+        spec = codec.spec
+        if spec.is_numeric:
+            x = np.asarray(values, dtype=float)
+            missing = np.isnan(x)
+            idx = np.searchsorted(codec.edges, np.where(missing, codec.edges[0], x), side="right") - 1
+            idx = np.clip(idx, 0, len(codec.edges) - 2)
+        else:
+            lookup = {label: i for i, label in enumerate(codec.labels[: len(spec.vocabulary())])}
+            vals = pd.Series(values, dtype=object)
+            missing = vals.isna().to_numpy()
+            idx = vals.map(lookup).to_numpy()
+            unmapped = pd.isna(idx) & ~missing
+            if unmapped.any():
+                raise SchemaError(f"column {spec.name!r}: values outside the public categories reached the encoder; "
+                                  "validate the table against the schema first")
+            idx = np.where(missing, 0, idx).astype(np.int64)
+        if missing.any():
+            if codec.null_local is None:
+                raise SchemaError(f"column {spec.name!r} has missing values but is not nullable")
+            idx = np.where(missing, codec.null_local, idx)
+        return idx.astype(np.int64)
+
+    def encode(self, table: pd.DataFrame) -> np.ndarray:
+        """A validated table (see schema.validate_table) to global token ids, shape (n, n_columns)."""
+        out = np.empty((len(table), self.n_columns), dtype=np.int64)
+        for j, codec in enumerate(self.codecs):
+            out[:, j] = codec.offset + self._local_tokens(codec, table[codec.spec.name].to_numpy())
+        return out
+
+    def encode_value(self, name: str, value) -> int:
+        codec = self.codecs[self.column_index(name)]
+        spec = codec.spec
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            if codec.null_local is None:
+                raise SchemaError(f"column {name!r} is not nullable, so it cannot be fixed to a missing value")
+            return codec.offset + codec.null_local
+        if spec.is_numeric:
+            try:
+                x = float(value)
+            except (TypeError, ValueError):
+                raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
+            if not spec.lower <= x <= spec.upper:
+                raise SchemaError(f"column {name!r}: {x:g} lies outside the public bounds [{spec.lower:g}, {spec.upper:g}]")
+            return codec.offset + int(self._local_tokens(codec, np.array([x]))[0])
+        value = str(value)
+        if value not in spec.vocabulary():
+            raise SchemaError(f"column {name!r} has no public category {value!r}; "
+                              f"choose one of {', '.join(spec.vocabulary()[:10])}")
+        return codec.offset + spec.vocabulary().index(value)
+
+    # --- tokens -> table ------------------------------------------------------------------------
+    def decode(self, tokens: np.ndarray, rng: np.random.Generator, numeric_decoding: str = "uniform") -> pd.DataFrame:
+        """Global token ids (n, n_columns) back to a table in canonical form.
+
+        numeric_decoding: "uniform" draws a value uniformly inside the bin (integers: uniformly among
+        the integers inside it), "midpoint" returns the bin's centre (DP-TBART's original choice).
+        """
+        if numeric_decoding not in ("uniform", "midpoint"):
+            raise ValueError(f"numeric_decoding must be 'uniform' or 'midpoint', not {numeric_decoding!r}")
+        tokens = np.asarray(tokens)
+        cols = {}
+        for j, codec in enumerate(self.codecs):
+            local = tokens[:, j] - codec.offset
+            if ((local < 0) | (local >= codec.size)).any():
+                raise ValueError(f"token outside column {codec.spec.name!r}'s vocabulary")
+            cols[codec.spec.name] = self._decode_column(codec, local, rng, numeric_decoding)
+        return pd.DataFrame(cols, columns=[c.spec.name for c in self.codecs])
+
+    def _decode_column(self, codec: ColumnCodec, local: np.ndarray, rng: np.random.Generator, how: str):
+        spec = codec.spec
+        missing = local == codec.null_local if codec.null_local is not None else np.zeros(len(local), bool)
+        if not spec.is_numeric:
+            vocab = np.array(spec.vocabulary(), dtype=object)
+            out = vocab[np.where(missing, 0, local)]
+            out[missing] = None
+            return out
+        b = np.where(missing, 0, local)
+        lo, hi = codec.edges[b], codec.edges[b + 1]
+        if spec.kind == "integer":
+            first = np.ceil(lo)
+            last = np.where(b == len(codec.edges) - 2, np.floor(hi), np.ceil(hi) - 1)
+            empty = first > last  # a bin narrower than 1 that holds no integer
+            if how == "uniform":
+                span = np.where(empty, 0, last - first)
+                value = first + np.floor(rng.random(len(b)) * (span + 1))
+            else:
+                value = np.floor((first + last) / 2)
+            value = np.where(empty, np.round((lo + hi) / 2), value)
+        else:
+            value = lo + rng.random(len(b)) * (hi - lo) if how == "uniform" else (lo + hi) / 2
+            if spec.decimals is not None:
+                value = np.round(value, spec.decimals)
+        value = np.clip(value, spec.lower, spec.upper).astype(float)
+        value[missing] = np.nan
+        if spec.kind == "integer":  # integers stay integers in the synthetic table (nullable: pandas' Int64)
+            if missing.any():
+                out = pd.array(np.where(missing, 0, value).astype(np.int64), dtype="Int64")
+                out[missing] = pd.NA
+                return out
+            return value.astype(np.int64)
+        return value

@@ -1,0 +1,5 @@
+"""Model families. Importing this package registers every family in `MODELS`."""
+from .base import MODELS, SamplingError, SynthModel, get_model_class, register
+from . import tbart  # noqa: F401  (registers dp-tbart)
+
+__all__ = ["MODELS", "SamplingError", "SynthModel", "get_model_class", "register"]

@@ -1,0 +1,203 @@
+"""What every model family shares: configuration and presets, DP fit through the engine, conditional
+sampling, save and load. A family supplies `build`, `encode`, `loss_fn`, `generate_tokens` and
+`exact_prefix`; scikit-learn style, `fit` then `sample`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..engine import TrainConfig, TrainResult, pick_device, train
+from ..privacy import NoisePlan, PrivacyLedger, plan_noise
+from ..schema import Schema, SchemaError
+
+MODELS: dict[str, type["SynthModel"]] = {}
+
+
+def register(name: str):
+    def deco(cls):
+        cls.family = name
+        MODELS[name] = cls
+        return cls
+    return deco
+
+
+def get_model_class(name: str) -> type["SynthModel"]:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}") from None
+
+
+class SamplingError(RuntimeError):
+    """Sampling could not produce what was asked; the message says why and what to change."""
+
+
+class SynthModel:
+    family = "base"
+    description = ""
+    config_class: type = object
+    presets: dict[str, dict] = {}
+
+    def __init__(self, schema: Schema, preset: str = "cpu", device: str | None = None, seed: int | None = 0,
+                 **overrides: Any):
+        if preset not in self.presets:
+            raise ValueError(f"unknown preset {preset!r} for {self.family}; choose one of {', '.join(self.presets)}")
+        model_fields = {f.name for f in dataclasses.fields(self.config_class)}
+        train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed", "device"}
+        unknown = set(overrides) - model_fields - train_fields
+        if unknown:
+            raise ValueError(f"unknown options for {self.family}: {', '.join(sorted(unknown))}")
+        base = self.presets[preset]
+        self.preset = preset
+        self.config = self.config_class(**{**base["model"], **{k: v for k, v in overrides.items() if k in model_fields}})
+        self.train_config = TrainConfig(**{**base["train"], **{k: v for k, v in overrides.items() if k in train_fields}},
+                                        seed=seed, device=device)
+        self.schema = schema
+        self.device = pick_device(device)
+        self.plan: NoisePlan | None = None
+        self.train_result: TrainResult | None = None
+        self.last_sample_info: dict = {}
+        self.build()
+        self.net.to(self.device)
+
+    # --- a family implements these ------------------------------------------------------------------
+    def build(self) -> None: raise NotImplementedError
+    def encode(self, table: pd.DataFrame) -> torch.Tensor: raise NotImplementedError
+    def loss_fn(self, module, rows): raise NotImplementedError
+    def generate_tokens(self, n, fixed, exact_columns, generator, temperature=1.0): raise NotImplementedError
+    def exact_prefix(self, fixed_columns): raise NotImplementedError
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.net.parameters())
+
+    # --- training -----------------------------------------------------------------------------------
+    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv") -> NoisePlan:
+        tc = self.train_config
+        batch = min(tc.batch_size, max(1, n_rows // 2))
+        return plan_noise(n_rows, batch, tc.epochs, epsilon, delta, accountant, tc.max_grad_norm)
+
+    def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
+            ledger: PrivacyLedger | None = None,
+            on_event: Callable[[dict], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> "SynthModel":
+        """DP-SGD on a table already validated against the schema (schema.validate_table).
+
+        ε here is what DP-SGD may spend; the accountant's final ε is recorded in `ledger`."""
+        data = self.encode(table)
+        self.plan = self.plan_privacy(len(table), epsilon, delta, accountant)
+        self.train_result = train(self.net, data, self.loss_fn, self.train_config, self.plan,
+                                  on_event=on_event, should_stop=should_stop)
+        if ledger is not None:
+            r, p = self.train_result, self.plan
+            ledger.record("DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)",
+                          epsilon=r.epsilon_spent, delta=p.delta if r.steps_done else 0.0, accountant=p.accountant,
+                          model=self.family, noise_multiplier=p.noise_multiplier, sample_rate=p.sample_rate,
+                          steps=r.steps_done, steps_planned=p.steps, max_grad_norm=p.max_grad_norm,
+                          cancelled=r.cancelled)
+        return self
+
+    # --- sampling -----------------------------------------------------------------------------------
+    def _condition_tokens(self, conditions: dict) -> dict[int, int]:
+        fixed = {}
+        for name, value in conditions.items():
+            if name not in self.schema:
+                raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
+            fixed[self.encoder.column_index(name)] = self.encoder.encode_value(name, value)
+        return fixed
+
+    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
+               max_tries_factor: int = 200, chunk_size: int = 8192) -> pd.DataFrame:
+        """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}.
+
+        Conditions the model can take exactly (see `exact_prefix`) are placed first; any others are met
+        by rejection sampling, bounded at `max_tries_factor`·n rows tried. `last_sample_info` reports
+        the method and the acceptance rate."""
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
+        conditions = dict(conditions or {})
+        fixed = self._condition_tokens(conditions)
+        exact = self.exact_prefix(list(fixed))
+        rejected_on = {c: t for c, t in fixed.items() if c not in exact}
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
+        rng = np.random.default_rng(None if seed is None else seed + 1)
+
+        kept, accepted, tried = [], 0, 0
+        budget = n * (max_tries_factor if rejected_on else 1)
+        while accepted < n and tried < budget:
+            want = n - accepted
+            if rejected_on and tried:
+                rate = max(accepted / tried, 1.0 / max_tries_factor)
+                want = int(want / rate * 1.2) + 1
+            m = min(chunk_size, max(want, 1), budget - tried)
+            tokens = self.generate_tokens(m, fixed, exact, generator, temperature)
+            tried += m
+            if rejected_on:
+                ok = np.all([tokens[:, c] == t for c, t in rejected_on.items()], axis=0)
+                tokens = tokens[ok]
+            kept.append(tokens)
+            accepted += len(tokens)
+        acceptance = accepted / tried if tried else 0.0
+        self.last_sample_info = {
+            "rows": min(accepted, n), "method": "rejection" if rejected_on else ("exact" if fixed else "unconditional"),
+            "exact_columns": [self.encoder.codecs[c].spec.name for c in exact],
+            "rejection_columns": [self.encoder.codecs[c].spec.name for c in rejected_on],
+            "acceptance_rate": acceptance, "rows_tried": tried,
+        }
+        if accepted < n:
+            raise SamplingError(
+                f"only {accepted} of {n} rows met the conditions on {', '.join(self.last_sample_info['rejection_columns'])} "
+                f"after trying {tried} (acceptance rate {acceptance:.2%}). The model rarely produces that combination; "
+                "ask for fewer rows, relax the conditions"
+                + ("" if self.config.random_order else ", or train with random column order for exact conditioning")
+            )
+        tokens = np.concatenate(kept)[:n]
+        table = self.encoder.decode(tokens, rng, self.config.numeric_decoding)
+        for name, value in conditions.items():
+            if self.schema[name].is_numeric and value is not None:
+                table[name] = float(value)  # the bin holds the value; report the value asked for
+        return table
+
+    # --- persistence --------------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {
+            "family": self.family, "preset": self.preset,
+            "config": dataclasses.asdict(self.config), "train_config": self.train_config.to_dict(),
+            "schema": self.schema.to_dict(),
+            "plan": self.plan.to_dict() if self.plan else None,
+        }
+
+    def save(self, directory: str | Path) -> None:
+        from ..schema import write_atomic
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / ".model.pt.tmp"
+        torch.save({k: v.detach().cpu() for k, v in self.net.state_dict().items()}, tmp)
+        tmp.replace(directory / "model.pt")
+        write_atomic(directory / "model.json", json.dumps(self.state(), indent=2))
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str | None = None) -> "SynthModel":
+        directory = Path(directory)
+        try:
+            state = json.loads((directory / "model.json").read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise FileNotFoundError(f"no saved model in {directory}: {e}") from None
+        klass = get_model_class(state["family"]) if cls is SynthModel else cls
+        tc = {k: v for k, v in state["train_config"].items() if k not in ("seed", "device")}
+        model = klass(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
+                      seed=state["train_config"].get("seed"), **state["config"], **tc)
+        weights = torch.load(directory / "model.pt", map_location=model.device, weights_only=True)
+        model.net.load_state_dict(weights)
+        model.net.eval()
+        if state.get("plan"):
+            model.plan = NoisePlan(**state["plan"])
+        return model

@@ -1,0 +1,213 @@
+"""DP-TBART (Castellon et al. 2023): a decoder-only transformer over one token per column.
+
+Each column has a disjoint slice of the vocabulary (see encoding.TokenEncoder); at each position the
+logits are masked to the slice of the column predicted there, in the loss and in sampling, so the
+model can only emit valid tokens. Columns come in a fixed order by default; with `random_order` each
+training row is presented in a fresh random column order (SynLM, Sablayrolles et al. 2023) and the
+model is told which column comes next, so that any subset of columns can be conditioned on exactly.
+
+The module is a small nanoGPT-style transformer built from nn.Linear, nn.Embedding and nn.LayerNorm
+only, the layers Opacus computes per-sample gradients for with its fast hooks.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..encoding import TokenEncoder
+from ..layers import TokenEmbedding
+from ..engine import TrainConfig
+from .base import SynthModel, register
+
+
+@dataclass
+class TBARTConfig:
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 64
+    mlp_ratio: int = 4
+    dropout: float = 0.0
+    n_bins: int = 100
+    random_order: bool = False
+    numeric_decoding: str = "uniform"   # or "midpoint" (the paper's choice)
+
+
+PRESETS: dict[str, dict] = {
+    # trains Adult (39k rows) at ε=1 in a few minutes on 2 CPU cores
+    "cpu": dict(model=dict(n_layer=2, n_head=4, n_embd=64),
+                train=dict(epochs=10, batch_size=2048, lr=3e-3, max_grad_norm=1.0)),
+    # the paper's size, for a GPU
+    "paper": dict(model=dict(n_layer=3, n_head=12, n_embd=768),
+                  train=dict(epochs=20, batch_size=4096, lr=5e-4, max_grad_norm=1.0)),
+    # seconds, for tests and demos on tiny tables
+    "tiny": dict(model=dict(n_layer=1, n_head=2, n_embd=16, n_bins=10),
+                 train=dict(epochs=2, batch_size=64, lr=1e-2, max_grad_norm=1.0)),
+}
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: TBARTConfig):
+        super().__init__()
+        assert cfg.n_embd % cfg.n_head == 0, "n_embd must be a multiple of n_head"
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.dropout = cfg.dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.proj(y.transpose(1, 2).reshape(B, T, D))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: TBARTConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.n_embd)
+        self.fc = nn.Linear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd)
+        self.out = nn.Linear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class TabularTransformer(nn.Module):
+    """Input at position t: the previous token, its position, and which column is to be predicted.
+
+    Each column has its own output head over its own vocabulary slice: the same distribution as one
+    shared head masked to the slice, at a fifteenth of the cost on a 15-column table.
+    """
+
+    def __init__(self, cfg: TBARTConfig, vocab_size: int, n_columns: int, column_sizes: list[int]):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = TokenEmbedding(vocab_size, cfg.n_embd)
+        self.pos_emb = TokenEmbedding(n_columns, cfg.n_embd)
+        self.col_emb = TokenEmbedding(n_columns, cfg.n_embd)
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.heads = nn.ModuleList([nn.Linear(cfg.n_embd, size) for size in column_sizes])
+        self.apply(self._init)
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight") or name.endswith("out.weight"):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def hidden(self, tokens_in: torch.Tensor, target_cols: torch.Tensor) -> torch.Tensor:
+        B, T = tokens_in.shape
+        # positions expanded to the batch: Opacus needs every layer's input batch-first
+        pos = torch.arange(T, device=tokens_in.device).expand(B, T).contiguous()
+        x = self.tok_emb(tokens_in) + self.pos_emb(pos) + self.col_emb(target_cols.contiguous())
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_f(x)
+
+    def forward(self, tokens_in: torch.Tensor, order: torch.Tensor) -> list[torch.Tensor]:
+        """Logits for every column, in schema order: list of (B, vocab of column c)."""
+        h = self.hidden(tokens_in, order)
+        B, C, D = h.shape
+        position_of = torch.argsort(order, dim=1)  # where each column sits in each row's order
+        h_by_col = torch.gather(h, 1, position_of.unsqueeze(-1).expand(B, C, D))
+        return [head(h_by_col[:, c]) for c, head in enumerate(self.heads)]
+
+
+@register("dp-tbart")
+class DPTBART(SynthModel):
+    """Autoregressive transformer over discretised columns, trained with DP-Adam."""
+
+    description = ("Transformer that writes a row one column at a time. Strong on categorical structure "
+                   "and column dependencies; numbers are cut into bins between the public bounds.")
+    config_class = TBARTConfig
+    presets = PRESETS
+
+    # --- building ---------------------------------------------------------------------------------
+    def build(self) -> None:
+        self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins)
+        self.net = TabularTransformer(self.config, self.encoder.vocab_size, self.encoder.n_columns,
+                                      [c.size for c in self.encoder.codecs])
+        self.offsets = torch.tensor([c.offset for c in self.encoder.codecs], dtype=torch.long)
+
+    def encode(self, table: pd.DataFrame) -> torch.Tensor:
+        return torch.from_numpy(self.encoder.encode(table))
+
+    def _orders(self, batch: int, device, generator=None) -> torch.Tensor:
+        C = self.encoder.n_columns
+        if self.config.random_order:
+            return torch.argsort(torch.rand(batch, C, device=device, generator=generator), dim=1)
+        return torch.arange(C, device=device).expand(batch, C)
+
+    def loss_fn(self, module: nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        """Per-row mean cross-entropy of the tokens, each over its own column's vocabulary."""
+        order = self._orders(rows.shape[0], rows.device)
+        in_order = torch.gather(rows, 1, order)
+        bos = torch.full((rows.shape[0], 1), TokenEncoder.BOS, dtype=rows.dtype, device=rows.device)
+        tokens_in = torch.cat([bos, in_order[:, :-1]], dim=1)
+        logits = module(tokens_in, order)
+        local = rows - self.offsets.to(rows.device)
+        nll = torch.stack([F.cross_entropy(lg, local[:, c], reduction="none") for c, lg in enumerate(logits)], dim=1)
+        return nll.mean(dim=1)
+
+    # --- sampling ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate_tokens(self, n: int, fixed: dict[int, int], exact_columns: list[int],
+                        generator: torch.Generator, temperature: float = 1.0) -> np.ndarray:
+        """n rows of global tokens. Columns in `exact_columns` are placed first in the order and fixed to
+        `fixed`; they must form a prefix the model can condition on (any set with random_order, the
+        leading columns of the fixed order otherwise)."""
+        net, device = self.net, self.device
+        net.eval()
+        C = self.encoder.n_columns
+        offsets = self.offsets.to(device)
+        if self.config.random_order:
+            rest = [c for c in range(C) if c not in exact_columns]
+            perm = torch.argsort(torch.rand(n, len(rest), generator=generator, device=device), dim=1)
+            order = torch.cat([torch.tensor(exact_columns, dtype=torch.long, device=device).expand(n, -1),
+                               torch.tensor(rest, dtype=torch.long, device=device)[perm]], dim=1)
+        else:
+            order = torch.arange(C, device=device).expand(n, C)
+        seq = torch.full((n, C + 1), TokenEncoder.BOS, dtype=torch.long, device=device)
+        for t in range(C):
+            col = order[:, t]
+            if t < len(exact_columns):
+                seq[:, t + 1] = fixed[exact_columns[t]]
+                continue
+            h = net.hidden(seq[:, : t + 1], order[:, : t + 1])[:, -1, :]
+            for c in torch.unique(col).tolist():  # one column for all rows unless the order is random
+                rows = (col == c).nonzero().squeeze(1)
+                logits = net.heads[c](h[rows]) / max(temperature, 1e-6)
+                local = torch.multinomial(torch.softmax(logits.float(), dim=-1), 1, generator=generator).squeeze(1)
+                seq[rows, t + 1] = local + offsets[c]
+        # back to schema order
+        out = torch.empty((n, C), dtype=torch.long, device=device)
+        out.scatter_(1, order, seq[:, 1:])
+        return out.cpu().numpy()
+
+    def exact_prefix(self, fixed_columns: list[int]) -> list[int]:
+        """Which fixed columns the model conditions on exactly; the rest go to rejection sampling."""
+        if self.config.random_order:
+            return sorted(fixed_columns)
+        prefix = []
+        for c in range(self.encoder.n_columns):
+            if c in fixed_columns:
+                prefix.append(c)
+            else:
+                break
+        return prefix
