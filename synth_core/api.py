@@ -101,13 +101,14 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     synth = klass(schema, preset=preset, device=device, seed=seed, **(options or {}))
 
     run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
+    plan = synth.plan_privacy(n, sgd_epsilon, delta, accountant)
     if run is not None:
         run.write_schema(schema)
         run.write_config({
             "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
             "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
             "created": time.time(), "validation": report.to_dict(),
-            "plan": synth.plan_privacy(n, sgd_epsilon, delta, accountant).to_dict(),
+            "plan": plan.to_dict(),
         })
         run.write_ledger(ledger)
         run.set_status("running", "training")
@@ -119,7 +120,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             on_event(event)
 
     try:
-        synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=should_stop)
+        synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=should_stop,
+                  plan=plan)
     except BaseException as e:
         # whatever happened, the steps already taken were paid for: record them
         if synth.plan is not None and not any(en.mechanism.startswith("DP-SGD") for en in ledger.entries):

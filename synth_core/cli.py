@@ -133,6 +133,7 @@ def _fit_table(args, table, schema) -> int:
         bar.set_postfix(loss=f"{e['loss']:.3f}" if e["loss"] is not None else "-",
                         eps=f"{e['epsilon']:.3f}", rows_s=f"{e['samples_per_s']:.0f}", refresh=False)
 
+    print(f"calibrating noise for ε = {args.epsilon:g} with the {args.accountant.upper()} accountant…", flush=True)
     try:
         result = api.fit(table, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                          accountant=args.accountant, preset=args.preset, options=options,

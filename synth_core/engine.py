@@ -192,6 +192,37 @@ def train(
                        device=device_label(device), events=events)
 
 
+def _ghost_clipping_backward(model, optimizer, losses: torch.Tensor) -> None:
+    """Opacus' two-pass ghost clipping (DPTensorFastGradientClipping.backward), with one saving.
+
+    Pass 1 runs the norm hooks, which need only the gradients flowing through each layer's output;
+    Opacus asks autograd for every parameter's gradient there and throws them away. When the network
+    reads its input through embeddings, asking only for the embedding weights' gradients still sends
+    the backward through every layer (all depend on the embeddings) but skips the weight-gradient
+    products of the other layers. Pass 2 is Opacus' own: the loss reweighted by each sample's clip
+    factor, so p.grad is the sum of clipped per-sample gradients.
+    """
+    targets = [m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.weight.requires_grad]
+    if not targets:
+        DPTensorFastGradientClipping(model, optimizer, losses, "mean").backward()
+        return
+    for p in model.trainable_parameters:
+        # a stale norm from the previous step must never stand in for this one: clear them all, so a
+        # layer that pass 1 did not reach fails loudly below instead of being clipped wrongly
+        if hasattr(p, "_norm_sample"):
+            del p._norm_sample
+    torch.autograd.grad(losses.mean(), targets, retain_graph=True)
+    optimizer.zero_grad()
+    missed = [p for p in model.trainable_parameters if not hasattr(p, "_norm_sample")]
+    if missed:
+        raise RuntimeError(f"ghost clipping computed no per-sample norm for {len(missed)} parameters; "
+                           "use grad_sample_mode='hooks' for this network")
+    coeff = model.get_clipping_coef()
+    model.disable_hooks()
+    (coeff.to(losses.device) * losses).sum().backward()
+    model.enable_hooks()
+
+
 def _one_step(model, optimizer, data, batch_idx, loss_fn, physical: int, mode: str | None) -> float | None:
     """One optimizer step on one Poisson batch, in physical chunks; returns the batch's mean loss.
 
@@ -214,8 +245,7 @@ def _one_step(model, optimizer, data, batch_idx, loss_fn, physical: int, mode: s
     for i, chunk in enumerate(chunks):
         losses = loss_fn(model, data[chunk])
         if mode == "ghost":
-            # first pass: per-sample norms by ghost clipping; second: the clipped sum, into p.grad
-            DPTensorFastGradientClipping(model, optimizer, losses, "mean").backward()
+            _ghost_clipping_backward(model, optimizer, losses)
         elif mode == "hooks":
             losses.mean().backward()
         else:

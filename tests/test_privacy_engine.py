@@ -182,3 +182,25 @@ def test_seeded_cpu_training_is_reproducible():
         train(net, data, tiny_loss, TrainConfig(seed=5), plan)
         outs.append(torch.cat([p.detach().flatten() for p in net.parameters()]))
     assert torch.equal(outs[0], outs[1])
+
+
+class NetWithSideBranch(nn.Module):
+    """A layer whose input does not depend on the embeddings: the fast first pass cannot reach it."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = TokenEmbedding(7, 4)
+        self.side = nn.Linear(1, 1)
+
+    def forward(self, x):
+        return self.emb(x).sum(dim=(1, 2)) + self.side(torch.ones(x.shape[0], 1)).squeeze(1)
+
+
+def test_ghost_clipping_refuses_to_clip_with_a_missing_norm():
+    data = torch.randint(0, 7, (200, 3))
+    plan = plan_noise(200, 50, 1, 1.0, 1e-3, accountant="rdp")
+    with pytest.raises(RuntimeError, match="no per-sample norm"):
+        train(NetWithSideBranch(), data, tiny_loss, TrainConfig(seed=0), plan)
+    # the materialised per-sample gradients handle it
+    result = train(NetWithSideBranch(), data, tiny_loss, TrainConfig(seed=0, grad_sample_mode="hooks"), plan)
+    assert result.steps_done == plan.steps

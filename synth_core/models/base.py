@@ -87,12 +87,16 @@ class SynthModel:
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None,
             on_event: Callable[[dict], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> "SynthModel":
+            should_stop: Callable[[], bool] | None = None,
+            plan: NoisePlan | None = None) -> "SynthModel":
         """DP-SGD on a table already validated against the schema (schema.validate_table).
 
-        ε here is what DP-SGD may spend; the accountant's final ε is recorded in `ledger`."""
+        ε here is what DP-SGD may spend; the accountant's final ε is recorded in `ledger`. `plan`, if
+        given, must come from `plan_privacy` with the same arguments (it saves a second calibration)."""
         data = self.encode(table)
-        self.plan = self.plan_privacy(len(table), epsilon, delta, accountant)
+        self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
+        if (self.plan.epsilon, self.plan.delta, self.plan.accountant) != (epsilon, delta, accountant):
+            raise ValueError("the noise plan was calibrated for another budget")
         self.train_result = train(self.net, data, self.loss_fn, self.train_config, self.plan,
                                   on_event=on_event, should_stop=should_stop)
         if ledger is not None:
