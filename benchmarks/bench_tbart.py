@@ -66,6 +66,7 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--skip-floor", action="store_true")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--save-synth", help="also write the synthetic table to this CSV")
     args = ap.parse_args()
     options = {}
     for kv in args.option:
@@ -88,6 +89,8 @@ def main() -> None:
     synth = model.sample(len(train_split), seed=args.seed)
     t_sample = time.perf_counter() - t1
     dp_rate = steady_rate(model.train_result.events)
+    if args.save_synth:
+        synth.to_csv(args.save_synth, index=False)
 
     # the same model, same batches, no clipping or noise: what privacy costs in speed
     np_model = get_model_class("dp-tbart")(schema, preset=args.preset, seed=args.seed, device=args.device,

@@ -60,11 +60,18 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.dropout = cfg.dropout
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        """cache: keys and values of earlier positions, for sampling one position at a time."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)
         q, k, v = (t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+        causal = True
+        if cache is not None:
+            if "k" in cache:
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+                causal = T > 1
+            cache["k"], cache["v"] = k, v
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                            dropout_p=self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, T, D))
 
@@ -78,8 +85,8 @@ class Block(nn.Module):
         self.fc = nn.Linear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd)
         self.out = nn.Linear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), cache)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
@@ -111,13 +118,15 @@ class TabularTransformer(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def hidden(self, tokens_in: torch.Tensor, target_cols: torch.Tensor) -> torch.Tensor:
+    def hidden(self, tokens_in: torch.Tensor, target_cols: torch.Tensor, caches: list[dict] | None = None,
+               start: int = 0) -> torch.Tensor:
+        """Hidden states of positions start..start+T-1; with `caches`, earlier positions come from them."""
         B, T = tokens_in.shape
         # positions expanded to the batch: Opacus needs every layer's input batch-first
-        pos = torch.arange(T, device=tokens_in.device).expand(B, T).contiguous()
+        pos = torch.arange(start, start + T, device=tokens_in.device).expand(B, T).contiguous()
         x = self.tok_emb(tokens_in) + self.pos_emb(pos) + self.col_emb(target_cols.contiguous())
-        for block in self.blocks:
-            x = block(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
         return self.ln_f(x)
 
     def forward(self, tokens_in: torch.Tensor, order: torch.Tensor) -> list[torch.Tensor]:
@@ -184,12 +193,14 @@ class DPTBART(SynthModel):
         else:
             order = torch.arange(C, device=device).expand(n, C)
         seq = torch.full((n, C + 1), TokenEncoder.BOS, dtype=torch.long, device=device)
+        caches = [dict() for _ in net.blocks]
         for t in range(C):
             col = order[:, t]
+            # feed position t (the previous token) once; keys and values of earlier positions are cached
+            h = net.hidden(seq[:, t:t + 1], order[:, t:t + 1], caches, start=t)[:, -1, :]
             if t < len(exact_columns):
                 seq[:, t + 1] = fixed[exact_columns[t]]
                 continue
-            h = net.hidden(seq[:, : t + 1], order[:, : t + 1])[:, -1, :]
             for c in torch.unique(col).tolist():  # one column for all rows unless the order is random
                 rows = (col == c).nonzero().squeeze(1)
                 logits = net.heads[c](h[rows]) / max(temperature, 1e-6)
