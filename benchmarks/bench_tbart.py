@@ -18,8 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]

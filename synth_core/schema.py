@@ -23,8 +23,6 @@ SCHEMA_VERSION = 1
 KINDS = ("categorical", "integer", "continuous")
 BINNINGS = ("uniform", "log")
 ROLES = (None, "sensitive", "target")
-# Written into a CSV in place of a missing value when none is declared.
-DEFAULT_MISSING_MARKERS = ("", "NA", "NaN", "nan", "null", "None")
 
 
 class SchemaError(ValueError):

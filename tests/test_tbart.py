@@ -10,9 +10,9 @@ import torch
 
 from synth_core import api
 from synth_core.encoding import TokenEncoder, bin_edges
-from synth_core.models import SamplingError, SynthModel, get_model_class
+from synth_core.models import SamplingError
 from synth_core.runs import RunDir, RunError
-from synth_core.schema import ColumnSpec, Schema, SchemaError, validate_table
+from synth_core.schema import ColumnSpec, SchemaError, validate_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -171,7 +171,7 @@ def test_run_directory_reloads_and_samples_without_retraining(toy_schema, toy_ta
 
 def test_cancelled_run_keeps_its_model_and_is_marked(toy_schema, toy_table, tmp_path):
     seen = []
-    result = api.fit(toy_table, toy_schema, epsilon=4.0, preset="tiny", options={"epochs": 5, "batch_size": 50},
+    api.fit(toy_table, toy_schema, epsilon=4.0, preset="tiny", options={"epochs": 5, "batch_size": 50},
                      accountant="rdp", run_dir=tmp_path / "run", on_event=seen.append,
                      should_stop=lambda: len(seen) >= 2)
     run = RunDir(tmp_path / "run")

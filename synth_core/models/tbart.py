@@ -12,7 +12,7 @@ only, the layers Opacus computes per-sample gradients for with its fast hooks.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -22,7 +22,6 @@ import torch.nn.functional as F
 
 from ..encoding import TokenEncoder
 from ..layers import TokenEmbedding
-from ..engine import TrainConfig
 from .base import SynthModel, register
 
 
@@ -41,7 +40,7 @@ class TBARTConfig:
 PRESETS: dict[str, dict] = {
     # trains Adult (39k rows) at ε=1 in a few minutes on 2 CPU cores
     "cpu": dict(model=dict(n_layer=2, n_head=4, n_embd=64),
-                train=dict(epochs=10, batch_size=2048, lr=3e-3, max_grad_norm=1.0)),
+                train=dict(epochs=10, batch_size=2048, lr=1e-2, max_grad_norm=1.0)),
     # the paper's size, for a GPU
     "paper": dict(model=dict(n_layer=3, n_head=12, n_embd=768),
                   train=dict(epochs=20, batch_size=4096, lr=5e-4, max_grad_norm=1.0)),
