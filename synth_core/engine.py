@@ -53,7 +53,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     lr_decay: bool = True             # cosine decay to 10% of lr over the planned steps
-    physical_batch_size: int = 2048   # memory bound for per-sample gradients
+    physical_batch_size: int = 8192   # memory bound; each extra chunk repeats the hooks' fixed costs
     # "ghost": Opacus' ghost clipping computes per-sample gradient norms without materialising
     # per-sample gradients (two backward passes); "hooks": materialised per-sample gradients.
     # Both clip each sample's whole gradient to max_grad_norm.

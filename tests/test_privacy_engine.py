@@ -9,7 +9,7 @@ from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
 from synth_core import engine
 from synth_core.engine import TrainConfig, train
-from synth_core.layers import TokenEmbedding
+from synth_core.layers import GhostLinear, TokenEmbedding
 from synth_core.privacy import (BudgetError, EpsilonCurve, PrivacyLedger, default_delta, delta_warning,
                                 epsilon_after, plan_noise)
 
@@ -70,10 +70,11 @@ class TinyNet(nn.Module):
     def __init__(self):
         super().__init__()
         self.emb = TokenEmbedding(7, 4)
-        self.lin = nn.Linear(4, 3)
+        self.lin = nn.Linear(4, 5)
+        self.ghost = GhostLinear(5, 3)
 
     def forward(self, x):
-        return self.lin(self.emb(x)).sum(dim=(1, 2))
+        return self.ghost(torch.tanh(self.lin(self.emb(x)))).sum(dim=(1, 2))
 
 
 def tiny_loss(module, rows):

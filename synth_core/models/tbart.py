@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..encoding import TokenEncoder
-from ..layers import TokenEmbedding
+from ..layers import GhostLinear, TokenEmbedding
 from .base import SynthModel, register
 
 
@@ -55,8 +55,8 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         assert cfg.n_embd % cfg.n_head == 0, "n_embd must be a multiple of n_head"
         self.n_head = cfg.n_head
-        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
-        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.qkv = GhostLinear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = GhostLinear(cfg.n_embd, cfg.n_embd)
         self.dropout = cfg.dropout
 
     def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
@@ -81,8 +81,8 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(cfg.n_embd)
         self.attn = CausalSelfAttention(cfg)
         self.ln2 = nn.LayerNorm(cfg.n_embd)
-        self.fc = nn.Linear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd)
-        self.out = nn.Linear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd)
+        self.fc = GhostLinear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd)
+        self.out = GhostLinear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd)
 
     def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         x = x + self.attn(self.ln1(x), cache)
@@ -112,7 +112,7 @@ class TabularTransformer(nn.Module):
 
     @staticmethod
     def _init(m: nn.Module) -> None:
-        if isinstance(m, (nn.Linear, nn.Embedding)):
+        if isinstance(m, (nn.Linear, nn.Embedding)):  # GhostLinear and TokenEmbedding included
             nn.init.normal_(m.weight, std=0.02)
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
