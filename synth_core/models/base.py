@@ -64,6 +64,8 @@ class SynthModel:
         self.plan: NoisePlan | None = None
         self.train_result: TrainResult | None = None
         self.last_sample_info: dict = {}
+        if seed is not None:
+            torch.manual_seed(seed)  # the initial weights are part of what a seed reproduces
         self.build()
         self.net.to(self.device)
 
