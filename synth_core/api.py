@@ -107,7 +107,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         run.write_config({
             "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
             "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
-            "created": time.time(), "validation": report.to_dict(),
+            # counts of clipped or missing values describe the private table: for the steward, never exported
+            "created": time.time(), "private_validation_counts": report.to_dict(),
             "plan": plan.to_dict(),
         })
         run.write_ledger(ledger)
