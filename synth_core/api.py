@@ -82,7 +82,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger."""
     schema.check()
     klass = get_model_class(model)
-    clean, _ = validate_table(table, schema)  # structure first: columns, types, categories, nulls
+    clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
     n = len(clean)
     delta = default_delta(n) if delta is None else delta
     check_budget(epsilon, delta)
@@ -94,9 +94,11 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     if schema.provenance["warning"]:
         warnings.append(schema.provenance["warning"])
 
-    schema = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range, seed)
-    schema.require_bounds()
-    clean, report = validate_table(clean, schema)  # now with bounds: clip and count
+    estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range, seed)
+    estimated.require_bounds()
+    if estimated is not schema:  # new bounds: clip and count against them
+        schema = estimated
+        clean, report = validate_table(clean, schema)
     sgd_epsilon = epsilon - ledger.spent_epsilon
     synth = klass(schema, preset=preset, device=device, seed=seed, **(options or {}))
 
