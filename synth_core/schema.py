@@ -468,3 +468,34 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
                 specs.append(ColumnSpec(name=str(name), kind="categorical", categories=cats or ["(none)"],
                                         nullable=nullable))
     return Schema(columns=specs, drafted_from_data=True, confirmed=False, missing_markers=markers)
+
+
+def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05) -> pd.DataFrame:
+    """n rows drawn from the public schema alone: uniform over each column's public categories, uniform
+    within its public bounds (log-uniform for log binning), some missing values in nullable columns.
+
+    It reads no private data, so it may be used freely: timing a model before training, format learning
+    for language models (DP-LLMTGen stage 1), tests."""
+    schema.check()
+    schema.require_bounds()
+    rng = np.random.default_rng(seed)
+    out = {}
+    for spec in schema.columns:
+        if spec.is_numeric:
+            lo, hi = float(spec.lower), float(spec.upper)
+            if spec.binning == "log":
+                values = lo + np.expm1(rng.uniform(0.0, np.log1p(hi - lo), n))
+            else:
+                values = rng.uniform(lo, hi, n)
+            if spec.kind == "integer":
+                col = pd.Series(np.clip(np.round(values), lo, hi).astype("int64"), dtype="Int64")
+            else:
+                if spec.decimals is not None:
+                    values = np.round(values, spec.decimals)
+                col = pd.Series(values, dtype="float64")
+        else:
+            col = pd.Series(rng.choice(np.asarray(spec.vocabulary(), dtype=object), n), dtype="string")
+        if spec.nullable and missing_share > 0:
+            col = col.mask(pd.Series(rng.random(n) < missing_share))
+        out[spec.name] = col.reset_index(drop=True)
+    return pd.DataFrame(out)

@@ -181,3 +181,18 @@ def test_draft_schema_is_marked_as_read_from_data_until_confirmed():
     assert schema.provenance["warning"] is None
     # the mark survives a JSON round trip
     assert Schema.from_json(draft_schema(small_table()).to_json()).provenance["warning"]
+
+
+def test_random_table_uses_only_the_public_schema(toy_schema):
+    from synth_core.schema import random_table, validate_table
+    table = random_table(toy_schema, 500, seed=0)
+    assert list(table.columns) == toy_schema.names and len(table) == 500
+    clean, report = validate_table(table, toy_schema)  # every value is inside the public facts
+    assert all(r.clipped_low == r.clipped_high == r.rounded == 0 for r in report.columns.values())
+    for spec in toy_schema.columns:
+        col = table[spec.name].dropna()
+        if spec.is_numeric:
+            assert col.min() >= spec.lower and col.max() <= spec.upper
+        else:
+            assert set(col) <= set(spec.vocabulary())
+    assert random_table(toy_schema, 50, seed=1).equals(random_table(toy_schema, 50, seed=1))

@@ -41,9 +41,12 @@ class SamplingError(RuntimeError):
 
 class SynthModel:
     family = "base"
-    description = ""
+    description = ""        # one plain-language line: what the model is
+    when_to_pick = ""       # one plain-language line: when a steward should choose it
     config_class: type = object
     presets: dict[str, dict] = {}
+    # the app's size choice -> a preset name in `presets`
+    size_presets: dict[str, str] = {}
 
     def __init__(self, schema: Schema, preset: str = "cpu", device: str | None = None, seed: int | None = 0,
                  **overrides: Any):
