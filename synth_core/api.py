@@ -18,9 +18,10 @@ import pandas as pd
 
 from .dp_quantiles import dp_bounds
 from .models import SynthModel, get_model_class
-from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning, epsilon_after
+from .privacy import BudgetError, NoisePlan, PrivacyLedger, check_budget, default_delta, delta_warning, epsilon_after
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, ValidationReport, validate_table
+from .timing import device_name
 
 # The public coarse range DP bound estimation searches when the steward gives none. The exponential
 # mechanism needs some public range; a tighter one gives tighter bounds for the same ε.
@@ -79,7 +80,9 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         seed: int | None = 0, device: str | None = None, run_dir: str | Path | None = None,
         overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
         should_stop: Callable[[], bool] | None = None) -> FitResult:
-    """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger."""
+    """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
+
+    run_dir: a path for a new run directory, or a RunDir already created (by a background job)."""
     schema.check()
     klass = get_model_class(model)
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
@@ -102,7 +105,10 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     sgd_epsilon = epsilon - ledger.spent_epsilon
     synth = klass(schema, preset=preset, device=device, seed=seed, **(options or {}))
 
-    run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
+    if isinstance(run_dir, RunDir):  # prepared by a background job (synth_core.jobs)
+        run = run_dir.require()
+    else:
+        run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
     plan = synth.plan_privacy(n, sgd_epsilon, delta, accountant)
     if run is not None:
         run.write_schema(schema)
@@ -111,7 +117,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
             # counts of clipped or missing values describe the private table: for the steward, never exported
             "created": time.time(), "private_validation_counts": report.to_dict(),
-            "plan": plan.to_dict(),
+            "plan": plan.to_dict(), "device": device_name(str(synth.device)),
         })
         run.write_ledger(ledger)
         run.set_status("running", "training")
@@ -128,10 +134,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     except BaseException as e:
         # whatever happened, the steps already taken were paid for: record them
         if synth.plan is not None and not any(en.mechanism.startswith("DP-SGD") for en in ledger.entries):
-            steps = len(run.events()) if run is not None else 0
-            p = synth.plan
-            ledger.record("DP-SGD (interrupted)", epsilon=epsilon_after(p.noise_multiplier, p.sample_rate, steps, delta, accountant),
-                          delta=delta if steps else 0.0, accountant=accountant, steps=steps, steps_planned=p.steps)
+            record_interrupted_training(ledger, synth.plan, len(run.events()) if run is not None else 0)
         if run is not None:
             run.write_ledger(ledger)
             state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
@@ -148,6 +151,14 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         else:
             run.set_status("completed", f"{result.steps_done} steps in {result.seconds:.0f} s on {result.device}")
     return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
+
+
+def record_interrupted_training(ledger: PrivacyLedger, plan: NoisePlan, steps: int) -> None:
+    """Charge the ledger for the DP-SGD steps a run took before it stopped abnormally."""
+    ledger.record("DP-SGD (interrupted)",
+                  epsilon=epsilon_after(plan.noise_multiplier, plan.sample_rate, steps, plan.delta, plan.accountant),
+                  delta=plan.delta if steps else 0.0, accountant=plan.accountant, steps=steps,
+                  steps_planned=plan.steps)
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:

@@ -9,6 +9,7 @@ steward confirms that every fact in it is public.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -392,29 +393,47 @@ def read_table(path: str | os.PathLike, schema: Schema | None = None, missing_ma
     path = Path(path)
     if not path.exists():
         raise SchemaError(f"no such file: {path}")
-    markers = list(missing_markers) or (list(schema.missing_markers) if schema else [])
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            table = pd.read_parquet(path)
+        data = path.read_bytes()
+    except OSError as e:
+        raise SchemaError(f"cannot read {path.name}: {e.strerror or e}") from None
+    return read_table_bytes(data, path.name, schema, missing_markers)
+
+
+def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
+                     missing_markers: Iterable[str] = ()) -> pd.DataFrame:
+    """Read an uploaded CSV or Parquet file from memory (nothing is written to disk)."""
+    markers = list(missing_markers) or (list(schema.missing_markers) if schema else [])
+    name = Path(filename).name
+    try:
+        if Path(name).suffix.lower() in (".parquet", ".pq"):
+            table = pd.read_parquet(io.BytesIO(data))
         else:
-            with open(path, newline="") as f:
-                header = f.readline()
+            text = data.decode("utf-8-sig")
+            header = text.split("\n", 1)[0]
             if not header.strip():
-                raise SchemaError(f"{path.name} is empty")
+                raise SchemaError(f"{name} is empty")
             dtype = {c.name: str for c in schema.columns if not c.is_numeric} if schema else None
-            table = pd.read_csv(path, dtype=dtype, skipinitialspace=True,
+            table = pd.read_csv(io.StringIO(text), dtype=dtype, skipinitialspace=True,
                                 na_values=markers or None, keep_default_na=True)
             # pandas renames a repeated header "a" to "a.1"; the steward must hear about it
-            raw_names = [n.strip() for n in next(csv.reader([header]))]
+            raw_names = [n.strip() for n in next(csv.reader([header.rstrip("\r")]))]
             dupes = sorted({n for n in raw_names if raw_names.count(n) > 1})
             if dupes:
-                raise SchemaError(f"{path.name} has duplicated column names: {_preview(dupes)}")
+                raise SchemaError(f"{name} has duplicated column names: {_preview(dupes)}")
     except SchemaError:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as e:
-        raise SchemaError(f"cannot read {path.name} as a table: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, UnicodeDecodeError):
+            reason = "it is not UTF-8 text (is it a spreadsheet or another format?)"
+        raise SchemaError(f"cannot read {name} as a table: {reason}") from None
+    except Exception as e:  # pyarrow raises its own types for a damaged Parquet file
+        raise SchemaError(f"cannot read {name} as a table: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    if len(table.columns) == 0:
+        raise SchemaError(f"{name} has no columns")
     if len(table) == 0:
-        raise SchemaError(f"{path.name} has a header but no rows")
+        raise SchemaError(f"{name} has a header but no rows")
     return table
 
 

@@ -1,0 +1,141 @@
+"""Step 6: sample the synthetic table (optionally with fixed values or fairness control) and export it."""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from synth_core.api import load_model
+from synth_core.fairness import check_fairness_columns, fair_sample
+from synth_core.jobs import list_runs
+from synth_core.models.base import SamplingError
+from synth_core.report import privacy_report, report_json, report_markdown
+from synth_core.runs import RunDir, RunError
+from synth_core.schema import SchemaError
+from workbench import state
+from workbench.charts import group_rates_chart
+
+st.title("6 · Generate and export")
+st.write("Sampling from the trained model costs no privacy: make as many rows as you need. The export is the "
+         "synthetic table with its privacy report; the private table is never part of it.")
+
+ready = [r for r in list_runs(state.runs_root())
+         if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
+if not ready:
+    st.info("No trained run yet. Train one on step 4.")
+    st.page_link("pages/train.py", label="Go to step 4", icon="⬅️")
+    st.stop()
+by_id = {r["id"]: r for r in ready}
+ids = list(by_id)
+current = state.current_run()
+run_id = st.selectbox("Run", ids, index=ids.index(current.path.name) if current is not None and
+                      current.path.name in by_id else 0,
+                      format_func=lambda i: f"{by_id[i].get('name') or i} · {by_id[i].get('model')} · "
+                                            f"ε={by_id[i].get('epsilon')}", key="generate_run")
+state.set_current_run(by_id[run_id]["path"])
+run = RunDir(by_id[run_id]["path"])
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
+def model_of(path: str, _stamp: float):
+    return load_model(path)
+
+
+try:
+    model = model_of(str(run.path), (run.model_dir / "model.pt").stat().st_mtime)
+except (RunError, OSError, FileNotFoundError) as e:
+    st.error(f"The model of this run cannot be loaded: {e}")
+    st.stop()
+schema = model.schema
+
+rows = int(st.number_input("Rows to generate", min_value=1, max_value=1_000_000,
+                           value=int(by_id[run_id].get("rows") or 1000), step=100, key="rows"))
+
+st.subheader("Fix values of some columns (optional)")
+fixed = st.multiselect("Columns to fix", schema.names, key="fixed_columns")
+conditions = {}
+for name in fixed:
+    spec = schema[name]
+    if spec.kind == "categorical":
+        conditions[name] = st.selectbox(f"{name} =", spec.vocabulary(), key=f"cond_{name}")
+    else:
+        lo, hi = float(spec.lower), float(spec.upper)
+        conditions[name] = st.number_input(f"{name} =", min_value=lo, max_value=hi, value=lo, key=f"cond_{name}")
+
+st.subheader("Fairness control (optional)")
+categorical = [c.name for c in schema.columns if c.kind == "categorical"]
+use_fairness = st.checkbox("Reduce the demographic-parity gap of a target across groups", key="use_fairness",
+                           disabled=len(categorical) < 2,
+                           help="A share of rows is generated with value-specified conditions that give every "
+                                "group the same rate of the chosen target value.")
+fair = None
+if use_fairness:
+    default_s = next((c.name for c in schema.columns if c.role == "sensitive" and c.kind == "categorical"),
+                     categorical[0])
+    default_t = next((c.name for c in schema.columns if c.role == "target" and c.kind == "categorical"),
+                     categorical[-1])
+    c1, c2, c3 = st.columns(3)
+    sensitive = c1.selectbox("Sensitive attribute", categorical, index=categorical.index(default_s), key="sensitive")
+    target = c2.selectbox("Target", categorical, index=categorical.index(default_t), key="target")
+    values = schema[target].vocabulary()
+    positive = c3.selectbox("Favourable target value", values, index=len(values) - 1, key="positive")
+    gap = st.slider("Largest acceptable gap in that rate between groups", 0.0, 0.5, 0.05, 0.01, key="target_gap")
+    fair = dict(sensitive=sensitive, target=target, positive=positive, target_gap=gap)
+    if conditions:
+        st.info("Fixed column values are not combined with fairness control; they are ignored while it is on.")
+
+if st.button("Generate", type="primary", key="generate"):
+    seed = int(time.time()) % (2**31 - 1)
+    try:
+        with st.spinner(f"Sampling {rows:,} rows…"):
+            if fair:
+                check_fairness_columns(schema, fair["sensitive"], fair["target"], fair["positive"])
+                result = fair_sample(model, rows, seed=seed, **fair)
+                table, info = result.table, {"method": "fairness control", **fair, **result.summary()}
+                st.session_state["fair_result"] = result
+            else:
+                table = model.sample(rows, conditions=conditions or None, seed=seed)
+                info = {"conditions": conditions, **{k: v for k, v in model.last_sample_info.items()
+                                                     if k in ("method", "acceptance_rate")}}
+                st.session_state.pop("fair_result", None)
+    except (SamplingError, SchemaError, ValueError) as e:
+        st.error(f"Could not generate: {e}")
+    else:
+        run.samples_dir.mkdir(exist_ok=True)
+        name = f"synthetic-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+        table.to_csv(run.samples_dir / name, index=False)
+        st.session_state["generated"] = {"run": str(run.path), "table": table, "info": {**info, "seed": seed},
+                                         "file": name}
+
+generated = st.session_state.get("generated")
+if not generated or generated["run"] != str(run.path):
+    st.stop()
+
+table, info = generated["table"], generated["info"]
+st.success(f"{len(table):,} synthetic rows ({info.get('method', 'unconditional')}).")
+if info.get("acceptance_rate") is not None and info.get("method") == "rejection":
+    st.caption(f"Conditions met by rejection sampling; {info['acceptance_rate']:.1%} of tried rows were kept.")
+fair_result = st.session_state.get("fair_result")
+if info.get("method") == "fairness control" and fair_result is not None:
+    c1, c2, c3 = st.columns(3)
+    c1.metric("demographic-parity gap before", f"{fair_result.gap_before:.3f}")
+    c2.metric("after", f"{fair_result.gap_after:.3f}", delta=f"{fair_result.gap_after - fair_result.gap_before:+.3f}",
+              delta_color="inverse")
+    c3.metric("rows with value-specified conditions", f"{fair_result.share:.0%}")
+    st.plotly_chart(group_rates_chart(fair_result.rates_before, fair_result.rates_after, info["positive"],
+                                      info["sensitive"]), key="fair_chart")
+st.dataframe(table.head(50), hide_index=True)
+
+report = privacy_report(run, sampling=info, synthetic_rows=len(table))
+stem = generated["file"].removesuffix(".csv")
+c1, c2, c3 = st.columns(3)
+c1.download_button("Download the synthetic table (CSV)", table.to_csv(index=False), file_name=f"{stem}.csv",
+                   mime="text/csv", key="download_csv", type="primary")
+c2.download_button("Privacy report (JSON)", report_json(report), file_name=f"{stem}-privacy-report.json",
+                   mime="application/json", key="download_report_json")
+c3.download_button("Privacy report (markdown)", report_markdown(report), file_name=f"{stem}-privacy-report.md",
+                   mime="text/markdown", key="download_report_md")
+for warning in report["warnings"]:
+    st.warning(warning, icon="⚠️")
+with st.expander("Read the privacy report"):
+    st.markdown(report_markdown(report))

@@ -1,0 +1,161 @@
+"""Step 3: model family, privacy budget (ε, δ), size; what the accountant computed; start training."""
+from __future__ import annotations
+
+import streamlit as st
+
+from synth_core.jobs import start_fit_job
+from synth_core.models import MODELS, get_model_class
+from synth_core.privacy import BudgetError, check_budget, default_delta, delta_warning
+from synth_core.schema import Schema, SchemaError, validate_table
+from synth_core.timing import device_name, estimate_fit_seconds
+from workbench import state
+
+st.title("3 · Model and privacy budget")
+
+table = state.table()
+schema = state.schema()
+if table is None or schema is None:
+    st.info("Load a table on step 1 first.")
+    st.page_link("pages/data.py", label="Go to step 1", icon="⬅️")
+    st.stop()
+
+# --- model ------------------------------------------------------------------------------------------
+st.subheader("Model")
+families = sorted(MODELS)
+family = st.radio("Model family", families, index=families.index("dp-tbart") if "dp-tbart" in families else 0,
+                  format_func=lambda f: f"{f}: {get_model_class(f).description.split('.')[0]}", key="family")
+klass = get_model_class(family)
+st.caption(f"**What it is.** {klass.description}")
+if klass.when_to_pick:
+    st.caption(f"**Pick it for.** {klass.when_to_pick}")
+
+# --- ε ----------------------------------------------------------------------------------------------
+st.subheader("Privacy budget")
+st.write("ε bounds how much the synthetic table can reveal about any one person: the smaller ε, the stronger "
+         "the protection and the noisier the result. Choose by how harmful disclosure would be.")
+HARM = {
+    "Low harm (data close to public statistics): ε = 4": 4.0,
+    "Moderate harm: ε = 1": 1.0,
+    "High harm (health, finances, minors): ε = 0.25": 0.25,
+    "Very high harm: ε = 0.05": 0.05,
+    "Type my own ε": None,
+}
+harm = st.radio("How harmful would disclosure of a person's row be?", list(HARM), index=1, key="harm")
+epsilon = HARM[harm]
+if epsilon is None:
+    epsilon = st.number_input("ε", value=1.0, min_value=0.0, step=0.1, format="%.3f", key="epsilon_custom")
+
+holdout_share = st.slider("Rows kept aside for the review (never trained on)", 0.0, 0.3, 0.1, 0.05,
+                          key="holdout_share",
+                          help="They let the review compare how close synthetic rows come to training rows "
+                               "with how close unseen real rows come. 0 keeps every row for training.")
+n_train = len(table) - int(round(len(table) * holdout_share))
+delta = st.number_input("δ (chance the ε guarantee fails)", value=float(default_delta(n_train)),
+                        min_value=0.0, max_value=1.0, format="%.1e", key="delta",
+                        help="Keep it well below 1 / (number of rows).")
+warning = delta_warning(delta, n_train) if delta > 0 else None
+if warning:
+    st.warning(warning, icon="⚠️")
+
+missing_bounds = [c.name for c in schema.columns if c.is_numeric and not c.has_bounds]
+bounds_epsilon = 0.0
+if missing_bounds:
+    st.write(f"Numeric columns without public bounds: **{', '.join(missing_bounds)}**. Part of ε estimates them "
+             "privately before training.")
+    bounds_epsilon = st.number_input("ε for estimating the missing bounds", value=round(0.1 * epsilon, 4),
+                                     min_value=0.0, format="%.4f", key="bounds_epsilon")
+
+# --- size -------------------------------------------------------------------------------------------
+st.subheader("Size")
+sizes = dict(klass.size_presets) or {p: p for p in klass.presets}
+SIZE_HELP = {"quick": "a first look", "standard": "the default", "best": "the largest model, for a GPU"}
+size = st.radio("Model size", list(sizes), index=min(1, len(sizes) - 1), horizontal=True, key="size",
+                format_func=lambda s: f"{s} ({SIZE_HELP.get(s, sizes[s])})")
+with st.expander("Advanced"):
+    preset = st.selectbox("Preset", list(klass.presets), index=list(klass.presets).index(sizes[size]),
+                          key="preset", help="'tiny' trains in seconds: for trying the app, not for release.")
+    accountant = st.selectbox("Accountant", ["prv", "rdp"], key="accountant",
+                              help="PRV gives the tighter ε for the same noise; RDP is the classic bound.")
+    seed = int(st.number_input("Seed", value=0, min_value=0, step=1, key="seed"))
+    name = st.text_input("Run name", value="", key="run_name", placeholder=family)
+
+# --- the accountant's plan --------------------------------------------------------------------------
+problems = []
+try:
+    check_budget(epsilon, delta)
+    if not 0 <= bounds_epsilon < epsilon:
+        raise BudgetError(f"the ε for bound estimation ({bounds_epsilon:g}) must be ≥ 0 and below the total ε "
+                          f"({epsilon:g})")
+    if missing_bounds and bounds_epsilon <= 0:
+        raise BudgetError(f"{', '.join(missing_bounds)} need public bounds (step 2) or some ε to estimate them")
+    if n_train < state.MIN_ROWS:
+        raise BudgetError(f"only {n_train} rows would be left for training; keep fewer aside")
+except BudgetError as e:
+    problems.append(str(e))
+
+
+@st.cache_data(show_spinner="Asking the accountant…", max_entries=64)
+def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: float, delta: float, accountant: str):
+    model = get_model_class(family)(Schema.from_json(schema_json), preset=preset, device="cpu", seed=0)
+    plan = model.plan_privacy(n, epsilon, delta, accountant)
+    return plan.to_dict(), model.train_config.epochs, model.n_parameters
+
+
+st.subheader("What the accountant computed")
+plan = None
+if problems:
+    for p in problems:
+        st.error(p)
+else:
+    try:
+        plan, epochs, n_params = noise_plan(family, preset, schema.to_json(), n_train, epsilon - bounds_epsilon,
+                                            delta, accountant)
+    except (BudgetError, SchemaError, ValueError) as e:
+        st.error(f"No noise plan: {e}")
+    else:
+        c = st.columns(5)
+        c[0].metric("noise multiplier σ", f"{plan['noise_multiplier']:.3g}")
+        c[1].metric("batch size (expected)", f"{plan['expected_batch_size']:,.0f}")
+        c[2].metric("steps", f"{plan['steps']:,}")
+        c[3].metric("sampling rate q", f"{plan['sample_rate']:.3g}")
+        c[4].metric("ε after all steps", f"{plan['planned_epsilon']:.3g}")
+        st.caption(f"{epochs} epochs over {n_train:,} training rows with Poisson sampling; each row's gradient is "
+                   f"clipped to norm {plan['max_grad_norm']:g} and Gaussian noise of σ × that norm is added. "
+                   f"Model: {n_params:,} parameters.")
+        if plan["noise_multiplier"] > 10:
+            st.warning("The noise is very large for this table and ε: expect a poor synthetic table. A larger ε, "
+                       "more rows or the quick size helps.")
+
+device = device_name()
+est_key = (family, preset, schema.to_json(), n_train, epsilon, delta)
+estimate = st.session_state.get("estimate")
+if st.button(f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
+    with st.spinner("Timing a few training steps on random rows from the public schema…"):
+        try:
+            result = estimate_fit_seconds(family, schema, preset, n_train, max(epsilon - bounds_epsilon, 1e-3),
+                                          delta, probe_steps=3)
+            st.session_state["estimate"] = estimate = {"key": est_key, **result}
+        except (SchemaError, ValueError, RuntimeError) as e:
+            st.error(f"Could not time the model: {e}")
+if estimate and estimate.get("key") == est_key:
+    minutes = estimate["seconds"] / 60
+    st.info(f"About {minutes:.1f} minutes on {estimate['device']} ({estimate['steps']} steps of "
+            f"{estimate['per_step_s']:.2f} s), plus a few seconds to start.")
+
+# --- start ------------------------------------------------------------------------------------------
+request = {"model": family, "preset": preset, "options": {}, "epsilon": float(epsilon), "delta": float(delta),
+           "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
+           "holdout_share": float(holdout_share), "name": name.strip() or None}
+st.session_state["plan_request"] = request
+if schema.provenance["warning"]:
+    st.warning("The schema is still an unconfirmed draft read from the data; the run and its report will say so.",
+               icon="⚠️")
+if st.button("Start training", type="primary", disabled=plan is None, key="start_training"):
+    try:
+        validate_table(table, schema)
+        run = start_fit_job(state.runs_root(), table, schema, request)
+    except (SchemaError, ValueError, OSError) as e:
+        st.error(f"Training could not start: {e}")
+    else:
+        state.set_current_run(run.path)
+        st.switch_page("pages/train.py")

@@ -1,0 +1,162 @@
+"""Step 5: the synthetic table against the real one, column by column and as a whole; two runs side by side."""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import streamlit as st
+
+from synth_core.evaluate.figures import column_figures, quick_figures
+from synth_core.evaluate.inputs import EvaluationError
+from synth_core.evaluate.privacy_risk import distance_to_closest_record
+from synth_core.evaluate.projections import pca_projection, umap_projection
+from synth_core.jobs import list_runs, read_private
+from synth_core.runs import RunDir, RunError
+from synth_core.schema import SchemaError
+from workbench import state
+from workbench.charts import dcr_chart, marginal_chart, projection_chart
+
+st.title("5 · Review")
+st.write("How faithful is the synthetic table, and does it stay away from the real rows? Everything here "
+         "compares against your private table, so it is for your eyes: only the synthetic table and the privacy "
+         "report leave this machine.")
+
+reviewable = [r for r in list_runs(state.runs_root())
+              if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
+if not reviewable:
+    st.info("No trained run yet. Train one on step 4.")
+    st.page_link("pages/train.py", label="Go to step 4", icon="⬅️")
+    st.stop()
+by_id = {r["id"]: r for r in reviewable}
+ids = list(by_id)
+current = state.current_run()
+first = ids.index(current.path.name) if current is not None and current.path.name in by_id else 0
+
+
+def label(run_id: str) -> str:
+    r = by_id[run_id]
+    return f"{r.get('name') or run_id} · {r.get('model')} · ε={r.get('epsilon')}"
+
+
+c1, c2 = st.columns(2)
+primary = c1.selectbox("Run", ids, index=first, format_func=label, key="review_run")
+others = [i for i in ids if i != primary]
+second = c2.selectbox("Compare with (optional)", [""] + others,
+                      format_func=lambda i: "—" if not i else label(i), key="review_compare")
+chosen = [primary] + ([second] if second else [])
+state.set_current_run(by_id[primary]["path"])
+
+
+def _mtime(path) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return 0.0
+
+
+@st.cache_data(show_spinner="Reading the run…", max_entries=8)
+def load_run(path: str, _stamp: float):
+    run = RunDir(path)
+    schema = run.schema()
+    train = read_private(run, "train")
+    holdout = read_private(run, "holdout")
+    review = run.samples_dir / "review.csv"
+    if review.exists():
+        synthetic = pd.read_csv(review, dtype={c.name: "string" for c in schema.columns if not c.is_numeric})
+    else:  # an older or cancelled run without a review sample: make one now (sampling costs no privacy)
+        from synth_core.api import load_model
+        synthetic = load_model(path).sample(min(len(train), 20000) if train is not None else 5000, seed=0)
+    return schema, train, holdout, synthetic
+
+
+try:
+    loaded = {i: load_run(by_id[i]["path"], _mtime(os.path.join(by_id[i]["path"], "samples"))) for i in chosen}
+except (RunError, SchemaError, OSError, ValueError) as e:
+    st.error(f"This run cannot be reviewed: {e}")
+    st.stop()
+schema, real, holdout, _ = loaded[primary]
+if real is None:
+    st.error("The run's private rows are gone, so there is nothing to compare with.")
+    st.stop()
+names = {i: by_id[i].get("name") or i for i in chosen}
+synthetic = {names[i]: loaded[i][3] for i in chosen}
+target = next((c.name for c in schema.columns if c.role == "target"), None)
+
+
+@st.cache_data(show_spinner="Computing the fidelity figures…", max_entries=16)
+def figures_for(key: str, _real, _synth, _schema, target):
+    figs = quick_figures(_real, _synth, _schema, target=target)
+    return pd.DataFrame([{"figure": f.name, "value": f.value, "verdict": f.verdict, "better": f.better,
+                          "meaning": f.meaning} for f in figs]), column_figures(_real, _synth, _schema)
+
+
+st.subheader("Fidelity figures")
+tables, col_tables = {}, {}
+try:
+    for i in chosen:
+        tables[names[i]], col_tables[names[i]] = figures_for(f"{by_id[i]['path']}:{target}", real,
+                                                               loaded[i][3], schema, target)
+except EvaluationError as e:
+    st.error(f"The synthetic table cannot be compared with the real one: {e}")
+    st.stop()
+base = tables[names[primary]][["figure", "meaning", "better"]].copy()
+for label_, t in tables.items():
+    base[f"{label_}"] = t["value"].round(4).astype(str) + " (" + t["verdict"] + ")"
+st.dataframe(base, hide_index=True)
+verdicts = tables[names[primary]]["verdict"].value_counts()
+if verdicts.get("poor", 0):
+    st.warning(f"{verdicts['poor']} figure(s) are poor: the synthetic table misses some structure of the real one. "
+               "A larger ε, a larger model size or more epochs usually helps.")
+elif verdicts.get("fair", 0):
+    st.info("Fair overall: the main patterns are kept, some detail is lost to the privacy noise.")
+else:
+    st.success("Good: the synthetic table follows the real one closely on every figure shown.")
+with st.expander("Figures per column"):
+    for label_, t in col_tables.items():
+        st.caption(label_)
+        st.dataframe(t, hide_index=True)
+
+st.subheader("Column by column")
+st.caption("Real (blue) and synthetic shares on the same axes; numbers are binned between the public bounds.")
+cols = st.columns(2)
+for k, spec in enumerate(schema.columns):
+    with cols[k % 2]:
+        st.plotly_chart(marginal_chart(spec, real[spec.name], {n: s[spec.name] for n, s in synthetic.items()}),
+                        key=f"marginal_{spec.name}")
+
+
+@st.cache_data(show_spinner="Projecting rows…", max_entries=8)
+def projection(key: str, method: str, _real, _synthetic, _schema):
+    fn = pca_projection if method == "pca" else umap_projection
+    return fn(_real, _synthetic, _schema, seed=0)
+
+
+st.subheader("All columns at once")
+key = "|".join(by_id[i]["path"] for i in chosen)
+pca = projection(key, "pca", real, synthetic, schema)
+ev = pca.explained_variance
+st.plotly_chart(projection_chart(pca.points, "Principal components of the real rows" + (
+    f" ({ev[0]:.0%} and {ev[1]:.0%} of the variance)" if ev else "")), key="pca")
+st.caption(f"Rows shown: {', '.join(f'{k} {v:,}' for k, v in pca.sample_sizes.items())}. Similar heatmaps mean the "
+           "synthetic rows fill the same regions as the real ones.")
+if st.checkbox("Show a UMAP view too (takes a little longer)", key="show_umap"):
+    um = projection(key, "umap", real, synthetic, schema)
+    st.plotly_chart(projection_chart(um.points, "UMAP of the real rows"), key="umap")
+
+st.subheader("Distance to the closest real row")
+if holdout is None or len(holdout) == 0:
+    st.info("No rows were kept aside for this run, so there is no baseline to compare distances with. Keep some "
+            "aside on step 3 next time.")
+else:
+    @st.cache_data(show_spinner="Measuring distances…", max_entries=8)
+    def dcr(key: str, _train, _synth, _holdout, _schema):
+        return distance_to_closest_record(_train, _synth, _holdout, _schema, seed=0)
+
+    result = dcr(by_id[primary]["path"], real, synthetic[names[primary]], holdout, schema)
+    st.plotly_chart(dcr_chart(result.synthetic_to_train, result.holdout_to_train), key="dcr")
+    summary = result.summary
+    st.write(summary.get("verdict", ""))
+    st.caption(f"Synthetic rows identical to a training row: {result.exact_copy_share:.2%} (held-out real rows: "
+               f"{result.holdout_exact_copy_share:.2%}).")
+
+st.page_link("pages/generate.py", label="Next: generate and export", icon="➡️")

@@ -1,0 +1,154 @@
+"""Step 2: the public schema, what may be known about the table without spending privacy."""
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from synth_core.schema import KINDS, Schema, SchemaError, validate_table
+from workbench import state
+from workbench.schema_table import (ROLE_CHOICES, categories_to_text, clear_drafted_bounds, frame_to_schema,
+                                    schema_to_frame, text_to_categories)
+
+st.title("2 · What is public about the table")
+st.write("The model may use only facts that are **public**: the range of each number and the list of possible "
+         "values of each category, as you could find them in documentation or common knowledge (ages run from "
+         "17 to 90, sex is Female or Male). Anything read from the private table itself would leak through the "
+         "synthetic data, unless it is paid for from the privacy budget.")
+
+table = state.table()
+schema = state.schema()
+if table is None or schema is None:
+    st.info("Load a table on step 1 first.")
+    st.page_link("pages/data.py", label="Go to step 1", icon="⬅️")
+    st.stop()
+
+if schema.drafted_from_data and not schema.confirmed:
+    st.warning("**These bounds and category lists were drafted by reading your private table.** They may "
+               "disclose facts about it (the oldest person's age, a rare category). Edit them into public facts "
+               "(round the bounds outward, list every possible category) and confirm below, or clear the numeric "
+               "bounds and pay part of ε to estimate them privately. An unconfirmed draft is flagged in every "
+               "report.", icon="⚠️")
+elif schema.drafted_from_data:
+    st.success("Drafted from the data and confirmed by you as public facts.")
+else:
+    st.success("Declared schema (imported or from the demo table's documentation).")
+
+st.subheader("Columns")
+editor_key = f"schema_editor_{st.session_state.get('schema_version', 0)}"
+edited = st.data_editor(
+    schema_to_frame(schema), key=editor_key, hide_index=True, num_rows="fixed", width="stretch",
+    column_config={
+        "column": st.column_config.TextColumn("column", disabled=True),
+        "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True),
+        "lower": st.column_config.NumberColumn("public min", help="empty: estimate with DP at training time"),
+        "upper": st.column_config.NumberColumn("public max", help="empty: estimate with DP at training time"),
+        "categories": st.column_config.TextColumn("public categories", help="comma-separated; quote a value "
+                                                  "that holds a comma"),
+        "nullable": st.column_config.CheckboxColumn("may be missing"),
+        "role": st.column_config.SelectboxColumn("role", options=ROLE_CHOICES,
+                                                 help="sensitive attribute and target, for fairness figures"),
+        "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"],
+                                                    help="log: finer bins near the minimum, for skewed amounts"),
+        "decimals": st.column_config.NumberColumn("decimals", min_value=0, max_value=10, step=1),
+        "source": st.column_config.TextColumn("where the facts come from", disabled=True),
+    },
+)
+try:
+    updated = frame_to_schema(edited, schema)
+except SchemaError as e:
+    st.error(f"Not applied: {e}. The previous schema is kept.")
+else:
+    if updated.to_dict() != schema.to_dict():
+        state.set_schema(updated, remount_editor=False)
+        schema = updated
+
+with st.expander("Edit one column in detail"):
+    name = st.selectbox("Column", schema.names, key="detail_column")
+    spec = schema[name]
+    with st.form("column_form"):
+        kind = st.selectbox("Kind", list(KINDS), index=list(KINDS).index(spec.kind))
+        c1, c2 = st.columns(2)
+        lower = c1.text_input("Public minimum", value="" if spec.lower is None else f"{spec.lower:g}")
+        upper = c2.text_input("Public maximum", value="" if spec.upper is None else f"{spec.upper:g}")
+        cats = st.text_area("Public categories (comma-separated)", value=categories_to_text(spec.categories))
+        nullable = st.checkbox("Values may be missing", value=spec.nullable)
+        role = st.selectbox("Role", ROLE_CHOICES, index=ROLE_CHOICES.index(spec.role or ""))
+        if st.form_submit_button("Apply to this column"):
+            frame = schema_to_frame(schema)
+            i = schema.names.index(name)
+            frame.loc[i, ["kind", "lower", "upper", "categories", "nullable", "role"]] = [
+                kind, lower.strip() or None, upper.strip() or None, ", ".join(
+                    f'"{c}"' if "," in c else c for c in text_to_categories(cats)), nullable, role]
+            try:
+                state.set_schema(frame_to_schema(frame.astype(object), schema))
+            except SchemaError as e:
+                st.error(f"Not applied: {e}")
+            else:
+                st.rerun()
+
+schema = state.schema()
+st.subheader("Confirm")
+missing_bounds = [c.name for c in schema.columns if c.is_numeric and not c.has_bounds]
+c1, c2 = st.columns(2)
+with c1:
+    if schema.drafted_from_data and not schema.confirmed:
+        if st.button("I confirm every fact above is public", type="primary", key="confirm_schema"):
+            schema.confirm()
+            state.set_schema(schema)
+            st.rerun()
+    else:
+        st.caption("Confirmed." if schema.drafted_from_data else "Nothing to confirm: the schema was declared.")
+with c2:
+    numeric = [c.name for c in schema.columns if c.is_numeric]
+    if numeric and st.button("Clear the numeric bounds and estimate them with DP", key="clear_bounds",
+                             help="Part of ε is then spent at training time on private estimates of the 1% and "
+                                  "99% quantiles of each number, recorded in the ledger."):
+        state.set_schema(clear_drafted_bounds(schema))
+        st.rerun()
+if missing_bounds:
+    st.info(f"No public bounds for {', '.join(missing_bounds)}: on step 3, set how much of ε to spend estimating "
+            "them privately.")
+
+st.subheader("Does the table fit the schema?")
+try:
+    _, report = validate_table(table, schema)
+except SchemaError as e:
+    st.error(f"The table does not fit this schema: {e}")
+else:
+    lines = report.summary()
+    if lines:
+        st.write("Training will use the table with these changes (counts seen only by you):")
+        for line in lines:
+            st.write(f"- {line}")
+    else:
+        st.write("Every value fits the public facts.")
+
+st.subheader("Import or export")
+c1, c2 = st.columns(2)
+with c1:
+    st.download_button("Download schema JSON", schema.to_json(), file_name="schema.json",
+                       mime="application/json", key="download_schema")
+with c2:
+    imported = st.file_uploader("Import a schema JSON", type=["json"], key="schema_upload")
+    if imported is not None and st.session_state.get("imported_schema_id") != imported.file_id:
+        st.session_state["imported_schema_id"] = imported.file_id
+        try:
+            new = Schema.from_json(imported.getvalue().decode("utf-8"))
+            missing = [n for n in table.columns if n not in new]
+            extra = [n for n in new.names if n not in table.columns]
+            if missing or extra:
+                raise SchemaError("the schema does not match the table: "
+                                  + "; ".join(p for p in (
+                                      f"columns of the table it lacks: {', '.join(map(str, missing))}" if missing else "",
+                                      f"columns it names that the table lacks: {', '.join(extra)}" if extra else "")
+                                      if p))
+            new.columns = [new[n] for n in table.columns]  # the table's column order
+            validate_table(table, new)
+        except (SchemaError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+            st.error(f"This schema cannot be used: {e}")
+        else:
+            state.set_schema(new)
+            st.rerun()
+
+st.page_link("pages/model.py", label="Next: choose a model and a privacy budget", icon="➡️")

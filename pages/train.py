@@ -1,0 +1,117 @@
+"""Step 4: training runs in a background process; this page follows its event log live."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from synth_core.jobs import cancel_job, cancel_requested, job_state, ledger_of, list_runs, progress
+from synth_core.runs import RunDir, RunError
+from workbench import state
+from workbench.charts import epsilon_chart, loss_chart
+
+st.title("4 · Train")
+
+runs = list_runs(state.runs_root())
+if not runs:
+    st.info("No runs yet. Choose a model and ε on step 3 and start training.")
+    st.page_link("pages/model.py", label="Go to step 3", icon="⬅️")
+    st.stop()
+
+by_id = {r["id"]: r for r in runs}
+current = state.current_run()
+ids = list(by_id)
+index = ids.index(current.path.name) if current is not None and current.path.name in by_id else 0
+
+
+def label(run_id: str) -> str:
+    r = by_id[run_id]
+    return f"{r.get('name') or run_id} · {r.get('model') or '?'} · ε={r.get('epsilon')} · {r.get('state')}"
+
+
+chosen = st.selectbox("Run", ids, index=index, format_func=label, key="train_run_choice")
+if current is None or current.path.name != chosen:
+    state.set_current_run(by_id[chosen]["path"])
+run = RunDir(by_id[chosen]["path"])
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "…"
+    s = int(round(s))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def show_run(run: RunDir) -> None:
+    try:
+        status = job_state(run)
+    except RunError as e:
+        st.error(f"This run can no longer be read: {e}")
+        return
+    live = status.get("state") in ("created", "running")
+    try:
+        config = run.config()
+    except RunError:
+        config = {}
+    request = run.read_json("request.json") if (run.path / "request.json").exists() else {}
+    target = float(config.get("epsilon") or request.get("epsilon") or 0)
+    prog = progress(run)
+    events = run.events()
+
+    c = st.columns(4)
+    c[0].metric("state", status.get("state"))
+    c[1].metric("device", config.get("device", "starting…"))
+    c[2].metric("steps", f"{prog['steps_done']} / {prog['steps_planned'] or '…'}")
+    last_eps = events[-1]["epsilon"] if events and events[-1].get("epsilon") is not None else 0.0
+    c[3].metric("ε spent", f"{last_eps:.3g} of {target:g}")
+    if live:
+        st.progress(min(1.0, prog["fraction"]),
+                    text=f"{fmt_seconds(prog['elapsed_s'])} elapsed, about {fmt_seconds(prog['remaining_s'])} left"
+                    + (" · stopping after this step" if cancel_requested(run) else ""))
+        if st.button("Cancel training", key=f"cancel_{run.path.name}", disabled=cancel_requested(run)):
+            cancel_job(run)
+            st.toast("Stopping after the current step; the model trained so far is kept.")
+    elif status.get("state") == "completed":
+        st.success(status.get("message") or "completed")
+    elif status.get("state") == "cancelled":
+        st.warning(status.get("message") or "cancelled")
+    elif status.get("state") == "failed":
+        st.error(f"Training failed: {status.get('message')}")
+
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(loss_chart({run.path.name: events}), key=f"loss_{run.path.name}")
+    with right:
+        st.plotly_chart(epsilon_chart(events, target, prog["steps_planned"]), key=f"eps_{run.path.name}")
+    ledger = ledger_of(run)
+    if ledger is not None and ledger.entries:
+        with st.expander("Privacy ledger"):
+            st.dataframe(pd.DataFrame([{"mechanism": e.mechanism, "ε": e.epsilon, "δ": e.delta,
+                                        "accountant": e.accountant} for e in ledger.entries]), hide_index=True)
+    if not live and status.get("state") in ("completed", "cancelled") and run.has_model():
+        st.page_link("pages/review.py", label="Next: review the synthetic table", icon="➡️")
+
+
+initial = job_state(run).get("state") if run.exists() else None
+
+
+@st.fragment(run_every=1.0 if initial in ("created", "running") else None)
+def live_view() -> None:
+    if not run.exists():
+        st.error("The run's folder was deleted.")
+        return
+    show_run(run)
+    if initial in ("created", "running") and job_state(run).get("state") not in ("created", "running"):
+        st.rerun()  # finished: redraw the whole page once, which also stops the polling
+
+
+live_view()
+
+st.divider()
+st.subheader("All runs")
+table = pd.DataFrame([{k: r.get(k) for k in ("name", "model", "preset", "epsilon", "spent_epsilon", "state",
+                                              "steps", "steps_planned", "loss", "rows")} for r in runs])
+st.dataframe(table, hide_index=True)
+compare = st.multiselect("Compare runs", ids, default=[], format_func=label, key="compare_runs")
+if compare:
+    events = {by_id[i].get("name") or i: RunDir(by_id[i]["path"]).events() for i in compare}
+    st.plotly_chart(loss_chart(events), key="compare_loss")

@@ -1,0 +1,236 @@
+"""Training in a background process, for the app (and any caller that must not block).
+
+A job is a run directory plus a worker process (`python -m synth_core.worker RUN`) that trains and
+writes the run's event log. The caller only reads files, so closing the browser tab or reloading the
+page neither stops nor loses the run; `job_state` finds it again from disk.
+
+    private/train.parquet    the rows the model trains on (owner-only)
+    private/holdout.parquet  rows kept aside for the review (distance to closest record), if asked
+    request.json             what the steward asked for: model, preset, options, ε, δ, ...
+    worker.json              the worker's process id, to tell a live job from a dead one
+    cancel                   present once the steward asked to stop
+    samples/review.csv       synthetic rows sampled right after training, for the review page
+
+The private table lives only inside the run directory, which is created owner-only (0700); the files
+in private/ are 0600 as well. They stay so that the steward can review the run later; deleting the run
+deletes them.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .privacy import NoisePlan, PrivacyLedger
+from .runs import RunDir, RunError
+from .schema import Schema, SchemaError
+
+REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
+                "device", "review_rows", "holdout_share", "name")
+
+
+def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
+    """A fresh, sortable run directory name under `root`: date-time plus a short random suffix."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    slug = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in (name or "run"))[:40].strip("-") or "run"
+    return Path(root) / f"{stamp}-{slug}-{secrets.token_hex(2)}"
+
+
+def _write_private(table: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        table.to_parquet(f, index=False)
+
+
+def split_holdout(table: pd.DataFrame, share: float, seed: int | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Keep `share` of the rows aside for the review; they never reach training."""
+    if not 0 <= share < 0.5:
+        raise ValueError(f"the share of rows kept aside for review must be in [0, 0.5), not {share}")
+    n_hold = int(round(len(table) * share))
+    if n_hold == 0:
+        return table.reset_index(drop=True), None
+    if len(table) - n_hold < 2:
+        raise ValueError("too few rows to keep some aside for the review; set the hold-out share to 0")
+    order = np.random.default_rng(seed).permutation(len(table))
+    hold = table.iloc[np.sort(order[:n_hold])].reset_index(drop=True)
+    train = table.iloc[np.sort(order[n_hold:])].reset_index(drop=True)
+    return train, hold
+
+
+def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, request: dict,
+                  python: str | None = None) -> RunDir:
+    """Create a run under `root`, store the private rows in it, and start the worker process."""
+    unknown = set(request) - set(REQUEST_KEYS)
+    if unknown:
+        raise ValueError(f"unknown request keys: {', '.join(sorted(unknown))}")
+    if not request.get("model"):
+        raise ValueError("the request names no model")
+    schema.check()
+    epsilon = request.get("epsilon")
+    if not isinstance(epsilon, (int, float)) or not epsilon > 0:
+        raise ValueError(f"ε must be a positive number, not {epsilon!r}")
+    train, holdout = split_holdout(table, float(request.get("holdout_share") or 0.0), request.get("seed"))
+    Path(root).mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
+    _write_private(train, run.path / "private" / "train.parquet")
+    if holdout is not None:
+        _write_private(holdout, run.path / "private" / "holdout.parquet")
+    run.write_schema(schema)
+    run.write_json("request.json", {**request, "rows": len(train), "created": time.time(),
+                                    "holdout_rows": 0 if holdout is None else len(holdout)})
+    run.set_status("created", "waiting for the training process to start")
+    log = open(run.path / "worker.log", "ab")
+    os.chmod(run.path / "worker.log", 0o600)
+    # a new session: the worker outlives the page that started it (reloads, closed tabs, reruns)
+    proc = subprocess.Popen([python or sys.executable, "-m", "synth_core.worker", str(run.path)],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=str(Path(__file__).resolve().parent.parent))
+    log.close()
+    # reap the worker when it ends, so a finished job leaves no zombie behind in a long-lived app
+    threading.Thread(target=proc.wait, daemon=True).start()
+    run.write_json("worker.json", {"pid": proc.pid, "started": time.time()})
+    return run
+
+
+def cancel_job(run: RunDir) -> None:
+    """Ask the worker to stop after its current step; the model trained so far is kept."""
+    run.require()
+    (run.path / "cancel").touch()
+
+
+def cancel_requested(run: RunDir) -> bool:
+    return (run.path / "cancel").exists()
+
+
+def _worker_alive(run: RunDir) -> bool:
+    try:
+        pid = int(run.read_json("worker.json")["pid"])
+    except (RunError, KeyError, TypeError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a reused pid belongs to another program
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"synth_core.worker" not in cmdline:
+            return False
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"  # a zombie has finished
+    except OSError:
+        return True  # no /proc: trust kill(0)
+
+
+def job_state(run: RunDir) -> dict:
+    """The run's status, with a worker that died unnoticed (killed, machine restarted) marked failed
+    and the ε of the steps it took charged to the ledger."""
+    status = run.require().status()
+    if status.get("state") in ("created", "running") and (run.path / "worker.json").exists() \
+            and not _worker_alive(run):
+        time.sleep(0.2)  # the worker may have written its last status just now
+        status = run.status()
+        if status.get("state") in ("created", "running"):
+            _mark_dead(run)
+            status = run.status()
+    return status
+
+
+def _mark_dead(run: RunDir) -> None:
+    from .api import record_interrupted_training
+    try:
+        ledger = run.ledger()
+        plan = NoisePlan(**run.config()["plan"])
+    except (RunError, KeyError, TypeError):
+        ledger, plan = None, None
+    if ledger is not None and plan is not None and not any(e.mechanism.startswith("DP-SGD") for e in ledger.entries):
+        record_interrupted_training(ledger, plan, len(run.events()))
+        run.write_ledger(ledger)
+    run.set_status("failed", "the training process stopped unexpectedly (it was killed or the machine "
+                             "restarted); the ε of the steps it took is recorded in the ledger")
+
+
+def stop_worker(run: RunDir, wait_s: float = 10.0) -> None:
+    """Cancel, then terminate the worker if it does not stop in `wait_s` seconds (for deleting a run)."""
+    cancel_job(run)
+    deadline = time.time() + wait_s
+    while _worker_alive(run) and time.time() < deadline:
+        time.sleep(0.1)
+    if _worker_alive(run):
+        try:
+            os.kill(int(run.read_json("worker.json")["pid"]), signal.SIGTERM)
+        except (ProcessLookupError, RunError):
+            pass
+
+
+def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | None:
+    """The private rows stored with the run (for the steward's own review; never to be exported)."""
+    path = run.path / "private" / f"{which}.parquet"
+    if not path.exists():
+        return None
+    return pd.read_parquet(path)
+
+
+def list_runs(root: str | os.PathLike) -> list[dict]:
+    """Every run under `root`, newest first, with what a listing shows; unreadable ones say so."""
+    root = Path(root)
+    if not root.exists():
+        return []
+    out = []
+    for path in sorted((p for p in root.iterdir() if p.is_dir()), reverse=True):
+        run = RunDir(path)
+        if not run.exists():
+            continue
+        try:
+            status = job_state(run)
+            request = run.read_json("request.json") if (path / "request.json").exists() else {}
+            events = run.events()
+            last = events[-1] if events else {}
+            try:
+                spent = run.ledger().spent_epsilon
+            except RunError:
+                spent = 0.0
+            out.append({
+                "id": path.name, "path": str(path), "state": status.get("state"), "message": status.get("message"),
+                "name": request.get("name") or path.name, "model": request.get("model"),
+                "preset": request.get("preset"), "epsilon": request.get("epsilon"), "spent_epsilon": spent,
+                "rows": request.get("rows"), "steps": last.get("step", 0), "steps_planned": last.get("steps"),
+                "loss": last.get("loss"), "created": request.get("created"),
+            })
+        except (RunError, SchemaError, OSError, ValueError) as e:
+            out.append({"id": path.name, "path": str(path), "state": "unreadable", "message": str(e)})
+    return out
+
+
+def progress(run: RunDir) -> dict:
+    """Steps done and planned, elapsed and remaining seconds, from the event log."""
+    events = run.events()
+    try:
+        planned = int(run.config()["plan"]["steps"])
+    except (RunError, KeyError, TypeError):
+        planned = events[-1]["steps"] if events else None
+    done = events[-1]["step"] if events else 0
+    elapsed = events[-1].get("elapsed_s", 0.0) if events else 0.0
+    remaining = None
+    if planned and done:
+        remaining = max(0.0, elapsed / done * (planned - done))
+    return {"steps_done": done, "steps_planned": planned, "elapsed_s": elapsed, "remaining_s": remaining,
+            "fraction": (done / planned) if planned else 0.0}
+
+
+def ledger_of(run: RunDir) -> PrivacyLedger | None:
+    try:
+        return run.ledger()
+    except RunError:
+        return None

@@ -1,0 +1,136 @@
+"""The privacy report that travels with an exported synthetic table: JSON for machines, markdown for people.
+
+It says which model made the table, the budget (ε, δ) and the accountant, every entry of the privacy
+ledger, the public schema and whether it was drafted from the data, and how the rows were sampled. It
+holds nothing computed from the private table beyond what the ledger paid for: the run's validation
+counts (clipped or missing values) and the private rows stay in the run directory.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import asdict
+
+from .models import get_model_class
+from .runs import RunDir
+
+# config keys that describe the private table itself: they stay with the steward
+PRIVATE_CONFIG_KEYS = ("private_validation_counts",)
+
+
+def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: int | None = None) -> dict:
+    """Everything a recipient of the synthetic table may know about how it was made."""
+    run.require()
+    config = {k: v for k, v in run.config().items() if k not in PRIVATE_CONFIG_KEYS}
+    ledger = run.ledger()
+    schema = run.schema()
+    status = run.status()
+    family = config.get("model")
+    try:
+        klass = get_model_class(family)
+        description = klass.description
+    except ValueError:
+        description = ""
+    plan = config.get("plan") or {}
+    report = {
+        "report_version": 1,
+        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "run": run.path.name,
+        "run_state": status.get("state"),
+        "model": {"family": family, "description": description, "preset": config.get("preset"),
+                  "options": config.get("options", {})},
+        "privacy": {
+            "epsilon_target": ledger.target_epsilon,
+            "epsilon_spent": ledger.spent_epsilon,
+            "delta": ledger.target_delta,
+            "accountant": config.get("accountant"),
+            "noise_multiplier": plan.get("noise_multiplier"),
+            "sample_rate": plan.get("sample_rate"),
+            "steps_planned": plan.get("steps"),
+            "max_grad_norm": plan.get("max_grad_norm"),
+            "training_rows": ledger.n_rows,
+            "ledger": [asdict(e) for e in ledger.entries],
+        },
+        "schema": schema.to_dict(),
+        "schema_provenance": schema.provenance,
+        "warnings": ledger.warnings(),
+        "sampling": dict(sampling or {}),
+        "synthetic_rows": synthetic_rows,
+    }
+    return report
+
+
+def report_json(report: dict) -> str:
+    return json.dumps(report, indent=2, default=str)
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def report_markdown(report: dict) -> str:
+    """The same report, for a person."""
+    p, m = report["privacy"], report["model"]
+    prov = report["schema_provenance"]
+    lines = [
+        "# Privacy report for a synthetic table",
+        "",
+        f"Generated {report['generated']} from run `{report['run']}` ({report['run_state']}).",
+        "",
+    ]
+    if report["warnings"]:
+        lines += ["## Warnings", ""] + [f"- **{w}**" for w in report["warnings"]] + [""]
+    lines += [
+        "## Guarantee",
+        "",
+        f"The synthetic table was produced by a model trained with differential privacy at "
+        f"**ε = {_fmt(p['epsilon_spent'])}** (budget {_fmt(p['epsilon_target'])}), **δ = {_fmt(p['delta'])}**, "
+        f"measured with the {p['accountant']} accountant. Sampling more rows from the model costs no further privacy.",
+        "",
+        "## Model",
+        "",
+        f"- Family: `{m['family']}` (size preset `{m['preset']}`)",
+        f"- What it is: {m['description'] or '—'}",
+        f"- Noise multiplier σ = {_fmt(p['noise_multiplier'])}, sampling rate q = {_fmt(p['sample_rate'])}, "
+        f"{_fmt(p['steps_planned'])} planned steps, clipping norm {_fmt(p['max_grad_norm'])}",
+        f"- Training rows: {_fmt(p['training_rows'])}",
+        "",
+        "## Privacy ledger (every use of the private table)",
+        "",
+        "| mechanism | ε | δ | details |",
+        "| --- | --- | --- | --- |",
+    ]
+    for e in p["ledger"]:
+        details = ", ".join(f"{k}={_fmt(v)}" for k, v in e.get("details", {}).items()
+                            if not isinstance(v, (dict, list)))
+        lines.append(f"| {e['mechanism']} | {_fmt(e['epsilon'])} | {_fmt(e['delta'])} | {details} |")
+    lines += [
+        "",
+        "## Public schema",
+        "",
+        "Drafted from the data: **" + ("yes" if prov.get("drafted_from_data") else "no") + "**; confirmed by the "
+        "data steward as public facts: **" + ("yes" if prov.get("confirmed") else "no") + "**.",
+        "",
+        "| column | kind | public bounds / categories | nullable | role |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in report["schema"]["columns"]:
+        if c["kind"] == "categorical":
+            cats = c.get("categories") or []
+            facts = ", ".join(map(str, cats[:12])) + (f", … ({len(cats)} in all)" if len(cats) > 12 else "")
+        else:
+            facts = f"{_fmt(c.get('lower'))} to {_fmt(c.get('upper'))}"
+        lines.append(f"| {c['name']} | {c['kind']} | {facts} | {'yes' if c.get('nullable') else 'no'} | "
+                     f"{c.get('role') or ''} |")
+    s = report.get("sampling") or {}
+    if s or report.get("synthetic_rows"):
+        lines += ["", "## Sampling", ""]
+        if report.get("synthetic_rows"):
+            lines.append(f"- Rows: {report['synthetic_rows']}")
+        for k, v in s.items():
+            lines.append(f"- {k.replace('_', ' ')}: {json.dumps(v, default=str) if isinstance(v, (dict, list)) else _fmt(v)}")
+    return "\n".join(lines) + "\n"

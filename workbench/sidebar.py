@@ -1,0 +1,41 @@
+"""The sidebar every page shows: the data in use and the current run's privacy budget."""
+from __future__ import annotations
+
+import streamlit as st
+
+from synth_core.jobs import job_state, ledger_of
+
+from . import state
+
+
+def render_sidebar() -> None:
+    with st.sidebar:
+        st.subheader("Privacy budget")
+        run = state.current_run()
+        if run is not None:
+            status = job_state(run)
+            ledger = ledger_of(run)
+            st.caption(f"Run `{run.path.name}` · {status.get('state')}")
+            if ledger is not None:
+                spent, target = ledger.spent_epsilon, ledger.target_epsilon
+                st.metric("ε spent", f"{spent:.3g} of {target:g}")
+                st.progress(min(1.0, spent / target) if target else 0.0)
+                st.caption(f"δ = {ledger.target_delta:.1e} · {len(ledger.entries)} ledger entr"
+                           f"{'y' if len(ledger.entries) == 1 else 'ies'}")
+                for warning in ledger.warnings():
+                    st.warning(warning, icon="⚠️")
+            else:
+                st.caption("The run has not started spending yet.")
+        else:
+            plan = st.session_state.get("plan_request")
+            if plan:
+                st.metric("ε planned", f"{plan['epsilon']:g}")
+                st.caption("Nothing spent yet: the budget is spent only while training.")
+            else:
+                st.caption("No run yet. Choose a model and ε on step 3.")
+        st.divider()
+        name = st.session_state.get("table_name")
+        st.caption(f"Data: **{name}**" if name else "No data loaded.")
+        schema = state.schema()
+        if schema is not None and schema.provenance["warning"]:
+            st.caption("⚠️ Schema drafted from the data and not yet confirmed.")

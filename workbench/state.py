@@ -1,0 +1,74 @@
+"""Where the app keeps things: the steward's table and schema in the session (memory only), runs on disk."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from synth_core.runs import RunDir
+
+# a table smaller than this cannot be split, validated and trained on meaningfully
+MIN_ROWS = 10
+# below this, DP-SGD has so few rows per unit of noise that the synthetic table is mostly noise
+FEW_ROWS = 1000
+
+
+def workspace() -> Path:
+    """The folder holding every run: $SYNTH_WORKBENCH_HOME, or ~/.synth-workbench. Owner-only."""
+    root = Path(os.environ.get("SYNTH_WORKBENCH_HOME") or Path.home() / ".synth-workbench")
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        os.chmod(root, 0o700)
+    except OSError:
+        pass
+    return root
+
+
+def runs_root() -> Path:
+    return workspace() / "runs"
+
+
+def set_dataset(table, name: str, source: str, schema, about: str = "") -> None:
+    """A new private table (and its schema) replaces the old one; choices that depended on it are reset."""
+    st.session_state["table"] = table
+    st.session_state["table_name"] = name
+    st.session_state["table_source"] = source
+    st.session_state["table_about"] = about
+    st.session_state["schema"] = schema
+    st.session_state["schema_version"] = st.session_state.get("schema_version", 0) + 1
+    for key in ("plan_request", "estimate"):
+        st.session_state.pop(key, None)
+
+
+def table():
+    return st.session_state.get("table")
+
+
+def schema():
+    return st.session_state.get("schema")
+
+
+def set_schema(new_schema, remount_editor: bool = True) -> None:
+    """Replace the schema; the schema editor is rebuilt from it unless the change came from that editor."""
+    st.session_state["schema"] = new_schema
+    if remount_editor:
+        st.session_state["schema_version"] = st.session_state.get("schema_version", 0) + 1
+    st.session_state.pop("estimate", None)
+
+
+def current_run() -> RunDir | None:
+    """The run the steward is looking at; None if none was chosen or its directory is gone."""
+    path = st.session_state.get("run_path")
+    if not path:
+        return None
+    run = RunDir(path)
+    if not run.exists():
+        st.session_state.pop("run_path", None)
+        st.warning(f"The run at {path} no longer exists (its folder was deleted or moved).")
+        return None
+    return run
+
+
+def set_current_run(path) -> None:
+    st.session_state["run_path"] = str(path)
