@@ -1,5 +1,9 @@
-"""Evaluation metrics for synthetic tabular data."""
+"""Evaluation of synthetic tables: fidelity, utility, privacy in practice, fairness, projections.
 
+The review page, the CLI (`evaluate`, `audit`) and the benchmarks all use this package.
+"""
+
+from .fairness import demographic_parity_difference_of_data, fairness_figures
 from .fidelity import (
     detection_auc,
     fidelity_report,
@@ -8,6 +12,10 @@ from .fidelity import (
     ml_efficacy,
     ml_efficacy_regression,
 )
+from .figures import THRESHOLDS, Figure, column_figures, quick_figures
+from .inputs import EvaluationError, PublicEncoder, check_comparable
+from .privacy_risk import DCRResult, distance_to_closest_record
+from .projections import Projection, pca_projection, umap_projection
 
 __all__ = [
     "kway_tvd",
@@ -16,4 +24,18 @@ __all__ = [
     "ml_efficacy",
     "ml_efficacy_regression",
     "fidelity_report",
+    "EvaluationError",
+    "check_comparable",
+    "PublicEncoder",
+    "Figure",
+    "THRESHOLDS",
+    "quick_figures",
+    "column_figures",
+    "Projection",
+    "pca_projection",
+    "umap_projection",
+    "DCRResult",
+    "distance_to_closest_record",
+    "fairness_figures",
+    "demographic_parity_difference_of_data",
 ]
