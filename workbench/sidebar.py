@@ -27,9 +27,9 @@ def render_sidebar() -> None:
             else:
                 st.caption("The run has not started spending yet.")
         else:
-            plan = st.session_state.get("plan_request")
-            if plan:
-                st.metric("ε planned", f"{plan['epsilon']:g}")
+            planned = state.planned_epsilon()
+            if planned is not None:
+                st.metric("ε planned", f"{planned:g}")
                 st.caption("Nothing spent yet: the budget is spent only while training.")
             else:
                 st.caption("No run yet. Choose a model and ε on step 3.")

@@ -72,3 +72,22 @@ def current_run() -> RunDir | None:
 
 def set_current_run(path) -> None:
     st.session_state["run_path"] = str(path)
+
+
+# ε presets by how harmful disclosure would be (in the spirit of OpenDP's DP Creator)
+HARM_PRESETS = {
+    "Low harm (data close to public statistics): ε = 4": 4.0,
+    "Moderate harm: ε = 1": 1.0,
+    "High harm (health, finances, minors): ε = 0.25": 0.25,
+    "Very high harm: ε = 0.05": 0.05,
+    "Type my own ε": None,
+}
+
+
+def planned_epsilon() -> float | None:
+    """The ε chosen on the model page (its widgets' state), before any run spends it."""
+    harm = st.session_state.get("harm")
+    if harm is None:
+        return None
+    value = HARM_PRESETS.get(harm)
+    return value if value is not None else st.session_state.get("epsilon_custom")

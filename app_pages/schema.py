@@ -20,7 +20,7 @@ table = state.table()
 schema = state.schema()
 if table is None or schema is None:
     st.info("Load a table on step 1 first.")
-    st.page_link("pages/data.py", label="Go to step 1", icon="⬅️")
+    st.page_link("app_pages/data.py", label="Go to step 1", icon="⬅️")
     st.stop()
 
 if schema.drafted_from_data and not schema.confirmed:
@@ -75,13 +75,13 @@ with st.expander("Edit one column in detail"):
         nullable = st.checkbox("Values may be missing", value=spec.nullable)
         role = st.selectbox("Role", ROLE_CHOICES, index=ROLE_CHOICES.index(spec.role or ""))
         if st.form_submit_button("Apply to this column"):
-            frame = schema_to_frame(schema)
+            frame = schema_to_frame(schema).astype(object)
             i = schema.names.index(name)
             frame.loc[i, ["kind", "lower", "upper", "categories", "nullable", "role"]] = [
                 kind, lower.strip() or None, upper.strip() or None, ", ".join(
                     f'"{c}"' if "," in c else c for c in text_to_categories(cats)), nullable, role]
             try:
-                state.set_schema(frame_to_schema(frame.astype(object), schema))
+                state.set_schema(frame_to_schema(frame, schema))
             except SchemaError as e:
                 st.error(f"Not applied: {e}")
             else:
@@ -151,4 +151,4 @@ with c2:
             state.set_schema(new)
             st.rerun()
 
-st.page_link("pages/model.py", label="Next: choose a model and a privacy budget", icon="➡️")
+st.page_link("app_pages/model.py", label="Next: choose a model and a privacy budget", icon="➡️")

@@ -23,7 +23,7 @@ ready = [r for r in list_runs(state.runs_root())
          if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
 if not ready:
     st.info("No trained run yet. Train one on step 4.")
-    st.page_link("pages/train.py", label="Go to step 4", icon="⬅️")
+    st.page_link("app_pages/train.py", label="Go to step 4", icon="⬅️")
     st.stop()
 by_id = {r["id"]: r for r in ready}
 ids = list(by_id)

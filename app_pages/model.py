@@ -16,7 +16,7 @@ table = state.table()
 schema = state.schema()
 if table is None or schema is None:
     st.info("Load a table on step 1 first.")
-    st.page_link("pages/data.py", label="Go to step 1", icon="⬅️")
+    st.page_link("app_pages/data.py", label="Go to step 1", icon="⬅️")
     st.stop()
 
 # --- model ------------------------------------------------------------------------------------------
@@ -33,13 +33,7 @@ if klass.when_to_pick:
 st.subheader("Privacy budget")
 st.write("ε bounds how much the synthetic table can reveal about any one person: the smaller ε, the stronger "
          "the protection and the noisier the result. Choose by how harmful disclosure would be.")
-HARM = {
-    "Low harm (data close to public statistics): ε = 4": 4.0,
-    "Moderate harm: ε = 1": 1.0,
-    "High harm (health, finances, minors): ε = 0.25": 0.25,
-    "Very high harm: ε = 0.05": 0.05,
-    "Type my own ε": None,
-}
+HARM = state.HARM_PRESETS
 harm = st.radio("How harmful would disclosure of a person's row be?", list(HARM), index=1, key="harm")
 epsilon = HARM[harm]
 if epsilon is None:
@@ -146,7 +140,6 @@ if estimate and estimate.get("key") == est_key:
 request = {"model": family, "preset": preset, "options": {}, "epsilon": float(epsilon), "delta": float(delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
            "holdout_share": float(holdout_share), "name": name.strip() or None}
-st.session_state["plan_request"] = request
 if schema.provenance["warning"]:
     st.warning("The schema is still an unconfirmed draft read from the data; the run and its report will say so.",
                icon="⚠️")
@@ -158,4 +151,4 @@ if st.button("Start training", type="primary", disabled=plan is None, key="start
         st.error(f"Training could not start: {e}")
     else:
         state.set_current_run(run.path)
-        st.switch_page("pages/train.py")
+        st.switch_page("app_pages/train.py")

@@ -1,0 +1,245 @@
+"""The Streamlit walk-through, headless (streamlit.testing.v1.AppTest): every page, a tiny model trained to
+the end in the background worker, and the bad inputs a steward can produce."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from synth_core.demo import demo_table
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def new_app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90)
+    return at.run()
+
+
+def no_exceptions(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def texts(elements) -> str:
+    return " | ".join(str(e.value) for e in elements)
+
+
+def upload(at: AppTest, name: str, content: bytes) -> AppTest:
+    at.switch_page("app_pages/data.py").run()
+    at.file_uploader(key="upload").set_value((name, content, "text/csv"))
+    return at.run()
+
+
+def wait_for_run(at: AppTest, timeout_s: float = 120) -> str:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        at.switch_page("app_pages/train.py").run()
+        no_exceptions(at)
+        state = at.metric[0].value if at.metric else None
+        if state in ("completed", "failed", "cancelled"):
+            return state
+        time.sleep(0.5)
+    raise AssertionError("the run did not finish in time")
+
+
+def train_tiny(at: AppTest, epsilon_choice: str | None = None) -> None:
+    at.switch_page("app_pages/model.py").run()
+    no_exceptions(at)
+    at.selectbox(key="preset").set_value("tiny")
+    at.selectbox(key="accountant").set_value("rdp")
+    at.run()
+    at.button(key="start_training").click().run()
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+
+
+def test_walk_through_from_upload_to_export(workspace):
+    at = new_app()
+    no_exceptions(at)
+    assert "No run yet" in texts(at.sidebar.caption)
+
+    # 1. data
+    csv = demo_table(300, seed=3).to_csv(index=False).encode()
+    upload(at, "people.csv", csv)
+    no_exceptions(at)
+    assert "300 rows" in texts(at.success)
+
+    # 2. schema: drafted from the data, so flagged until confirmed; edit one column's public facts
+    at.switch_page("app_pages/schema.py").run()
+    no_exceptions(at)
+    assert "drafted by reading your private table" in texts(at.warning)
+    at.selectbox(key="detail_column").set_value("age").run()
+    form = at.get("form")[0]
+    form.text_input[0].set_value("0")     # public minimum
+    form.text_input[1].set_value("120")   # public maximum
+    form.button[0].click()
+    at.run()
+    no_exceptions(at)
+    schema = at.session_state["schema"]
+    assert (schema["age"].lower, schema["age"].upper) == (0, 120)
+    at.button(key="confirm_schema").click().run()
+    assert at.session_state["schema"].confirmed
+    assert "confirmed by you" in texts(at.success)
+
+    # 3. model and budget: the accountant's plan is shown before training
+    at.switch_page("app_pages/model.py").run()
+    no_exceptions(at)
+    labels = [m.label for m in at.metric]
+    assert {"noise multiplier σ", "batch size (expected)", "steps", "sampling rate q"} <= set(labels)
+    at.selectbox(key="preset").set_value("tiny")
+    at.selectbox(key="accountant").set_value("rdp")
+    at.run()
+    assert "ε planned" in [m.label for m in at.sidebar.metric]
+    at.button(key="start_training").click().run()
+    no_exceptions(at)
+
+    # 4. train: in a background process; the page follows its event log
+    assert wait_for_run(at) == "completed"
+    assert len(at.get("plotly_chart")) >= 2  # loss and ε
+    eps_metric = next(m for m in at.metric if m.label == "ε spent").value
+    spent, target = [float(x) for x in eps_metric.split(" of ")]
+    assert 0 < spent <= target == 1.0
+    assert "ε spent" in [m.label for m in at.sidebar.metric]
+    run_dir = Path(at.session_state["run_path"])
+    assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
+    private = run_dir / "private" / "train.parquet"
+    assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
+    assert len(pd.read_parquet(private)) == 270  # 10% kept aside for the review
+    assert "people" not in (run_dir / "worker.log").read_text()
+
+    # 5. review: figures with verdicts, marginals, projection, distance to closest record
+    at.switch_page("app_pages/review.py").run(timeout=180)
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    figures = at.dataframe[0].value
+    assert {"figure", "meaning"} <= set(figures.columns) and len(figures) >= 3
+    assert len(at.get("plotly_chart")) >= 7 + 2  # one per column, PCA, DCR
+
+    # 6. generate with a condition, then export with the privacy report
+    at.switch_page("app_pages/generate.py").run()
+    no_exceptions(at)
+    at.number_input(key="rows").set_value(120)
+    at.multiselect(key="fixed_columns").set_value(["sex"]).run()
+    at.selectbox(key="cond_sex").set_value("Female")
+    at.button(key="generate").click().run()
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    table = at.session_state["generated"]["table"]
+    assert len(table) == 120 and set(table["sex"]) == {"Female"}
+    assert {b.key for b in at.get("download_button")} >= {"download_csv", "download_report_json",
+                                                         "download_report_md"}
+    report_md = texts(at.markdown)
+    assert "Privacy report" in report_md and "ε =" in report_md
+    samples = list((run_dir / "samples").glob("synthetic-*.csv"))
+    assert len(samples) == 1 and len(pd.read_csv(samples[0])) == 120
+
+
+def test_fairness_control_on_the_generate_page(workspace):
+    at = new_app()
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()  # the built-in invented census, with a declared schema
+    no_exceptions(at)
+    train_tiny(at)
+    assert wait_for_run(at) == "completed"
+    at.switch_page("app_pages/generate.py").run()
+    at.number_input(key="rows").set_value(600)
+    at.checkbox(key="use_fairness").check().run()
+    assert at.selectbox(key="sensitive").value == "sex" and at.selectbox(key="target").value == "income"
+    at.slider(key="target_gap").set_value(0.0)
+    at.button(key="generate").click().run(timeout=180)
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    result = at.session_state["fair_result"]
+    assert result.share > 0
+    labels = {m.label: m.value for m in at.metric}
+    assert "demographic-parity gap before" in labels and "after" in labels
+    info = at.session_state["generated"]["info"]
+    assert info["method"] == "fairness control" and info["fairness_share"] == result.share
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("empty.csv", b"", "is empty"),
+    ("header.csv", b"a,b,c\n", "no rows"),
+    ("one.csv", b"a,b\n1,x\n", "only 1 row"),
+    ("dupes.csv", b"a,b,a\n" + b"1,2,3\n" * 20, "duplicated column names: 'a'"),
+    ("binary.csv", bytes(range(256)) * 4, "cannot read binary.csv"),
+    ("ragged.csv", b"a,b\n1,2\n3,4,5,6\n" + b"1,2\n" * 20, "cannot read ragged.csv"),
+])
+def test_bad_files_get_a_clear_message(workspace, name, content, message):
+    at = new_app()
+    upload(at, name, content)
+    no_exceptions(at)
+    assert message in texts(at.error)
+    assert "table" not in at.session_state or at.session_state["table"] is None  # nothing half-loaded
+
+
+def test_bad_schema_and_budget_inputs_leave_the_app_usable(workspace, tmp_path):
+    at = new_app()
+    upload(at, "people.csv", demo_table(200).to_csv(index=False).encode())
+    at.switch_page("app_pages/schema.py").run()
+
+    # min > max
+    at.selectbox(key="detail_column").set_value("age").run()
+    form = at.get("form")[0]
+    form.text_input[0].set_value("90")
+    form.text_input[1].set_value("10")
+    form.button[0].click()
+    at.run()
+    no_exceptions(at)
+    assert "must be below upper bound" in texts(at.error)
+    assert at.session_state["schema"]["age"].lower != 90
+
+    # an empty category list
+    at.selectbox(key="detail_column").set_value("sex").run()
+    form = at.get("form")[0]
+    form.text_area[0].set_value("")
+    form.button[0].click()
+    at.run()
+    no_exceptions(at)
+    assert "non-empty public category list" in texts(at.error)
+
+    # a schema JSON that does not match the file
+    other = {"version": 1, "columns": [{"name": "age", "kind": "integer", "lower": 0, "upper": 99},
+                                       {"name": "zipcode", "kind": "categorical", "categories": ["1"]}]}
+    at.file_uploader(key="schema_upload").set_value(("other.json", json.dumps(other).encode(), "application/json"))
+    at.run()
+    no_exceptions(at)
+    assert "does not match the table" in texts(at.error) and "zipcode" in texts(at.error)
+    at.file_uploader(key="schema_upload").set_value(("bad.json", b"{not json", "application/json"))
+    at.run()
+    no_exceptions(at)
+    assert "cannot be used" in texts(at.error)
+
+    # ε ≤ 0: no plan, no start
+    at.switch_page("app_pages/model.py").run()
+    at.radio(key="harm").set_value("Type my own ε").run()
+    at.number_input(key="epsilon_custom").set_value(0.0).run()
+    no_exceptions(at)
+    assert "ε must be" in texts(at.error)
+    assert at.button(key="start_training").disabled
+
+
+def test_a_run_deleted_under_the_app(workspace):
+    at = new_app()
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()
+    train_tiny(at)
+    assert wait_for_run(at) == "completed"
+    shutil.rmtree(at.session_state["run_path"])
+    for page in ("app_pages/train.py", "app_pages/review.py", "app_pages/generate.py", "app_pages/model.py"):
+        at.switch_page(page).run()
+        no_exceptions(at)
+    assert "run_path" not in at.session_state
