@@ -1,6 +1,7 @@
 """The data steward's workbench: from a sensitive table to a reviewed, exportable DP synthetic table.
 
-    streamlit run app.py
+    streamlit run app.py             # start with your own table
+    streamlit run app.py -- --demo   # start with the built-in demo table already loaded
 
 Each step is a page under app_pages/; the sidebar always shows the current run's privacy budget.
 """
@@ -8,18 +9,25 @@ from __future__ import annotations
 
 import streamlit as st
 
-st.set_page_config(page_title="DP synthetic tables", page_icon="🛡️", layout="wide")
+st.set_page_config(page_title="DP synthetic tables", page_icon=":material/shield_lock:", layout="wide")
 
-from workbench.sidebar import render_sidebar  # noqa: E402  (after set_page_config)
+import sys  # noqa: E402
+
+from workbench import state  # noqa: E402  (after set_page_config)
+from workbench.sidebar import render_sidebar  # noqa: E402
 
 PAGES = [
-    st.Page("app_pages/data.py", title="1 · Data", icon="📄", default=True),
-    st.Page("app_pages/schema.py", title="2 · Public schema", icon="📐"),
-    st.Page("app_pages/model.py", title="3 · Model and budget", icon="⚖️"),
-    st.Page("app_pages/train.py", title="4 · Train", icon="🏋️"),
-    st.Page("app_pages/review.py", title="5 · Review", icon="🔍"),
-    st.Page("app_pages/generate.py", title="6 · Generate and export", icon="📦"),
+    st.Page("app_pages/data.py", title="1 · Data", icon=":material/table:", default=True),
+    st.Page("app_pages/schema.py", title="2 · Public schema", icon=":material/rule:"),
+    st.Page("app_pages/model.py", title="3 · Model and budget", icon=":material/balance:"),
+    st.Page("app_pages/train.py", title="4 · Train", icon=":material/model_training:"),
+    st.Page("app_pages/review.py", title="5 · Review", icon=":material/compare:"),
+    st.Page("app_pages/generate.py", title="6 · Generate and export", icon=":material/download:"),
 ]
+
+if "--demo" in sys.argv[1:] and "demo_preloaded" not in st.session_state:
+    st.session_state["demo_preloaded"] = True  # once per browser session: the steward may replace it
+    state.load_builtin_demo()
 
 page = st.navigation(PAGES)
 render_sidebar()

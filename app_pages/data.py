@@ -84,4 +84,4 @@ with left:
 with right:
     st.caption("Column summaries (computed from the private table, for your eyes only)")
     st.dataframe(column_summary(table), hide_index=True)
-st.page_link("app_pages/schema.py", label="Next: declare what is public about this table", icon="➡️")
+st.page_link("app_pages/schema.py", label="Next: declare what is public about this table", icon=":material/arrow_forward:")

@@ -23,7 +23,7 @@ ready = [r for r in list_runs(state.runs_root())
          if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
 if not ready:
     st.info("No trained run yet. Train one on step 4.")
-    st.page_link("app_pages/train.py", label="Go to step 4", icon="⬅️")
+    st.page_link("app_pages/train.py", label="Go to step 4", icon=":material/arrow_back:")
     st.stop()
 by_id = {r["id"]: r for r in ready}
 ids = list(by_id)
@@ -136,6 +136,6 @@ c2.download_button("Privacy report (JSON)", report_json(report), file_name=f"{st
 c3.download_button("Privacy report (markdown)", report_markdown(report), file_name=f"{stem}-privacy-report.md",
                    mime="text/markdown", key="download_report_md")
 for warning in report["warnings"]:
-    st.warning(warning, icon="⚠️")
+    st.warning(warning, icon=":material/warning:")
 with st.expander("Read the privacy report"):
     st.markdown(report_markdown(report))

@@ -16,7 +16,7 @@ table = state.table()
 schema = state.schema()
 if table is None or schema is None:
     st.info("Load a table on step 1 first.")
-    st.page_link("app_pages/data.py", label="Go to step 1", icon="⬅️")
+    st.page_link("app_pages/data.py", label="Go to step 1", icon=":material/arrow_back:")
     st.stop()
 
 # --- model ------------------------------------------------------------------------------------------
@@ -49,7 +49,7 @@ delta = st.number_input("δ (chance the ε guarantee fails)", value=float(defaul
                         help="Keep it well below 1 / (number of rows).")
 warning = delta_warning(delta, n_train) if delta > 0 else None
 if warning:
-    st.warning(warning, icon="⚠️")
+    st.warning(warning, icon=":material/warning:")
 
 missing_bounds = [c.name for c in schema.columns if c.is_numeric and not c.has_bounds]
 bounds_epsilon = 0.0
@@ -142,7 +142,7 @@ request = {"model": family, "preset": preset, "options": {}, "epsilon": float(ep
            "holdout_share": float(holdout_share), "name": name.strip() or None}
 if schema.provenance["warning"]:
     st.warning("The schema is still an unconfirmed draft read from the data; the run and its report will say so.",
-               icon="⚠️")
+               icon=":material/warning:")
 if st.button("Start training", type="primary", disabled=plan is None, key="start_training"):
     try:
         validate_table(table, schema)

@@ -25,7 +25,7 @@ reviewable = [r for r in list_runs(state.runs_root())
               if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
 if not reviewable:
     st.info("No trained run yet. Train one on step 4.")
-    st.page_link("app_pages/train.py", label="Go to step 4", icon="⬅️")
+    st.page_link("app_pages/train.py", label="Go to step 4", icon=":material/arrow_back:")
     st.stop()
 by_id = {r["id"]: r for r in reviewable}
 ids = list(by_id)
@@ -159,4 +159,4 @@ else:
     st.caption(f"Synthetic rows identical to a training row: {result.exact_copy_share:.2%} (held-out real rows: "
                f"{result.holdout_exact_copy_share:.2%}).")
 
-st.page_link("app_pages/generate.py", label="Next: generate and export", icon="➡️")
+st.page_link("app_pages/generate.py", label="Next: generate and export", icon=":material/arrow_forward:")

@@ -20,7 +20,7 @@ table = state.table()
 schema = state.schema()
 if table is None or schema is None:
     st.info("Load a table on step 1 first.")
-    st.page_link("app_pages/data.py", label="Go to step 1", icon="⬅️")
+    st.page_link("app_pages/data.py", label="Go to step 1", icon=":material/arrow_back:")
     st.stop()
 
 if schema.drafted_from_data and not schema.confirmed:
@@ -28,7 +28,7 @@ if schema.drafted_from_data and not schema.confirmed:
                "disclose facts about it (the oldest person's age, a rare category). Edit them into public facts "
                "(round the bounds outward, list every possible category) and confirm below, or clear the numeric "
                "bounds and pay part of ε to estimate them privately. An unconfirmed draft is flagged in every "
-               "report.", icon="⚠️")
+               "report.", icon=":material/warning:")
 elif schema.drafted_from_data:
     st.success("Drafted from the data and confirmed by you as public facts.")
 else:
@@ -151,4 +151,4 @@ with c2:
             state.set_schema(new)
             st.rerun()
 
-st.page_link("app_pages/model.py", label="Next: choose a model and a privacy budget", icon="➡️")
+st.page_link("app_pages/model.py", label="Next: choose a model and a privacy budget", icon=":material/arrow_forward:")

@@ -14,7 +14,7 @@ st.title("4 · Train")
 runs = list_runs(state.runs_root())
 if not runs:
     st.info("No runs yet. Choose a model and ε on step 3 and start training.")
-    st.page_link("app_pages/model.py", label="Go to step 3", icon="⬅️")
+    st.page_link("app_pages/model.py", label="Go to step 3", icon=":material/arrow_back:")
     st.stop()
 
 by_id = {r["id"]: r for r in runs}
@@ -88,7 +88,7 @@ def show_run(run: RunDir) -> None:
             st.dataframe(pd.DataFrame([{"mechanism": e.mechanism, "ε": e.epsilon, "δ": e.delta,
                                         "accountant": e.accountant} for e in ledger.entries]), hide_index=True)
     if not live and status.get("state") in ("completed", "cancelled") and run.has_model():
-        st.page_link("app_pages/review.py", label="Next: review the synthetic table", icon="➡️")
+        st.page_link("app_pages/review.py", label="Next: review the synthetic table", icon=":material/arrow_forward:")
 
 
 initial = job_state(run).get("state") if run.exists() else None

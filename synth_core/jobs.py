@@ -203,7 +203,7 @@ def list_runs(root: str | os.PathLike) -> list[dict]:
                 spent = 0.0
             out.append({
                 "id": path.name, "path": str(path), "state": status.get("state"), "message": status.get("message"),
-                "name": request.get("name") or path.name, "model": request.get("model"),
+                "name": request.get("name") or _default_name(request) or path.name, "model": request.get("model"),
                 "preset": request.get("preset"), "epsilon": request.get("epsilon"), "spent_epsilon": spent,
                 "rows": request.get("rows"), "steps": last.get("step", 0), "steps_planned": last.get("steps"),
                 "loss": last.get("loss"), "created": request.get("created"),
@@ -211,6 +211,13 @@ def list_runs(root: str | os.PathLike) -> list[dict]:
         except (RunError, SchemaError, OSError, ValueError) as e:
             out.append({"id": path.name, "path": str(path), "state": "unreadable", "message": str(e)})
     return out
+
+
+def _default_name(request: dict) -> str | None:
+    if not request.get("model"):
+        return None
+    when = time.strftime("%d %b %H:%M", time.localtime(request["created"])) if request.get("created") else ""
+    return f"{request['model']} ε={request.get('epsilon', 0):g} {request.get('preset', '')} {when}".strip()
 
 
 def progress(run: RunDir) -> dict:

@@ -243,3 +243,12 @@ def test_a_run_deleted_under_the_app(workspace):
         at.switch_page(page).run()
         no_exceptions(at)
     assert "run_path" not in at.session_state
+
+
+def test_the_readme_demo_flag_preloads_the_builtin_table(workspace, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["app.py", "--demo"])
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    no_exceptions(at)
+    assert at.session_state["table_name"].startswith("invented census")
+    assert not at.session_state["schema"].drafted_from_data  # a declared schema: nothing to confirm
+    assert "Data: **invented census" in texts(at.sidebar.caption)

@@ -23,7 +23,7 @@ def render_sidebar() -> None:
                 st.caption(f"δ = {ledger.target_delta:.1e} · {len(ledger.entries)} ledger entr"
                            f"{'y' if len(ledger.entries) == 1 else 'ies'}")
                 for warning in ledger.warnings():
-                    st.warning(warning, icon="⚠️")
+                    st.warning(warning, icon=":material/warning:")
             else:
                 st.caption("The run has not started spending yet.")
         else:
@@ -38,4 +38,4 @@ def render_sidebar() -> None:
         st.caption(f"Data: **{name}**" if name else "No data loaded.")
         schema = state.schema()
         if schema is not None and schema.provenance["warning"]:
-            st.caption("⚠️ Schema drafted from the data and not yet confirmed.")
+            st.caption(":material/warning: Schema drafted from the data and not yet confirmed.")

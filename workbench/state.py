@@ -41,6 +41,14 @@ def set_dataset(table, name: str, source: str, schema, about: str = "") -> None:
         st.session_state.pop(key, None)
 
 
+def load_builtin_demo() -> None:
+    """The built-in invented table (no file, no network), with its declared schema."""
+    from synth_core.demo import DEMOS, load_demo
+    name = next(iter(DEMOS))
+    table, schema, about = load_demo(name)
+    set_dataset(table, name, "demo", schema, about)
+
+
 def table():
     return st.session_state.get("table")
 

@@ -86,7 +86,9 @@ class SynthModel:
     # --- training -----------------------------------------------------------------------------------
     def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv") -> NoisePlan:
         tc = self.train_config
-        batch = min(tc.batch_size, max(1, n_rows // 2))
+        # small tables: at least ~8 Poisson batches per epoch. Fewer, larger batches leave too few steps to
+        # learn from (demo table, 3.6k rows, ε=1: 2-way TVD 0.162 with n/2 batches vs 0.129 with n/8)
+        batch = min(tc.batch_size, max(1, n_rows // 8))
         return plan_noise(n_rows, batch, tc.epochs, epsilon, delta, accountant, tc.max_grad_norm)
 
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",

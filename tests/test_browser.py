@@ -1,0 +1,115 @@
+"""A real browser on the real server: `streamlit run app.py` on localhost, driven by Playwright in Debian's
+Chromium (Playwright's own browser download does not work offline). Walks the steps on a tiny table and
+saves screenshots of the train and review pages under the test's temp dir."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from synth_core.demo import demo_table
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = free_port()
+    env = {**os.environ, "SYNTH_WORKBENCH_HOME": str(tmp_path / "home")}
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.headless", "true"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://localhost:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        raise AssertionError("the app did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick `option` in the Streamlit selectbox labelled `label`."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label)
+    box.click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def test_walk_through_in_a_real_browser(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+    expect.set_options(timeout=60_000)  # the first page imports torch; a 2-core CI machine is slow
+
+    csv = tmp_path / "people.csv"
+    demo_table(300, seed=5).to_csv(csv, index=False)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(server)
+        expect(page.get_by_text("1 · Your data")).to_be_visible()
+
+        page.locator('input[type="file"]').first.set_input_files(str(csv))
+        expect(page.get_by_text("Loaded people.csv: 300 rows")).to_be_visible()
+
+        page.get_by_role("link", name="2 · Public schema").click()
+        expect(page.get_by_text("were drafted by reading your private table")).to_be_visible()
+        page.get_by_role("button", name="I confirm every fact above is public").click()
+        expect(page.get_by_text("confirmed by you as public facts")).to_be_visible()
+
+        page.get_by_role("link", name="3 · Model and budget").click()
+        expect(page.get_by_text("What the accountant computed")).to_be_visible()
+        page.get_by_text("Advanced").click()
+        choose(page, "Preset", "tiny")
+        choose(page, "Accountant", "rdp")
+        expect(page.get_by_text("noise multiplier σ")).to_be_visible()
+        page.get_by_role("button", name="Start training").click()
+
+        expect(page.get_by_text("4 · Train", exact=True).first).to_be_visible()
+        expect(page.get_by_text("Privacy spent per step").first).to_be_visible()
+        page.screenshot(path=str(tmp_path / "train.png"), full_page=True)
+        expect(page.get_by_text("Next: review the synthetic table")).to_be_visible(timeout=120_000)
+
+        page.get_by_role("link", name="5 · Review").click()
+        expect(page.get_by_text("Fidelity figures")).to_be_visible()
+        expect(page.get_by_text("Distance to the closest real row")).to_be_visible(timeout=120_000)
+        expect(page.locator(".js-plotly-plot").first).to_be_visible()
+        page.wait_for_timeout(1500)  # let plotly finish drawing
+        page.screenshot(path=str(tmp_path / "review.png"), full_page=True)
+
+        page.get_by_role("link", name="6 · Generate and export").click()
+        page.get_by_role("button", name="Generate", exact=True).click()
+        expect(page.get_by_text("synthetic rows (unconditional)")).to_be_visible(timeout=120_000)
+        expect(page.get_by_role("button", name="Download the synthetic table (CSV)")).to_be_visible()
+        # the sidebar shows the run's budget on every page
+        expect(page.get_by_test_id("stSidebar").get_by_text("ε spent")).to_be_visible()
+        browser.close()
+    assert (tmp_path / "review.png").stat().st_size > 10_000

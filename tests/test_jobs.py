@@ -1,0 +1,178 @@
+"""Background training jobs, the exported privacy report, fairness-controlled sampling, the schema table the
+app edits, and the training-time estimate."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synth_core import jobs
+from synth_core.api import fit
+from synth_core.demo import demo_schema, demo_table
+from synth_core.fairness import demographic_parity_gap, fair_sample, share_for_gap
+from synth_core.report import privacy_report, report_json, report_markdown
+from synth_core.runs import RunDir
+from synth_core.schema import SchemaError, draft_schema, read_table_bytes
+from synth_core.timing import estimate_fit_seconds
+from workbench.schema_table import frame_to_schema, schema_to_frame, text_to_categories
+
+SLOW_REQUEST = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",
+                "options": {"epochs": 400, "batch_size": 16}, "seed": 0}
+
+
+def wait(run: RunDir, until, timeout_s: float = 60):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if until():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out; status {run.status()}; log {(run.path / 'worker.log').read_text()[-500:]}")
+
+
+def test_cancel_keeps_the_model_and_charges_only_the_steps_taken(tmp_path):
+    run = jobs.start_fit_job(tmp_path, demo_table(400), demo_schema(), SLOW_REQUEST)
+    wait(run, lambda: len(run.events()) >= 3)
+    jobs.cancel_job(run)
+    wait(run, lambda: jobs.job_state(run)["state"] not in ("created", "running"))
+    assert jobs.job_state(run)["state"] == "cancelled"
+    assert run.has_model()
+    ledger = run.ledger()
+    steps = [e for e in ledger.entries if e.mechanism.startswith("DP-SGD")][0]
+    assert steps.details["cancelled"] and steps.details["steps"] < steps.details["steps_planned"]
+    assert 0 < ledger.spent_epsilon < 1.0
+
+
+def test_a_killed_worker_is_detected_and_its_steps_are_charged(tmp_path):
+    run = jobs.start_fit_job(tmp_path, demo_table(400), demo_schema(), SLOW_REQUEST)
+    wait(run, lambda: len(run.events()) >= 3)
+    os.kill(run.read_json("worker.json")["pid"], signal.SIGKILL)
+    wait(run, lambda: jobs.job_state(run)["state"] == "failed")
+    assert "stopped unexpectedly" in run.status()["message"]
+    ledger = run.ledger()
+    interrupted = [e for e in ledger.entries if e.mechanism == "DP-SGD (interrupted)"]
+    assert len(interrupted) == 1 and interrupted[0].details["steps"] >= 3 and 0 < ledger.spent_epsilon <= 1.0
+
+
+def test_private_rows_stay_owner_only_and_the_holdout_never_trains(tmp_path):
+    table = demo_table(200)
+    run = jobs.start_fit_job(tmp_path, table, demo_schema(), {**SLOW_REQUEST, "options": {}, "holdout_share": 0.25})
+    wait(run, lambda: (run.samples_dir / "review.csv").exists())  # written right after training
+    train, hold = jobs.read_private(run, "train"), jobs.read_private(run, "holdout")
+    assert (len(train), len(hold)) == (150, 50)
+    assert run.ledger().n_rows == 150  # the accountant saw only the training rows
+    for name in ("train", "holdout"):
+        assert oct(os.stat(run.path / "private" / f"{name}.parquet").st_mode & 0o777) == "0o600"
+    assert oct(os.stat(run.path).st_mode & 0o777) == "0o700"
+    assert jobs.job_state(run)["state"] == "completed"
+    listing = jobs.list_runs(tmp_path)
+    assert listing[0]["state"] == "completed" and listing[0]["rows"] == 150
+
+
+def test_bad_requests_are_refused_before_anything_is_written(tmp_path):
+    for bad, message in (({"epsilon": 0}, "ε must be a positive"), ({"holdout_share": 0.7}, "hold"),
+                         ({"model": ""}, "names no model"), ({"colour": "red"}, "unknown request keys")):
+        with pytest.raises(ValueError, match=message):
+            jobs.start_fit_job(tmp_path / "runs", demo_table(50), demo_schema(), {**SLOW_REQUEST, **bad})
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+# --- the exported report ------------------------------------------------------------------------------
+def test_the_report_carries_the_ledger_and_provenance_but_no_private_counts(tmp_path):
+    table = demo_table(300)
+    drafted = draft_schema(table)  # read from the data, never confirmed
+    result = fit(table, drafted, model="dp-tbart", epsilon=1.0, accountant="rdp", preset="tiny",
+                 run_dir=tmp_path / "run")
+    report = privacy_report(result.run, sampling={"method": "unconditional"}, synthetic_rows=10)
+    text = report_json(report)
+    assert "private_validation_counts" in json.dumps(result.run.config())
+    assert "private_validation_counts" not in text
+    assert report["privacy"]["epsilon_spent"] <= report["privacy"]["epsilon_target"] == 1.0
+    assert report["privacy"]["ledger"][0]["mechanism"].startswith("DP-SGD")
+    assert report["schema_provenance"] == {**report["schema_provenance"], "drafted_from_data": True,
+                                           "confirmed": False}
+    md = report_markdown(report)
+    assert "never confirmed" in md and "Drafted from the data: **yes**" in md
+    assert "δ =" in md and result.run.path.name in md
+
+
+# --- fairness-controlled sampling ---------------------------------------------------------------------
+def test_share_for_gap_is_the_mixing_rule():
+    assert share_for_gap(0.2, 0.05) == pytest.approx(0.75)
+    assert share_for_gap(0.2, 0.3) == 0.0
+    assert share_for_gap(0.0, 0.0) == 0.0
+    with pytest.raises(ValueError):
+        share_for_gap(0.2, -0.1)
+
+
+def test_demographic_parity_gap_of_a_known_table():
+    table = pd.DataFrame({"s": ["a"] * 4 + ["b"] * 4, "y": ["1", "1", "1", "0", "1", "0", "0", "0"]})
+    assert demographic_parity_gap(table, "s", "y", "1") == pytest.approx(0.5)
+
+
+class BiasedModel:
+    """A stand-in sampler with a known bias, to test the mixing arithmetic exactly (the app tests run the
+    same function on a trained model)."""
+
+    def __init__(self):
+        self.schema = demo_schema()
+        self.rng = np.random.default_rng(0)
+
+    def sample(self, n, conditions=None, seed=None):
+        conditions = conditions or {}
+        sex = np.array([conditions.get("sex")] * n) if "sex" in conditions else self.rng.choice(["Female", "Male"], n)
+        rate = np.where(sex == "Male", 0.6, 0.1)
+        income = np.where(self.rng.random(n) < rate, ">50K", "<=50K")
+        if "income" in conditions:
+            income = np.array([conditions["income"]] * n)
+        return pd.DataFrame({"sex": pd.Series(sex, dtype="string"), "income": pd.Series(income, dtype="string")})
+
+
+def test_fair_sample_reaches_the_asked_gap():
+    result = fair_sample(BiasedModel(), 20000, "sex", "income", ">50K", target_gap=0.1, seed=0, pilot_rows=20000)
+    assert result.gap_before == pytest.approx(0.5, abs=0.03)
+    assert result.share == pytest.approx(1 - 0.1 / result.gap_before)
+    assert result.gap_after == pytest.approx(0.1, abs=0.03)
+    assert len(result.table) == 20000 and sum(result.conditioned_rows.values()) == round(result.share * 20000)
+    none = fair_sample(BiasedModel(), 5000, "sex", "income", ">50K", share=0.0, seed=0)
+    assert none.conditioned_rows == {} and none.gap_after == pytest.approx(none.gap_before, abs=0.05)
+
+
+def test_fair_sample_refuses_unusable_columns():
+    with pytest.raises(SchemaError, match="categorical"):
+        fair_sample(BiasedModel(), 10, "age", "income", ">50K", share=0.5)
+    with pytest.raises(SchemaError, match="not a category"):
+        fair_sample(BiasedModel(), 10, "sex", "income", "rich", share=0.5)
+
+
+# --- the schema table the app edits -------------------------------------------------------------------
+def test_schema_table_round_trip_and_reconfirmation():
+    schema = draft_schema(demo_table(200)).confirm()
+    frame = schema_to_frame(schema)
+    assert frame_to_schema(frame, schema).to_dict() == schema.to_dict()
+    assert set(frame["source"]) == {"drafted from the data, confirmed by you"}
+    frame.loc[frame["column"] == "age", "upper"] = 120.0
+    edited = frame_to_schema(frame, schema)
+    assert edited["age"].upper == 120 and not edited.confirmed  # a changed fact needs confirming again
+    assert text_to_categories('a, "b, c", d') == ["a", "b, c", "d"]
+    frame.loc[frame["column"] == "age", "lower"] = 500.0
+    with pytest.raises(SchemaError, match="age"):
+        frame_to_schema(frame, schema)
+
+
+def test_unreadable_uploads_are_schema_errors():
+    with pytest.raises(SchemaError, match="not UTF-8"):
+        read_table_bytes(bytes(range(256)), "x.csv")
+    with pytest.raises(SchemaError, match="cannot read x.parquet"):
+        read_table_bytes(b"not parquet at all", "x.parquet")
+
+
+def test_time_estimate_uses_the_planned_steps():
+    estimate = estimate_fit_seconds("dp-tbart", demo_schema(), "tiny", 1000, 1.0, 1e-4, probe_steps=2)
+    assert estimate["steps"] > 0 and estimate["per_step_s"] > 0
+    assert estimate["seconds"] == pytest.approx(estimate["per_step_s"] * estimate["steps"])
+    assert estimate["device"].startswith(("CPU", "GPU"))
