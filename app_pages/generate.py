@@ -30,8 +30,7 @@ ids = list(by_id)
 current = state.current_run()
 run_id = st.selectbox("Run", ids, index=ids.index(current.path.name) if current is not None and
                       current.path.name in by_id else 0,
-                      format_func=lambda i: f"{by_id[i].get('name') or i} · {by_id[i].get('model')} · "
-                                            f"ε={by_id[i].get('epsilon')}", key="generate_run")
+                      format_func=lambda i: by_id[i].get("name") or i, key="generate_run")
 state.set_current_run(by_id[run_id]["path"])
 run = RunDir(by_id[run_id]["path"])
 

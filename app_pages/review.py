@@ -35,7 +35,7 @@ first = ids.index(current.path.name) if current is not None and current.path.nam
 
 def label(run_id: str) -> str:
     r = by_id[run_id]
-    return f"{r.get('name') or run_id} · {r.get('model')} · ε={r.get('epsilon')}"
+    return r.get("name") or run_id
 
 
 c1, c2 = st.columns(2)

@@ -25,7 +25,7 @@ index = ids.index(current.path.name) if current is not None and current.path.nam
 
 def label(run_id: str) -> str:
     r = by_id[run_id]
-    return f"{r.get('name') or run_id} · {r.get('model') or '?'} · ε={r.get('epsilon')} · {r.get('state')}"
+    return f"{r.get('name') or run_id} · {r.get('state')}"
 
 
 chosen = st.selectbox("Run", ids, index=index, format_func=label, key="train_run_choice")
@@ -59,10 +59,13 @@ def show_run(run: RunDir) -> None:
 
     c = st.columns(4)
     c[0].metric("state", status.get("state"))
-    c[1].metric("device", config.get("device", "starting…"))
-    c[2].metric("steps", f"{prog['steps_done']} / {prog['steps_planned'] or '…'}")
+    c[1].metric("steps", f"{prog['steps_done']} / {prog['steps_planned'] or '…'}")
     last_eps = events[-1]["epsilon"] if events and events[-1].get("epsilon") is not None else 0.0
-    c[3].metric("ε spent", f"{last_eps:.3g} of {target:g}")
+    c[2].metric("ε spent", f"{last_eps:.3g} of {target:g}")
+    c[3].metric("time left" if live else "training time",
+                fmt_seconds(prog["remaining_s"] if live else prog["elapsed_s"]))
+    st.caption(f"Device: {config.get('device', 'starting…')} · model `{request.get('model', '?')}`, size "
+               f"`{request.get('preset', '?')}` · {request.get('rows', '?')} training rows")
     if live:
         st.progress(min(1.0, prog["fraction"]),
                     text=f"{fmt_seconds(prog['elapsed_s'])} elapsed, about {fmt_seconds(prog['remaining_s'])} left"
@@ -77,11 +80,15 @@ def show_run(run: RunDir) -> None:
     elif status.get("state") == "failed":
         st.error(f"Training failed: {status.get('message')}")
 
-    left, right = st.columns(2)
-    with left:
-        st.plotly_chart(loss_chart({run.path.name: events}), key=f"loss_{run.path.name}")
-    with right:
-        st.plotly_chart(epsilon_chart(events, target, prog["steps_planned"]), key=f"eps_{run.path.name}")
+    if not events and live:
+        st.info("Waiting for the first training step: the training process is starting (loading the model and "
+                "asking the accountant takes a few seconds).")
+    elif events:
+        left, right = st.columns(2)
+        with left:
+            st.plotly_chart(loss_chart({run.path.name: events}), key=f"loss_{run.path.name}")
+        with right:
+            st.plotly_chart(epsilon_chart(events, target, prog["steps_planned"]), key=f"eps_{run.path.name}")
     ledger = ledger_of(run)
     if ledger is not None and ledger.entries:
         with st.expander("Privacy ledger"):
@@ -94,23 +101,28 @@ def show_run(run: RunDir) -> None:
 initial = job_state(run).get("state") if run.exists() else None
 
 
+def runs_table() -> None:
+    st.subheader("All runs")
+    rows = list_runs(state.runs_root())
+    st.dataframe(pd.DataFrame([{k: r.get(k) for k in ("name", "model", "preset", "epsilon", "spent_epsilon",
+                                                      "state", "steps", "steps_planned", "loss", "rows")}
+                               for r in rows]), hide_index=True)
+
+
 @st.fragment(run_every=1.0 if initial in ("created", "running") else None)
 def live_view() -> None:
     if not run.exists():
         st.error("The run's folder was deleted.")
         return
     show_run(run)
-    if initial in ("created", "running") and job_state(run).get("state") not in ("created", "running"):
-        st.rerun()  # finished: redraw the whole page once, which also stops the polling
+    st.divider()
+    runs_table()
+    now = job_state(run).get("state")
+    if now != initial:
+        st.rerun()  # started or finished: redraw the whole page (sidebar too); polling stops once it is done
 
 
 live_view()
-
-st.divider()
-st.subheader("All runs")
-table = pd.DataFrame([{k: r.get(k) for k in ("name", "model", "preset", "epsilon", "spent_epsilon", "state",
-                                              "steps", "steps_planned", "loss", "rows")} for r in runs])
-st.dataframe(table, hide_index=True)
 compare = st.multiselect("Compare runs", ids, default=[], format_func=label, key="compare_runs")
 if compare:
     events = {by_id[i].get("name") or i: RunDir(by_id[i]["path"]).events() for i in compare}

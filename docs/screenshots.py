@@ -3,7 +3,7 @@
     python docs/screenshots.py          # needs Debian's chromium and playwright (see .ci/run)
 
 Starts the app on a free localhost port with a throw-away workspace, loads the built-in invented demo
-table, trains the quick size at ε = 1 and photographs the train page while it runs and the review page
+table, trains the standard size at ε = 1 and photographs the train page while it runs and the review page
 after it finishes.
 """
 from __future__ import annotations
@@ -50,15 +50,13 @@ def main() -> None:
             expect(page.get_by_text("Loaded invented census")).to_be_visible()
             page.get_by_role("link", name="3 · Model and budget").click()
             expect(page.get_by_text("noise multiplier σ")).to_be_visible()
-            page.get_by_text("quick (a first look)").click()
-            page.wait_for_timeout(1500)
             page.get_by_role("button", name="Start training").click()
-            expect(page.get_by_text("elapsed, about")).to_be_visible()
-            page.wait_for_timeout(6000)
+            expect(page.get_by_text("Privacy spent per step").first).to_be_visible()
+            page.wait_for_timeout(8000)  # some steps into the run
             page.screenshot(path=str(ROOT / "docs" / "train.png"))
             expect(page.get_by_text("Next: review the synthetic table")).to_be_visible(timeout=600_000)
             page.get_by_role("link", name="5 · Review").click()
-            expect(page.get_by_text("Distance to the closest real row")).to_be_visible()
+            expect(page.get_by_text("Distance to the closest real row", exact=True)).to_be_visible()
             page.wait_for_timeout(2000)
             page.screenshot(path=str(ROOT / "docs" / "review.png"))
             browser.close()

@@ -48,7 +48,7 @@ def wait_for_run(at: AppTest, timeout_s: float = 120) -> str:
     while time.time() < deadline:
         at.switch_page("app_pages/train.py").run()
         no_exceptions(at)
-        state = at.metric[0].value if at.metric else None
+        state = at.main.metric[0].value if at.main.metric else None
         if state in ("completed", "failed", "cancelled"):
             return state
         time.sleep(0.5)
@@ -106,10 +106,17 @@ def test_walk_through_from_upload_to_export(workspace):
     at.button(key="start_training").click().run()
     no_exceptions(at)
 
+    # a reload (a new browser session) finds the run again: it lives on disk, trained by its own process
+    reloaded = new_app()
+    reloaded.switch_page("app_pages/train.py").run()
+    no_exceptions(reloaded)
+    assert reloaded.main.metric[0].value in ("created", "running", "completed")
+    assert Path(reloaded.session_state["run_path"]).name == Path(at.session_state["run_path"]).name
+
     # 4. train: in a background process; the page follows its event log
     assert wait_for_run(at) == "completed"
     assert len(at.get("plotly_chart")) >= 2  # loss and ε
-    eps_metric = next(m for m in at.metric if m.label == "ε spent").value
+    eps_metric = next(m for m in at.main.metric if m.label == "ε spent").value
     spent, target = [float(x) for x in eps_metric.split(" of ")]
     assert 0 < spent <= target == 1.0
     assert "ε spent" in [m.label for m in at.sidebar.metric]

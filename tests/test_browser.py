@@ -57,11 +57,26 @@ def server(tmp_path):
     log.close()
 
 
+def wait_idle(page) -> None:
+    """Wait until the script run triggered by the last interaction has finished (the status widget hides)."""
+    page.wait_for_timeout(300)
+    page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=60_000)
+
+
 def choose(page, label: str, option: str) -> None:
-    """Pick `option` in the Streamlit selectbox labelled `label`."""
+    """Pick `option` in the Streamlit selectbox labelled `label`; a rerun may close an open list, so retry."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label)
-    box.click()
-    page.get_by_role("option", name=option, exact=True).click()
+    for attempt in range(3):
+        wait_idle(page)
+        box.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
+            wait_idle(page)
+            return
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    raise AssertionError(f"could not choose {option!r} in {label!r}")
 
 
 def test_walk_through_in_a_real_browser(server, tmp_path):
@@ -86,7 +101,7 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         expect(page.get_by_text("confirmed by you as public facts")).to_be_visible()
 
         page.get_by_role("link", name="3 · Model and budget").click()
-        expect(page.get_by_text("What the accountant computed")).to_be_visible()
+        expect(page.get_by_text("What the accountant computed", exact=True)).to_be_visible()
         page.get_by_text("Advanced").click()
         choose(page, "Preset", "tiny")
         choose(page, "Accountant", "rdp")
@@ -94,13 +109,13 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         page.get_by_role("button", name="Start training").click()
 
         expect(page.get_by_text("4 · Train", exact=True).first).to_be_visible()
-        expect(page.get_by_text("Privacy spent per step").first).to_be_visible()
+        expect(page.get_by_text("Privacy spent per step").first).to_be_visible(timeout=120_000)
         page.screenshot(path=str(tmp_path / "train.png"), full_page=True)
         expect(page.get_by_text("Next: review the synthetic table")).to_be_visible(timeout=120_000)
 
         page.get_by_role("link", name="5 · Review").click()
-        expect(page.get_by_text("Fidelity figures")).to_be_visible()
-        expect(page.get_by_text("Distance to the closest real row")).to_be_visible(timeout=120_000)
+        expect(page.get_by_text("Fidelity figures", exact=True)).to_be_visible()
+        expect(page.get_by_text("Distance to the closest real row", exact=True)).to_be_visible(timeout=120_000)
         expect(page.locator(".js-plotly-plot").first).to_be_visible()
         page.wait_for_timeout(1500)  # let plotly finish drawing
         page.screenshot(path=str(tmp_path / "review.png"), full_page=True)

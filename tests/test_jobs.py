@@ -74,7 +74,7 @@ def test_private_rows_stay_owner_only_and_the_holdout_never_trains(tmp_path):
 
 
 def test_bad_requests_are_refused_before_anything_is_written(tmp_path):
-    for bad, message in (({"epsilon": 0}, "ε must be a positive"), ({"holdout_share": 0.7}, "hold"),
+    for bad, message in (({"epsilon": 0}, "ε must be a positive"), ({"holdout_share": 0.7}, "kept aside"),
                          ({"model": ""}, "names no model"), ({"colour": "red"}, "unknown request keys")):
         with pytest.raises(ValueError, match=message):
             jobs.start_fit_job(tmp_path / "runs", demo_table(50), demo_schema(), {**SLOW_REQUEST, **bad})

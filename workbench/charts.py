@@ -13,8 +13,8 @@ SYNTH_COLORS = ["#F58518", "#54A24B", "#B279A2", "#E45756"]
 
 
 def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
-    fig.update_layout(title=title, height=height, margin=dict(l=40, r=20, t=50, b=40),
-                      legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(title=title, height=height, margin=dict(l=40, r=20, t=60, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
     return fig
 
 
@@ -48,8 +48,10 @@ def _numeric_edges(spec: ColumnSpec, values: list[pd.Series], bins: int = 30) ->
     if lo is None or hi is None:  # no public bounds: use what is shown (the steward's own screen)
         both = pd.concat([pd.to_numeric(v, errors="coerce") for v in values]).dropna()
         lo, hi = (float(both.min()), float(both.max())) if len(both) else (0.0, 1.0)
-    if spec.kind == "integer" and hi - lo + 1 <= bins:
-        return np.arange(lo - 0.5, hi + 1.5)
+    if spec.kind == "integer" and spec.binning != "log":
+        # whole numbers per bin, edges between integers: no bin catches one more value than its neighbour
+        width = max(1, int(np.ceil((hi - lo + 1) / bins)))
+        return np.arange(lo - 0.5, hi + width + 0.5, width)
     if spec.binning == "log" and lo is not None:
         return lo + np.expm1(np.linspace(0, np.log1p(hi - lo), bins + 1))
     return np.linspace(lo, hi, bins + 1)
