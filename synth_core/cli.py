@@ -3,6 +3,8 @@
     python -m synth_core schema draft --data adult.csv --out adult.schema.json --missing "?"
     python -m synth_core fit --data adult.csv --schema adult.schema.json --model dp-tbart --epsilon 1 --out runs/adult
     python -m synth_core sample --run runs/adult --rows 1000 --out synth.csv --condition sex=Female
+    python -m synth_core evaluate --real train.csv --holdout test.csv --run runs/adult --target income --out review
+    python -m synth_core audit --epsilon 1 [--broken noise-off]
 
 Errors in the input are reported as one plain line (exit code 2), never as a traceback. Ctrl-C during
 `fit` stops between steps and keeps the model trained so far (the run is marked cancelled).
@@ -79,6 +81,36 @@ def _parser() -> argparse.ArgumentParser:
     dm.add_argument("--preset", default="cpu")
     dm.add_argument("--epochs", type=float)
     dm.add_argument("--device", default=None)
+
+    ev = sub.add_parser("evaluate", aliases=["report"],
+                        help="review synthetic tables against the real one: HTML report + JSON of every figure")
+    ev.add_argument("--real", required=True, help="the real table the model was trained on (CSV or Parquet)")
+    ev.add_argument("--holdout", help="real rows the model never saw (needed for utility and the privacy attacks)")
+    ev.add_argument("--synthetic", action="append", default=[], metavar="[LABEL=]FILE",
+                    help="a synthetic table (repeatable, to compare runs)")
+    ev.add_argument("--run", action="append", default=[], metavar="[LABEL=]DIR",
+                    help="a run directory: its samples/synthetic.csv and its ledger (repeatable)")
+    ev.add_argument("--schema", help="the public schema (default: the first run's schema.json)")
+    ev.add_argument("--target")
+    ev.add_argument("--sensitive")
+    ev.add_argument("--out", required=True, help="directory for report.html and report.json")
+    ev.add_argument("--no-umap", action="store_true", help="skip the UMAP projection (about 20-40 s)")
+    ev.add_argument("--quick", action="store_true", help="only the fast figures, printed (no report)")
+    ev.add_argument("--threads", type=int, default=None, help="threads for the learners (default: all)")
+    ev.add_argument("--seed", type=int, default=0)
+
+    au = sub.add_parser("audit", help="empirical ε lower bound for a model family (one-run canary audit)")
+    au.add_argument("--model", default="dp-tbart", choices=sorted(MODELS))
+    au.add_argument("--epsilon", type=float, default=1.0, help="the ε the training claims")
+    au.add_argument("--delta", type=float, default=1e-5)
+    au.add_argument("--broken", choices=["noise-off", "epsilon-x1000", "clip-off"],
+                    help="break the training on purpose, to see the audit catch it")
+    au.add_argument("--canaries", type=int, default=1000)
+    au.add_argument("--data", help="base rows to hide the canaries among (default: 300 demo rows)")
+    au.add_argument("--schema", help="the public schema of --data")
+    au.add_argument("--epochs", type=float, help="override the audit's 60 epochs")
+    au.add_argument("--seed", type=int, default=0)
+    au.add_argument("--json", help="write the result as JSON here")
 
     r = sub.add_parser("runs", help="show a run's status and ledger")
     r.add_argument("run")
@@ -170,6 +202,77 @@ def _sample(args) -> int:
     return 0
 
 
+def _labelled(items: list[str], prefix: str) -> list[tuple[str, str]]:
+    out = []
+    for i, item in enumerate(items):
+        label, _, path = item.rpartition("=") if "=" in item else ("", "", item)
+        out.append((label or (Path(path).name if prefix == "run" else f"synthetic {i + 1}" if len(items) > 1 else "synthetic"), path))
+    return out
+
+
+def _evaluate(args) -> int:
+    from .evaluate import EvaluationError, build_report, quick_figures
+    from .evaluate.report import run_info
+    from .runs import RunDir
+
+    runs = _labelled(args.run, "run")
+    files = _labelled(args.synthetic, "file")
+    if not runs and not files:
+        raise EvaluationError("give at least one --synthetic FILE or --run DIR")
+    if args.schema:
+        schema = Schema.load(args.schema)
+    elif runs:
+        schema = RunDir(runs[0][1]).require().schema()
+    else:
+        raise EvaluationError("give --schema (or a --run whose schema.json is used)")
+    real = read_table(args.real, schema)
+    holdout = read_table(args.holdout, schema) if args.holdout else None
+    synthetic, ledgers = {}, {}
+    for label, path in runs:
+        sample = Path(path) / "samples" / "synthetic.csv"
+        if not sample.exists():
+            raise EvaluationError(f"the run {path} has no samples/synthetic.csv; run `sample --run {path} --out {sample}` first")
+        synthetic[label] = read_table(sample, schema)
+        ledgers[label] = run_info(path).get("ledger")
+    for label, path in files:
+        synthetic[label] = read_table(path, schema)
+        ledgers[label] = None
+    if args.quick:
+        for label, table in synthetic.items():
+            print(f"{label}:")
+            for f in quick_figures(real, table, schema, target=args.target, seed=args.seed):
+                print(f"  {f.name:32s} {f.value:8.4f}  {f.verdict:5s} {f.meaning}")
+        return 0
+    html_path, json_path = build_report(real, synthetic, schema, holdout=holdout, target=args.target,
+                                        sensitive=args.sensitive, ledger=ledgers, out_dir=args.out, seed=args.seed,
+                                        include_umap=not args.no_umap, n_threads=args.threads)
+    print(f"wrote {html_path} and {json_path}")
+    return 0
+
+
+def _audit(args) -> int:
+    from .evaluate.audit import run_audit
+
+    table = schema = None
+    if args.data or args.schema:
+        if not (args.data and args.schema):
+            raise SchemaError("--data and --schema go together")
+        schema = Schema.load(args.schema)
+        table = read_table(args.data, schema)
+    options = {"epochs": args.epochs} if args.epochs else None
+    print(f"training {args.model} once on base rows + {args.canaries} random canaries (each in with probability 1/2)…",
+          flush=True)
+    result = run_audit(args.model, epsilon=args.epsilon, delta=args.delta, broken=args.broken, table=table,
+                       schema=schema, n_canaries=args.canaries, options=options, seed=args.seed)
+    print(result.summary())
+    for g in result.guesses:
+        print(f"  top/bottom {g['k_plus']}: {g['correct']} of {g['guesses']} guesses right -> ε ≥ {g['epsilon_lower_bound']:.3f}")
+    print(f"can prove: {result.can_prove}\ncannot prove: {result.cannot_prove}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2))
+    return 1 if result.violation else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -199,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
             return _sample(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command in ("evaluate", "report"):
+            return _evaluate(args)
+        if args.command == "audit":
+            return _audit(args)
         if args.command == "runs":
             from .runs import RunDir
             run = RunDir(args.run).require()

@@ -15,7 +15,11 @@ from .fidelity import (
 from .figures import THRESHOLDS, Figure, column_figures, quick_figures
 from .inputs import EvaluationError, PublicEncoder, check_comparable
 from .privacy_risk import DCRResult, distance_to_closest_record
+from .privacy_risk import attribute_inference, membership_inference
 from .projections import Projection, pca_projection, umap_projection
+from .report import build_report, evaluate, run_info
+from .structure import alpha_beta_authenticity, association_difference, association_matrix, pmse_ratio
+from .utility import utility
 
 __all__ = [
     "kway_tvd",
@@ -38,4 +42,14 @@ __all__ = [
     "distance_to_closest_record",
     "fairness_figures",
     "demographic_parity_difference_of_data",
+    "membership_inference",
+    "attribute_inference",
+    "association_matrix",
+    "association_difference",
+    "pmse_ratio",
+    "alpha_beta_authenticity",
+    "utility",
+    "evaluate",
+    "build_report",
+    "run_info",
 ]

@@ -75,7 +75,7 @@ def umap_projection(real: pd.DataFrame, synthetic: Any, schema: Schema, max_rows
         import umap  # noqa: PLC0415
 
         reducer = umap.UMAP(n_components=2, n_neighbors=min(n_neighbors, max(2, len(parts["real"]) - 1)),
-                            random_state=seed, n_jobs=1)
+                            random_state=seed, n_jobs=1, n_epochs=200)
         real_xy = reducer.fit_transform(parts["real"])
         coords = {"real": real_xy}
         for k, v in parts.items():
