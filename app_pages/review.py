@@ -159,4 +159,33 @@ else:
     st.caption(f"Synthetic rows identical to a training row: {result.exact_copy_share:.2%} (held-out real rows: "
                f"{result.holdout_exact_copy_share:.2%}).")
 
+st.subheader("Full evaluation report")
+st.write("Every figure of the evaluation module (joint structure, utility on the target, membership- and "
+         "attribute-inference attacks, fairness) as one offline HTML page with its JSON. It takes a minute or two "
+         "on a table the size of Adult.")
+if st.button("Build the full report", key="build_report"):
+    from synth_core.evaluate.report import build_report
+    from synth_core.jobs import ledger_of
+    out_dir = RunDir(by_id[primary]["path"]).path / "reports" / ("-".join(chosen) if second else "report")
+    with st.spinner("Evaluating…"):
+        try:
+            html_path, json_path = build_report(
+                real, synthetic, schema, holdout=holdout, ledger={names[i]: ledger_of(RunDir(by_id[i]["path"]))
+                                                                   for i in chosen},
+                out_dir=out_dir, title=f"Review of {', '.join(names[i] for i in chosen)}", include_umap=False)
+        except (EvaluationError, ValueError) as e:
+            st.error(f"The report could not be built: {e}")
+        else:
+            st.session_state["full_report"] = {"key": key, "html": str(html_path), "json": str(json_path)}
+full = st.session_state.get("full_report")
+if full and full["key"] == key and os.path.exists(full["html"]):
+    st.warning("This report holds statistics of your private table (its marginals, distances to its rows): it is "
+               "for your own review, not for release. Release the synthetic table with its privacy report (step 6).",
+               icon=":material/warning:")
+    c1, c2 = st.columns(2)
+    c1.download_button("Download the report (HTML)", open(full["html"], "rb").read(), file_name="review-report.html",
+                       mime="text/html", key="download_full_html")
+    c2.download_button("Download its figures (JSON)", open(full["json"], "rb").read(), file_name="review-report.json",
+                       mime="application/json", key="download_full_json")
+
 st.page_link("app_pages/generate.py", label="Next: generate and export", icon=":material/arrow_forward:")

@@ -134,6 +134,12 @@ def test_walk_through_from_upload_to_export(workspace):
     figures = at.dataframe[0].value
     assert {"figure", "meaning"} <= set(figures.columns) and len(figures) >= 3
     assert len(at.get("plotly_chart")) >= 7 + 2  # one per column, PCA, DCR
+    at.button(key="build_report").click().run(timeout=180)
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    html = Path(at.session_state["full_report"]["html"]).read_text()
+    assert "<html" in html.lower() and "private_validation_counts" not in html
+    assert {"download_full_html", "download_full_json"} <= {b.key for b in at.get("download_button")}
 
     # 6. generate with a condition, then export with the privacy report
     at.switch_page("app_pages/generate.py").run()
