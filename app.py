@@ -7,13 +7,13 @@ Each step is a page under app_pages/; the sidebar always shows the current run's
 """
 from __future__ import annotations
 
+import sys
+
 import streamlit as st
 
 st.set_page_config(page_title="DP synthetic tables", page_icon=":material/shield_lock:", layout="wide")
 
-import sys  # noqa: E402
-
-from workbench import state  # noqa: E402  (after set_page_config)
+from workbench import state  # noqa: E402  (pages import after set_page_config)
 from workbench.sidebar import render_sidebar  # noqa: E402
 
 PAGES = [

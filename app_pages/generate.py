@@ -7,7 +7,6 @@ import streamlit as st
 
 from synth_core.api import load_model
 from synth_core.fairness import check_fairness_columns, fair_sample
-from synth_core.jobs import list_runs
 from synth_core.models.base import SamplingError
 from synth_core.report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir, RunError
@@ -19,17 +18,8 @@ st.title("6 · Generate and export")
 st.write("Sampling from the trained model costs no privacy: make as many rows as you need. The export is the "
          "synthetic table with its privacy report; the private table is never part of it.")
 
-ready = [r for r in list_runs(state.runs_root())
-         if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
-if not ready:
-    st.info("No trained run yet. Train one on step 4.")
-    st.page_link("app_pages/train.py", label="Go to step 4", icon=":material/arrow_back:")
-    st.stop()
-by_id = {r["id"]: r for r in ready}
-ids = list(by_id)
-current = state.current_run()
-run_id = st.selectbox("Run", ids, index=ids.index(current.path.name) if current is not None and
-                      current.path.name in by_id else 0,
+by_id, ids, first = state.require_trained_runs()
+run_id = st.selectbox("Run", ids, index=first,
                       format_func=lambda i: by_id[i].get("name") or i, key="generate_run")
 state.set_current_run(by_id[run_id]["path"])
 run = RunDir(by_id[run_id]["path"])

@@ -12,12 +12,7 @@ from workbench import state
 
 st.title("3 · Model and privacy budget")
 
-table = state.table()
-schema = state.schema()
-if table is None or schema is None:
-    st.info("Load a table on step 1 first.")
-    st.page_link("app_pages/data.py", label="Go to step 1", icon=":material/arrow_back:")
-    st.stop()
+table, schema = state.require_table()
 
 # --- model ------------------------------------------------------------------------------------------
 st.subheader("Model")

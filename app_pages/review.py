@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -10,7 +11,7 @@ from synth_core.evaluate.figures import column_figures, quick_figures
 from synth_core.evaluate.inputs import EvaluationError
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
-from synth_core.jobs import list_runs, read_private
+from synth_core.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
@@ -21,16 +22,7 @@ st.write("How faithful is the synthetic table, and does it stay away from the re
          "compares against your private table, so it is for your eyes: only the synthetic table and the privacy "
          "report leave this machine.")
 
-reviewable = [r for r in list_runs(state.runs_root())
-              if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
-if not reviewable:
-    st.info("No trained run yet. Train one on step 4.")
-    st.page_link("app_pages/train.py", label="Go to step 4", icon=":material/arrow_back:")
-    st.stop()
-by_id = {r["id"]: r for r in reviewable}
-ids = list(by_id)
-current = state.current_run()
-first = ids.index(current.path.name) if current is not None and current.path.name in by_id else 0
+by_id, ids, first = state.require_trained_runs()
 
 
 def label(run_id: str) -> str:
@@ -183,9 +175,9 @@ if full and full["key"] == key and os.path.exists(full["html"]):
                "for your own review, not for release. Release the synthetic table with its privacy report (step 6).",
                icon=":material/warning:")
     c1, c2 = st.columns(2)
-    c1.download_button("Download the report (HTML)", open(full["html"], "rb").read(), file_name="review-report.html",
+    c1.download_button("Download the report (HTML)", Path(full["html"]).read_bytes(), file_name="review-report.html",
                        mime="text/html", key="download_full_html")
-    c2.download_button("Download its figures (JSON)", open(full["json"], "rb").read(), file_name="review-report.json",
-                       mime="application/json", key="download_full_json")
+    c2.download_button("Download its figures (JSON)", Path(full["json"]).read_bytes(),
+                       file_name="review-report.json", mime="application/json", key="download_full_json")
 
 st.page_link("app_pages/generate.py", label="Next: generate and export", icon=":material/arrow_forward:")

@@ -7,8 +7,14 @@ import streamlit as st
 
 from synth_core.schema import KINDS, Schema, SchemaError, validate_table
 from workbench import state
-from workbench.schema_table import (ROLE_CHOICES, categories_to_text, clear_drafted_bounds, frame_to_schema,
-                                    schema_to_frame, text_to_categories)
+from workbench.schema_table import (
+    ROLE_CHOICES,
+    categories_to_text,
+    clear_drafted_bounds,
+    frame_to_schema,
+    schema_to_frame,
+    text_to_categories,
+)
 
 st.title("2 · What is public about the table")
 st.write("The model may use only facts that are **public**: the range of each number and the list of possible "
@@ -16,12 +22,7 @@ st.write("The model may use only facts that are **public**: the range of each nu
          "17 to 90, sex is Female or Male). Anything read from the private table itself would leak through the "
          "synthetic data, unless it is paid for from the privacy budget.")
 
-table = state.table()
-schema = state.schema()
-if table is None or schema is None:
-    st.info("Load a table on step 1 first.")
-    st.page_link("app_pages/data.py", label="Go to step 1", icon=":material/arrow_back:")
-    st.stop()
+table, schema = state.require_table()
 
 if schema.drafted_from_data and not schema.confirmed:
     st.warning("**These bounds and category lists were drafted by reading your private table.** They may "

@@ -34,7 +34,7 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
     plan = config.get("plan") or {}
     report = {
         "report_version": 1,
-        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "run": run.path.name,
         "run_state": status.get("state"),
         "model": {"family": family, "description": description, "preset": config.get("preset"),

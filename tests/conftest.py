@@ -2,7 +2,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
 
+from synth_core.demo import demo_schema, demo_table
 from synth_core.schema import ColumnSpec, Schema
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
@@ -33,3 +35,18 @@ def toy_table() -> pd.DataFrame:
         "job": job,
         "hours": np.round(rng.uniform(10, 60, n), 1),
     })
+
+
+@pytest.fixture
+def one_thread():
+    """Evaluation tests: one BLAS/OpenMP thread, so their timings do not fight the other tests."""
+    with threadpool_limits(limits=1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def demo():
+    """(schema, 2,000 rows, 1,000 other rows) of the built-in invented demo table."""
+    schema = demo_schema()
+    table = demo_table(3000, seed=0)
+    return schema, table.iloc[:2000].reset_index(drop=True), table.iloc[2000:].reset_index(drop=True)

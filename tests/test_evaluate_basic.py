@@ -5,9 +5,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from threadpoolctl import threadpool_limits
 
-from synth_core.demo import demo_schema, demo_table
+from synth_core.demo import demo_table
 from synth_core.evaluate import (
     EvaluationError,
     check_comparable,
@@ -22,18 +21,7 @@ from synth_core.evaluate import (
 from synth_core.evaluate.figures import THRESHOLDS, chi_square_p, verdict
 from synth_core.schema import ColumnSpec, Schema
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    with threadpool_limits(limits=1):
-        yield
-
-
-@pytest.fixture(scope="module")
-def demo():
-    schema = demo_schema()
-    table = demo_table(3000, seed=0)
-    return schema, table.iloc[:2000].reset_index(drop=True), table.iloc[2000:].reset_index(drop=True)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ------------------------------------------------------------------------------------ bad input

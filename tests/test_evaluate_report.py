@@ -4,9 +4,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from threadpoolctl import threadpool_limits
 
-from synth_core.demo import demo_schema, demo_table
+from synth_core.demo import demo_table
 from synth_core.evaluate import (
     EvaluationError,
     alpha_beta_authenticity,
@@ -19,23 +18,16 @@ from synth_core.evaluate import (
     pmse_ratio,
     utility,
 )
-from synth_core.evaluate.audit import epsilon_lower_bound, guesses, p_value_dp_audit, run_audit
+from synth_core.evaluate.audit import (
+    epsilon_lower_bound,
+    guesses,
+    p_value_dp_audit,
+    run_audit,
+)
 from synth_core.evaluate.structure import correlation_ratio, cramers_v
 from synth_core.privacy import PrivacyLedger
-from synth_core.schema import ColumnSpec, Schema
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    with threadpool_limits(limits=1):
-        yield
-
-
-@pytest.fixture(scope="module")
-def demo():
-    schema = demo_schema()
-    table = demo_table(3000, seed=0)
-    return schema, table.iloc[:2000].reset_index(drop=True), table.iloc[2000:].reset_index(drop=True)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _independent(table: pd.DataFrame, seed: int = 1) -> pd.DataFrame:

@@ -99,3 +99,28 @@ def planned_epsilon() -> float | None:
         return None
     value = HARM_PRESETS.get(harm)
     return value if value is not None else st.session_state.get("epsilon_custom")
+
+
+def require_table():
+    """(table, schema) of the session, or a pointer to step 1 and the end of this page's run."""
+    if table() is None or schema() is None:
+        st.info("Load a table on step 1 first.")
+        st.page_link("app_pages/data.py", label="Go to step 1", icon=":material/arrow_back:")
+        st.stop()
+    return table(), schema()
+
+
+def require_trained_runs() -> tuple[dict, list, int]:
+    """Runs with a trained model ({id: listing}, ids newest first, index of the current run), or a pointer to
+    step 4 and the end of this page's run."""
+    from synth_core.jobs import list_runs
+    ready = [r for r in list_runs(runs_root())
+             if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
+    if not ready:
+        st.info("No trained run yet. Train one on step 4.")
+        st.page_link("app_pages/train.py", label="Go to step 4", icon=":material/arrow_back:")
+        st.stop()
+    by_id = {r["id"]: r for r in ready}
+    ids = list(by_id)
+    run = current_run()
+    return by_id, ids, ids.index(run.path.name) if run is not None and run.path.name in by_id else 0
