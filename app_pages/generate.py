@@ -26,7 +26,7 @@ run = RunDir(by_id[run_id]["path"])
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
-def model_of(path: str, _stamp: float):
+def model_of(path: str, stamp: float):
     return load_model(path)
 
 

@@ -47,7 +47,7 @@ def _mtime(path) -> float:
 
 
 @st.cache_data(show_spinner="Reading the run…", max_entries=8)
-def load_run(path: str, _stamp: float):
+def load_run(path: str, stamp: float):
     run = RunDir(path)
     schema = run.schema()
     train = read_private(run, "train")
