@@ -18,7 +18,7 @@ import pandas as pd
 
 from .dp_quantiles import dp_bounds
 from .models import SynthModel, get_model_class
-from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning, epsilon_after
+from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 
@@ -129,9 +129,9 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         # whatever happened, the steps already taken were paid for: record them
         if synth.plan is not None and not any(en.mechanism.startswith("DP-SGD") for en in ledger.entries):
             steps = len(run.events()) if run is not None else 0
-            p = synth.plan
-            ledger.record("DP-SGD (interrupted)", epsilon=epsilon_after(p.noise_multiplier, p.sample_rate, steps, delta, accountant),
-                          delta=delta if steps else 0.0, accountant=accountant, steps=steps, steps_planned=p.steps)
+            spent, spent_delta = synth.epsilon_for_steps(steps)
+            ledger.record("DP-SGD (interrupted)", epsilon=spent, delta=spent_delta, accountant=accountant, steps=steps,
+                          steps_planned=synth.plan.steps)
         if run is not None:
             run.write_ledger(ledger)
             state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
