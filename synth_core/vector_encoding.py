@@ -6,8 +6,9 @@ A numeric column is encoded one of two ways:
     "scalar"  one value in [-1, 1]: the public bounds map to -1 and 1 (after log1p of the distance to the lower
               bound for log binning, so a heavy-tailed amount keeps resolution near the bound); a nullable
               column also gets a two-slot block, present / missing (the value slot holds 0 when missing).
-    "bins"    a one-hot block over bins of the public range (encoding.bin_edges: the token models' bins, one
-              per integer when the integer range fits), decoded like the token models' "uniform" decoding: a
+    "bins"    a one-hot block over bins of the public range (encoding.bin_edges: the token models' bins; an
+              integer column whose range has at most `integer_bins` values gets one bin per integer, others
+              `n_bins` bins), decoded like the token models' "uniform" decoding: a
               value drawn uniformly inside the bin (integers: among the integers inside it); a nullable column
               gets a "missing" slot in its bin block. (A position-in-bin coordinate was tried: a diffusion
               model predicts its mean, which piles every bin's values on one point.) A generator then produces a column's
@@ -58,7 +59,7 @@ class Block:
 class VectorEncoder:
     """Encode a validated table (see schema.validate_table) to float32 vectors, and back."""
 
-    def __init__(self, schema: Schema, numeric: str = "scalar", n_bins: int = 100):
+    def __init__(self, schema: Schema, numeric: str = "scalar", n_bins: int = 100, integer_bins: int = 100):
         schema.require_bounds()
         if numeric not in NUMERIC_ENCODINGS:
             raise ValueError(f"numeric encoding must be one of {', '.join(NUMERIC_ENCODINGS)}, not {numeric!r}")
@@ -70,7 +71,8 @@ class VectorEncoder:
         pos = 0
         for spec in schema.columns:
             if spec.is_numeric and numeric == "bins":
-                edges = bin_edges(spec, n_bins)
+                per_integer = spec.kind == "integer" and spec.upper - spec.lower + 1 <= integer_bins
+                edges = bin_edges(spec, integer_bins if per_integer else n_bins)
                 labels = list(range(len(edges) - 1)) + ([None] if spec.nullable else [])
                 block = Block(spec, pos, len(labels), labels=labels, edges=edges)
                 self.categorical.append(block)

@@ -11,8 +11,9 @@ dtgan-d   DP-SGD on the critic. One critic iteration = one Poisson batch of real
           spherical interpolation), and row i's loss D(f_i) − D(x_i) + τ·(‖∇D(slerp(x_i, f_i))‖ − 1)² is
           differentiated as a whole, gradient penalty included, clipped and noised (engine.FuncDPStep:
           per-sample gradients from torch.func, since the penalty needs a double backward). `n_critic`
-          critic iterations per generator step, ALL of them accounted: the accountant's steps are the
-          critic iterations. The generator only sees the critic, so it is post-processing.
+          critic iterations per round, ALL of them accounted: the accountant's steps are the critic
+          iterations. Then `g_steps` generator updates: the generator only sees the critic (and public
+          conditions), so they are post-processing and cost no ε.
 dtgan-g   DP on the generator (GS-WGAN style, as the paper's DTGAN_G): see DTGANG's docstring.
 dp-wgan   the baseline: DP-SGD critic as dtgan-d, no conditioning, straight-line interpolation.
 
@@ -56,7 +57,8 @@ class GANConfig:
     noise_dim: int = 64
     critic_width: int = 256
     critic_layers: int = 2
-    n_critic: int = 5            # critic iterations per generator step
+    n_critic: int = 5            # critic iterations per round (dtgan-d, dp-wgan: each one a DP step)
+    g_steps: int = 1             # generator updates per round; against a released critic they cost no ε
     gp_weight: float = 10.0      # τ
     partner_lr: float = 1e-3     # learning rate of the network trained without DP-SGD (the other uses `lr`)
     generator_batch: int = 1024  # fake rows per generator step
@@ -65,19 +67,21 @@ class GANConfig:
     n_critics: int = 10          # dtgan-g: critics, each on its own partition of the rows
     critics_per_step: float = 1.0  # dtgan-g: expected critics consulted per generator step (Poisson)
     numeric_encoding: str = "bins"   # or "scalar" (see vector_encoding)
-    n_bins: int = 100
+    n_bins: int = 32                 # bins of a wide or continuous numeric column
+    integer_bins: int = 100          # an integer column with at most this many values: one bin per value
 
 
 def _presets(tiny_extra: dict | None = None) -> dict:
     return {
-        "quick": dict(model=dict(width=128, critic_width=128),
-                      train=dict(epochs=3, batch_size=2048, lr=2e-3, max_grad_norm=1.0)),
-        "cpu": dict(model=dict(),
-                    train=dict(epochs=6, batch_size=2048, lr=2e-3, max_grad_norm=1.0)),
-        "large": dict(model=dict(width=512, critic_width=512, n_blocks=3),
-                      train=dict(epochs=15, batch_size=4096, lr=1e-3, max_grad_norm=1.0)),
+        "quick": dict(model=dict(width=64, critic_width=64, n_critic=2, g_steps=2, generator_batch=512),
+                      train=dict(epochs=2, batch_size=1024, lr=2e-3, max_grad_norm=1.0)),
+        # Adult (39k rows) at ε=1 in a few minutes on 2 CPU cores
+        "cpu": dict(model=dict(width=128, critic_width=128, n_critic=2, g_steps=2, generator_batch=512),
+                    train=dict(epochs=4, batch_size=1024, lr=2e-3, max_grad_norm=1.0)),
+        "large": dict(model=dict(width=256, critic_width=256, n_blocks=3, n_critic=3, g_steps=2),
+                      train=dict(epochs=10, batch_size=2048, lr=1e-3, max_grad_norm=1.0)),
         "tiny": dict(model=dict(width=32, n_blocks=1, groups=4, noise_dim=16, critic_width=32,
-                                generator_batch=64, n_critic=2, n_bins=10, **(tiny_extra or {})),
+                                generator_batch=64, n_critic=2, n_bins=10, integer_bins=10, **(tiny_extra or {})),
                      train=dict(epochs=2, batch_size=64, lr=5e-3, max_grad_norm=1.0)),
     }
 
@@ -172,7 +176,15 @@ class _WGAN(VectorModel):
     def build_net(self) -> None:
         enc, cfg = self.encoder, self.config
         self.spans = enc.categorical_spans()
-        self.cond_dim = enc.dim if (self.conditional and self.spans) else 0
+        # conditions are on the categorical columns (as CTGAN's); the condition vector lays their one-hot
+        # blocks side by side: row_blocks[j] is block j in the row, cond_blocks[j] in the condition vector
+        self.row_blocks = [(b.start, b.stop) for b in enc.columns if not b.is_numeric] if self.conditional else []
+        self.cond_blocks, pos = [], 0
+        for a, b in self.row_blocks:
+            self.cond_blocks.append((pos, pos + b - a))
+            pos += b - a
+        self.cond_dim = pos
+        self.cond_index = torch.cat([torch.arange(a, b) for a, b in self.row_blocks]) if self.row_blocks else None
         # only the generator is kept and saved (self.net); critics live during fit
         self.net = Generator(cfg, self.cond_dim, enc.dim, self.spans)
 
@@ -181,15 +193,15 @@ class _WGAN(VectorModel):
 
     # --- conditions ---------------------------------------------------------------------------------
     def _pick_blocks(self, n: int, device, generator=None) -> torch.Tensor:
-        """Per row, which categorical block is the condition (-1: none), from public randomness only."""
-        k = len(self.spans)
+        """Per row, which categorical column is the condition (-1: none), from public randomness only."""
+        k = len(self.cond_blocks)
         blocks = torch.randint(0, k, (n,), device=device, generator=generator)
         empty = torch.rand(n, device=device, generator=generator) < self.config.cond_null_prob
         return torch.where(empty, torch.full_like(blocks, -1), blocks)
 
     def _block_mask(self, blocks: torch.Tensor) -> torch.Tensor:
-        mask = torch.zeros(len(blocks), self.encoder.dim, device=blocks.device)
-        for j, (a, b) in enumerate(self.spans):
+        mask = torch.zeros(len(blocks), self.cond_dim, device=blocks.device)
+        for j, (a, b) in enumerate(self.cond_blocks):
             mask[blocks == j, a:b] = 1.0
         return mask
 
@@ -198,7 +210,8 @@ class _WGAN(VectorModel):
         that row alone, used only inside the row's own clipped gradient."""
         if not self.cond_dim:
             return rows.new_zeros(len(rows), 0)
-        return rows * self._block_mask(self._pick_blocks(len(rows), rows.device, generator))
+        own = rows[:, self.cond_index.to(rows.device)]
+        return own * self._block_mask(self._pick_blocks(len(rows), rows.device, generator))
 
     def public_conditions(self, n: int, generator=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Conditions for generator steps: block uniform, category uniform over the PUBLIC categories.
@@ -208,9 +221,9 @@ class _WGAN(VectorModel):
             z = torch.zeros(n, 0, device=device)
             return z, torch.full((n,), -1, device=device), torch.zeros(n, dtype=torch.long, device=device)
         blocks = self._pick_blocks(n, device, generator)
-        cond = torch.zeros(n, self.encoder.dim, device=device)
+        cond = torch.zeros(n, self.cond_dim, device=device)
         slots = torch.zeros(n, dtype=torch.long, device=device)
-        for j, (a, b) in enumerate(self.spans):
+        for j, (a, b) in enumerate(self.cond_blocks):
             rows = (blocks == j).nonzero().squeeze(1)
             s = torch.randint(0, b - a, (len(rows),), device=device, generator=generator)
             cond[rows, a + s] = 1.0
@@ -221,7 +234,7 @@ class _WGAN(VectorModel):
         """CTGAN's generator cross-entropy: the conditioned block of the fake row should show the condition.
         Generated rows only: no real data."""
         total = raw.new_zeros(())
-        for j, (a, b) in enumerate(self.spans):
+        for j, (a, b) in enumerate(self.row_blocks):
             rows = (blocks == j).nonzero().squeeze(1)
             if len(rows):
                 total = total + F.cross_entropy(raw[rows, a:b], slots[rows], reduction="sum")
@@ -261,8 +274,10 @@ class _WGAN(VectorModel):
         fixed = None
         for name, value in native.items():
             block = self.encoder.block(name)
-            fixed = (block.start, block.stop, block.start + block.labels.index(value))
-            cond[:, fixed[2]] = 1.0
+            j = self.row_blocks.index((block.start, block.stop))
+            local = block.labels.index(value)
+            fixed = (block.start, block.stop, block.start + local)
+            cond[:, self.cond_blocks[j][0] + local] = 1.0
         z = torch.randn(n, self.config.noise_dim, device=self.device, generator=generator)
         rows, _ = self.net(z, cond, tau=None, generator=generator)
         if fixed is not None:  # the condition is exact: the generator was trained to honour it; make sure
@@ -290,14 +305,14 @@ class _DPCriticGAN(_WGAN):
         c_opt = torch.optim.Adam(critic.parameters(), lr=tc.lr, betas=(0.5, 0.9), weight_decay=tc.weight_decay)
         g_opt = torch.optim.Adam(self.net.parameters(), lr=cfg.partner_lr, betas=(0.5, 0.9))
         c_sched = cosine_decay(c_opt, p.steps) if tc.lr_decay else None
-        g_sched = cosine_decay(g_opt, max(1, p.steps // cfg.n_critic)) if tc.lr_decay else None
+        g_sched = cosine_decay(g_opt, max(1, cfg.g_steps * p.steps // cfg.n_critic)) if tc.lr_decay else None
         weight, spherical = cfg.gp_weight, self.spherical
 
         def pair_loss(forward, real, fake, cond, alpha):
             return critic_pair_loss(forward, real, fake, cond, alpha, weight, spherical)
 
         dp = FuncDPStep(critic, pair_loss, c_opt, p.noise_multiplier, p.max_grad_norm, p.expected_batch_size,
-                        generator=gen, chunk_size=min(tc.physical_batch_size, 1024))
+                        generator=gen, chunk_size=min(tc.physical_batch_size, 256))
         last_g = {"loss": None}
 
         def step_fn(indices) -> dict:
@@ -311,11 +326,12 @@ class _DPCriticGAN(_WGAN):
             if self._critic_iter % cfg.n_critic == 0:
                 for q in critic.parameters():
                     q.requires_grad_(False)  # the generator step must not leave gradients on the critic
-                last_g["loss"] = self.generator_step(lambda f, c: -critic(f, c).mean(), g_opt)
+                for _ in range(cfg.g_steps):
+                    last_g["loss"] = self.generator_step(lambda f, c: -critic(f, c).mean(), g_opt)
+                    if g_sched is not None:
+                        g_sched.step()
                 for q in critic.parameters():
                     q.requires_grad_(True)
-                if g_sched is not None:
-                    g_sched.step()
             if c_sched is not None:
                 c_sched.step()
             return {"loss": loss, "generator_loss": last_g["loss"]}

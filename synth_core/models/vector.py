@@ -31,7 +31,8 @@ class VectorModel(SynthModel):
     sample_blocks = False
 
     def build(self) -> None:
-        self.encoder = VectorEncoder(self.schema, self.config.numeric_encoding, self.config.n_bins)
+        self.encoder = VectorEncoder(self.schema, self.config.numeric_encoding, self.config.n_bins,
+                                     self.config.integer_bins)
         self.build_net()
 
     def build_net(self) -> None:
