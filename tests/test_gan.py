@@ -13,7 +13,7 @@ from synth_core import api
 from synth_core.engine import FuncDPStep
 from synth_core.models import get_model_class
 from synth_core.models.gan import Critic, GANConfig, critic_pair_loss, slerp
-from synth_core.privacy import epsilon_after
+from synth_core.privacy import NoisePlan, epsilon_after
 from synth_core.runs import RunDir
 
 FAMILIES = ["dtgan-d", "dtgan-g", "dp-wgan"]
@@ -217,3 +217,27 @@ def test_model_contract_for_the_app():
         assert klass.description and klass.when_to_pick and "tiny" in klass.presets and "cpu" in klass.presets
         assert set(klass.size_presets) == {"quick", "standard", "best"}
         assert all(p in klass.presets for p in klass.size_presets.values())
+
+
+@pytest.mark.parametrize("family", ["dtgan-d", "dtgan-g"])
+def test_cancel_and_crash_are_paid_for(toy_schema, toy_table, tmp_path, family):
+    seen = []
+    api.fit(toy_table, toy_schema, model=family, epsilon=2.0, preset="tiny", accountant="rdp",
+            run_dir=tmp_path / "cancelled", on_event=seen.append, should_stop=lambda: len(seen) >= 2)
+    run = RunDir(tmp_path / "cancelled")
+    assert run.status()["state"] == "cancelled" and len(run.events()) == 2
+    assert 0 < run.ledger().spent_epsilon < 2.0
+
+    def boom(event):
+        if event["step"] == 2:
+            raise RuntimeError("disk on fire")
+    with pytest.raises(RuntimeError):
+        api.fit(toy_table, toy_schema, model=family, epsilon=2.0, preset="tiny", accountant="rdp",
+                run_dir=tmp_path / "failed", on_event=boom)
+    failed = RunDir(tmp_path / "failed")
+    entry = failed.ledger().entries[0]
+    assert entry.mechanism == "DP-SGD (interrupted)" and entry.details["steps"] == 2
+    # what the model's own accounting says two steps cost (for dtgan-g: group privacy, twice the inner ε)
+    model = get_model_class(family)(toy_schema, preset="tiny")
+    model.plan = NoisePlan(**failed.config()["plan"])
+    assert (entry.epsilon, entry.delta) == pytest.approx(model.epsilon_for_steps(2))
