@@ -1,9 +1,9 @@
 """DTGAN (Kunar et al. 2021, "DTGAN: Differential private training for tabular GANs") and plain DP-WGAN.
 
 All three are Wasserstein GANs with a gradient penalty of weight τ = 10 on points between a real and a fake
-row. Rows are vectors from the public schema (vector_encoding): numbers scaled by the PUBLIC bounds to
-[-1, 1] (the generator ends them with tanh), categoricals one-hot over the PUBLIC list (the generator ends
-each block with a Gumbel-softmax). The generator is a residual MLP (CTGAN's: Linear → GroupNorm → ReLU, input
+row. Rows are vectors from the public schema (vector_encoding): categoricals one-hot over the PUBLIC list,
+numbers as bins between the PUBLIC bounds (by default) or scaled by them to [-1, 1]; the generator ends each
+one-hot block with a Gumbel-softmax and each scaled number with tanh. The generator is a residual MLP (CTGAN's: Linear → GroupNorm → ReLU, input
 concatenated); the critic an MLP with LeakyReLU. No BatchNorm anywhere (it mixes rows).
 
 dtgan-d   DP-SGD on the critic. One critic iteration = one Poisson batch of real rows = one DP step; each
