@@ -18,7 +18,7 @@ import pandas as pd
 
 from .dp_quantiles import dp_bounds
 from .models import SynthModel, get_model_class
-from .privacy import BudgetError, NoisePlan, PrivacyLedger, check_budget, default_delta, delta_warning, epsilon_after
+from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .timing import device_name
@@ -134,7 +134,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     except BaseException as e:
         # whatever happened, the steps already taken were paid for: record them
         if synth.plan is not None and not any(en.mechanism.startswith("DP-SGD") for en in ledger.entries):
-            record_interrupted_training(ledger, synth.plan, len(run.events()) if run is not None else 0)
+            record_interrupted_training(ledger, synth, len(run.events()) if run is not None else 0)
         if run is not None:
             run.write_ledger(ledger)
             state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
@@ -153,12 +153,12 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
 
 
-def record_interrupted_training(ledger: PrivacyLedger, plan: NoisePlan, steps: int) -> None:
-    """Charge the ledger for the DP-SGD steps a run took before it stopped abnormally."""
-    ledger.record("DP-SGD (interrupted)",
-                  epsilon=epsilon_after(plan.noise_multiplier, plan.sample_rate, steps, plan.delta, plan.accountant),
-                  delta=plan.delta if steps else 0.0, accountant=plan.accountant, steps=steps,
-                  steps_planned=plan.steps)
+def record_interrupted_training(ledger: PrivacyLedger, model: SynthModel, steps: int) -> None:
+    """Charge the ledger for the DP steps a run took before it stopped abnormally; the model says what its
+    steps cost (a GAN trained with DTGAN_G pays by group privacy, for instance)."""
+    spent, spent_delta = model.epsilon_for_steps(steps)
+    ledger.record("DP-SGD (interrupted)", epsilon=spent, delta=spent_delta, accountant=model.plan.accountant,
+                  steps=steps, steps_planned=model.plan.steps)
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:

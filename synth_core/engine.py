@@ -86,7 +86,8 @@ class Cancelled(Exception):
     pass
 
 
-def _seed_everything(seed: int | None, device: torch.device) -> torch.Generator | None:
+def seed_everything(seed: int | None, device: torch.device) -> torch.Generator | None:
+    """Seed torch's and numpy's global generators; returns a generator on `device` for the DP noise."""
     if seed is None:
         return None
     torch.manual_seed(seed)
@@ -114,8 +115,7 @@ def train(
     n = int(data.shape[0])
     if n < 2:
         raise ValueError("training needs at least two rows")
-    gen = _seed_everything(config.seed, device)
-    cpu_gen = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
+    gen = seed_everything(config.seed, device)
     module.to(device)
     data = data.to(device)
     module.train()
@@ -143,13 +143,45 @@ def train(
         model = module
         optimizer = base_opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         curve = None
-    scheduler = None
-    if config.lr_decay:
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            base_opt, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    scheduler = cosine_decay(base_opt, steps) if config.lr_decay else None
+
+    def step_fn(indices) -> float | None:
+        batch_idx = torch.as_tensor(indices, dtype=torch.long, device=device)
+        loss_value = _one_step(model, optimizer, data, batch_idx, loss_fn, config.physical_batch_size,
+                               mode=config.grad_sample_mode if plan is not None else None)
+        if scheduler is not None:
+            scheduler.step()
+        return loss_value
+
+    try:
+        result = run_steps(step_fn, n, sample_rate, steps, curve.at if curve else None, config.seed,
+                           on_event=on_event, should_stop=should_stop)
+    finally:
+        module.eval()
+        if plan is not None:
+            model.remove_hooks()  # the trained module goes on to sampling without Opacus attached
+    if plan is not None:
+        result.epsilon_spent = epsilon_after(plan.noise_multiplier, plan.sample_rate, result.steps_done,
+                                             plan.delta, plan.accountant)
+    result.device = device_label(device)
+    return result
+
+
+def run_steps(step_fn: Callable[[list], float | dict | None], n: int, sample_rate: float, steps: int,
+              epsilon_at: Callable[[int], float] | None, seed: int | None,
+              on_event: Callable[[dict], None] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> TrainResult:
+    """The loop every DP training shares: `steps` Poisson batches of indices into n items (each item joins
+    each batch independently with probability sample_rate), one call of `step_fn(indices)` per batch, one
+    event per step, a stop check between steps.
+
+    step_fn returns the step's loss, or a dict with "loss" and extra figures for the event (a GAN's
+    generator loss). epsilon_at(step) gives the ε spent after a step (None: no privacy). The returned
+    result's epsilon_spent is that of the last step taken (inf without privacy).
+    """
+    cpu_gen = torch.Generator().manual_seed(seed) if seed is not None else None
     steps_per_epoch = 1.0 / sample_rate
     sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=cpu_gen, steps=steps)
-
     events: list[dict] = []
     start = time.perf_counter()
     samples_seen, step, last_loss, cancelled = 0, 0, None, False
@@ -159,37 +191,37 @@ def train(
             cancelled = True
             break
         t0 = time.perf_counter()
-        batch_idx = torch.as_tensor(indices, dtype=torch.long, device=device)
-        loss_value = _one_step(model, optimizer, data, batch_idx, loss_fn, config.physical_batch_size,
-                               mode=config.grad_sample_mode if plan is not None else None)
-        if scheduler is not None:
-            scheduler.step()
+        out = step_fn(indices)
+        extra = {}
+        if isinstance(out, dict):
+            extra = {k: v for k, v in out.items() if k != "loss"}
+            out = out.get("loss")
         step += 1
         samples_seen += len(indices)
         dt = time.perf_counter() - t0
         rate = len(indices) / dt if dt > 0 else 0.0
         rate_ema = rate if rate_ema is None else 0.8 * rate_ema + 0.2 * rate
-        if loss_value is not None:
-            last_loss = loss_value
+        if out is not None:
+            last_loss = out
         event = {
             "step": step, "steps": steps, "epoch": step / steps_per_epoch,
-            "loss": last_loss, "epsilon": curve.at(step) if curve else None,
+            "loss": last_loss, "epsilon": epsilon_at(step) if epsilon_at else None,
             "batch_size": len(indices), "samples_per_s": rate_ema,
-            "elapsed_s": time.perf_counter() - start,
+            "elapsed_s": time.perf_counter() - start, **extra,
         }
         events.append(event)
         if on_event is not None:
             on_event(event)
     seconds = time.perf_counter() - start
-    module.eval()
-    if plan is not None:
-        model.remove_hooks()  # the trained module goes on to sampling without Opacus attached
-        spent = epsilon_after(plan.noise_multiplier, plan.sample_rate, step, plan.delta, plan.accountant)
-    else:
-        spent = float("inf")
+    spent = (epsilon_at(step) if step else 0.0) if epsilon_at else float("inf")
     return TrainResult(steps_done=step, steps_planned=steps, cancelled=cancelled, epsilon_spent=spent,
-                       seconds=seconds, samples_seen=samples_seen, last_loss=last_loss,
-                       device=device_label(device), events=events)
+                       seconds=seconds, samples_seen=samples_seen, last_loss=last_loss, device="", events=events)
+
+
+def cosine_decay(optimizer: torch.optim.Optimizer, steps: int):
+    """Cosine decay of the learning rate to 10% over `steps` scheduler steps."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
 
 
 def _ghost_clipping_backward(model, optimizer, losses: torch.Tensor) -> None:
@@ -199,10 +231,16 @@ def _ghost_clipping_backward(model, optimizer, losses: torch.Tensor) -> None:
     Opacus asks autograd for every parameter's gradient there and throws them away. When the network
     reads its input through embeddings, asking only for the embedding weights' gradients still sends
     the backward through every layer (all depend on the embeddings) but skips the weight-gradient
-    products of the other layers. Pass 2 is Opacus' own: the loss reweighted by each sample's clip
+    products of the other layers. A network without embeddings may name such parameters itself
+    (`ghost_targets()`, e.g. its first layer's weight, on which every later layer depends); a layer
+    the pass does not reach fails loudly rather than being clipped wrongly. Pass 2 is Opacus' own: the loss reweighted by each sample's clip
     factor, so p.grad is the sum of clipped per-sample gradients.
     """
     targets = [m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.weight.requires_grad]
+    declared = getattr(model._module, "ghost_targets", None)
+    if declared is not None:
+        # the network names parameters every layer's output depends on (e.g. its first layer's weight)
+        targets = [p for p in declared() if p.requires_grad]
     if not targets:
         DPTensorFastGradientClipping(model, optimizer, losses, "mean").backward()
         return
@@ -257,3 +295,80 @@ def _one_step(model, optimizer, data, batch_idx, loss_fn, physical: int, mode: s
             optimizer.zero_grad(set_to_none=True)
     optimizer.step()
     return total / n
+
+
+class FuncDPStep:
+    """One DP-SGD step whose per-sample gradients come from torch.func (vmap of grad) instead of Opacus' hooks.
+
+    Opacus' hooks see one backward pass; a loss that differentiates inside itself (the gradient penalty of
+    a WGAN-GP critic, ‖∇ₓD(x̂)‖ on interpolates of a real and a fake row) needs a double backward, whose
+    per-sample gradients the hooks cannot give. Here the whole per-sample loss, inner gradient included,
+    is differentiated for each sample on its own (torch.func.grad of a one-row function, vectorised with
+    vmap), so everything a sample's row touches is in its gradient. Then the same arithmetic as Opacus'
+    DPOptimizer (loss_reduction="mean"): clip each sample's whole gradient to max_grad_norm, sum, add
+    N(0, (σ·max_grad_norm)²) once per step, divide by the expected batch size, apply the optimizer.
+    The accountant sees exactly what it assumes of DP-SGD; tests/test_gan.py checks this step against
+    the Opacus path on a plain loss.
+
+    per_sample_loss(forward, *rows) -> scalar: the loss of ONE sample; `forward` calls the module with
+    the parameters being differentiated; each of `rows` is that sample's slice of a batch tensor with a
+    leading batch dimension of 1.
+    """
+
+    def __init__(self, module: torch.nn.Module, per_sample_loss: Callable, optimizer: torch.optim.Optimizer,
+                 noise_multiplier: float, max_grad_norm: float, expected_batch_size: float,
+                 generator: torch.Generator | None = None, chunk_size: int = 512):
+        self.module = module
+        self.per_sample_loss = per_sample_loss
+        self.optimizer = optimizer
+        self.noise_multiplier = float(noise_multiplier)
+        self.max_grad_norm = float(max_grad_norm)
+        self.expected_batch_size = float(expected_batch_size)
+        self.generator = generator
+        self.chunk_size = chunk_size
+        self.names = [k for k, p in module.named_parameters() if p.requires_grad]
+        self.params = [p for _, p in module.named_parameters() if p.requires_grad]
+
+    def _per_sample_grads(self, batch: tuple[torch.Tensor, ...]):
+        from torch.func import functional_call, grad_and_value, vmap
+        params = {k: p.detach() for k, p in zip(self.names, self.params)}
+        buffers = {k: b.detach() for k, b in self.module.named_buffers()}
+
+        def one(p, *row):
+            def forward(*inputs):
+                return functional_call(self.module, ({**p, **buffers}), inputs)
+            return self.per_sample_loss(forward, *[r.unsqueeze(0) for r in row])
+
+        return vmap(grad_and_value(one), in_dims=(None,) + (0,) * len(batch), randomness="different")(params, *batch)
+
+    def clipped_sum(self, *batch: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Sum over the batch of per-sample gradients each clipped to max_grad_norm, and the per-sample losses."""
+        total = [torch.zeros_like(p) for p in self.params]
+        losses = []
+        n = batch[0].shape[0]
+        for start in range(0, n, self.chunk_size):
+            chunk = tuple(b[start:start + self.chunk_size] for b in batch)
+            grads, loss = self._per_sample_grads(chunk)
+            g = [grads[k] for k in self.names]
+            norms = torch.sqrt(sum(x.reshape(x.shape[0], -1).pow(2).sum(dim=1) for x in g))
+            factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+            for t, x in zip(total, g):
+                t.add_(torch.einsum("b,b...->...", factor, x))
+            losses.append(loss.detach())
+        return total, (torch.cat(losses) if losses else torch.zeros(0))
+
+    def step(self, *batch: torch.Tensor) -> float | None:
+        """One noisy step on a Poisson batch (batch tensors share their first dimension, possibly 0).
+        Returns the batch's mean loss (None for an empty batch, whose update is pure noise)."""
+        n = batch[0].shape[0]
+        if n:
+            total, losses = self.clipped_sum(*batch)
+        else:
+            total, losses = [torch.zeros_like(p) for p in self.params], None
+        std = self.noise_multiplier * self.max_grad_norm
+        for p, t in zip(self.params, total):
+            noise = torch.normal(0.0, std, size=p.shape, device=p.device, generator=self.generator) if std > 0 else 0.0
+            p.grad = (t + noise) / self.expected_batch_size
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(losses.mean()) if losses is not None else None

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .models import get_model_class
 from .privacy import NoisePlan, PrivacyLedger
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError
@@ -151,11 +152,21 @@ def _mark_dead(run: RunDir) -> None:
     from .api import record_interrupted_training
     try:
         ledger = run.ledger()
-        plan = NoisePlan(**run.config()["plan"])
+        config = run.config()
+        plan = NoisePlan(**config["plan"])
     except (RunError, KeyError, TypeError):
-        ledger, plan = None, None
+        ledger, plan = None, None  # it died before training began: nothing was spent
     if ledger is not None and plan is not None and not any(e.mechanism.startswith("DP-SGD") for e in ledger.entries):
-        record_interrupted_training(ledger, plan, len(run.events()))
+        steps = len(run.events())
+        try:  # the model family knows what its steps cost
+            model = get_model_class(config["model"])(run.schema(), preset=config.get("preset", "cpu"),
+                                                     device="cpu", seed=0, **(config.get("options") or {}))
+            model.plan = plan
+            record_interrupted_training(ledger, model, steps)
+        except Exception as e:  # noqa: BLE001 -- whatever failed, charge the whole planned budget
+            ledger.record("DP-SGD (interrupted; charged in full)", epsilon=plan.epsilon, delta=plan.delta,
+                          accountant=plan.accountant, steps=steps, steps_planned=plan.steps,
+                          reason=f"the model could not be rebuilt to account its steps: {type(e).__name__}")
         run.write_ledger(ledger)
     run.set_status("failed", "the training process stopped unexpectedly (it was killed or the machine "
                              "restarted); the ε of the steps it took is recorded in the ledger")

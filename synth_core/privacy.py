@@ -7,6 +7,7 @@ which is an upper bound on the run's privacy loss.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -76,23 +77,46 @@ def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: 
         raise BudgetError(f"epochs must be positive, not {epochs}")
     sample_rate = min(1.0, float(expected_batch_size) / n_rows)
     steps = max(1, int(round(epochs / sample_rate)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # RDP's "optimal order is the largest alpha" is noise here
-        try:
-            sigma = get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
-                                         steps=steps, accountant=accountant, epsilon_tolerance=0.005 * epsilon)
-        except ValueError as e:
-            raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} in {steps} steps: {e}") from None
+    try:
+        sigma = _calibrate(epsilon, delta, sample_rate, steps, accountant)
+    except ValueError as e:
+        raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} in {steps} steps: {e}") from None
     planned = epsilon_after(sigma, sample_rate, steps, delta, accountant)
     return NoisePlan(noise_multiplier=float(sigma), sample_rate=sample_rate,
                      expected_batch_size=sample_rate * n_rows, steps=steps, epsilon=epsilon, delta=delta,
                      accountant=accountant, max_grad_norm=max_grad_norm, planned_epsilon=planned)
 
 
+@functools.lru_cache(maxsize=128)
+def _calibrate(epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
+    """Opacus' σ search, remembered: a run plans once and reports, tests plan the same budget many times."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # RDP's "optimal order is the largest alpha" is noise here
+        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
+                                          steps=steps, accountant=accountant, epsilon_tolerance=0.005 * epsilon))
+
+
+@functools.lru_cache(maxsize=256)
+def _rdp_one_step(noise_multiplier: float, sample_rate: float):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return rdp_analysis.compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=1,
+                                        orders=RDPAccountant.DEFAULT_ALPHAS)
+
+
 def epsilon_after(noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str) -> float:
     """ε spent after `steps` Poisson-sampled Gaussian steps (0 before the first)."""
     if steps <= 0:
         return 0.0
+    if accountant == "rdp":
+        # what Opacus' RDPAccountant computes (RDP composes linearly in the steps), with the expensive
+        # one-step RDP curve computed once per (σ, q)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            eps, _ = rdp_analysis.get_privacy_spent(orders=RDPAccountant.DEFAULT_ALPHAS,
+                                                    rdp=_rdp_one_step(noise_multiplier, sample_rate) * steps,
+                                                    delta=delta)
+        return float(eps)
     acc = create_accountant(mechanism=accountant)
     acc.history = [(noise_multiplier, sample_rate, steps)]
     with warnings.catch_warnings():
@@ -116,10 +140,7 @@ class EpsilonCurve:
         self.values = [epsilon_after(plan.noise_multiplier, plan.sample_rate, k, plan.delta, plan.accountant)
                        for k in self.grid]
         self._orders = RDPAccountant.DEFAULT_ALPHAS
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self._rdp_one_step = rdp_analysis.compute_rdp(q=plan.sample_rate, noise_multiplier=plan.noise_multiplier,
-                                                          steps=1, orders=self._orders)
+        self._rdp_one_step = _rdp_one_step(plan.noise_multiplier, plan.sample_rate)
 
     def rdp_bound(self, step: int) -> float:
         with warnings.catch_warnings():

@@ -1,5 +1,7 @@
 """Model families. Importing this package registers every family in `MODELS`."""
 from .base import MODELS, SamplingError, SynthModel, get_model_class, register
 from . import tbart  # noqa: F401  (registers dp-tbart)
+from . import diffusion  # noqa: F401  (registers tablediffusion, tablediffusion-denoiser)
+from . import gan  # noqa: F401  (registers dtgan-d, dtgan-g, dp-wgan)
 
 __all__ = ["MODELS", "SamplingError", "SynthModel", "get_model_class", "register"]

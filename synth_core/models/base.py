@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from ..engine import TrainConfig, TrainResult, pick_device, train
-from ..privacy import NoisePlan, PrivacyLedger, plan_noise
+from ..privacy import NoisePlan, PrivacyLedger, epsilon_after, plan_noise
 from ..schema import Schema, SchemaError
 
 MODELS: dict[str, type["SynthModel"]] = {}
@@ -114,6 +114,13 @@ class SynthModel:
                           steps=r.steps_done, steps_planned=p.steps, max_grad_norm=p.max_grad_norm,
                           cancelled=r.cancelled)
         return self
+
+    def epsilon_for_steps(self, steps: int) -> tuple[float, float]:
+        """(ε, δ) spent after `steps` DP steps of this model's plan (for a run that stopped early)."""
+        p = self.plan
+        if p is None or steps <= 0:
+            return 0.0, 0.0
+        return epsilon_after(p.noise_multiplier, p.sample_rate, steps, p.delta, p.accountant), p.delta
 
     # --- sampling -----------------------------------------------------------------------------------
     def _condition_tokens(self, conditions: dict) -> dict[int, int]:

@@ -1,0 +1,146 @@
+"""Any registered model on UCI Adult or King County house sales: time, throughput and fidelity.
+
+The protocol of bench_tbart.py (issue 2): the table split 80/20 with seed 0; fit on the 80% with a declared
+public schema (benchmarks/adult.schema.json, benchmarks/king.schema.json: bounds and category lists from
+public documentation of the columns, nothing drafted from the data); sample as many rows as the training
+split; compare with the 20% test split: mean k-way TVD for k = 1, 2, 3 (numeric columns in 20 quantile bins
+fitted on the training split), detection ROC-AUC (gradient boosting, 5-fold), and train-on-synthetic /
+test-on-real ML efficacy (Adult: classifier for `income`; King: linear regression R² on `price`, and
+gradient boosting R² as a second figure).
+
+    python benchmarks/bench_models.py --model tablediffusion --dataset adult --epsilon 1 [--preset cpu]
+    python benchmarks/bench_models.py --model dtgan-d --dataset king --epsilon 1 --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from synth_core import api  # noqa: E402
+from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy, ml_efficacy_regression  # noqa: E402
+from synth_core.schema import Schema, read_table, validate_table  # noqa: E402
+
+DATASETS = {
+    "adult": dict(file="adult.csv", schema="adult.schema.json", target="income", task="classification"),
+    "king": dict(file="king.csv", schema="king.schema.json", target="price", task="regression"),
+}
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def steady_rate(events: list[dict], skip: int = 2) -> float:
+    """Median over steps of rows per second (warm-up steps excluded): robust to a passing hiccup on a
+    shared machine."""
+    ev = events[skip:] if len(events) > skip + 2 else events
+    rates = [b["batch_size"] / (b["elapsed_s"] - a["elapsed_s"]) for a, b in zip(ev, ev[1:])
+             if b["elapsed_s"] > a["elapsed_s"]]
+    return float(np.median(rates)) if rates else float("nan")
+
+
+def fidelity(real_test, synth, train_split, schema, target, task):
+    numeric = schema.numeric_columns
+    out = {"tvd": kway_tvd_report(real_test, synth, numeric, ks=(1, 2, 3), bin_reference=train_split),
+           "detection_auc": detection_auc(real_test, synth, numeric)}
+    if task == "classification":
+        out["ml"] = ml_efficacy(synth, real_test, target, numeric)
+    else:
+        out["ml"] = ml_efficacy_regression(synth, real_test, target, numeric)
+    return out
+
+
+def parse_options(pairs: list[str]) -> dict:
+    options = {}
+    for kv in pairs:
+        k, v = kv.split("=", 1)
+        try:
+            options[k] = json.loads(v)
+        except json.JSONDecodeError:
+            options[k] = v
+    return options
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--dataset", choices=sorted(DATASETS), default="adult")
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets"))
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--delta", type=float, default=1e-5)
+    ap.add_argument("--accountant", default="prv")
+    ap.add_argument("--preset", default="cpu")
+    ap.add_argument("--option", action="append", default=[], help="model/train override key=value (JSON value)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--floor", action="store_true", help="also score the real training split (the floor)")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args()
+    options = parse_options(args.option)
+    ds = DATASETS[args.dataset]
+
+    schema = Schema.load(ROOT / "benchmarks" / ds["schema"])
+    table, _ = validate_table(read_table(Path(args.data_dir) / ds["file"], schema), schema)
+    shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    n_train = int(round(0.8 * len(shuffled)))
+    train_split, test_split = shuffled.iloc[:n_train], shuffled.iloc[n_train:].reset_index(drop=True)
+    print(f"{args.dataset}: {len(train_split)} training rows, {len(test_split)} test rows; "
+          f"model {args.model}, preset {args.preset}, options {options}; torch threads {torch.get_num_threads()}")
+
+    t0 = time.perf_counter()
+    result = api.fit(train_split, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
+                     accountant=args.accountant, preset=args.preset, options=options, seed=args.seed,
+                     device=args.device)
+    t_fit = time.perf_counter() - t0
+    model = result.model
+    t1 = time.perf_counter()
+    synth = model.sample(len(train_split), seed=args.seed)
+    t_sample = time.perf_counter() - t1
+    r = model.train_result
+    figures = {
+        "model": args.model, "dataset": args.dataset, "preset": args.preset, "options": options,
+        "epsilon_target": args.epsilon, "delta": args.delta, "accountant": args.accountant,
+        "epsilon_spent": result.ledger.spent_epsilon, "noise_multiplier": model.plan.noise_multiplier,
+        "steps": r.steps_done, "batch_size": model.plan.expected_batch_size,
+        "parameters": model.n_parameters, "device": r.device,
+        "fit_s": t_fit, "sample_s": t_sample, "fit_plus_sample_s": t_fit + t_sample,
+        "train_rows_per_s": steady_rate(r.events), "sample_rows_per_s": len(train_split) / t_sample,
+        "peak_rss_mib": peak_rss_mib(), "ledger": [e.mechanism for e in result.ledger.entries],
+    }
+    t2 = time.perf_counter()
+    figures["synthetic"] = fidelity(test_split, synth, train_split, schema, ds["target"], ds["task"])
+    figures["eval_s"] = time.perf_counter() - t2
+    if args.floor:
+        figures["real_train_floor"] = fidelity(test_split, train_split, train_split, schema, ds["target"], ds["task"])
+
+    def row(name, f):
+        t = f["tvd"]
+        ml = "  ".join(f"ML {k} {v:.3f}" for k, v in f["ml"].items())
+        return (f"{name:<20} 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  "
+                f"detection {f['detection_auc']:.3f}  {ml}")
+
+    print(f"\nε target {args.epsilon:g}, spent {figures['epsilon_spent']:.4f} (δ={args.delta:g}, {args.accountant}); "
+          f"σ={figures['noise_multiplier']:.3f}, {figures['steps']} steps of ~{figures['batch_size']:.0f}; "
+          f"{figures['parameters']:,} parameters on {figures['device']}")
+    print(f"fit {t_fit:.1f} s + sample {t_sample:.1f} s = {t_fit + t_sample:.1f} s wall; "
+          f"training {figures['train_rows_per_s']:.0f} rows/s, sampling {figures['sample_rows_per_s']:.0f} rows/s; "
+          f"peak RSS {figures['peak_rss_mib']:.0f} MiB")
+    print(row(args.model, figures["synthetic"]))
+    if "real_train_floor" in figures:
+        print(row("real train (floor)", figures["real_train_floor"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""What the vector model families (TableDiffusion, the GANs) share on top of SynthModel: the vector encoding
+of the public schema, and sampling with conditions.
+
+A vector model generates whole rows as vectors (see vector_encoding.VectorEncoder) and decodes them. A family
+may take some conditions natively (a conditional GAN fixes one categorical column through its condition
+vector, see `native_conditions`); every other condition is met by rejection sampling, with the acceptance rate
+reported in `last_sample_info` exactly as for the token models. A numeric condition is met by a row whose value
+lies within half an integer (integer columns) or within 0.5% of the public range (continuous columns) of the
+value asked, and the row then reports the value asked, as DP-TBART reports the value asked inside its bin.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..schema import SchemaError
+from ..vector_encoding import VectorEncoder
+from .base import SamplingError, SynthModel
+
+
+class VectorModel(SynthModel):
+    """A family implements `build_net` (sets self.net, the module that is saved) and `generate_vectors`.
+
+    sample_blocks: whether `generate_vectors` gives each one-hot block as probabilities to draw from
+    (a diffusion model's final estimate E[one-hot | x_1]); otherwise the block is decoded by its argmax.
+    """
+
+    sample_blocks = False
+
+    def build(self) -> None:
+        self.encoder = VectorEncoder(self.schema, self.config.numeric_encoding, self.config.n_bins,
+                                     self.config.integer_bins)
+        self.build_net()
+
+    def build_net(self) -> None:
+        raise NotImplementedError
+
+    def encode(self, table: pd.DataFrame) -> torch.Tensor:
+        return torch.from_numpy(self.encoder.encode(table))
+
+    def generate_vectors(self, n: int, native: dict, generator: torch.Generator) -> np.ndarray:
+        """n rows as vectors (numpy, width encoder.dim); `native` holds the conditions the family takes natively."""
+        raise NotImplementedError
+
+    def native_conditions(self, conditions: dict) -> dict:
+        """The conditions this family meets by construction; the rest go to rejection sampling."""
+        return {}
+
+    # --- conditions ---------------------------------------------------------------------------------
+    def _check_conditions(self, conditions: dict) -> dict:
+        checked = {}
+        for name, value in conditions.items():
+            if name not in self.schema:
+                raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
+            spec = self.schema[name]
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                if not spec.nullable:
+                    raise SchemaError(f"column {name!r} is not nullable, so it cannot be fixed to a missing value")
+                checked[name] = None
+            elif spec.is_numeric:
+                try:
+                    x = float(value)
+                except (TypeError, ValueError):
+                    raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
+                if not spec.lower <= x <= spec.upper:
+                    raise SchemaError(f"column {name!r}: {x:g} lies outside the public bounds "
+                                      f"[{spec.lower:g}, {spec.upper:g}]")
+                checked[name] = x
+            else:
+                value = str(value)
+                if value not in spec.vocabulary():
+                    raise SchemaError(f"column {name!r} has no public category {value!r}; "
+                                      f"choose one of {', '.join(spec.vocabulary()[:10])}")
+                checked[name] = value
+        return checked
+
+    def _matches(self, table: pd.DataFrame, conditions: dict) -> np.ndarray:
+        ok = np.ones(len(table), dtype=bool)
+        for name, value in conditions.items():
+            spec, col = self.schema[name], table[name]
+            if value is None:
+                ok &= col.isna().to_numpy()
+            elif spec.is_numeric:
+                tol = 0.5 if spec.kind == "integer" else 0.005 * (spec.upper - spec.lower)
+                x = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+                ok &= np.abs(x - value) <= tol
+            else:
+                ok &= (col == value).fillna(False).to_numpy(dtype=bool)
+        return ok
+
+    # --- sampling -------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
+               max_tries_factor: int = 200, chunk_size: int = 8192) -> pd.DataFrame:
+        """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}.
+
+        Conditions the family takes natively are met by construction; the others by rejection sampling,
+        bounded at `max_tries_factor`·n rows tried. `last_sample_info` reports the method and the
+        acceptance rate. (`temperature` is accepted for the common interface; vector models decode each
+        categorical block by argmax.)"""
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
+        conditions = self._check_conditions(dict(conditions or {}))
+        native = self.native_conditions(conditions)
+        rejected_on = {k: v for k, v in conditions.items() if k not in native}
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
+        rng = np.random.default_rng(None if seed is None else seed + 1)
+        self.net.eval()
+
+        kept, accepted, tried = [], 0, 0
+        budget = n * (max_tries_factor if rejected_on else 1)
+        while accepted < n and tried < budget:
+            want = n - accepted
+            if rejected_on and tried:
+                rate = max(accepted / tried, 1.0 / max_tries_factor)
+                want = int(want / rate * 1.2) + 1
+            m = min(chunk_size, max(want, 1), budget - tried)
+            table = self.encoder.decode(self.generate_vectors(m, native, generator), rng, self.sample_blocks)
+            tried += m
+            if rejected_on:
+                table = table[self._matches(table, rejected_on)]
+            kept.append(table)
+            accepted += len(table)
+        acceptance = accepted / tried if tried else 0.0
+        self.last_sample_info = {
+            "rows": min(accepted, n),
+            "method": "rejection" if rejected_on else ("exact" if native else "unconditional"),
+            "exact_columns": list(native), "rejection_columns": list(rejected_on),
+            "acceptance_rate": acceptance, "rows_tried": tried,
+        }
+        if accepted < n:
+            raise SamplingError(
+                f"only {accepted} of {n} rows met the conditions on {', '.join(rejected_on)} after trying {tried} "
+                f"(acceptance rate {acceptance:.2%}). The model rarely produces that combination; ask for fewer rows "
+                "or relax the conditions")
+        table = pd.concat(kept, ignore_index=True).iloc[:n].reset_index(drop=True)
+        for name, value in conditions.items():
+            if value is None:
+                continue
+            if self.schema[name].is_numeric:
+                table[name] = int(round(value)) if self.schema[name].kind == "integer" else float(value)
+            else:
+                table[name] = value
+        return table
