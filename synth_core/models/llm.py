@@ -85,12 +85,12 @@ PRESETS: dict[str, dict] = {
     "tiny": dict(model=dict(n_layer=2, n_head=2, n_embd=32, lora_r=4, stage1_rows=300, stage1_epochs=2,
                             stage1_batch_size=32, stage1_lr=1e-2, compliance_probe=20, sample_batch_size=256),
                  train=dict(epochs=2, batch_size=64, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="ghost")),
-    # a first look in a few minutes on 2 CPU cores for a table the size of Adult
-    "quick": dict(model=dict(n_layer=2, n_head=4, n_embd=64, lora_r=8, stage1_rows=10000, stage1_epochs=1),
-                  train=dict(epochs=1, batch_size=1024, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="ghost")),
-    # the CPU default
-    "cpu": dict(model=dict(n_layer=2, n_head=4, n_embd=64, lora_r=8, stage1_rows=20000, stage1_epochs=1),
-                train=dict(epochs=2, batch_size=1024, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="ghost")),
+    # a first look on 2 CPU cores for a table the size of Adult
+    "quick": dict(model=dict(n_layer=2, n_head=4, n_embd=64, lora_r=8, stage1_rows=5000, stage1_epochs=1),
+                  train=dict(epochs=0.5, batch_size=1024, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="ghost")),
+    # the CPU default: a row costs ~40 tokens, so one DP epoch of Adult is ~1.6M tokens
+    "cpu": dict(model=dict(n_layer=2, n_head=4, n_embd=64, lora_r=8, stage1_rows=10000, stage1_epochs=1),
+                train=dict(epochs=1, batch_size=1024, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="ghost")),
     # GPT-2-small-sized default backbone, or a pretrained one given as `backbone`, for a GPU
     "gpu": dict(model=dict(n_layer=12, n_head=12, n_embd=768, lora_r=16, lora_alpha=32, stage1_rows=50000,
                            stage1_epochs=2, stage1_lr=5e-4, stage1_batch_size=64),
@@ -136,8 +136,9 @@ def missing_marker(schema: Schema) -> str:
 
 
 def build_schema_tokenizer(schema: Schema):
-    """A word-level tokenizer from the public schema alone: one token per "{column} is ", per category
-    and for the missing marker; the separator ", "; one token per printable ASCII character (digits,
+    """A word-level tokenizer from the public schema alone: one token per "{column} is " and per
+    ", {column} is " (a row costs one token of format per column), per category and for the missing
+    marker; one token per printable ASCII character (digits,
     sign, decimal point and whatever else a generation may contain). Rebuilt from the schema on load."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -148,7 +149,8 @@ def build_schema_tokenizer(schema: Schema):
     tk.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tk.decoder = decoders.Fuse()
     tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
-    words = [f"{c.name} is " for c in schema.columns] + [", ", missing_marker(schema)]
+    words = [f"{c.name} is " for c in schema.columns] + [f", {c.name} is " for c in schema.columns]
+    words += [", ", missing_marker(schema)]
     for spec in schema.columns:
         words += [c for c in spec.vocabulary() if len(c) > 1]
     seen, unique = set(), []
@@ -176,8 +178,9 @@ def auto_decimals(spec: ColumnSpec) -> int:
 class TextCodec:
     """Rows to token ids and back, for one schema and one tokenizer.
 
-    Each row is segments: "{column} is " (format), the value (value tokens; numbers one character per
-    token, so every digit has its own prediction), ", " (format) between columns, EOS at the end."""
+    Each row is segments: "{column} is " for the first column and ", {column} is " for the others
+    (format), each followed by the value (value tokens; numbers one character per token, so every digit
+    has its own prediction); EOS at the end."""
 
     def __init__(self, schema: Schema, tokenizer):
         self.schema = schema
@@ -189,7 +192,7 @@ class TextCodec:
         self.vocab_size = len(tokenizer)
         self.decimals = [auto_decimals(c) if c.is_numeric else None for c in schema.columns]
         self.name_ids = [self._ids(f"{n} is ") for n in self.names]
-        self.sep_ids = self._ids(", ")
+        self.next_ids = [self._ids(f", {n} is ") for n in self.names]
         self.missing_ids = self._ids(self.missing)
         self.cat_ids = [{c: self._ids(c) for c in spec.vocabulary()} if not spec.is_numeric else None
                         for spec in schema.columns]
@@ -204,11 +207,11 @@ class TextCodec:
             self.char_id[ch] = int(ids)
         self.id_char = {v: k for k, v in self.char_id.items()}
         self.digit_ids = [self.char_id[str(d)] for d in range(10)]
-        full = [self.name_ids[i] for i in range(len(self.names))]
-        for a in range(len(full)):
-            for b in range(len(full)):
-                if a != b and full[b][:len(full[a])] == full[a]:
-                    raise SchemaError(f"column names {self.names[a]!r} and {self.names[b]!r} tokenize ambiguously")
+        for full in (self.name_ids, self.next_ids):
+            for a in range(len(full)):
+                for b in range(len(full)):
+                    if a != b and full[b][:len(full[a])] == full[a]:
+                        raise SchemaError(f"column names {self.names[a]!r} and {self.names[b]!r} tokenize ambiguously")
         self.ranges = [float(c.upper) - float(c.lower) if c.is_numeric else 1.0 for c in schema.columns]
 
     def _ids(self, text: str) -> list[int]:
@@ -249,11 +252,8 @@ class TextCodec:
         """(4, L): ids, kinds, column of each token, digit exponents; starts with BOS, ends with EOS."""
         ids, kinds, cols, exps = [self.bos], [PAD], [0], [0]
         for k, j in enumerate(order):
-            if k:
-                ids += self.sep_ids; kinds += [FORMAT] * len(self.sep_ids)
-                cols += [j] * len(self.sep_ids); exps += [0] * len(self.sep_ids)
-            ids += self.name_ids[j]; kinds += [FORMAT] * len(self.name_ids[j])
-            cols += [j] * len(self.name_ids[j]); exps += [0] * len(self.name_ids[j])
+            name = self.next_ids[j] if k else self.name_ids[j]
+            ids += name; kinds += [FORMAT] * len(name); cols += [j] * len(name); exps += [0] * len(name)
             v_ids, v_kinds, v_exps = self.value_segment(j, self.format_value(j, values[j]))
             ids += v_ids; kinds += v_kinds; cols += [j] * len(v_ids); exps += v_exps
         ids.append(self.eos); kinds.append(FORMAT); cols.append(0); exps.append(0)
@@ -263,9 +263,7 @@ class TextCodec:
         """BOS, then "c is v" for each condition, joined by ", "; or BOS and a first column name."""
         ids = [self.bos]
         for k, (j, text) in enumerate(conditions.items()):
-            if k:
-                ids += self.sep_ids
-            ids += self.name_ids[j] + self.value_segment(j, text)[0]
+            ids += (self.next_ids[j] if k else self.name_ids[j]) + self.value_segment(j, text)[0]
         if not conditions and first is not None:
             ids += self.name_ids[first]
         return ids
@@ -328,14 +326,14 @@ class TextCodec:
 class Grammar:
     """Which tokens may come next in a row, from a row's decoding state; masks are cached by state.
 
-    State: (remaining columns, phase, column, ids of the current segment). Phases: "name" (the
-    separator and a remaining column's "name is "; no separator before the first column), "value" of a
-    column, "end" (only EOS)."""
+    State: (remaining columns, phase, column, ids of the current segment). Phases: "name" (a remaining
+    column's ", name is "; "name is " for the first column), "value" of a column, "end" (only EOS)."""
 
     def __init__(self, codec: TextCodec, device):
         self.c = codec
         self.device = device
         self.cache: dict = {}
+        self.value_cache: dict = {}
 
     def _number_viable(self, j: int, text: str) -> tuple[bool, bool]:
         """(a completion of `text` is a valid number of column j, `text` itself is one)."""
@@ -376,44 +374,58 @@ class Grammar:
         viable = any(W * 10 ** k * scale <= b and ((W + 1) * 10 ** k) * scale - 1 >= a for k in ks)
         return viable, complete
 
+    def _mask(self, ids) -> torch.Tensor:
+        mask = torch.zeros(self.c.vocab_size, dtype=torch.bool)
+        mask[list(ids)] = True
+        return mask
+
+    def value_tokens(self, j: int, seg: tuple) -> tuple[torch.Tensor, bool]:
+        """(tokens that continue column j's value after `seg`, whether `seg` is a complete value); cached
+        by (j, seg) alone, so that states differing only in the columns left share the work."""
+        key = (j, seg)
+        if key in self.value_cache:
+            return self.value_cache[key]
+        c = self.c
+        ok: set[int] = set()
+        end = False
+        spec = c.schema.columns[j]
+        alternatives = [] if spec.is_numeric else list(c.cat_ids[j].values())
+        if spec.nullable:
+            alternatives.append(c.missing_ids)
+        for seq in alternatives:
+            if tuple(seq[:len(seg)]) == seg:
+                if len(seq) > len(seg):
+                    ok.add(seq[len(seg)])
+                else:
+                    end = True
+        if spec.is_numeric and all(t in c.id_char for t in seg):
+            text = "".join(c.id_char[t] for t in seg)
+            end = end or self._number_viable(j, text)[1]
+            for ch, tid in c.char_id.items():
+                if self._number_viable(j, text + ch)[0]:
+                    ok.add(tid)
+        self.value_cache[key] = (self._mask(ok), end)
+        return self.value_cache[key]
+
     def allowed(self, state: tuple) -> torch.Tensor:
         if state in self.cache:
             return self.cache[state]
         remaining, phase, j, seg = state
         c = self.c
-        ok: set[int] = set()
         if phase == "end":
-            ok.add(c.eos)
+            mask = self._mask([c.eos])
         elif phase == "name":
-            prefix = [] if len(remaining) == len(c.names) else c.sep_ids
-            for r in remaining:
-                seq = prefix + c.name_ids[r]
-                if len(seg) < len(seq) and tuple(seq[:len(seg)]) == seg:
-                    ok.add(seq[len(seg)])
+            mask = self._mask(self._name(r, remaining)[len(seg)] for r in remaining
+                              if len(seg) < len(self._name(r, remaining))
+                              and tuple(self._name(r, remaining)[:len(seg)]) == seg)
         else:
-            end = False
-            spec = c.schema.columns[j]
-            alternatives = [] if spec.is_numeric else list(c.cat_ids[j].values())
-            if spec.nullable:
-                alternatives.append(c.missing_ids)
-            for seq in alternatives:
-                if tuple(seq[:len(seg)]) == seg:
-                    if len(seq) > len(seg):
-                        ok.add(seq[len(seg)])
-                    else:
-                        end = True
-            if spec.is_numeric and all(t in c.id_char for t in seg):
-                text = "".join(c.id_char[t] for t in seg)
-                _, end_num = self._number_viable(j, text)
-                end = end or end_num
-                for ch, tid in c.char_id.items():
-                    if self._number_viable(j, text + ch)[0]:
-                        ok.add(tid)
+            mask, end = self.value_tokens(j, seg)
             if end:
-                rest = [r for r in remaining if r != j]
-                ok.add(c.sep_ids[0] if rest else c.eos)
-        mask = torch.zeros(c.vocab_size, dtype=torch.bool)
-        mask[list(ok)] = True
+                rest = tuple(r for r in remaining if r != j)
+                key = ("end-of-value", rest)
+                if key not in self.cache:
+                    self.cache[key] = self._mask([c.next_ids[r][0] for r in rest] if rest else [c.eos])
+                mask = mask | self.cache[key]
         self.cache[state] = mask
         return mask
 
@@ -423,20 +435,24 @@ class Grammar:
         if phase == "end":
             return state
         if phase == "name":
-            seg = seg + (token,)
-            prefix = [] if len(remaining) == len(c.names) else c.sep_ids
-            for r in remaining:
-                if tuple(prefix + c.name_ids[r]) == seg:
-                    return (remaining, "value", r, ())
-            return (remaining, "name", None, seg)
+            return self._enter_name(remaining, seg + (token,))
         # value phase: does the token end the value (separator's first token or EOS)?
         rest = tuple(r for r in remaining if r != j)
         continues = bool(self._continues(j, seg, token))
         if not continues:
             if not rest:
                 return ((), "end", None, ())
-            return (rest, "name", None, (token,) if len(c.sep_ids) else ())
+            return self._enter_name(rest, (token,))
         return (remaining, "value", j, seg + (token,))
+
+    def _name(self, r: int, remaining: tuple) -> list[int]:
+        return self.c.name_ids[r] if len(remaining) == len(self.c.names) else self.c.next_ids[r]
+
+    def _enter_name(self, remaining: tuple, seg: tuple) -> tuple:
+        for r in remaining:
+            if tuple(self._name(r, remaining)) == seg:
+                return (remaining, "value", r, ())
+        return (remaining, "name", None, seg)
 
     def _continues(self, j, seg, token) -> bool:
         c = self.c
@@ -447,7 +463,7 @@ class Grammar:
         nseg = seg + (token,)
         if any(tuple(seq[:len(nseg)]) == nseg for seq in alternatives):
             return True
-        return spec.is_numeric and token in c.id_char and token != c.sep_ids[0]
+        return spec.is_numeric and token in c.id_char
 
 
 # --- the model --------------------------------------------------------------------------------------
@@ -521,7 +537,7 @@ class DPLLMTGen(SynthModel):
     def _longest_row(self) -> int:
         """Tokens of the longest possible row, from the public schema."""
         c = self.codec
-        total = 2 + len(c.sep_ids) * (len(c.names) - 1)
+        total = 2
         for j, spec in enumerate(self.schema.columns):
             if spec.is_numeric:
                 widths = [len(c.format_value(j, spec.lower)), len(c.format_value(j, spec.upper))]
@@ -529,7 +545,7 @@ class DPLLMTGen(SynthModel):
                 widths = [len(v) for v in c.cat_ids[j].values()]
             if spec.nullable:
                 widths.append(len(c.missing_ids))
-            total += len(c.name_ids[j]) + max(widths)
+            total += max(len(c.name_ids[j]), len(c.next_ids[j])) + max(widths)
         return total
 
     @property
@@ -747,13 +763,10 @@ class DPLLMTGen(SynthModel):
         firsts = [None] * m if cond else list(rng.integers(0, C, m))
         prompts = [self.codec.prompt_ids(cond, f) for f in firsts]
         rest = tuple(j for j in range(C) if j not in cond)
-        if cond and rest:
-            # the prompt ends with the last condition's value and a separator; a column name comes next
-            prompts = [p + self.codec.sep_ids for p in prompts]
         states = None
         if constrained:
-            if cond:
-                states = [(rest, "name", None, tuple(self.codec.sep_ids)) if rest else ((), "end", None, ())] * m
+            if cond:  # the prompt ends with the last condition's value: ", name is " or EOS comes next
+                states = [(rest, "name", None, ()) if rest else ((), "end", None, ())] * m
             else:
                 states = [(tuple(range(C)), "value", int(f), ()) for f in firsts]
         seqs = self.generate_ids(prompts, states, generator, temperature)
@@ -770,7 +783,8 @@ class DPLLMTGen(SynthModel):
         constrained = self.config.constrained if constrained is None else bool(constrained)
         conditions = dict(conditions or {})
         cond = self._conditions_text(conditions)
-        self._grammar = Grammar(self.codec, self.device)
+        if getattr(self, "_grammar", None) is None or len(self._grammar.cache) > 200_000:
+            self._grammar = Grammar(self.codec, self.device)  # masks are kept between calls
         generator = torch.Generator(device=self.device)
         generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
         rng = np.random.default_rng(None if seed is None else seed + 1)
