@@ -473,7 +473,9 @@ class DPLLMTGen(SynthModel):
 
     description = ("Language model that writes each row as text (\"age is 39, sex is Female, …\"), first taught "
                    "the format on random rows from the public schema, then fine-tuned with DP. Strongest with a "
-                   "pretrained model that already knows what the column names and values mean.")
+                   "pretrained model that already knows what the column names and values mean; without one it "
+                   "uses a small untrained GPT-2 (set the option backbone to a local model directory or a cached "
+                   "hub id, see list_local_causal_lms).")
     when_to_pick = ("Tables with meaningful column and category names when a pretrained language model is "
                     "available locally, or when fairness-controlled generation by prompts matters; slower than DP-TBART.")
     config_class = LLMConfig
@@ -551,6 +553,11 @@ class DPLLMTGen(SynthModel):
     @property
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
+
+    @property
+    def fixed_fit_seconds(self) -> float:
+        """Stage 1's time, which does not scale with the private table (read by timing.estimate_fit_seconds)."""
+        return self.stage1_result.seconds if self.stage1_result is not None else 0.0
 
     @property
     def n_trainable(self) -> int:
