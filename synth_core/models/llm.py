@@ -732,9 +732,9 @@ class DPLLMTGen(SynthModel):
                 probs = torch.softmax(logits, dim=-1)
                 nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
                 nxt = torch.where(done, torch.full_like(nxt, self.codec.eos), nxt)
-                tokens = nxt.tolist()
+                tokens, finished = nxt.tolist(), done.tolist()
                 for r, t in enumerate(tokens):
-                    if not done[r]:
+                    if not finished[r]:
                         gen[r].append(t)
                         if st is not None:
                             st[r] = grammar.step(st[r], t)
