@@ -45,5 +45,7 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
         per_step = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
     else:
         per_step = time.perf_counter() - start
-    return {"seconds": per_step * plan.steps, "per_step_s": per_step, "steps": plan.steps, "batch_size": batch,
+    # fixed costs a model times in full during the probe (DP-LLMTGen's format learning on public rows)
+    fixed = float(getattr(synth, "fixed_fit_seconds", 0.0) or 0.0)
+    return {"seconds": per_step * plan.steps + fixed, "per_step_s": per_step, "steps": plan.steps, "batch_size": batch,
             "device": device_name(device)}

@@ -3,5 +3,6 @@ from .base import MODELS, SamplingError, SynthModel, get_model_class, register
 from . import tbart  # noqa: F401  (registers dp-tbart)
 from . import diffusion  # noqa: F401  (registers tablediffusion, tablediffusion-denoiser)
 from . import gan  # noqa: F401  (registers dtgan-d, dtgan-g, dp-wgan)
+from . import llm  # noqa: F401  (registers dp-llmtgen)
 
 __all__ = ["MODELS", "SamplingError", "SynthModel", "get_model_class", "register"]

@@ -35,6 +35,12 @@ class TBARTConfig:
     n_bins: int = 100
     random_order: bool = False
     numeric_decoding: str = "uniform"   # or "midpoint" (the paper's choice)
+    # AugMult (SynLM; De et al. 2022): each row is seen in `augmult` random column orders within one sample,
+    # so its per-sample gradient is the average over the copies before clipping. Needs random_order.
+    augmult: int = 1
+    # TAN batch rule (Sander et al. 2023): grow the batch until the calibrated noise multiplier is at least
+    # this (0: off). Below ~2 more noise per step buys little privacy; a larger batch averages it away.
+    min_noise_multiplier: float = 0.0
 
 
 PRESETS: dict[str, dict] = {
@@ -62,8 +68,9 @@ class CausalSelfAttention(nn.Module):
         self.proj = GhostLinear(cfg.n_embd, cfg.n_embd)
         self.dropout = cfg.dropout
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
-        """cache: keys and values of earlier positions, for sampling one position at a time."""
+    def forward(self, x: torch.Tensor, cache: dict | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """cache: keys and values of earlier positions, for sampling one position at a time; mask: (T, T)
+        boolean attention mask used instead of the causal one (AugMult's block-diagonal causal mask)."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)
         q, k, v = (t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
@@ -73,8 +80,12 @@ class CausalSelfAttention(nn.Module):
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
                 causal = T > 1
             cache["k"], cache["v"] = k, v
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        if mask is not None:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                               dropout_p=self.dropout if self.training else 0.0)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                               dropout_p=self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, T, D))
 
 
@@ -87,8 +98,8 @@ class Block(nn.Module):
         self.fc = GhostLinear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd)
         self.out = GhostLinear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd)
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x), cache)
+    def forward(self, x: torch.Tensor, cache: dict | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), cache, mask)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
@@ -121,18 +132,38 @@ class TabularTransformer(nn.Module):
             nn.init.zeros_(m.bias)
 
     def hidden(self, tokens_in: torch.Tensor, target_cols: torch.Tensor, caches: list[dict] | None = None,
-               start: int = 0) -> torch.Tensor:
-        """Hidden states of positions start..start+T-1; with `caches`, earlier positions come from them."""
+               start: int = 0, copies: int = 1) -> torch.Tensor:
+        """Hidden states of positions start..start+T-1; with `caches`, earlier positions come from them.
+        copies > 1: the T positions are `copies` independent rows of T / copies positions each (AugMult),
+        every one attending only to earlier positions of its own copy."""
         B, T = tokens_in.shape
         # positions expanded to the batch: Opacus needs every layer's input batch-first
-        pos = torch.arange(start, start + T, device=tokens_in.device).expand(B, T).contiguous()
+        pos = torch.arange(start, start + T, device=tokens_in.device)
+        mask = None
+        if copies > 1:
+            C = T // copies
+            pos = pos % C
+            block = torch.arange(T, device=tokens_in.device) // C
+            mask = (block.unsqueeze(1) == block.unsqueeze(0)) & torch.ones(T, T, dtype=torch.bool,
+                                                                           device=tokens_in.device).tril()
+        pos = pos.expand(B, T).contiguous()
         x = self.tok_emb(tokens_in) + self.pos_emb(pos) + self.col_emb(target_cols.contiguous())
-        for i, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[i])
+        for i, block_ in enumerate(self.blocks):
+            x = block_(x, None if caches is None else caches[i], mask)
         return self.ln_f(x)
 
     def forward(self, tokens_in: torch.Tensor, order: torch.Tensor) -> list[torch.Tensor]:
-        """Logits for every column, in schema order: list of (B, vocab of column c)."""
+        """Logits for every column, in schema order: list of (B, vocab of column c); with AugMult (`order`
+        of shape (B, k, C), tokens_in (B, k·C)) list of (B, k, vocab of column c). The k copies of a row
+        stay inside one sample, so its per-sample gradient sums over them before clipping."""
+        if order.dim() == 3:
+            B, k, C = order.shape
+            h = self.hidden(tokens_in, order.reshape(B, k * C), copies=k)
+            D = h.shape[-1]
+            h = h.view(B, k, C, D)
+            position_of = torch.argsort(order, dim=2)
+            h_by_col = torch.gather(h, 2, position_of.unsqueeze(-1).expand(B, k, C, D))
+            return [head(h_by_col[:, :, c]) for c, head in enumerate(self.heads)]
         h = self.hidden(tokens_in, order)
         B, C, D = h.shape
         position_of = torch.argsort(order, dim=1)  # where each column sits in each row's order
@@ -168,8 +199,36 @@ class DPTBART(SynthModel):
             return torch.argsort(torch.rand(batch, C, device=device, generator=generator), dim=1)
         return torch.arange(C, device=device).expand(batch, C)
 
+    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv"):
+        """The base plan; with min_noise_multiplier (TAN), the batch doubles until σ reaches it (up to n/2)."""
+        plan = super().plan_privacy(n_rows, epsilon, delta, accountant)
+        target = self.config.min_noise_multiplier
+        if target <= 0:
+            return plan
+        from ..privacy import plan_noise
+        tc, batch = self.train_config, plan.expected_batch_size
+        while plan.noise_multiplier < target and batch * 2 <= n_rows / 2:
+            batch *= 2
+            plan = plan_noise(n_rows, batch, tc.epochs, epsilon, delta, accountant, tc.max_grad_norm)
+        return plan
+
     def loss_fn(self, module: nn.Module, rows: torch.Tensor) -> torch.Tensor:
-        """Per-row mean cross-entropy of the tokens, each over its own column's vocabulary."""
+        """Per-row mean cross-entropy of the tokens, each over its own column's vocabulary; with AugMult,
+        averaged over the row's k copies in k random column orders."""
+        k = self.config.augmult
+        if k > 1:
+            if not self.config.random_order:
+                raise ValueError("augmult needs random_order: copies in the same order are the same row")
+            B, C = rows.shape
+            order = torch.argsort(torch.rand(B, k, C, device=rows.device), dim=2)
+            in_order = torch.gather(rows.unsqueeze(1).expand(B, k, C), 2, order)
+            bos = torch.full((B, k, 1), TokenEncoder.BOS, dtype=rows.dtype, device=rows.device)
+            tokens_in = torch.cat([bos, in_order[:, :, :-1]], dim=2).reshape(B, k * C)
+            logits = module(tokens_in, order)
+            local = (rows - self.offsets.to(rows.device)).unsqueeze(1).expand(B, k, C)
+            nll = torch.stack([F.cross_entropy(lg.reshape(B * k, -1), local[:, :, c].reshape(-1),
+                                               reduction="none").view(B, k) for c, lg in enumerate(logits)], dim=2)
+            return nll.mean(dim=(1, 2))
         order = self._orders(rows.shape[0], rows.device)
         in_order = torch.gather(rows, 1, order)
         bos = torch.full((rows.shape[0], 1), TokenEncoder.BOS, dtype=rows.dtype, device=rows.device)

@@ -1,0 +1,894 @@
+"""DP-LLMTGen (Tran & Xiong 2024): a causal language model fine-tuned with LoRA in two stages.
+
+A row is written as text, "{column} is {value}, {column} is {value}, …", with the column order
+permuted per row (so any set of columns can be given in a prompt) and numbers written to the precision
+the public schema declares.
+
+Stage 1, format learning, costs no privacy: the model is fine-tuned (without DP) on rows drawn from the
+public schema alone (`schema.random_table`: uniform over the public categories, uniform within the
+public bounds); it learns how a row is written, not what the private rows say. Stage 2 fine-tunes the
+LoRA parameters only with DP-SGD through the core's engine (Poisson sampling, per-sample clipping,
+calibrated Gaussian noise, events, cancel, ledger). Its loss is a weighted cross-entropy, weight α on
+the tokens of values and 1 − α on the tokens of the format, plus β × a numerical-understanding loss:
+the squared error, scaled by the column's public range, between the true number and the number made of
+the expected values of the model's predicted digits, which is differentiable in the model's logits.
+
+Sampling starts from a random column name ("random-initialised prompt") or from the conditions
+("sex is Female, income is >50K" — value-specified prompt). Generated text is parsed back and checked
+against the public schema; a malformed row is rejected and counted, never returned. Constrained
+decoding (SynLM, Sablayrolles et al. 2023) masks, at each step, every token that would leave the row
+grammar: a trie over the remaining column names and the public categories, and a number automaton that
+only lets through digits that can still end inside the public bounds at the declared precision.
+
+Backbone: any Hugging Face causal LM in a local directory or the local hub cache (loaded with
+local_files_only: nothing is downloaded), or, by default, a small GPT-2 built from a config with a
+tokenizer built from the public schema. The default has no pretrained knowledge; a pretrained model
+knows what "age" or "Bachelors" mean and does better.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from ..engine import TrainResult, train
+from ..privacy import NoisePlan, PrivacyLedger
+from ..schema import ColumnSpec, Schema, SchemaError, random_table
+from .base import SamplingError, SynthModel, register
+
+NUMBER_CHARS = "0123456789-."
+MISSING_CANDIDATES = ("N/A", "(missing)", "<missing>")
+SPECIALS = ("<|endoftext|>", "<|pad|>", "<|unk|>")
+EXP_OFFSET = 20  # digit place exponents are stored shifted so that they fit a non-negative channel
+
+# token kinds in the encoded data
+PAD, FORMAT, VALUE, DIGIT = 0, 1, 2, 3
+
+
+@dataclass
+class LLMConfig:
+    # None: the offline default, a GPT-2 built from a config with a tokenizer built from the schema;
+    # else a local directory or a hub id already in the local Hugging Face cache
+    backbone: str | None = None
+    n_layer: int = 2          # the default backbone's size (ignored for a pretrained one)
+    n_head: int = 4
+    n_embd: int = 64
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_targets: list | None = None  # None: every attention and MLP projection peft knows for the model
+    alpha: float = 0.65       # weight of value tokens in the cross-entropy (1 - alpha on format tokens)
+    beta: float = 0.1         # weight of the numerical-understanding loss
+    stage1_rows: int = 20000  # rows drawn from the public schema for format learning
+    stage1_epochs: float = 1.0
+    stage1_batch_size: int = 128
+    stage1_lr: float = 3e-3
+    # train every weight in stage 1 (public data only) or LoRA only; None: every weight for the untrained
+    # default backbone, LoRA only for a pretrained one (whose knowledge full fine-tuning on random rows erodes)
+    stage1_full: bool | None = None
+    constrained: bool = True  # constrained decoding by default
+    compliance_probe: int = 200  # rows sampled without constraints to report their format compliance
+    sample_batch_size: int = 1024
+
+
+PRESETS: dict[str, dict] = {
+    # seconds, for tests and demos on tiny tables
+    "tiny": dict(model=dict(n_layer=2, n_head=2, n_embd=32, lora_r=4, stage1_rows=300, stage1_epochs=2,
+                            stage1_batch_size=32, stage1_lr=1e-2, compliance_probe=20, sample_batch_size=256),
+                 train=dict(epochs=2, batch_size=64, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="ghost")),
+    # a first look on 2 CPU cores for a table the size of Adult
+    "quick": dict(model=dict(n_layer=2, n_head=4, n_embd=64, lora_r=8, stage1_rows=5000, stage1_epochs=1),
+                  train=dict(epochs=0.5, batch_size=1024, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="ghost")),
+    # the CPU default: a row costs ~40 tokens, so one DP epoch of Adult is ~1.6M tokens
+    "cpu": dict(model=dict(n_layer=2, n_head=4, n_embd=64, lora_r=8, stage1_rows=10000, stage1_epochs=1),
+                train=dict(epochs=1, batch_size=1024, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="ghost")),
+    # GPT-2-small-sized default backbone, or a pretrained one given as `backbone`, for a GPU
+    "gpu": dict(model=dict(n_layer=12, n_head=12, n_embd=768, lora_r=16, lora_alpha=32, stage1_rows=50000,
+                           stage1_epochs=2, stage1_lr=5e-4, stage1_batch_size=64),
+                train=dict(epochs=5, batch_size=1024, lr=3e-3, max_grad_norm=1.0, grad_sample_mode="ghost")),
+}
+
+
+# --- backbones --------------------------------------------------------------------------------------
+def list_local_causal_lms(cache_dir: str | os.PathLike | None = None) -> list[dict]:
+    """Causal LMs found in the local Hugging Face hub cache (nothing is downloaded): [{"id", "path",
+    "model_type"}], for a user to pick as `backbone`. An empty list when the cache holds none."""
+    if cache_dir is None:
+        try:
+            from huggingface_hub.constants import HF_HUB_CACHE
+            cache_dir = HF_HUB_CACHE
+        except Exception:  # noqa: BLE001 - no hub library: no cache to list
+            return []
+    root = Path(cache_dir)
+    found = []
+    if not root.is_dir():
+        return found
+    for repo in sorted(root.glob("models--*")):
+        for config in sorted(repo.glob("snapshots/*/config.json")):
+            try:
+                data = json.loads(config.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            archs = data.get("architectures") or []
+            if any(a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in archs):
+                found.append({"id": repo.name[len("models--"):].replace("--", "/"), "path": str(config.parent),
+                              "model_type": data.get("model_type")})
+                break
+    return found
+
+
+def missing_marker(schema: Schema) -> str:
+    """How a missing value is written: the first candidate that is no public category."""
+    used = {c for spec in schema.columns for c in spec.vocabulary()}
+    for m in MISSING_CANDIDATES:
+        if m not in used:
+            return m
+    raise SchemaError("every spelling for a missing value is a category of the schema")
+
+
+def build_schema_tokenizer(schema: Schema):
+    """A word-level tokenizer from the public schema alone: one token per "{column} is " and per
+    ", {column} is " (a row costs one token of format per column), per category and for the missing
+    marker; one token per printable ASCII character (digits,
+    sign, decimal point and whatever else a generation may contain). Rebuilt from the schema on load."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [chr(i) for i in range(32, 127)]
+    vocab = {t: i for i, t in enumerate(list(SPECIALS) + chars)}
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tk.decoder = decoders.Fuse()
+    tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
+    words = [f"{c.name} is " for c in schema.columns] + [f", {c.name} is " for c in schema.columns]
+    words += [", ", missing_marker(schema)]
+    for spec in schema.columns:
+        words += [c for c in spec.vocabulary() if len(c) > 1]
+    seen, unique = set(), []
+    for w in words:
+        if w not in seen and w not in vocab:
+            seen.add(w)
+            unique.append(w)
+    tk.add_tokens([AddedToken(w, normalized=False) for w in unique])
+    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                                   pad_token="<|pad|>", unk_token="<|unk|>", clean_up_tokenization_spaces=False)
+
+
+# --- text codec ------------------------------------------------------------------------------------
+def auto_decimals(spec: ColumnSpec) -> int:
+    """Digits after the point for a continuous column: as declared, else about four significant digits
+    of the public range."""
+    if spec.kind == "integer":
+        return 0
+    if spec.decimals is not None:
+        return int(spec.decimals)
+    span = float(spec.upper) - float(spec.lower)
+    return int(max(0, min(6, 3 - math.floor(math.log10(span)))))
+
+
+class TextCodec:
+    """Rows to token ids and back, for one schema and one tokenizer.
+
+    Each row is segments: "{column} is " for the first column and ", {column} is " for the others
+    (format), each followed by the value (value tokens; numbers one character per token, so every digit
+    has its own prediction); EOS at the end."""
+
+    def __init__(self, schema: Schema, tokenizer):
+        self.schema = schema
+        self.tok = tokenizer
+        self.names = schema.names
+        self.missing = missing_marker(schema)
+        self.eos = int(tokenizer.eos_token_id)
+        self.bos = int(tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id)
+        self.vocab_size = len(tokenizer)
+        self.decimals = [auto_decimals(c) if c.is_numeric else None for c in schema.columns]
+        self.name_ids = [self._ids(f"{n} is ") for n in self.names]
+        self.next_ids = [self._ids(f", {n} is ") for n in self.names]
+        self.missing_ids = self._ids(self.missing)
+        self.cat_ids = [{c: self._ids(c) for c in spec.vocabulary()} if not spec.is_numeric else None
+                        for spec in schema.columns]
+        self.char_id = {}
+        for ch in NUMBER_CHARS:
+            ids = tokenizer.convert_tokens_to_ids(ch)
+            if ids is None or ids == tokenizer.unk_token_id or tokenizer.decode([ids]) != ch:
+                ids = self._ids(ch)
+                if len(ids) != 1 or tokenizer.decode(ids) != ch:
+                    raise SchemaError(f"the tokenizer has no single token for {ch!r}; numbers need one per character")
+                ids = ids[0]
+            self.char_id[ch] = int(ids)
+        self.id_char = {v: k for k, v in self.char_id.items()}
+        self.digit_ids = [self.char_id[str(d)] for d in range(10)]
+        for full in (self.name_ids, self.next_ids):
+            for a in range(len(full)):
+                for b in range(len(full)):
+                    if a != b and full[b][:len(full[a])] == full[a]:
+                        raise SchemaError(f"column names {self.names[a]!r} and {self.names[b]!r} tokenize ambiguously")
+        self.ranges = [float(c.upper) - float(c.lower) if c.is_numeric else 1.0 for c in schema.columns]
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tok.encode(text, add_special_tokens=False))
+
+    # --- values to text ---
+    def format_value(self, j: int, value) -> str:
+        spec = self.schema.columns[j]
+        if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+            return self.missing
+        if spec.is_numeric:
+            d = self.decimals[j]
+            text = f"{float(value):.{d}f}"
+            return text[1:] if text.startswith("-") and float(text) == 0 else text
+        return str(value)
+
+    def value_segment(self, j: int, text: str) -> tuple[list[int], list[int], list[int]]:
+        """ids, kinds and digit place exponents (shifted by EXP_OFFSET; 0 for non-digits) of a value."""
+        spec = self.schema.columns[j]
+        if not spec.is_numeric or text == self.missing:
+            ids = self.cat_ids[j][text] if (not spec.is_numeric and text != self.missing) else self.missing_ids
+            return list(ids), [VALUE] * len(ids), [0] * len(ids)
+        ids = [self.char_id[ch] for ch in text]
+        digits = text.lstrip("-")
+        point = digits.index(".") if "." in digits else len(digits)
+        exps, kinds, p = [], [], point - 1
+        for ch in text:
+            if ch.isdigit():
+                exps.append(p + EXP_OFFSET)
+                kinds.append(DIGIT)
+                p -= 1
+            else:
+                exps.append(0)
+                kinds.append(VALUE)
+        return ids, kinds, exps
+
+    def encode_row(self, values: list, order: list[int]) -> np.ndarray:
+        """(4, L): ids, kinds, column of each token, digit exponents; starts with BOS, ends with EOS."""
+        ids, kinds, cols, exps = [self.bos], [PAD], [0], [0]
+        for k, j in enumerate(order):
+            name = self.next_ids[j] if k else self.name_ids[j]
+            ids += name; kinds += [FORMAT] * len(name); cols += [j] * len(name); exps += [0] * len(name)
+            v_ids, v_kinds, v_exps = self.value_segment(j, self.format_value(j, values[j]))
+            ids += v_ids; kinds += v_kinds; cols += [j] * len(v_ids); exps += v_exps
+        ids.append(self.eos); kinds.append(FORMAT); cols.append(0); exps.append(0)
+        return np.array([ids, kinds, cols, exps], dtype=np.int64)
+
+    def prompt_ids(self, conditions: dict[int, str], first: int | None) -> list[int]:
+        """BOS, then "c is v" for each condition, joined by ", "; or BOS and a first column name."""
+        ids = [self.bos]
+        for k, (j, text) in enumerate(conditions.items()):
+            ids += (self.next_ids[j] if k else self.name_ids[j]) + self.value_segment(j, text)[0]
+        if not conditions and first is not None:
+            ids += self.name_ids[first]
+        return ids
+
+    # --- text to values ---
+    def parse_value(self, j: int, text: str):
+        """The value of column j written as `text`, or raise ValueError with the reason."""
+        spec = self.schema.columns[j]
+        if text == self.missing:
+            if not spec.nullable:
+                raise ValueError("missing value in a column that is not nullable")
+            return None
+        if not spec.is_numeric:
+            if text not in self.cat_ids[j]:
+                raise ValueError("not a public category")
+            return text
+        body = text[1:] if text.startswith("-") else text
+        whole, _, frac = body.partition(".")
+        if not whole.isdigit() or (frac and not frac.isdigit()) or ("." in body and not frac):
+            raise ValueError("not a number")
+        if spec.kind == "integer" and frac:
+            raise ValueError("not an integer")
+        value = float(text)
+        if value < float(spec.lower) or value > float(spec.upper):
+            raise ValueError("outside the public bounds")
+        return value
+
+    def parse(self, text: str) -> tuple[list | None, str | None]:
+        """A row's values in schema order, or (None, reason)."""
+        parts = text.split(", ")
+        fields: list[tuple[int, str]] = []
+        for part in parts:
+            match = None
+            for j, name in enumerate(self.names):
+                if part.startswith(f"{name} is ") and (match is None or len(name) > len(self.names[match])):
+                    match = j
+            if match is None:
+                if not fields:
+                    return None, "malformed"
+                j, prev = fields[-1]
+                fields[-1] = (j, prev + ", " + part)  # a value that contains ", "
+                continue
+            fields.append((match, part[len(self.names[match]) + 4:]))
+        values: list[Any] = [None] * len(self.names)
+        seen = set()
+        for j, raw in fields:
+            if j in seen:
+                return None, "column repeated"
+            seen.add(j)
+            try:
+                values[j] = self.parse_value(j, raw)
+            except ValueError as e:
+                return None, str(e)
+        if len(seen) < len(self.names):
+            return None, "column missing"
+        return values, None
+
+
+# --- constrained decoding ----------------------------------------------------------------------------
+class Grammar:
+    """Which tokens may come next in a row, from a row's decoding state; masks are cached by state.
+
+    State: (remaining columns, phase, column, ids of the current segment). Phases: "name" (a remaining
+    column's ", name is "; "name is " for the first column), "value" of a column, "end" (only EOS)."""
+
+    def __init__(self, codec: TextCodec, device):
+        self.c = codec
+        self.device = device
+        self.cache: dict = {}
+        self.value_cache: dict = {}
+
+    def _number_viable(self, j: int, text: str) -> tuple[bool, bool]:
+        """(a completion of `text` is a valid number of column j, `text` itself is one)."""
+        spec, d = self.c.schema.columns[j], self.c.decimals[j]
+        scale = 10 ** d
+        lo_u, hi_u = math.ceil(float(spec.lower) * scale - 1e-9), math.floor(float(spec.upper) * scale + 1e-9)
+        neg = text.startswith("-")
+        body = text[1:] if neg else text
+        if "-" in body or body.count(".") > 1:
+            return False, False
+        # values of this sign, as units of 10^-d, magnitudes in [a, b]
+        if neg:
+            a, b = max(1, -hi_u), -lo_u
+        else:
+            a, b = max(0, lo_u), hi_u
+        if a > b:
+            return False, False
+        if body == "":
+            return True, False
+        whole, dot, frac = body.partition(".")
+        if whole == "" or (len(whole) > 1 and whole[0] == "0"):
+            return False, False
+        if dot and d == 0:
+            return False, False
+        if len(frac) > d:
+            return False, False
+        if neg and not dot and whole == "0" and d == 0:
+            return False, False  # "-0"
+        W = int(whole)
+        if dot:
+            f = int(frac) if frac else 0
+            span = 10 ** (d - len(frac))
+            lo_r, hi_r = W * scale + f * span, W * scale + (f + 1) * span - 1
+            complete = len(frac) == d and a <= W * scale + f <= b
+            return lo_r <= b and hi_r >= a, complete
+        complete = d == 0 and a <= W <= b
+        ks = [0] if whole == "0" else range(0, len(str(b // scale)) + 2)
+        viable = any(W * 10 ** k * scale <= b and ((W + 1) * 10 ** k) * scale - 1 >= a for k in ks)
+        return viable, complete
+
+    def _mask(self, ids) -> torch.Tensor:
+        mask = torch.zeros(self.c.vocab_size, dtype=torch.bool)
+        mask[list(ids)] = True
+        return mask
+
+    def value_tokens(self, j: int, seg: tuple) -> tuple[torch.Tensor, bool]:
+        """(tokens that continue column j's value after `seg`, whether `seg` is a complete value); cached
+        by (j, seg) alone, so that states differing only in the columns left share the work."""
+        key = (j, seg)
+        if key in self.value_cache:
+            return self.value_cache[key]
+        c = self.c
+        ok: set[int] = set()
+        end = False
+        spec = c.schema.columns[j]
+        alternatives = [] if spec.is_numeric else list(c.cat_ids[j].values())
+        if spec.nullable:
+            alternatives.append(c.missing_ids)
+        for seq in alternatives:
+            if tuple(seq[:len(seg)]) == seg:
+                if len(seq) > len(seg):
+                    ok.add(seq[len(seg)])
+                else:
+                    end = True
+        if spec.is_numeric and all(t in c.id_char for t in seg):
+            text = "".join(c.id_char[t] for t in seg)
+            end = end or self._number_viable(j, text)[1]
+            for ch, tid in c.char_id.items():
+                if self._number_viable(j, text + ch)[0]:
+                    ok.add(tid)
+        self.value_cache[key] = (self._mask(ok), end)
+        return self.value_cache[key]
+
+    def allowed(self, state: tuple) -> torch.Tensor:
+        if state in self.cache:
+            return self.cache[state]
+        remaining, phase, j, seg = state
+        c = self.c
+        if phase == "end":
+            mask = self._mask([c.eos])
+        elif phase == "name":
+            mask = self._mask(self._name(r, remaining)[len(seg)] for r in remaining
+                              if len(seg) < len(self._name(r, remaining))
+                              and tuple(self._name(r, remaining)[:len(seg)]) == seg)
+        else:
+            mask, end = self.value_tokens(j, seg)
+            if end:
+                rest = tuple(r for r in remaining if r != j)
+                key = ("end-of-value", rest)
+                if key not in self.cache:
+                    self.cache[key] = self._mask([c.next_ids[r][0] for r in rest] if rest else [c.eos])
+                mask = mask | self.cache[key]
+        self.cache[state] = mask
+        return mask
+
+    def step(self, state: tuple, token: int) -> tuple:
+        remaining, phase, j, seg = state
+        c = self.c
+        if phase == "end":
+            return state
+        if phase == "name":
+            return self._enter_name(remaining, seg + (token,))
+        # value phase: does the token end the value (separator's first token or EOS)?
+        rest = tuple(r for r in remaining if r != j)
+        continues = bool(self._continues(j, seg, token))
+        if not continues:
+            if not rest:
+                return ((), "end", None, ())
+            return self._enter_name(rest, (token,))
+        return (remaining, "value", j, seg + (token,))
+
+    def _name(self, r: int, remaining: tuple) -> list[int]:
+        return self.c.name_ids[r] if len(remaining) == len(self.c.names) else self.c.next_ids[r]
+
+    def _enter_name(self, remaining: tuple, seg: tuple) -> tuple:
+        for r in remaining:
+            if tuple(self._name(r, remaining)) == seg:
+                return (remaining, "value", r, ())
+        return (remaining, "name", None, seg)
+
+    def _continues(self, j, seg, token) -> bool:
+        c = self.c
+        spec = c.schema.columns[j]
+        alternatives = [] if spec.is_numeric else list(c.cat_ids[j].values())
+        if spec.nullable:
+            alternatives.append(c.missing_ids)
+        nseg = seg + (token,)
+        if any(tuple(seq[:len(nseg)]) == nseg for seq in alternatives):
+            return True
+        return spec.is_numeric and token in c.id_char
+
+
+# --- the model --------------------------------------------------------------------------------------
+@register("dp-llmtgen")
+class DPLLMTGen(SynthModel):
+    """A causal language model, LoRA-fine-tuned on rows written as text: format first, then with DP-SGD."""
+
+    description = ("Language model that writes each row as text (\"age is 39, sex is Female, …\"), first taught "
+                   "the format on random rows from the public schema, then fine-tuned with DP. Strongest with a "
+                   "pretrained model that already knows what the column names and values mean; without one it "
+                   "uses a small untrained GPT-2 (set the option backbone to a local model directory or a cached "
+                   "hub id, see list_local_causal_lms).")
+    when_to_pick = ("Tables with meaningful column and category names when a pretrained language model is "
+                    "available locally, or when fairness-controlled generation by prompts matters; slower than DP-TBART.")
+    config_class = LLMConfig
+    presets = PRESETS
+    size_presets = {"quick": "quick", "standard": "cpu", "best": "gpu"}
+
+    # --- building ---------------------------------------------------------------------------------
+    @property
+    def pretrained(self) -> bool:
+        return self.config.backbone is not None
+
+    def build(self) -> None:
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+        cfg = self.config
+        self.schema.require_bounds()
+        if cfg.backbone is None:
+            self.tokenizer = build_schema_tokenizer(self.schema)
+            self.codec = TextCodec(self.schema, self.tokenizer)
+            longest = self._longest_row()
+            gpt = GPT2Config(vocab_size=len(self.tokenizer), n_positions=max(64, 2 * longest), n_embd=cfg.n_embd,
+                             n_layer=cfg.n_layer, n_head=cfg.n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                             bos_token_id=self.codec.bos, eos_token_id=self.codec.eos,
+                             pad_token_id=self.tokenizer.pad_token_id)
+            base = GPT2LMHeadModel(gpt)
+        else:
+            self.tokenizer = AutoTokenizer.from_pretrained(cfg.backbone, local_files_only=True)
+            if self.tokenizer.eos_token_id is None:
+                raise SchemaError(f"the tokenizer of {cfg.backbone} has no end-of-sequence token")
+            self.codec = TextCodec(self.schema, self.tokenizer)
+            base = AutoModelForCausalLM.from_pretrained(cfg.backbone, local_files_only=True, dtype=torch.float32)
+        self.max_len = self._longest_row() + 2
+        # a model's output layer may be wider than its tokenizer (padded vocabularies): mask that too
+        self.codec.vocab_size = max(len(self.tokenizer), int(base.config.vocab_size))
+        base.config.use_cache = False
+        # Opacus issue #820: the model must be on its device before peft wraps it
+        base.to(self.device)
+        targets = cfg.lora_targets
+        if targets is None and base.config.model_type == "gpt2":
+            targets = ["c_attn", "c_proj", "c_fc"]
+        lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, bias="none",
+                          target_modules=targets, fan_in_fan_out=base.config.model_type == "gpt2",
+                          task_type="CAUSAL_LM")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # peft asks transformers a deprecated question
+            self.net = get_peft_model(base, lora)
+        self.lora_names = {n for n, _ in self.net.named_parameters() if "lora_" in n}
+        self.format_learned = False
+        self.stage1_result: TrainResult | None = None
+        self.numeric_cols = torch.tensor([s.is_numeric for s in self.schema.columns])
+        self.inv_range = torch.tensor([1.0 / r for r in self.codec.ranges], dtype=torch.float32)
+        # special tokens other than EOS are never part of a row, constrained or not
+        self._never = torch.zeros(self.codec.vocab_size, dtype=torch.bool, device=self.device)
+        self._never[[t for t in self.tokenizer.all_special_ids if t != self.codec.eos and t < self.codec.vocab_size]] = True
+        self._never[len(self.tokenizer):] = True
+        self.digit_value = torch.full((self.codec.vocab_size,), -1.0)
+        for d, tid in enumerate(self.codec.digit_ids):
+            self.digit_value[tid] = float(d)
+
+    def _longest_row(self) -> int:
+        """Tokens of the longest possible row, from the public schema."""
+        c = self.codec
+        total = 2
+        for j, spec in enumerate(self.schema.columns):
+            if spec.is_numeric:
+                widths = [len(c.format_value(j, spec.lower)), len(c.format_value(j, spec.upper))]
+            else:
+                widths = [len(v) for v in c.cat_ids[j].values()]
+            if spec.nullable:
+                widths.append(len(c.missing_ids))
+            total += max(len(c.name_ids[j]), len(c.next_ids[j])) + max(widths)
+        return total
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.net.parameters())
+
+    @property
+    def fixed_fit_seconds(self) -> float:
+        """Stage 1's time, which does not scale with the private table (read by timing.estimate_fit_seconds)."""
+        return self.stage1_result.seconds if self.stage1_result is not None else 0.0
+
+    @property
+    def n_trainable(self) -> int:
+        return sum(p.numel() for n, p in self.net.named_parameters() if n in self.lora_names)
+
+    def _trainable(self, full: bool) -> None:
+        for n, p in self.net.named_parameters():
+            p.requires_grad_(full or n in self.lora_names)
+
+    # --- encoding ---------------------------------------------------------------------------------
+    def encode(self, table: pd.DataFrame, seed: int | None = None) -> torch.Tensor:
+        """(rows, 4, L) tensor: token ids (-1 pad), kinds, columns, digit exponents; each row in its own
+        random column order (seeded)."""
+        rng = np.random.default_rng(self.train_config.seed if seed is None else seed)
+        C = len(self.codec.names)
+        cols = [table[n].tolist() for n in self.schema.names]
+        encoded = []
+        for i in range(len(table)):
+            values = [None if (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))) else v
+                      for v in (col[i] for col in cols)]
+            encoded.append(self.codec.encode_row(values, list(rng.permutation(C))))
+        L = max(e.shape[1] for e in encoded)
+        out = np.zeros((len(encoded), 4, L), dtype=np.int64)
+        out[:, 0, :] = -1
+        for i, e in enumerate(encoded):
+            out[i, :, :e.shape[1]] = e
+        return torch.from_numpy(out)
+
+    # --- training ---------------------------------------------------------------------------------
+    def loss_fn(self, module, rows: torch.Tensor) -> torch.Tensor:
+        """Per-row loss: weighted cross-entropy (α on value tokens, 1 − α on format tokens) + β × the
+        numerical-understanding loss (see numeric_loss)."""
+        ce, num = self.row_losses(module, rows)
+        return ce + self.config.beta * num
+
+    def row_losses(self, module, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = rows[:, 0]
+        L = int((ids >= 0).sum(1).max())
+        rows = rows[:, :, :L]
+        ids, kinds, cols, exps = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+        inp = ids[:, :-1].clamp(min=0)
+        tgt, kind = ids[:, 1:], kinds[:, 1:]
+        logits = module(input_ids=inp.contiguous(), use_cache=False).logits.float()
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.clamp(min=0).reshape(-1),
+                             reduction="none").view(tgt.shape)
+        a = self.config.alpha
+        w = torch.where(kind == FORMAT, 1.0 - a, torch.where(kind >= VALUE, a, 0.0)).to(ce.dtype)
+        ce_row = (ce * w).sum(1) / w.sum(1).clamp(min=1e-8)
+        return ce_row, self.numeric_loss(logits, tgt, kind, cols[:, 1:], exps[:, 1:])
+
+    def numeric_loss(self, logits, tgt, kind, cols, exps) -> torch.Tensor:
+        """Per row: mean over numeric columns of ((E[number] − number) / public range)², where E[number]
+        is Σ E[digit]·10^place with E[digit] = Σ_d d·p(d) over the digit tokens' probabilities
+        (teacher forcing). Differentiable in the logits, unlike an argmax-based number."""
+        dev = logits.device
+        digit_ids = torch.tensor(self.codec.digit_ids, device=dev)
+        p = torch.softmax(logits[..., digit_ids], dim=-1)                       # (B, T, 10)
+        expected = (p * torch.arange(10, device=dev, dtype=p.dtype)).sum(-1)    # (B, T)
+        true = self.digit_value.to(dev)[tgt.clamp(min=0)]
+        is_digit = kind == DIGIT
+        place = torch.pow(10.0, (exps - EXP_OFFSET).to(p.dtype)) * self.inv_range.to(dev)[cols]
+        contrib = torch.where(is_digit, (expected - true.to(p.dtype)) * place, torch.zeros_like(expected))
+        C = len(self.codec.names)
+        err = torch.zeros(tgt.shape[0], C, device=dev, dtype=p.dtype).scatter_add(1, cols * is_digit, contrib)
+        n_num = max(1, int(self.numeric_cols.sum()))
+        return (err ** 2).sum(1) / n_num
+
+    def format_table(self, n: int | None = None) -> pd.DataFrame:
+        """Stage 1's training rows: drawn from the public schema alone (no private data)."""
+        seed = None if self.train_config.seed is None else self.train_config.seed + 7
+        return random_table(self.schema, n or self.config.stage1_rows, seed=seed)
+
+    def learn_format(self, should_stop: Callable[[], bool] | None = None) -> TrainResult:
+        """Stage 1 (ε = 0): non-private fine-tuning on random rows from the public schema."""
+        cfg = self.config
+        full = cfg.stage1_full if cfg.stage1_full is not None else not self.pretrained
+        self._trainable(full)
+        data = self.encode(self.format_table(), seed=(self.train_config.seed or 0) + 11)
+        tc = dataclasses.replace(self.train_config, epochs=cfg.stage1_epochs, batch_size=cfg.stage1_batch_size,
+                                 lr=cfg.stage1_lr)
+        result = train(self.net, data, self.loss_fn, tc, None, should_stop=should_stop)
+        self._trainable(False)
+        self.format_learned = not result.cancelled
+        self.stage1_result = result
+        return result
+
+    def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
+            ledger: PrivacyLedger | None = None,
+            on_event: Callable[[dict], None] | None = None,
+            should_stop: Callable[[], bool] | None = None,
+            plan: NoisePlan | None = None) -> "DPLLMTGen":
+        """Stage 1 (public schema only, no privacy cost) then stage 2 (DP-SGD on the LoRA parameters
+        through the engine). Stage 1 reads nothing of `table`; it runs before `table` is first touched."""
+        if not self.format_learned:
+            self.learn_format(should_stop)
+            if not self.format_learned:  # cancelled during stage 1: the private table was never read
+                self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
+                self.train_result = TrainResult(steps_done=0, steps_planned=self.plan.steps, cancelled=True,
+                                                epsilon_spent=0.0, seconds=self.stage1_result.seconds,
+                                                samples_seen=0, last_loss=None, device=self.stage1_result.device)
+                if ledger is not None:
+                    ledger.record("DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)", epsilon=0.0,
+                                  delta=0.0, accountant=self.plan.accountant, model=self.family, steps=0,
+                                  steps_planned=self.plan.steps, cancelled=True)
+                return self
+        self._trainable(False)  # stage 2: LoRA parameters only
+        super().fit(table, epsilon, delta, accountant, ledger=ledger, on_event=on_event, should_stop=should_stop,
+                    plan=plan)
+        if ledger is not None and ledger.entries:
+            ledger.entries[-1].details.update(
+                trained_parameters="LoRA only", lora_parameters=self.n_trainable,
+                format_learning="stage 1 on rows drawn from the public schema only (no privacy cost)",
+                format_learning_rows=self.config.stage1_rows)
+        return self
+
+    # --- sampling ---------------------------------------------------------------------------------
+    def _conditions_text(self, conditions: dict) -> dict[int, str]:
+        out = {}
+        for name, value in conditions.items():
+            if name not in self.schema:
+                raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
+            j = self.schema.names.index(name)
+            spec = self.schema.columns[j]
+            if value is None:
+                if not spec.nullable:
+                    raise SchemaError(f"column {name!r} is not nullable")
+                out[j] = self.codec.missing
+                continue
+            if spec.is_numeric:
+                try:
+                    v = float(value)
+                except (TypeError, ValueError):
+                    raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
+                if not float(spec.lower) <= v <= float(spec.upper):
+                    raise SchemaError(f"{name} = {v:g} lies outside the public bounds [{spec.lower}, {spec.upper}]")
+                out[j] = self.codec.format_value(j, v)
+            else:
+                if str(value) not in spec.vocabulary():
+                    raise SchemaError(f"{value!r} is not a public category of {name!r}")
+                out[j] = str(value)
+        return out
+
+    @torch.no_grad()
+    def generate_ids(self, prompts: list[list[int]], states: list[tuple] | None, generator: torch.Generator,
+                     temperature: float = 1.0) -> list[list[int]]:
+        """Continue each prompt until EOS or the longest row; `states` (constrained decoding) gives each
+        row's grammar state after its prompt. Rows are grouped by prompt length."""
+        net, device = self.net, self.device
+        net.eval()
+        grammar = self._grammar if states is not None else None
+        out: list[list[int] | None] = [None] * len(prompts)
+        by_len: dict[int, list[int]] = {}
+        for i, p in enumerate(prompts):
+            by_len.setdefault(len(p), []).append(i)
+        for plen, idx in by_len.items():
+            x = torch.tensor([prompts[i] for i in idx], dtype=torch.long, device=device)
+            st = [states[i] for i in idx] if states is not None else None
+            done = torch.zeros(len(idx), dtype=torch.bool, device=device)
+            gen: list[list[int]] = [[] for _ in idx]
+            res = net(input_ids=x, use_cache=True)
+            past = res.past_key_values
+            for _ in range(self.max_len - plen + 4):
+                logits = res.logits[:, -1, :].float() / max(temperature, 1e-6)
+                if st is not None:
+                    masks = {}
+                    keys = [masks.setdefault(s, len(masks)) for s in st]
+                    table = torch.stack([grammar.allowed(s) for s in masks]).to(device)
+                    mask = table[torch.tensor(keys, device=device)]
+                    logits = logits.masked_fill(~mask, float("-inf"))
+                else:
+                    logits = logits.masked_fill(self._never, float("-inf"))
+                probs = torch.softmax(logits, dim=-1)
+                nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+                nxt = torch.where(done, torch.full_like(nxt, self.codec.eos), nxt)
+                tokens, finished = nxt.tolist(), done.tolist()
+                for r, t in enumerate(tokens):
+                    if not finished[r]:
+                        gen[r].append(t)
+                        if st is not None:
+                            st[r] = grammar.step(st[r], t)
+                done |= nxt == self.codec.eos
+                if bool(done.all()):
+                    break
+                res = net(input_ids=nxt.unsqueeze(1), past_key_values=past, use_cache=True)
+                past = res.past_key_values
+            for r, i in enumerate(idx):
+                out[i] = prompts[i] + gen[r]
+        return out
+
+    def _decode_rows(self, seqs: list[list[int]]) -> tuple[list[list], dict[str, int]]:
+        rows, reasons = [], {}
+        for ids in seqs:
+            if not ids or ids[-1] != self.codec.eos:
+                reasons["not finished"] = reasons.get("not finished", 0) + 1
+                continue
+            body = [t for t in ids[1:-1]]
+            if self.codec.eos in body:
+                reasons["malformed"] = reasons.get("malformed", 0) + 1
+                continue
+            values, why = self.codec.parse(self.tokenizer.decode(body, skip_special_tokens=False))
+            if values is None:
+                reasons[why] = reasons.get(why, 0) + 1
+            else:
+                rows.append(values)
+        return rows, reasons
+
+    def _draw(self, m: int, cond: dict[int, str], constrained: bool, generator: torch.Generator,
+              rng: np.random.Generator, temperature: float) -> tuple[list[list], dict[str, int]]:
+        C = len(self.codec.names)
+        firsts = [None] * m if cond else list(rng.integers(0, C, m))
+        prompts = [self.codec.prompt_ids(cond, f) for f in firsts]
+        rest = tuple(j for j in range(C) if j not in cond)
+        states = None
+        if constrained:
+            if cond:  # the prompt ends with the last condition's value: ", name is " or EOS comes next
+                states = [(rest, "name", None, ()) if rest else ((), "end", None, ())] * m
+            else:
+                states = [(tuple(range(C)), "value", int(f), ()) for f in firsts]
+        seqs = self.generate_ids(prompts, states, generator, temperature)
+        return self._decode_rows(seqs)
+
+    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
+               max_tries_factor: int = 20, chunk_size: int = 8192, constrained: bool | None = None) -> pd.DataFrame:
+        """n rows. `conditions` ({"sex": "Female"}) become the prompt's prefix ("sex is Female, …"), so every
+        row satisfies them. With constrained decoding (the default) every generated row is well formed;
+        without it malformed rows are rejected and counted. `last_sample_info` reports the format
+        compliance with constraints and, from `compliance_probe` unconstrained rows, without."""
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
+        constrained = self.config.constrained if constrained is None else bool(constrained)
+        conditions = dict(conditions or {})
+        cond = self._conditions_text(conditions)
+        if getattr(self, "_grammar", None) is None or len(self._grammar.cache) > 200_000:
+            self._grammar = Grammar(self.codec, self.device)  # masks are kept between calls
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
+        rng = np.random.default_rng(None if seed is None else seed + 1)
+        batch = min(self.config.sample_batch_size, chunk_size)
+        kept, tried, reasons = [], 0, {}
+        budget = n * max_tries_factor
+        while len(kept) < n and tried < budget:
+            want = n - len(kept)
+            if tried and len(kept) < tried:
+                want = int(want / max(len(kept) / tried, 1 / max_tries_factor) * 1.1) + 1
+            m = min(batch, want, budget - tried)
+            rows, why = self._draw(m, cond, constrained, generator, rng, temperature)
+            tried += m
+            kept += rows
+            for k, v in why.items():
+                reasons[k] = reasons.get(k, 0) + v
+        compliance = (tried - sum(reasons.values())) / tried if tried else 0.0
+        info = {
+            "rows": min(len(kept), n),
+            "method": "value-specified prompt" if cond else "unconditional",
+            "exact_columns": [self.schema.names[j] for j in cond], "rejection_columns": [],
+            "acceptance_rate": len(kept) / tried if tried else 0.0, "rows_tried": tried,
+            "constrained": constrained, "rejected": reasons, "rejected_rows": int(sum(reasons.values())),
+            "format_compliance": compliance,
+        }
+        if constrained:
+            info["format_compliance_constrained"] = compliance
+            probe = min(self.config.compliance_probe, n)
+            if probe > 0:
+                rows, why = self._draw(probe, cond, False, generator, rng, temperature)
+                info["format_compliance_unconstrained"] = len(rows) / probe
+                info["unconstrained_probe_rows"] = probe
+        else:
+            info["format_compliance_unconstrained"] = compliance
+        self.last_sample_info = info
+        if len(kept) < n:
+            raise SamplingError(
+                f"only {len(kept)} of {n} generated rows were well formed after trying {tried} "
+                f"(rejected: {', '.join(f'{k} {v}' for k, v in reasons.items())}); sample with constrained decoding")
+        return self._to_table(kept[:n])
+
+    def _to_table(self, rows: list[list]) -> pd.DataFrame:
+        cols = {}
+        for j, spec in enumerate(self.schema.columns):
+            values = [r[j] for r in rows]
+            if spec.is_numeric:
+                arr = np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+                cols[spec.name] = arr
+            else:
+                cols[spec.name] = np.array(values, dtype=object)
+        return pd.DataFrame(cols, columns=self.schema.names)
+
+    def generate_tokens(self, *args, **kwargs):
+        raise NotImplementedError("dp-llmtgen samples text; use sample()")
+
+    def exact_prefix(self, fixed_columns):
+        return sorted(fixed_columns)  # every condition goes into the prompt
+
+    # --- persistence --------------------------------------------------------------------------------
+    def state(self) -> dict:
+        out = super().state()
+        out["format_learned"] = self.format_learned
+        return out
+
+    def save(self, directory: str | Path) -> None:
+        """model.pt: every weight for the default backbone (its base weights were trained in stage 1), the
+        LoRA adapter only for a pretrained one (rebuilt from `backbone`, offline); model.json: the rest.
+        The default backbone's tokenizer is rebuilt from the schema; a pretrained one's is saved."""
+        from ..schema import write_atomic
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        sd = self.net.state_dict()
+        if self.pretrained:
+            sd = {k: v for k, v in sd.items() if "lora_" in k}
+            self.tokenizer.save_pretrained(directory / "tokenizer")
+        tmp = directory / ".model.pt.tmp"
+        torch.save({k: v.detach().cpu() for k, v in sd.items()}, tmp)
+        tmp.replace(directory / "model.pt")
+        write_atomic(directory / "model.json", json.dumps(self.state(), indent=2))
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str | None = None) -> "DPLLMTGen":
+        directory = Path(directory)
+        try:
+            state = json.loads((directory / "model.json").read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise FileNotFoundError(f"no saved model in {directory}: {e}") from None
+        tc = {k: v for k, v in state["train_config"].items() if k not in ("seed", "device")}
+        model = cls(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
+                    seed=state["train_config"].get("seed"), **state["config"], **tc)
+        weights = torch.load(directory / "model.pt", map_location=model.device, weights_only=True)
+        missing, unexpected = model.net.load_state_dict(weights, strict=False)
+        if unexpected or (not model.pretrained and missing) or any("lora_" in k for k in missing):
+            raise FileNotFoundError(f"the weights in {directory} do not fit the model "
+                                    f"({len(missing)} missing, {len(unexpected)} unexpected)")
+        model.net.eval()
+        model.format_learned = bool(state.get("format_learned", True))
+        if state.get("plan"):
+            model.plan = NoisePlan(**state["plan"])
+        return model

@@ -1,0 +1,336 @@
+"""DP-LLMTGen: text encoding, two-stage training (stage 1 from the public schema only, stage 2 DP-SGD on
+LoRA only), the numerical loss, value-specified and constrained sampling, save/load, fairness by prompts.
+Everything runs offline: nothing may be downloaded."""
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import json  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from synth_core import api  # noqa: E402
+from synth_core.fairness import fair_sample  # noqa: E402
+from synth_core.models import SamplingError, get_model_class  # noqa: E402
+from synth_core.models import llm  # noqa: E402
+from synth_core.privacy import PrivacyLedger  # noqa: E402
+from synth_core.schema import ColumnSpec, Schema, validate_table  # noqa: E402
+
+EPS, DELTA = 8.0, 1e-5
+
+
+def schema_() -> Schema:
+    return Schema(columns=[
+        ColumnSpec("age", "integer", lower=18, upper=80),
+        ColumnSpec("sex", "categorical", categories=["Female", "Male"]),
+        ColumnSpec("job", "categorical", categories=["clerk", "nurse", "pilot"], nullable=True),
+        ColumnSpec("hours", "continuous", lower=0.0, upper=100.0, decimals=1),
+        ColumnSpec("income", "categorical", categories=["<=50K", ">50K"]),
+    ])
+
+
+def table_(n=500, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    sex = rng.choice(["Female", "Male"], n)
+    job = np.where(sex == "Female", rng.choice(["nurse", "clerk"], n, p=[0.8, 0.2]),
+                   rng.choice(["pilot", "clerk"], n, p=[0.8, 0.2])).astype(object)
+    job[rng.random(n) < 0.05] = None
+    income = np.where(rng.random(n) < np.where(sex == "Male", 0.6, 0.1), ">50K", "<=50K")
+    table = pd.DataFrame({"age": rng.integers(20, 70, n), "sex": sex, "job": job,
+                          "hours": np.round(rng.uniform(10, 60, n), 1), "income": income})
+    return validate_table(table, schema_())[0]
+
+
+def new_model(**options):
+    return get_model_class("dp-llmtgen")(schema_(), preset="tiny", seed=0, **options)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """One tiny model through both stages, shared by the sampling tests."""
+    model = new_model(stage1_rows=400, stage1_epochs=3)
+    ledger = PrivacyLedger(EPS, DELTA, 500)
+    model.fit(table_(), EPS, DELTA, "rdp", ledger=ledger)
+    return model, ledger
+
+
+# --- text encoding -------------------------------------------------------------------------------
+def test_rows_round_trip_through_text():
+    model = new_model()
+    rows = table_(20)
+    data = model.encode(rows)
+    for i in range(len(rows)):
+        ids = [t for t in data[i, 0].tolist() if t >= 0]
+        assert ids[0] == model.codec.bos and ids[-1] == model.codec.eos
+        text = model.tokenizer.decode(ids[1:-1])
+        values, why = model.codec.parse(text)
+        assert why is None, text
+        for j, name in enumerate(model.schema.names):
+            want = rows[name].iloc[i]
+            if want is None or (isinstance(want, float) and np.isnan(want)):
+                assert values[j] is None
+            else:
+                assert values[j] == want
+    # the column order is permuted per row
+    firsts = {int(data[i, 2, 1]) for i in range(len(rows))}
+    assert len(firsts) > 1
+
+
+def test_numbers_are_written_at_the_declared_precision():
+    codec = new_model().codec
+    assert codec.format_value(3, 12.345) == "12.3" and codec.format_value(0, 39.0) == "39"
+    assert codec.format_value(2, None) == codec.missing
+
+
+def test_parse_rejects_malformed_rows():
+    codec = new_model().codec
+    ok = "age is 39, sex is Male, job is pilot, hours is 40.5, income is >50K"
+    assert codec.parse(ok)[1] is None
+    bad = {
+        "age is 39, sex is Male, job is pilot, hours is 40.5": "column missing",
+        "age is 39, sex is Robot, job is pilot, hours is 40.5, income is >50K": "not a public category",
+        "age is 139, sex is Male, job is pilot, hours is 40.5, income is >50K": "outside the public bounds",
+        "age is 3x, sex is Male, job is pilot, hours is 40.5, income is >50K": "not a number",
+        "age is 39.5, sex is Male, job is pilot, hours is 40.5, income is >50K": "not an integer",
+        "age is 39, age is 40, sex is Male, job is pilot, hours is 40.5, income is >50K": "column repeated",
+        "hello": "malformed",
+        "age is 39, sex is N/A, job is pilot, hours is 40.5, income is >50K": "missing value in a column that is not nullable",
+    }
+    for text, reason in bad.items():
+        assert codec.parse(text) == (None, reason), text
+
+
+def test_malformed_generations_are_rejected_and_counted_never_returned(fitted, monkeypatch):
+    model, _ = fitted
+    codec = model.codec
+    good = codec.prompt_ids({}, None) + codec._ids("age is 39, sex is Male, job is pilot, hours is 40.5, income is >50K") + [codec.eos]
+    bad = codec.prompt_ids({}, None) + codec._ids("age is 39, sex is Robot") + [codec.eos]
+    unfinished = codec.prompt_ids({}, None) + codec._ids("age is 39, sex is")
+
+    def fake(prompts, states, generator, temperature=1.0):
+        return [[good, bad, unfinished][i % 3] for i in range(len(prompts))]
+
+    monkeypatch.setattr(model, "generate_ids", fake)
+    table = model.sample(5, seed=0, constrained=False)
+    assert len(table) == 5 and (table["sex"] == "Male").all() and (table["age"] == 39).all()
+    info = model.last_sample_info
+    assert info["rejected"]["not a public category"] > 0 and info["rejected"]["not finished"] > 0
+    assert info["rows_tried"] == 5 + info["rejected_rows"] or info["rows_tried"] >= 5 + info["rejected_rows"]
+    assert info["format_compliance_unconstrained"] < 0.5
+
+    monkeypatch.setattr(model, "generate_ids", lambda prompts, *a, **k: [bad for _ in prompts])
+    with pytest.raises(SamplingError, match="well formed"):
+        model.sample(3, seed=0, constrained=False, max_tries_factor=2)
+
+
+def test_number_automaton_keeps_values_inside_the_public_bounds():
+    g = llm.Grammar(new_model().codec, "cpu")
+    assert g._number_viable(0, "") == (True, False)
+    assert g._number_viable(0, "1") == (True, False)        # 18, 19
+    assert g._number_viable(0, "18") == (True, True)
+    assert g._number_viable(0, "17") == (False, False)
+    assert g._number_viable(0, "9") == (False, False)       # 9 and 90..99 are outside [18, 80]
+    assert g._number_viable(0, "80") == (True, True)
+    assert g._number_viable(0, "-") == (False, False)
+    assert g._number_viable(0, "018")[0] is False
+    assert g._number_viable(3, "100.0") == (True, True)
+    assert g._number_viable(3, "100.5")[0] is False
+    assert g._number_viable(3, "4.")[0] and not g._number_viable(3, "4.")[1]
+    assert g._number_viable(3, "4.25")[0] is False           # one decimal declared
+
+
+# --- stage 1: the public schema only -------------------------------------------------------------
+def test_stage1_reads_only_the_public_schema(monkeypatch):
+    """Stage 1's rows come from random_table(schema); the private table is first touched by stage 2."""
+    model = new_model()
+    # a private table random rows could never look like: every row the same person
+    private = pd.DataFrame({"age": [42.0] * 300, "sex": ["Female"] * 300, "job": ["nurse"] * 300,
+                            "hours": [37.5] * 300, "income": [">50K"] * 300})
+    calls, encoded = [], []
+    real_random = llm.random_table
+
+    def spy_random(schema, n, seed=None, **kw):
+        calls.append(("random_table", schema))
+        out = real_random(schema, n, seed=seed, **kw)
+        encoded.append(out)
+        return out
+
+    real_encode = model.encode
+
+    def spy_encode(table, seed=None):
+        calls.append(("encode", "private" if table is private else "random" if table is encoded[-1] else "?"))
+        return real_encode(table, seed)
+
+    real_learn = model.learn_format
+
+    def spy_learn(should_stop=None):
+        calls.append(("stage1",))
+        out = real_learn(should_stop)
+        calls.append(("stage1 done",))
+        return out
+
+    monkeypatch.setattr(llm, "random_table", spy_random)
+    monkeypatch.setattr(model, "encode", spy_encode)
+    monkeypatch.setattr(model, "learn_format", spy_learn)
+    model.fit(private, EPS, DELTA, "rdp")
+    assert calls[0] == ("stage1",) and calls[1][0] == "random_table" and calls[1][1] is model.schema
+    assert calls[2] == ("encode", "random") and calls[3] == ("stage1 done",)
+    assert calls[4] == ("encode", "private") and len(calls) == 5
+    stage1 = encoded[0]
+    # uniform over the public categories and bounds, nothing like the private rows
+    assert 0.35 < (stage1["sex"] == "Female").mean() < 0.65
+    assert stage1["age"].min() < 25 and stage1["age"].max() > 70
+
+
+def test_cancel_during_stage1_never_reads_the_private_table(monkeypatch):
+    model = new_model()
+    ledger = PrivacyLedger(EPS, DELTA, 300)
+    touched, private, real_encode = [], table_(300), model.encode
+
+    def spy(table, seed=None):
+        touched.append(table is private)
+        return real_encode(table, seed)
+
+    monkeypatch.setattr(model, "encode", spy)
+    model.fit(private, EPS, DELTA, "rdp", ledger=ledger, should_stop=lambda: True)
+    assert touched == [False] and model.train_result.cancelled and model.train_result.steps_done == 0
+    assert ledger.spent_epsilon == 0.0
+
+
+# --- stage 2: DP-SGD on LoRA only ----------------------------------------------------------------
+def test_stage2_trains_only_lora_parameters_within_the_budget():
+    model = new_model()
+    model.learn_format()
+    before = {n: p.detach().clone() for n, p in model.net.named_parameters()}
+    ledger = PrivacyLedger(EPS, DELTA, 300)
+    events = []
+    model.fit(table_(300), EPS, DELTA, "rdp", ledger=ledger, on_event=events.append)
+    trainable = {n for n, p in model.net.named_parameters() if p.requires_grad}
+    assert trainable == model.lora_names and all("lora_" in n for n in trainable)
+    changed = {n for n, p in model.net.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and changed <= model.lora_names
+    # privacy: final ε within the target, a ledger entry, one event per step
+    r, plan = model.train_result, model.plan
+    assert r.steps_done == plan.steps and r.epsilon_spent <= EPS + 1e-9
+    entry = ledger.entries[-1]
+    assert entry.mechanism.startswith("DP-SGD") and entry.epsilon == r.epsilon_spent
+    assert entry.details["trained_parameters"] == "LoRA only" and entry.details["noise_multiplier"] > 0
+    assert len(events) == plan.steps and events[-1]["epsilon"] <= EPS + 1e-9
+
+
+def test_lora_gradients_only_and_numerical_loss_has_a_gradient():
+    model = new_model()
+    model._trainable(False)
+    model.net.train()
+    rows = model.encode(table_(16))
+    ce, num = model.row_losses(model.net, rows)
+    assert num.shape == (16,) and torch.all(num > 0)
+    num.sum().backward()
+    grads = {n: p.grad for n, p in model.net.named_parameters() if p.grad is not None}
+    assert grads and set(grads) <= model.lora_names
+    assert any(float(g.abs().sum()) > 0 for g in grads.values())
+    # and with respect to the logits directly
+    logits = torch.randn(2, 5, model.codec.vocab_size, requires_grad=True)
+    tgt = torch.tensor([[model.codec.digit_ids[3], model.codec.digit_ids[9], 0, 0, 0]] * 2)
+    kind = torch.tensor([[llm.DIGIT, llm.DIGIT, 0, 0, 0]] * 2)
+    cols = torch.zeros(2, 5, dtype=torch.long)
+    exps = torch.tensor([[llm.EXP_OFFSET + 1, llm.EXP_OFFSET, 0, 0, 0]] * 2)
+    loss = model.numeric_loss(logits, tgt, kind, cols, exps).sum()
+    loss.backward()
+    assert float(logits.grad.abs().sum()) > 0
+
+
+def test_value_tokens_weigh_alpha_format_tokens_one_minus_alpha():
+    model = new_model(beta=0.0)
+    rows = model.encode(table_(4))
+    with torch.no_grad():
+        a = model.loss_fn(model.net, rows)
+    model.config.alpha = 1.0  # value tokens only
+    with torch.no_grad():
+        b = model.loss_fn(model.net, rows)
+    assert not torch.allclose(a, b)
+
+
+# --- sampling ------------------------------------------------------------------------------------
+def test_constrained_sampling_is_always_well_formed(fitted):
+    model, _ = fitted
+    table = model.sample(150, seed=0)
+    info = model.last_sample_info
+    assert len(table) == 150 and info["format_compliance"] == 1.0 and info["rejected_rows"] == 0
+    assert "format_compliance_unconstrained" in info and info["constrained"]
+    assert list(table.columns) == model.schema.names
+    assert table["sex"].isin(["Female", "Male"]).all() and table["age"].between(18, 80).all()
+    assert (table["age"] == table["age"].round()).all() and table["hours"].between(0, 100).all()
+    assert table["job"].dropna().isin(["clerk", "nurse", "pilot"]).all()
+
+
+def test_value_specified_prompts_satisfy_the_conditions(fitted):
+    model, _ = fitted
+    table = model.sample(40, conditions={"sex": "Female", "income": ">50K"}, seed=1)
+    assert (table["sex"] == "Female").all() and (table["income"] == ">50K").all()
+    info = model.last_sample_info
+    assert info["method"] == "value-specified prompt" and set(info["exact_columns"]) == {"sex", "income"}
+    table = model.sample(20, conditions={"age": 33, "job": None}, seed=2)
+    assert (table["age"] == 33).all() and table["job"].isna().all()
+    every = {"age": 40, "sex": "Male", "job": "clerk", "hours": 12.5, "income": "<=50K"}
+    assert (model.sample(3, conditions=every, seed=0)["hours"] == 12.5).all()
+    with pytest.raises(ValueError):
+        model.sample(3, conditions={"sex": "Robot"})
+    with pytest.raises(ValueError):
+        model.sample(3, conditions={"age": 200})
+
+
+def test_same_seed_same_rows_and_save_load(fitted, tmp_path):
+    model, _ = fitted
+    a = model.sample(30, seed=5)
+    pd.testing.assert_frame_equal(a, model.sample(30, seed=5))
+    model.save(tmp_path / "m")
+    loaded = get_model_class("dp-llmtgen").load(tmp_path / "m")
+    pd.testing.assert_frame_equal(a, loaded.sample(30, seed=5))
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["family"] == "dp-llmtgen"
+
+
+def test_fairness_prompts_lower_the_demographic_parity_gap(fitted):
+    model, _ = fitted
+    out = fair_sample(model, 300, "sex", "income", ">50K", share=0.8, seed=0, pilot_rows=300)
+    assert out.conditioned_rows and sum(out.conditioned_rows.values()) == 240
+    assert out.gap_after < out.gap_before or out.gap_before < 0.05
+    assert out.gap_after <= 0.2 * out.gap_before + 0.08
+
+
+# --- backbones, the API ----------------------------------------------------------------------------
+def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    schema = schema_()
+    tok = llm.build_schema_tokenizer(schema)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=1, n_head=2,
+                               bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(tmp_path / "lm")
+    tok.save_pretrained(tmp_path / "lm")
+    model = get_model_class("dp-llmtgen")(schema, preset="tiny", seed=0, backbone=str(tmp_path / "lm"),
+                                          stage1_rows=64, stage1_epochs=1)
+    assert model.pretrained and model.n_trainable < model.n_parameters
+    model.fit(table_(200), EPS, DELTA, "rdp")
+    model.save(tmp_path / "run")
+    saved = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
+    assert saved and all("lora_" in k for k in saved)
+    loaded = get_model_class("dp-llmtgen").load(tmp_path / "run")
+    pd.testing.assert_frame_equal(model.sample(10, seed=3), loaded.sample(10, seed=3))
+    listed = llm.list_local_causal_lms(tmp_path / "nowhere")
+    assert listed == []
+    cache = tmp_path / "hub" / "models--someone--tiny-lm" / "snapshots" / "abc"
+    cache.mkdir(parents=True)
+    (cache / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
+    assert llm.list_local_causal_lms(tmp_path / "hub")[0]["id"] == "someone/tiny-lm"
+
+
+def test_api_fit_and_sample_through_a_run_directory(tmp_path):
+    result = api.fit(table_(300), schema_(), model="dp-llmtgen", epsilon=EPS, delta=DELTA, preset="tiny",
+                     accountant="rdp", seed=0, run_dir=tmp_path / "run",
+                     options={"stage1_rows": 64, "stage1_epochs": 1})
+    assert result.ledger.spent_epsilon <= EPS + 1e-9
+    table, info = api.sample(tmp_path / "run", 12, conditions={"sex": "Male"}, seed=0)
+    assert len(table) == 12 and (table["sex"] == "Male").all() and info["format_compliance"] == 1.0
