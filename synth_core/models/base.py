@@ -91,6 +91,16 @@ class SynthModel:
         batch = min(tc.batch_size, max(1, n_rows // 8))
         return plan_noise(n_rows, batch, tc.epochs, epsilon, delta, accountant, tc.max_grad_norm)
 
+    def _encode_and_plan(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str,
+                         plan: NoisePlan | None):
+        """The encoded table, with `self.plan` set: `plan` if given (it must be for this very budget), else
+        a fresh calibration."""
+        data = self.encode(table)
+        self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
+        if (self.plan.epsilon, self.plan.delta, self.plan.accountant) != (epsilon, delta, accountant):
+            raise ValueError("the noise plan was calibrated for another budget")
+        return data
+
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None,
             on_event: Callable[[dict], None] | None = None,
@@ -100,10 +110,7 @@ class SynthModel:
 
         ε here is what DP-SGD may spend; the accountant's final ε is recorded in `ledger`. `plan`, if
         given, must come from `plan_privacy` with the same arguments (it saves a second calibration)."""
-        data = self.encode(table)
-        self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
-        if (self.plan.epsilon, self.plan.delta, self.plan.accountant) != (epsilon, delta, accountant):
-            raise ValueError("the noise plan was calibrated for another budget")
+        data = self._encode_and_plan(table, epsilon, delta, accountant, plan)
         self.train_result = train(self.net, data, self.loss_fn, self.train_config, self.plan,
                                   on_event=on_event, should_stop=should_stop)
         if ledger is not None:

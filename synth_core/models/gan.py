@@ -293,10 +293,7 @@ class _DPCriticGAN(_WGAN):
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None, on_event=None, should_stop=None,
             plan: NoisePlan | None = None) -> "_DPCriticGAN":
-        data = self.encode(table)
-        self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
-        if (self.plan.epsilon, self.plan.delta, self.plan.accountant) != (epsilon, delta, accountant):
-            raise ValueError("the noise plan was calibrated for another budget")
+        data = self._encode_and_plan(table, epsilon, delta, accountant, plan)
         cfg, tc, p = self.config, self.train_config, self.plan
         gen = seed_everything(tc.seed, self.device)
         data = data.to(self.device)
@@ -453,10 +450,7 @@ class DTGANG(_WGAN):
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None, on_event=None, should_stop=None,
             plan: NoisePlan | None = None) -> "DTGANG":
-        data = self.encode(table)
-        self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
-        if (self.plan.epsilon, self.plan.delta, self.plan.accountant) != (epsilon, delta, accountant):
-            raise ValueError("the noise plan was calibrated for another budget")
+        data = self._encode_and_plan(table, epsilon, delta, accountant, plan)
         cfg, tc, p = self.config, self.train_config, self.plan
         gen = seed_everything(tc.seed, self.device)
         data = data.to(self.device)
