@@ -35,6 +35,26 @@ def get_model_class(name: str) -> type["SynthModel"]:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}") from None
 
 
+def draw_with_rejection(n: int, draw: Callable[[int], Any], rejecting: bool, max_tries_factor: int,
+                        chunk_size: int) -> tuple[list, int, int]:
+    """Call `draw(m)` (m rows generated, those meeting the conditions returned) until n rows are kept or
+    `max_tries_factor`·n were tried; chunks grow with the observed acceptance rate. Returns (the kept
+    chunks, rows kept, rows tried)."""
+    kept, accepted, tried = [], 0, 0
+    budget = n * (max_tries_factor if rejecting else 1)
+    while accepted < n and tried < budget:
+        want = n - accepted
+        if rejecting and tried:
+            rate = max(accepted / tried, 1.0 / max_tries_factor)
+            want = int(want / rate * 1.2) + 1
+        m = min(chunk_size, max(want, 1), budget - tried)
+        chunk = draw(m)
+        tried += m
+        kept.append(chunk)
+        accepted += len(chunk)
+    return kept, accepted, tried
+
+
 class SamplingError(RuntimeError):
     """Sampling could not produce what was asked; the message says why and what to change."""
 
@@ -155,21 +175,13 @@ class SynthModel:
         generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
         rng = np.random.default_rng(None if seed is None else seed + 1)
 
-        kept, accepted, tried = [], 0, 0
-        budget = n * (max_tries_factor if rejected_on else 1)
-        while accepted < n and tried < budget:
-            want = n - accepted
-            if rejected_on and tried:
-                rate = max(accepted / tried, 1.0 / max_tries_factor)
-                want = int(want / rate * 1.2) + 1
-            m = min(chunk_size, max(want, 1), budget - tried)
+        def draw(m: int) -> np.ndarray:
             tokens = self.generate_tokens(m, fixed, exact, generator, temperature)
-            tried += m
             if rejected_on:
-                ok = np.all([tokens[:, c] == t for c, t in rejected_on.items()], axis=0)
-                tokens = tokens[ok]
-            kept.append(tokens)
-            accepted += len(tokens)
+                tokens = tokens[np.all([tokens[:, c] == t for c, t in rejected_on.items()], axis=0)]
+            return tokens
+
+        kept, accepted, tried = draw_with_rejection(n, draw, bool(rejected_on), max_tries_factor, chunk_size)
         acceptance = accepted / tried if tried else 0.0
         self.last_sample_info = {
             "rows": min(accepted, n), "method": "rejection" if rejected_on else ("exact" if fixed else "unconditional"),

@@ -18,7 +18,7 @@ import torch
 
 from ..schema import SchemaError
 from ..vector_encoding import VectorEncoder
-from .base import SamplingError, SynthModel
+from .base import SamplingError, SynthModel, draw_with_rejection
 
 
 class VectorModel(SynthModel):
@@ -111,20 +111,11 @@ class VectorModel(SynthModel):
         rng = np.random.default_rng(None if seed is None else seed + 1)
         self.net.eval()
 
-        kept, accepted, tried = [], 0, 0
-        budget = n * (max_tries_factor if rejected_on else 1)
-        while accepted < n and tried < budget:
-            want = n - accepted
-            if rejected_on and tried:
-                rate = max(accepted / tried, 1.0 / max_tries_factor)
-                want = int(want / rate * 1.2) + 1
-            m = min(chunk_size, max(want, 1), budget - tried)
+        def draw(m: int) -> pd.DataFrame:
             table = self.encoder.decode(self.generate_vectors(m, native, generator), rng, self.sample_blocks)
-            tried += m
-            if rejected_on:
-                table = table[self._matches(table, rejected_on)]
-            kept.append(table)
-            accepted += len(table)
+            return table[self._matches(table, rejected_on)] if rejected_on else table
+
+        kept, accepted, tried = draw_with_rejection(n, draw, bool(rejected_on), max_tries_factor, chunk_size)
         acceptance = accepted / tried if tried else 0.0
         self.last_sample_info = {
             "rows": min(accepted, n),
