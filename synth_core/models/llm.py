@@ -122,12 +122,58 @@ def list_local_causal_lms(cache_dir: str | os.PathLike | None = None) -> list[di
                 data = json.loads(config.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
-            archs = data.get("architectures") or []
-            if any(a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in archs):
+            if isinstance(data, dict) and _is_causal_lm(data):
                 found.append({"id": repo.name[len("models--"):].replace("--", "/"), "path": str(config.parent),
                               "model_type": data.get("model_type")})
                 break
     return found
+
+
+class BackboneError(ValueError):
+    """A backbone that cannot be used offline; the message is one line a steward can act on."""
+
+
+def _is_causal_lm(config: dict) -> bool:
+    archs = config.get("architectures") or []
+    return any(a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in archs)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
+
+
+def resolve_backbone(backbone: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
+    """Check, before anything is trained, that `backbone` is a causal LM usable offline: a local directory
+    holding a causal LM's config.json and its tokenizer, or the id of one in the local Hugging Face cache
+    (see list_local_causal_lms). Returns the backbone as given (stripped); raises BackboneError with a
+    one-line reason. Nothing is downloaded."""
+    text = str(backbone).strip()
+    if not text:
+        raise BackboneError("no backbone given: name a local model directory or a model in the local "
+                            "Hugging Face cache, or use the offline default")
+    path = Path(text).expanduser()
+    looks_like_path = path.is_absolute() or text.startswith((".", "~")) or text.count("/") > 1
+    if not path.exists():
+        if not looks_like_path:
+            ids = {m["id"] for m in list_local_causal_lms(cache_dir)}
+            if text in ids:
+                return text
+            raise BackboneError(f"{text!r} is neither a local directory nor a causal language model in the local "
+                                "Hugging Face cache (nothing is downloaded here)")
+        raise BackboneError(f"no such directory: {text}")
+    if not path.is_dir():
+        raise BackboneError(f"{text} is a file; give the directory that holds the model's config.json")
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except FileNotFoundError:
+        raise BackboneError(f"{text} holds no config.json: not a Hugging Face model directory") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise BackboneError(f"cannot read {path / 'config.json'}: {e}") from None
+    if not isinstance(config, dict) or (config.get("architectures") and not _is_causal_lm(config)):
+        archs = ", ".join(config.get("architectures") or []) if isinstance(config, dict) else "?"
+        raise BackboneError(f"{text} is not a causal language model (architectures: {archs})")
+    if not any((path / f).exists() for f in TOKENIZER_FILES):
+        raise BackboneError(f"{text} has no tokenizer files (tokenizer.json, vocab.json, …)")
+    return text
 
 
 def missing_marker(schema: Schema) -> str:
@@ -510,11 +556,17 @@ class DPLLMTGen(SynthModel):
                              pad_token_id=self.tokenizer.pad_token_id)
             base = GPT2LMHeadModel(gpt)
         else:
-            self.tokenizer = AutoTokenizer.from_pretrained(cfg.backbone, local_files_only=True)
+            resolve_backbone(cfg.backbone)  # a one-line reason before anything loads
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(cfg.backbone, local_files_only=True)
+                base = AutoModelForCausalLM.from_pretrained(cfg.backbone, local_files_only=True,
+                                                            dtype=torch.float32)
+            except (OSError, ValueError, KeyError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise BackboneError(f"cannot load the backbone {cfg.backbone} offline: {first}") from None
             if self.tokenizer.eos_token_id is None:
                 raise SchemaError(f"the tokenizer of {cfg.backbone} has no end-of-sequence token")
             self.codec = TextCodec(self.schema, self.tokenizer)
-            base = AutoModelForCausalLM.from_pretrained(cfg.backbone, local_files_only=True, dtype=torch.float32)
         self.max_len = self._longest_row() + 2
         # a model's output layer may be wider than its tokenizer (padded vocabularies): mask that too
         self.codec.vocab_size = max(len(self.tokenizer), int(base.config.vocab_size))
