@@ -35,12 +35,12 @@ if "backbone" in {f.name for f in dataclasses.fields(klass.config_class)}:
 
     st.markdown("**Language model (backbone)**")
     st.info("The offline default is a small GPT-2 that starts with **no pretrained knowledge**: it learns the "
-            "row format from random public-schema rows and then your data with DP, and on a CPU budget its "
-            "tables stay rough. A pretrained causal language model (GPT-2, Llama, Qwen, …) already knows what "
+            "row format from random public-schema rows and then your data with DP; on a CPU budget it learns each "
+            "column's values but little of how the columns depend on each other. A pretrained causal language model (GPT-2, Llama, Qwen, …) already knows what "
             "the column names and values mean and does better. To use one, give the directory it was saved to "
             "(the folder with its config.json and tokenizer), or pick a model already in this machine's Hugging "
-            "Face cache (fetched beforehand, e.g. with `huggingface-cli download gpt2`). Nothing is downloaded "
-            "here.", icon=":material/info:")
+            "Face cache (fetched beforehand on a machine with network access, e.g. `hf download gpt2`). Nothing is "
+            "downloaded here.", icon=":material/info:")
     DEFAULT, DIRECTORY = "Offline default: small GPT-2, no pretrained knowledge", "A local model directory…"
     cached = {f"{m['id']} (in the local Hugging Face cache)": m["id"] for m in list_local_causal_lms()}
     choice = st.selectbox("Backbone", [DEFAULT, *cached, DIRECTORY], key="backbone_choice",
