@@ -1,6 +1,9 @@
 """Step 3: model family, privacy budget (ε, δ), size; what the accountant computed; start training."""
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import streamlit as st
 
 from synth_core.jobs import start_fit_job
@@ -23,6 +26,44 @@ klass = get_model_class(family)
 st.caption(f"**What it is.** {klass.description}")
 if klass.when_to_pick:
     st.caption(f"**Pick it for.** {klass.when_to_pick}")
+
+# a family built on a language model (its config has a `backbone`): which one, from this machine only
+options: dict = {}
+backbone_problem = None
+if "backbone" in {f.name for f in dataclasses.fields(klass.config_class)}:
+    from synth_core.models.llm import list_local_causal_lms, resolve_backbone
+
+    st.markdown("**Language model (backbone)**")
+    st.info("The offline default is a small GPT-2 that starts with **no pretrained knowledge**: it learns the "
+            "row format from random public-schema rows and then your data with DP; on a CPU budget it learns each "
+            "column's values but little of how the columns depend on each other. A pretrained causal language model (GPT-2, Llama, Qwen, …) already knows what "
+            "the column names and values mean and does better. To use one, give the directory it was saved to "
+            "(the folder with its config.json and tokenizer), or pick a model already in this machine's Hugging "
+            "Face cache (fetched beforehand on a machine with network access, e.g. `hf download gpt2`). Nothing is "
+            "downloaded here.", icon=":material/info:")
+    DEFAULT, DIRECTORY = "Offline default: small GPT-2, no pretrained knowledge", "A local model directory…"
+    cached = {f"{m['id']} (in the local Hugging Face cache)": m["id"] for m in list_local_causal_lms()}
+    choice = st.selectbox("Backbone", [DEFAULT, *cached, DIRECTORY], key="backbone_choice",
+                          help="Cached models are found in the local Hugging Face cache "
+                               "($HF_HOME/hub or ~/.cache/huggingface/hub).")
+    if not cached:
+        st.caption("No causal language model was found in the local Hugging Face cache.")
+    backbone = None
+    if choice == DIRECTORY:
+        backbone = st.text_input("Model directory", key="backbone_path",
+                                 placeholder="/path/to/a/saved/causal-lm").strip() or None
+        if backbone is None:
+            backbone_problem = "Give the model directory, or choose the offline default."
+    elif choice in cached:
+        backbone = cached[choice]
+    if backbone is not None:
+        try:
+            backbone = resolve_backbone(backbone)
+        except ValueError as e:
+            backbone_problem = f"Backbone: {e}"
+    if backbone_problem:
+        st.error(backbone_problem)
+    options["backbone"] = backbone
 
 # --- ε ----------------------------------------------------------------------------------------------
 st.subheader("Privacy budget")
@@ -84,8 +125,10 @@ except BudgetError as e:
 
 
 @st.cache_data(show_spinner="Asking the accountant…", max_entries=64)
-def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: float, delta: float, accountant: str):
-    model = get_model_class(family)(Schema.from_json(schema_json), preset=preset, device="cpu", seed=0)
+def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: float, delta: float, accountant: str,
+               options_json: str = "{}"):
+    model = get_model_class(family)(Schema.from_json(schema_json), preset=preset, device="cpu", seed=0,
+                                    **json.loads(options_json))
     plan = model.plan_privacy(n, epsilon, delta, accountant)
     return plan.to_dict(), model.train_config.epochs, model.n_parameters
 
@@ -95,10 +138,12 @@ plan = None
 if problems:
     for p in problems:
         st.error(p)
+elif backbone_problem:
+    st.info("No plan until the backbone above can be used.")
 else:
     try:
         plan, epochs, n_params = noise_plan(family, preset, schema.to_json(), n_train, epsilon - bounds_epsilon,
-                                            delta, accountant)
+                                            delta, accountant, json.dumps(options, sort_keys=True))
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
@@ -116,13 +161,13 @@ else:
                        "more rows or the quick size helps.")
 
 device = device_name()
-est_key = (family, preset, schema.to_json(), n_train, epsilon, delta)
+est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(options, sort_keys=True))
 estimate = st.session_state.get("estimate")
 if st.button(f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
             result = estimate_fit_seconds(family, schema, preset, n_train, max(epsilon - bounds_epsilon, 1e-3),
-                                          delta, probe_steps=3)
+                                          delta, options=options, probe_steps=3)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:
             st.error(f"Could not time the model: {e}")
@@ -132,7 +177,7 @@ if estimate and estimate.get("key") == est_key:
             f"{estimate['per_step_s']:.2f} s), plus a few seconds to start.")
 
 # --- start ------------------------------------------------------------------------------------------
-request = {"model": family, "preset": preset, "options": {}, "epsilon": float(epsilon), "delta": float(delta),
+request = {"model": family, "preset": preset, "options": options, "epsilon": float(epsilon), "delta": float(delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
            "holdout_share": float(holdout_share), "name": name.strip() or None}
 if schema.provenance["warning"]:

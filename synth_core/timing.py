@@ -38,6 +38,9 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     def on_event(event: dict) -> None:
         stamps.append(time.perf_counter())
 
+    # fixed costs a model times itself, from a few steps (DP-LLMTGen's format learning on public rows)
+    time_fixed = getattr(synth, "time_fixed_costs", None)
+    fixed = float(time_fixed(probe_steps)) if time_fixed is not None else 0.0
     start = time.perf_counter()
     synth.fit(probe, probe_plan.epsilon, probe_plan.delta, "rdp", plan=probe_plan, on_event=on_event,
               )
@@ -45,7 +48,5 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
         per_step = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
     else:
         per_step = time.perf_counter() - start
-    # fixed costs a model times in full during the probe (DP-LLMTGen's format learning on public rows)
-    fixed = float(getattr(synth, "fixed_fit_seconds", 0.0) or 0.0)
     return {"seconds": per_step * plan.steps + fixed, "per_step_s": per_step, "steps": plan.steps, "batch_size": batch,
             "device": device_name(device)}

@@ -265,3 +265,79 @@ def test_the_readme_demo_flag_preloads_the_builtin_table(workspace, monkeypatch)
     assert at.session_state["table_name"].startswith("invented census")
     assert not at.session_state["schema"].drafted_from_data  # a declared schema: nothing to confirm
     assert "Data: **invented census" in texts(at.sidebar.caption)
+
+
+# --- DP-LLMTGen: the backbone picker -------------------------------------------------------------------
+def choose_llm(at: AppTest) -> None:
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()
+    at.switch_page("app_pages/model.py").run()
+    assert "backbone_choice" not in {s.key for s in at.selectbox}  # only for a language-model family
+    at.radio(key="family").set_value("dp-llmtgen").run()
+    no_exceptions(at)
+
+
+def tiny_causal_lm(directory: Path) -> Path:
+    """A saved causal LM (one-layer GPT-2, untrained) with its tokenizer: what a steward's local model
+    directory holds, made here because nothing may be downloaded."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from synth_core.demo import DEMOS, load_demo
+    from synth_core.models.llm import build_schema_tokenizer
+    tok = build_schema_tokenizer(load_demo(next(iter(DEMOS)))[1])
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=16, n_layer=1, n_head=2,
+                               bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
+def start_tiny(at: AppTest) -> dict:
+    at.selectbox(key="preset").set_value("tiny")
+    at.selectbox(key="accountant").set_value("rdp")
+    at.run()
+    assert not at.error, texts(at.error)
+    at.button(key="start_training").click().run()
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    return json.loads((Path(at.session_state["run_path"]) / "request.json").read_text())
+
+
+def test_llm_backbone_picker_says_what_the_default_lacks_and_trains_it(workspace, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+    cache = tmp_path / "hub" / "models--someone--cached-lm" / "snapshots" / "abc"
+    cache.mkdir(parents=True)
+    (cache / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    at = new_app()
+    choose_llm(at)
+    picker = at.selectbox(key="backbone_choice")
+    assert picker.value.startswith("Offline default")
+    assert any(o.startswith("someone/cached-lm") for o in picker.options)  # found in the local cache
+    assert any("directory" in o for o in picker.options)
+    info = texts(at.info)
+    assert "no pretrained knowledge" in info and "pretrained" in info and "Nothing is downloaded" in info
+    request = start_tiny(at)
+    assert request["model"] == "dp-llmtgen" and request["options"] == {"backbone": None}
+    assert wait_for_run(at, timeout_s=240) == "completed"
+
+
+def test_llm_backbone_directory_is_checked_before_training(workspace, tmp_path):
+    at = new_app()
+    choose_llm(at)
+    at.selectbox(key="backbone_choice").set_value("A local model directory…").run()
+    for path, message in [(tmp_path / "no-such-model", "no such directory"),
+                          (tmp_path, "holds no config.json")]:
+        at.text_input(key="backbone_path").set_value(str(path)).run()
+        no_exceptions(at)
+        errors = [e for e in at.error if str(e.value).startswith("Backbone:")]
+        assert len(errors) == 1 and message in errors[0].value and "\n" not in errors[0].value
+        assert at.button(key="start_training").disabled
+    # a real local model directory reaches the fit as the model option `backbone`
+    lm = tiny_causal_lm(tmp_path / "lm")
+    at.text_input(key="backbone_path").set_value(str(lm)).run()
+    no_exceptions(at)
+    request = start_tiny(at)
+    assert request["options"] == {"backbone": str(lm)}
+    assert wait_for_run(at, timeout_s=240) == "completed"
+    config = json.loads((Path(at.session_state["run_path"]) / "model" / "model.json").read_text())
+    assert config["config"]["backbone"] == str(lm)

@@ -334,3 +334,14 @@ def test_api_fit_and_sample_through_a_run_directory(tmp_path):
     assert result.ledger.spent_epsilon <= EPS + 1e-9
     table, info = api.sample(tmp_path / "run", 12, conditions={"sex": "Male"}, seed=0)
     assert len(table) == 12 and (table["sex"] == "Male").all() and info["format_compliance"] == 1.0
+
+
+def test_time_estimate_times_a_few_stage1_steps_instead_of_running_it():
+    from synth_core.timing import estimate_fit_seconds
+    est = estimate_fit_seconds("dp-llmtgen", schema_(), "tiny", 2000, 1.0, 1e-5, probe_steps=2,
+                               options={"stage1_rows": 64000})  # 4,000 stage-1 steps if run in full
+    assert est["seconds"] > est["per_step_s"] * est["steps"]  # stage 1's estimate is included
+    model = new_model(stage1_rows=64000)
+    seconds = model.time_fixed_costs(probe_steps=2)
+    assert model.stage1_result.steps_done == 2 and model.stage1_result.steps_planned == 4000  # 64,000 rows, batch 32, 2 epochs
+    assert seconds > 0 and model.format_learned
