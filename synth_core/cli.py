@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--random-order", action="store_true", help="random column order per row (exact conditioning on any column)")
     f.add_argument("--bins", type=int, help="bins per numeric column (default 100)")
     f.add_argument("--midpoint", action="store_true", help="decode a numeric bin to its midpoint instead of a uniform draw")
+    f.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other model or training option, repeatable; VALUE is JSON when it parses "
+                        "(e.g. --option backbone=/models/gpt2 --option lora_rank=16)")
     f.add_argument("--bounds-epsilon", type=float, default=0.0,
                    help="part of ε to spend estimating numeric bounds the schema lacks (DP quantiles)")
     f.add_argument("--seed", type=int, default=0)
@@ -117,6 +120,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse_options(pairs: list[str]) -> dict:
+    """KEY=VALUE pairs to a dict; VALUE read as JSON when it parses (numbers, true/false), else as text."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--option wants KEY=VALUE, not {pair!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
 def _fit(args) -> int:
     schema = Schema.load(args.schema)
     table = read_table(args.data, schema)
@@ -146,6 +163,7 @@ def _fit_table(args, table, schema) -> int:
         "n_bins": args.bins, "random_order": True if args.random_order else None,
         "numeric_decoding": "midpoint" if args.midpoint else None,
     }.items() if v is not None}
+    options.update(parse_options(getattr(args, "option", [])))
     stop = {"asked": False}
 
     def on_sigint(signum, frame):

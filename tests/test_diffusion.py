@@ -212,7 +212,10 @@ def test_run_directory_reloads_and_cli_offers_the_model(toy_schema, toy_table, t
     toy_table.to_csv(data, index=False)
     toy_schema.save(tmp_path / "s.json")
     assert main(["fit", "--data", str(data), "--schema", str(tmp_path / "s.json"), "--model", "tablediffusion-denoiser",
-                 "--epsilon", "2", "--preset", "tiny", "--accountant", "rdp", "--out", str(tmp_path / "cli")]) == 0
+                 "--epsilon", "2", "--preset", "tiny", "--accountant", "rdp", "--out", str(tmp_path / "cli"),
+                 "--option", "diffusion_steps=4", "--option", "block_decoding=argmax"]) == 0
+    config = api.load_model(tmp_path / "cli").config
+    assert (config.diffusion_steps, config.block_decoding) == (4, "argmax")
     assert main(["sample", "--run", str(tmp_path / "cli"), "--rows", "20", "--out", str(tmp_path / "synth.csv"),
                  "--condition", "sex=Male"]) == 0
     assert "acceptance rate" in capsys.readouterr().out
