@@ -38,6 +38,25 @@ from synth_core.models import SamplingError  # noqa: E402
 from synth_core.schema import Schema, read_table, validate_table  # noqa: E402
 
 
+def fairness_experiment(model, train_split, test_split, shares: list[float], rows: int, seed: int):
+    """DP-LLMTGen §5.4 on Adult: for each share p, `fair_sample` (p of the rows value-specified so that
+    `income` >50K is balanced across `sex`) and the figures of the data and of a classifier trained on it,
+    tested on the real test split; and the same figures for the real training split."""
+    def figures_of(table, **kw):
+        f = fairness_figures(table, "sex", "income", ">50K", classifier_on=table, test=test_split, seed=seed)
+        return {**kw, "data_dp": f["data"]["demographic_parity_difference"],
+                "clf_dp": f["classifier"]["demographic_parity_difference"],
+                "clf_eo": f["classifier"]["equalized_odds_difference"],
+                "clf_accuracy": f["classifier"]["accuracy"]}
+
+    fair = []
+    for p in shares:
+        t0 = time.perf_counter()
+        gen = fair_sample(model, rows, "sex", "income", ">50K", share=p, seed=seed, pilot_rows=rows)
+        fair.append(figures_of(gen.table, share=p, seconds=time.perf_counter() - t0))
+    return fair, figures_of(train_split)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "datasets" / "adult.csv"))
@@ -109,24 +128,10 @@ def main() -> None:
     }
     figures["synthetic"] = fidelity(test_split, synth, train_split, schema, "income")
 
-    fair = []
-    fair_rows = args.fair_rows or rows
-    for p in [float(x) for x in args.fair_shares.split(",") if x.strip()]:
-        t3 = time.perf_counter()
-        gen = fair_sample(model, fair_rows, "sex", "income", ">50K", share=p, seed=args.seed, pilot_rows=fair_rows)
-        f = fairness_figures(gen.table, "sex", "income", ">50K", classifier_on=gen.table, test=test_split,
-                             seed=args.seed)
-        fair.append({"share": p, "data_dp": f["data"]["demographic_parity_difference"],
-                     "clf_dp": f["classifier"]["demographic_parity_difference"],
-                     "clf_eo": f["classifier"]["equalized_odds_difference"],
-                     "clf_accuracy": f["classifier"]["accuracy"], "seconds": time.perf_counter() - t3})
-    real = fairness_figures(train_split, "sex", "income", ">50K", classifier_on=train_split, test=test_split,
-                            seed=args.seed)
-    figures["fairness"] = fair
-    figures["fairness_real_train"] = {"data_dp": real["data"]["demographic_parity_difference"],
-                                      "clf_dp": real["classifier"]["demographic_parity_difference"],
-                                      "clf_eo": real["classifier"]["equalized_odds_difference"],
-                                      "clf_accuracy": real["classifier"]["accuracy"]}
+    figures["fairness"], figures["fairness_real_train"] = fairness_experiment(
+        model, train_split, test_split, [float(x) for x in args.fair_shares.split(",") if x.strip()],
+        args.fair_rows or rows, args.seed)
+    fair = figures["fairness"]
 
     t = figures["synthetic"]["tvd"]
     f = figures["synthetic"]
