@@ -55,8 +55,10 @@ st.subheader("Fairness control (optional)")
 categorical = [c.name for c in schema.columns if c.kind == "categorical"]
 use_fairness = st.checkbox("Reduce the demographic-parity gap of a target across groups", key="use_fairness",
                            disabled=len(categorical) < 2,
-                           help="A share of rows is generated with value-specified conditions that give every "
-                                "group the same rate of the chosen target value.")
+                           help="Some rows are generated with value-specified conditions aimed at the gap: the "
+                                "favourable value for the group that has it least often, the other values "
+                                "for the group that has it most, until the rates meet. The fewest such rows "
+                                "that reach the gap you accept are used.")
 fair = None
 if use_fairness:
     default_s = next((c.name for c in schema.columns if c.role == "sensitive" and c.kind == "categorical"),

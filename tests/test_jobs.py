@@ -14,7 +14,8 @@ import pytest
 from synth_core import jobs
 from synth_core.api import fit
 from synth_core.demo import demo_schema, demo_table
-from synth_core.fairness import demographic_parity_gap, fair_sample, share_for_gap
+from synth_core.fairness import (demographic_parity_gap, fair_sample, plan_conditioned_rows, planned_gap,
+                                 share_for_gap)
 from synth_core.report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir
 from synth_core.schema import SchemaError, draft_schema, read_table_bytes
@@ -101,12 +102,19 @@ def test_the_report_carries_the_ledger_and_provenance_but_no_private_counts(tmp_
 
 
 # --- fairness-controlled sampling ---------------------------------------------------------------------
-def test_share_for_gap_is_the_mixing_rule():
-    assert share_for_gap(0.2, 0.05) == pytest.approx(0.75)
-    assert share_for_gap(0.2, 0.3) == 0.0
-    assert share_for_gap(0.0, 0.0) == 0.0
+def test_conditioned_rows_go_where_they_close_the_gap():
+    # 1,000 rows: group a 300 with 30 positives (10%), group b 700 with 210 (30%)
+    counts, positives = {"a": 300, "b": 700}, {"a": 30, "b": 210}
+    add_pos, add_neg = plan_conditioned_rows(counts, positives, 100)
+    assert sum(add_pos.values()) + sum(add_neg.values()) == 100
+    assert add_pos["a"] >= 85 and add_neg["b"] <= 10      # (30 + 86) / (300 + 86) = 0.30: then the rest in proportion
+    assert planned_gap(counts, positives, 100) < 0.02     # 10% more rows: 0.20 -> about 0
+    # spread in proportion at the overall rate the same 100 rows would only have scaled the gap by 0.9
+    many_pos, many_neg = plan_conditioned_rows(counts, positives, 1000)
+    assert planned_gap(counts, positives, 1000) < 0.01 and many_neg["a"] + many_neg["b"] > 0
+    assert plan_conditioned_rows(counts, positives, 0) == ({}, {})
     with pytest.raises(ValueError):
-        share_for_gap(0.2, -0.1)
+        share_for_gap(pd.DataFrame({"s": ["a"], "y": ["1"]}), 10, "s", "y", "1", -0.1)
 
 
 def test_demographic_parity_gap_of_a_known_table():
@@ -135,9 +143,15 @@ class BiasedModel:
 def test_fair_sample_reaches_the_asked_gap():
     result = fair_sample(BiasedModel(), 20000, "sex", "income", ">50K", target_gap=0.1, seed=0, pilot_rows=20000)
     assert result.gap_before == pytest.approx(0.5, abs=0.03)
-    assert result.share == pytest.approx(1 - 0.1 / result.gap_before)
     assert result.gap_after == pytest.approx(0.1, abs=0.03)
+    # aimed at the cells that close the gap, fewer rows than the mixing rule's 1 - 0.1/0.5 = 80%
+    assert 0 < result.share < 0.6
     assert len(result.table) == 20000 and sum(result.conditioned_rows.values()) == round(result.share * 20000)
+    tenth = fair_sample(BiasedModel(), 20000, "sex", "income", ">50K", share=0.1, seed=0, pilot_rows=20000)
+    assert tenth.conditioned_rows == {"Female / >50K": 2000}     # positives for the group with the lower rate
+    assert tenth.gap_after < 0.8 * tenth.gap_before              # the proportional rule: 0.9
+    everything = fair_sample(BiasedModel(), 2000, "sex", "income", ">50K", share=1.0, seed=0)
+    assert len(everything.table) == 2000 and everything.gap_after < 0.1
     none = fair_sample(BiasedModel(), 5000, "sex", "income", ">50K", share=0.0, seed=0)
     assert none.conditioned_rows == {} and none.gap_after == pytest.approx(none.gap_before, abs=0.05)
 
