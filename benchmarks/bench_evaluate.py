@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 
 from synth_core.evaluate import build_report, quick_figures  # noqa: E402
-from synth_core.schema import Schema, read_table, validate_table  # noqa: E402
+from bench_tbart import load_split  # noqa: E402
+from synth_core.schema import Schema, read_table  # noqa: E402
 
 
 def main() -> None:
@@ -42,10 +43,8 @@ def main() -> None:
     args = ap.parse_args()
 
     schema = Schema.load(args.schema)
-    table, _ = validate_table(read_table(args.data, schema), schema)
-    shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
-    n_train = int(round(0.8 * len(shuffled)))
-    train, test = shuffled.iloc[:n_train].reset_index(drop=True), shuffled.iloc[n_train:].reset_index(drop=True)
+    train, test = load_split(args.data, schema)
+    train = train.reset_index(drop=True)
     if args.synthetic:
         synth = read_table(args.synthetic, schema)
         label = Path(args.synthetic).stem

@@ -20,8 +20,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_llm import fairness_experiment  # noqa: E402
+from bench_tbart import load_split  # noqa: E402
 from synth_core import api  # noqa: E402
-from synth_core.schema import Schema, read_table, validate_table  # noqa: E402
+from synth_core.schema import Schema  # noqa: E402
 
 
 def main() -> None:
@@ -39,10 +40,7 @@ def main() -> None:
     args = ap.parse_args()
 
     schema = Schema.load(args.schema)
-    table, _ = validate_table(read_table(args.data, schema), schema)
-    shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
-    n_train = int(round(0.8 * len(shuffled)))
-    train_split, test_split = shuffled.iloc[:n_train], shuffled.iloc[n_train:].reset_index(drop=True)
+    train_split, test_split = load_split(args.data, schema)
     t0 = time.perf_counter()
     result = api.fit(train_split, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                      preset=args.preset, seed=args.seed)

@@ -30,12 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_tbart import fidelity, peak_rss_mib, steady_rate  # noqa: E402
+from bench_tbart import fidelity, load_split, peak_rss_mib, steady_rate  # noqa: E402
 from synth_core import api  # noqa: E402
+from synth_core.cli import parse_options  # noqa: E402
 from synth_core.evaluate.fairness import fairness_figures  # noqa: E402
 from synth_core.fairness import fair_sample  # noqa: E402
 from synth_core.models import SamplingError  # noqa: E402
-from synth_core.schema import Schema, read_table, validate_table  # noqa: E402
+from synth_core.schema import Schema  # noqa: E402
 
 
 def fairness_experiment(model, train_split, test_split, shares: list[float], rows: int, seed: int):
@@ -73,16 +74,10 @@ def main() -> None:
     ap.add_argument("--fair-rows", type=int, default=None, help="rows per fairness setting (default: --rows)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
-    options = {}
-    for kv in args.option:
-        k, v = kv.split("=", 1)
-        options[k] = json.loads(v) if v[:1].isdigit() or v in ("true", "false", "null") or v[:1] in "-.[" else v
+    options = parse_options(args.option)
 
     schema = Schema.load(args.schema)
-    table, _ = validate_table(read_table(args.data, schema), schema)
-    shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
-    n_train = int(round(0.8 * len(shuffled)))
-    train_split, test_split = shuffled.iloc[:n_train], shuffled.iloc[n_train:].reset_index(drop=True)
+    train_split, test_split = load_split(args.data, schema)
     rows = args.rows or len(train_split)
     print(f"Adult: {len(train_split)} training rows, {len(test_split)} test rows; torch threads {torch.get_num_threads()}")
 

@@ -26,9 +26,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_tbart import load_split  # noqa: E402
 from synth_core import api  # noqa: E402
+from synth_core.cli import parse_options  # noqa: E402
 from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy, ml_efficacy_regression  # noqa: E402
-from synth_core.schema import Schema, read_table, validate_table  # noqa: E402
+from synth_core.schema import Schema  # noqa: E402
 
 DATASETS = {
     "adult": dict(file="adult.csv", schema="adult.schema.json", target="income", task="classification"),
@@ -60,17 +62,6 @@ def fidelity(real_test, synth, train_split, schema, target, task):
     return out
 
 
-def parse_options(pairs: list[str]) -> dict:
-    options = {}
-    for kv in pairs:
-        k, v = kv.split("=", 1)
-        try:
-            options[k] = json.loads(v)
-        except json.JSONDecodeError:
-            options[k] = v
-    return options
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -90,10 +81,7 @@ def main() -> None:
     ds = DATASETS[args.dataset]
 
     schema = Schema.load(ROOT / "benchmarks" / ds["schema"])
-    table, _ = validate_table(read_table(Path(args.data_dir) / ds["file"], schema), schema)
-    shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
-    n_train = int(round(0.8 * len(shuffled)))
-    train_split, test_split = shuffled.iloc[:n_train], shuffled.iloc[n_train:].reset_index(drop=True)
+    train_split, test_split = load_split(Path(args.data_dir) / ds["file"], schema)
     print(f"{args.dataset}: {len(train_split)} training rows, {len(test_split)} test rows; "
           f"model {args.model}, preset {args.preset}, options {options}; torch threads {torch.get_num_threads()}")
 

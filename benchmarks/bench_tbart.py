@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synth_core import api  # noqa: E402
+from synth_core.cli import parse_options  # noqa: E402
 from synth_core.engine import train  # noqa: E402
 from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy  # noqa: E402
 from synth_core.models import get_model_class  # noqa: E402
@@ -52,6 +53,15 @@ def fidelity(real_test, synth, train_split, schema, target):
     return {"tvd": tvd, "detection_auc": det, "ml": ml}
 
 
+def load_split(data: str | Path, schema: Schema):
+    """The protocol's split: the table validated against the public schema, shuffled with seed 0, the first
+    80% for training and the rest (index reset) for testing."""
+    table, _ = validate_table(read_table(data, schema), schema)
+    shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    n_train = int(round(0.8 * len(shuffled)))
+    return shuffled.iloc[:n_train], shuffled.iloc[n_train:].reset_index(drop=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "datasets" / "adult.csv"))
@@ -66,16 +76,10 @@ def main() -> None:
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--save-synth", help="also write the synthetic table to this CSV")
     args = ap.parse_args()
-    options = {}
-    for kv in args.option:
-        k, v = kv.split("=", 1)
-        options[k] = json.loads(v) if v[:1].isdigit() or v in ("true", "false") or v[:1] in "-." else v
+    options = parse_options(args.option)
 
     schema = Schema.load(args.schema)
-    table, _ = validate_table(read_table(args.data, schema), schema)
-    shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
-    n_train = int(round(0.8 * len(shuffled)))
-    train_split, test_split = shuffled.iloc[:n_train], shuffled.iloc[n_train:].reset_index(drop=True)
+    train_split, test_split = load_split(args.data, schema)
     print(f"Adult: {len(train_split)} training rows, {len(test_split)} test rows; torch threads {torch.get_num_threads()}")
 
     t0 = time.perf_counter()
