@@ -179,13 +179,8 @@ def fair_sample(model, n: int, sensitive: str, target: str, positive: str, targe
     base = pilot.iloc[rng.permutation(len(pilot))[: n - m]]
     parts, asked = [base], {}
     if m:
-        groups = base[sensitive].dropna().astype(str)
-        hit = base[target].astype("string").eq(str(positive)).fillna(False).to_numpy()
-        counts = groups.value_counts().to_dict()
-        for g in pilot[sensitive].dropna().astype(str).unique():
-            counts.setdefault(g, 0)
-        positives = {g: float(hit[base[sensitive].astype("string").eq(g).fillna(False).to_numpy()].sum())
-                     for g in counts}
+        counts = base[sensitive].dropna().astype(str).value_counts().to_dict()
+        positives = {g: r * counts[g] for g, r in group_rates(base, sensitive, target, positive).items()}
         overall = float(pilot[target].astype("string").eq(str(positive)).fillna(False).mean())
         add_pos, add_neg = plan_conditioned_rows(
             counts, positives, m, shares=pilot[sensitive].dropna().astype(str).value_counts(normalize=True).to_dict(),
