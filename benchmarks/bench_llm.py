@@ -92,7 +92,7 @@ def main() -> None:
     t_fit = time.perf_counter() - t0
     model = result.model
     s1, s2 = model.stage1_result, model.train_result
-    print(f"stage 1 (public schema, ε=0): {s1.steps_done} steps, {s1.seconds:.1f} s; stage 2 (DP-SGD, LoRA): "
+    print(f"stage 1 (public schema, ε=0): {s1.steps_done} steps, {s1.seconds:.1f} s; stage 2 (DP-SGD): "
           f"{s2.steps_done} steps, {s2.seconds:.1f} s, ε spent {result.ledger.spent_epsilon:.4f}")
 
     t1 = time.perf_counter()
@@ -111,7 +111,7 @@ def main() -> None:
         "preset": args.preset, "options": options, "epsilon_target": args.epsilon, "delta": args.delta,
         "epsilon_spent": result.ledger.spent_epsilon, "noise_multiplier": model.plan.noise_multiplier,
         "steps": s2.steps_done, "batch_size": model.plan.expected_batch_size,
-        "parameters": model.n_parameters, "lora_parameters": model.n_trainable, "device": s2.device,
+        "parameters": model.n_parameters, "stage2_parameters": model.n_trainable, "device": s2.device,
         "stage1_s": s1.seconds, "stage1_steps": s1.steps_done, "stage2_s": s2.seconds,
         "stage2_rows_per_s": steady_rate(s2.events) if s2.events else None,
         "fit_s": t_fit, "sample_s": t_sample, "sample_rows": rows, "fit_plus_sample_s": t_fit + t_sample,
@@ -132,7 +132,7 @@ def main() -> None:
     f = figures["synthetic"]
     print(f"\nε target {args.epsilon:g}, spent {figures['epsilon_spent']:.4f} (δ={args.delta:g}); σ={figures['noise_multiplier']:.3f}, "
           f"{figures['steps']} steps of ~{figures['batch_size']:.0f} rows; {figures['parameters']:,} parameters "
-          f"({figures['lora_parameters']:,} LoRA) on {figures['device']}")
+          f"({figures['stage2_parameters']:,} trained in stage 2) on {figures['device']}")
     print(f"fit {t_fit:.1f} s (stage 1 {s1.seconds:.1f} s, stage 2 {s2.seconds:.1f} s) + sample {t_sample:.1f} s "
           f"({rows} rows) = {t_fit + t_sample:.1f} s wall; peak RSS {figures['peak_rss_mib']:.0f} MiB")
     print(f"format compliance: constrained {figures['format_compliance_constrained']:.1%}, unconstrained "

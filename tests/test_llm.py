@@ -201,9 +201,9 @@ def test_cancel_during_stage1_never_reads_the_private_table(monkeypatch):
     assert ledger.spent_epsilon == 0.0
 
 
-# --- stage 2: DP-SGD on LoRA only ----------------------------------------------------------------
+# --- stage 2: DP-SGD on LoRA only (or, for the untrained default backbone, on its weights) -----------------
 def test_stage2_trains_only_lora_parameters_within_the_budget():
-    model = new_model()
+    model = new_model(stage2_full=False)  # what a pretrained backbone gets by default
     model.learn_format()
     before = {n: p.detach().clone() for n, p in model.net.named_parameters()}
     ledger = PrivacyLedger(EPS, DELTA, 300)
@@ -222,8 +222,32 @@ def test_stage2_trains_only_lora_parameters_within_the_budget():
     assert len(events) == plan.steps and events[-1]["epsilon"] <= EPS + 1e-9
 
 
+def test_untrained_default_backbone_learns_links_between_columns_in_stage2():
+    """The default backbone knows nothing a LoRA could protect, and after stage 1 its LoRA learned no link
+    between columns (this table's P(>50K | Male) − P(>50K | Female) = 0.5 came out as 0.03); stage 2 trains
+    its weights instead, every one with a per-row clipped gradient, except the position embeddings, which
+    have no per-row gradient and keep what stage 1 learned from the public schema."""
+    model = new_model(stage1_rows=400, stage1_epochs=3, epochs=10)
+    assert not model.pretrained and model.stage2_full
+    model.learn_format()
+    before = {n: p.detach().clone() for n, p in model.net.named_parameters()}
+    table = table_(2000)
+    ledger = PrivacyLedger(EPS, DELTA, len(table))
+    model.fit(table, EPS, DELTA, "rdp", ledger=ledger)
+    trainable = {n for n, p in model.net.named_parameters() if p.requires_grad}
+    assert trainable == model.stage2_names() and len(trainable) > len(model.lora_names)
+    assert [n for n in before if n not in trainable] == [n for n in before if n.endswith("wpe.weight")]
+    changed = {n for n, p in model.net.named_parameters() if not torch.equal(p, before[n])}
+    assert changed == trainable
+    assert model.train_result.epsilon_spent <= EPS + 1e-9 and model.plan.sample_rate < 1
+    assert ledger.entries[-1].details["trained_parameters"].startswith("every weight but the position embeddings")
+    synth = model.sample(1500, seed=0)
+    rate = synth.groupby("sex")["income"].apply(lambda x: (x == ">50K").mean())
+    assert rate["Male"] - rate["Female"] > 0.1, rate
+
+
 def test_lora_gradients_only_and_numerical_loss_has_a_gradient():
-    model = new_model()
+    model = new_model(stage2_full=False)
     model._trainable(False)
     model.net.train()
     rows = model.encode(table_(16))

@@ -32,7 +32,7 @@ import json
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -75,6 +75,11 @@ class LLMConfig:
     # train every weight in stage 1 (public data only) or LoRA only; None: every weight for the untrained
     # default backbone, LoRA only for a pretrained one (whose knowledge full fine-tuning on random rows erodes)
     stage1_full: bool | None = None
+    # stage 2 (DP-SGD): every weight but the position embeddings, or LoRA only. None: every weight for the
+    # untrained default backbone, LoRA only for a pretrained one. LoRA is how a pretrained model keeps what it
+    # knows; the default knows nothing, and after stage 1 its LoRA learned no link between columns even
+    # without noise (benchmarks/RESULTS.md, "Why the default backbone learned no links")
+    stage2_full: bool | None = None
     constrained: bool = True  # constrained decoding by default
     compliance_probe: int = 200  # rows sampled without constraints to report their format compliance
     sample_batch_size: int = 1024
@@ -487,7 +492,6 @@ class Grammar:
 
     def step(self, state: tuple, token: int) -> tuple:
         remaining, phase, j, seg = state
-        c = self.c
         if phase == "end":
             return state
         if phase == "name":
@@ -559,7 +563,10 @@ class DPLLMTGen(SynthModel):
                              # their backward: a third of a CPU step's time at this width)
                              activation_function="gelu_pytorch_tanh",
                              bos_token_id=self.codec.bos, eos_token_id=self.codec.eos,
-                             pad_token_id=self.tokenizer.pad_token_id)
+                             pad_token_id=self.tokenizer.pad_token_id,
+                             # stage 2 trains the default's weights with per-row gradients: one weight used
+                             # as both embedding and output layer would need its two per-row parts summed
+                             tie_word_embeddings=False)
             base = GPT2LMHeadModel(gpt)
         else:
             resolve_backbone(cfg.backbone)  # a one-line reason before anything loads
@@ -646,11 +653,28 @@ class DPLLMTGen(SynthModel):
 
     @property
     def n_trainable(self) -> int:
-        return sum(p.numel() for n, p in self.net.named_parameters() if n in self.lora_names)
+        """Parameters stage 2 trains."""
+        names = self.stage2_names()
+        return sum(p.numel() for n, p in self.net.named_parameters() if n in names)
+
+    @property
+    def stage2_full(self) -> bool:
+        cfg = self.config
+        return cfg.stage2_full if cfg.stage2_full is not None else not self.pretrained
+
+    def stage2_names(self) -> set[str]:
+        """The parameters stage 2 trains: LoRA only, or every weight but the position embeddings (GPT-2 feeds
+        them one row of position ids for the whole batch, so they have no per-row gradient to clip; they
+        keep what stage 1 learned from the public schema)."""
+        if not self.stage2_full:
+            return set(self.lora_names)
+        return {n for n, _ in self.net.named_parameters() if not n.endswith("wpe.weight")}
 
     def _trainable(self, full: bool) -> None:
+        """full: every weight (stage 1, no privacy); else what stage 2 trains (see stage2_names)."""
+        names = self.stage2_names()
         for n, p in self.net.named_parameters():
-            p.requires_grad_(full or n in self.lora_names)
+            p.requires_grad_(full or n in names)
 
     # --- encoding ---------------------------------------------------------------------------------
     def encode(self, table: pd.DataFrame, seed: int | None = None) -> torch.Tensor:
@@ -748,12 +772,14 @@ class DPLLMTGen(SynthModel):
                                   delta=0.0, accountant=self.plan.accountant, model=self.family, steps=0,
                                   steps_planned=self.plan.steps, cancelled=True)
                 return self
-        self._trainable(False)  # stage 2: LoRA parameters only
+        self._trainable(False)  # stage 2: LoRA only, or the untrained default's weights (see stage2_names)
         super().fit(table, epsilon, delta, accountant, ledger=ledger, on_event=on_event, should_stop=should_stop,
                     plan=plan)
         if ledger is not None and ledger.entries:
             ledger.entries[-1].details.update(
-                trained_parameters="LoRA only", lora_parameters=self.n_trainable,
+                trained_parameters=("every weight but the position embeddings (untrained default backbone)"
+                                    if self.stage2_full else "LoRA only"),
+                trained_parameter_count=self.n_trainable,
                 format_learning="stage 1 on rows drawn from the public schema only (no privacy cost)",
                 format_learning_rows=self.config.stage1_rows)
         return self
@@ -942,15 +968,17 @@ class DPLLMTGen(SynthModel):
         return out
 
     def save(self, directory: str | Path) -> None:
-        """model.pt: every weight for the default backbone (its base weights were trained in stage 1), the
-        LoRA adapter only for a pretrained one (rebuilt from `backbone`, offline); model.json: the rest.
+        """model.pt: every weight for the default backbone (its base weights were trained in stage 1) or a
+        pretrained one trained in full, the LoRA adapter only for a pretrained one trained with LoRA (rebuilt
+        from `backbone`, offline); model.json: the rest.
         The default backbone's tokenizer is rebuilt from the schema; a pretrained one's is saved."""
         from ..schema import write_atomic
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         sd = self.net.state_dict()
         if self.pretrained:
-            sd = {k: v for k, v in sd.items() if "lora_" in k}
+            if not self.stage2_full:
+                sd = {k: v for k, v in sd.items() if "lora_" in k}
             self.tokenizer.save_pretrained(directory / "tokenizer")
         tmp = directory / ".model.pt.tmp"
         torch.save({k: v.detach().cpu() for k, v in sd.items()}, tmp)
