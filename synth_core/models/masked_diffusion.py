@@ -15,7 +15,7 @@ drawn as m/C for a number m of masked columns uniform in 1..C, and exactly m col
 row: the cross-entropy of each masked column given the visible ones, summed and divided by C ("flat"; every
 masked column counts the same). The ELBO's own weighting (`loss_weighting="elbo"`, their mean: 1/m each)
 gives most weight to copies with few masked columns, the easy conditionals, and little to the heavily
-masked copies from which the marginals are learned; under DP-SGD on Adult at ε = 1 that cost 1-way TVD
+masked copies from which the marginals are learned; under DP-SGD on Adult at ε = 1 (seed 0) that cost 1-way TVD
 0.027 -> 0.033 and 2-way 0.074 -> 0.082 (benchmarks/RESULTS.md). As in Algorithm 1 of TableDiffusion, each
 row may be noised `copies` times in the same sample, the losses averaged before the per-row clipping: more
 computation, no ε.
