@@ -78,7 +78,7 @@ class LLMConfig:
     # stage 2 (DP-SGD): every weight but the position embeddings, or LoRA only. None: every weight for the
     # untrained default backbone, LoRA only for a pretrained one. LoRA is how a pretrained model keeps what it
     # knows; the default knows nothing, and after stage 1 its LoRA learned no link between columns even
-    # without noise (benchmarks/RESULTS.md, "Why the default backbone learned no links")
+    # without noise (benchmarks/RESULTS.md, "Third session: why the default backbone learned no links")
     stage2_full: bool | None = None
     constrained: bool = True  # constrained decoding by default
     compliance_probe: int = 200  # rows sampled without constraints to report their format compliance
