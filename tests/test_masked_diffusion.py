@@ -82,10 +82,11 @@ def test_tiny_fit_and_sample_take_seconds_within_budget_with_poisson_batches(toy
     assert result.model.plan.sample_rate < 1.0 and len(set(sizes)) > 1  # Poisson: the batch size varies
 
 
-def test_revealing_columns_step_by_step_keeps_their_links(toy_schema, toy_table):
+@pytest.mark.parametrize("network", ["mlp", "transformer"])
+def test_revealing_columns_step_by_step_keeps_their_links(toy_schema, toy_table, network):
     """With one column per step each is drawn knowing those before it and the learned link survives; with a
     single step every column is drawn at once from its marginal and the link is gone: the steps matter."""
-    model = fit_tiny(toy_schema, toy_table, epochs=20, n_embd=32).model
+    model = fit_tiny(toy_schema, toy_table, epochs=20, n_embd=32, network=network).model
     real = link(toy_table)
     model.config.diffusion_steps = 0
     stepwise = link(model.sample(3000, seed=0))
@@ -123,6 +124,18 @@ def test_same_seed_same_table_and_the_run_reloads(toy_schema, toy_table, tmp_pat
     pd.testing.assert_frame_equal(loaded.sample(50, seed=3), result.model.sample(50, seed=3))
 
 
+def test_a_run_saved_before_the_network_option_reloads_as_the_transformer_it_was(toy_schema, toy_table, tmp_path):
+    import json
+    result = fit_tiny(toy_schema, toy_table, tmp_path=tmp_path, network="transformer", epochs=1)
+    state_file = tmp_path / "run" / "model" / "model.json"
+    state = json.loads(state_file.read_text())
+    del state["config"]["network"]
+    state_file.write_text(json.dumps(state))
+    loaded = api.load_model(tmp_path / "run")
+    assert loaded.config.network == "transformer"
+    pd.testing.assert_frame_equal(loaded.sample(50, seed=3), result.model.sample(50, seed=3))
+
+
 def test_bad_options_are_clear_errors(toy_schema):
     klass = get_model_class(FAMILY)
     with pytest.raises(ValueError, match="copies"):
@@ -133,6 +146,8 @@ def test_bad_options_are_clear_errors(toy_schema):
         klass(toy_schema, preset="tiny", loss_weighting="uniform")
     with pytest.raises(ValueError, match="reveal_schedule"):
         klass(toy_schema, preset="tiny", reveal_schedule="linear")
+    with pytest.raises(ValueError, match="network"):
+        klass(toy_schema, preset="tiny", network="unet")
 
 
 def test_model_contract_for_the_app():

@@ -222,6 +222,12 @@ class SynthModel:
         write_atomic(directory / "model.json", json.dumps(self.state(), indent=2))
 
     @classmethod
+    def upgrade_state(cls, state: dict) -> dict:
+        """A saved state as this version reads it: a family whose defaults changed fills in, here, the
+        values that older saves were made with."""
+        return state
+
+    @classmethod
     def load(cls, directory: str | Path, device: str | None = None) -> "SynthModel":
         directory = Path(directory)
         try:
@@ -229,6 +235,7 @@ class SynthModel:
         except (OSError, json.JSONDecodeError) as e:
             raise FileNotFoundError(f"no saved model in {directory}: {e}") from None
         klass = get_model_class(state["family"]) if cls is SynthModel else cls
+        state = klass.upgrade_state(state)
         tc = {k: v for k, v in state["train_config"].items() if k not in ("seed", "device")}
         model = klass(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
                       seed=state["train_config"].get("seed"), **state["config"], **tc)
