@@ -268,15 +268,57 @@ def test_lora_gradients_only_and_numerical_loss_has_a_gradient():
     assert float(logits.grad.abs().sum()) > 0
 
 
-def test_value_tokens_weigh_alpha_format_tokens_one_minus_alpha():
-    model = new_model(beta=0.0)
-    rows = model.encode(table_(4))
+def test_token_weights_alpha_on_values_and_the_column_order_only_in_stage1(monkeypatch):
+    """Value and digit tokens weigh α, format tokens 1 − α; the tokens that name the next column (ORDER: the
+    order is random per row, so they say nothing about the table) weigh 1 − α in stage 1 and `order_weight`
+    (0 by default) in stage 2."""
+    model = new_model(beta=0.0, alpha=0.7)
+    rows = model.encode(table_(6))
+    ids, kinds = rows[:, 0], rows[:, 1]
+    C = len(model.schema.names)
+    names = {t for seg in model.codec.name_ids + model.codec.next_ids for t in seg}
+    order = kinds == llm.ORDER
+    assert (order.sum(1) >= C).all() and set(ids[order].tolist()) <= names
     with torch.no_grad():
-        a = model.loss_fn(model.net, rows)
-    model.config.alpha = 1.0  # value tokens only
+        logits = model.net(input_ids=ids[:, :-1].clamp(min=0)).logits
+        ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:].clamp(min=0), reduction="none")
+
+    def expected(order_weight):
+        k = kinds[:, 1:]
+        w = torch.zeros_like(ce)
+        w[k == llm.FORMAT] = 0.3
+        w[(k == llm.VALUE) | (k == llm.DIGIT)] = 0.7
+        w[k == llm.ORDER] = order_weight
+        return (ce * w).sum(1) / w.sum(1)
+
     with torch.no_grad():
-        b = model.loss_fn(model.net, rows)
-    assert not torch.allclose(a, b)
+        assert torch.allclose(model.loss_fn(model.net, rows), expected(0.0), atol=1e-5)
+        model.order_weight_now = 0.3
+        assert torch.allclose(model.loss_fn(model.net, rows), expected(0.3), atol=1e-5)
+    seen = []
+    monkeypatch.setattr(llm, "train", lambda *a, **k: seen.append(model.order_weight_now) or llm.TrainResult(
+        steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0, seconds=0.0, samples_seen=0,
+        last_loss=None, device="cpu"))
+    model.learn_format()
+    assert seen == [pytest.approx(0.3)] and model.order_weight_now == 0.0
+
+
+def test_uniform_next_column_keeps_the_chance_a_value_ends_and_spreads_it_evenly():
+    model = new_model()
+    starts = model._order_starts
+    V = starts.numel()
+    first, second, third = starts.nonzero().squeeze(1)[:3].tolist()
+    other = int((~starts).nonzero()[0])
+    probs = torch.zeros(2, V)
+    probs[0, [first, second, other]] = torch.tensor([0.5, 0.1, 0.4])   # the model prefers one column
+    probs[1, [first, third]] = torch.tensor([0.9, 0.1])
+    mask = torch.zeros(2, V, dtype=torch.bool)
+    mask[0, [first, second, other]] = True
+    mask[1, [first, third]] = True
+    out = model._uniform_next_column(probs, mask)
+    assert torch.allclose(out[0, [first, second, other]], torch.tensor([0.3, 0.3, 0.4]))
+    assert torch.allclose(out[1, [first, third]], torch.tensor([0.5, 0.5]))
+    assert torch.allclose(out.sum(1), torch.ones(2)) and float(out[~mask].abs().sum()) == 0
 
 
 # --- sampling ------------------------------------------------------------------------------------
