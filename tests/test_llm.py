@@ -268,39 +268,44 @@ def test_lora_gradients_only_and_numerical_loss_has_a_gradient():
     assert float(logits.grad.abs().sum()) > 0
 
 
-def test_token_weights_alpha_on_values_and_the_column_order_only_in_stage1(monkeypatch):
-    """Value and digit tokens weigh α, format tokens 1 − α; the tokens that name the next column (ORDER: the
-    order is random per row, so they say nothing about the table) weigh 1 − α in stage 1 and `order_weight`
-    (0 by default) in stage 2."""
+def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monkeypatch):
+    """Value and digit tokens weigh α, format tokens 1 − α. At a column name (ORDER) stage 1 learns which
+    column comes next; stage 2 only that one does, −log Σ_names p(name): the order is random per row, so the
+    choice says nothing about the table."""
     model = new_model(beta=0.0, alpha=0.7)
     rows = model.encode(table_(6))
     ids, kinds = rows[:, 0], rows[:, 1]
     C = len(model.schema.names)
-    names = {t for seg in model.codec.name_ids + model.codec.next_ids for t in seg}
     order = kinds == llm.ORDER
-    assert (order.sum(1) >= C).all() and set(ids[order].tolist()) <= names
+    assert (order.sum(1) == C).all() and set(ids[order].tolist()) <= set(model._order_starts.nonzero().squeeze(1).tolist())
     with torch.no_grad():
         logits = model.net(input_ids=ids[:, :-1].clamp(min=0)).logits
         ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:].clamp(min=0), reduction="none")
+        starts = model._order_starts
+        any_name = torch.logsumexp(logits, -1) - torch.logsumexp(logits[..., starts], -1)
 
-    def expected(order_weight):
+    def expected(choice):
         k = kinds[:, 1:]
         w = torch.zeros_like(ce)
-        w[k == llm.FORMAT] = 0.3
+        w[(k == llm.FORMAT) | (k == llm.ORDER)] = 0.3
         w[(k == llm.VALUE) | (k == llm.DIGIT)] = 0.7
-        w[k == llm.ORDER] = order_weight
-        return (ce * w).sum(1) / w.sum(1)
+        w[k == llm.ORDER_TAIL] = 0.3 if choice else 0.0
+        loss = ce if choice else torch.where(k == llm.ORDER, any_name, ce)
+        return (loss * w).sum(1) / w.sum(1)
 
     with torch.no_grad():
-        assert torch.allclose(model.loss_fn(model.net, rows), expected(0.0), atol=1e-5)
-        model.order_weight_now = 0.3
-        assert torch.allclose(model.loss_fn(model.net, rows), expected(0.3), atol=1e-5)
+        stage2 = model.loss_fn(model.net, rows)
+        assert torch.allclose(stage2, expected(False), atol=1e-5)
+        model.order_choice_now = True
+        assert torch.allclose(model.loss_fn(model.net, rows), expected(True), atol=1e-5)
+        assert (stage2 < model.loss_fn(model.net, rows)).all()  # the choice's log(columns left) is gone
+    model.order_choice_now = False
     seen = []
-    monkeypatch.setattr(llm, "train", lambda *a, **k: seen.append(model.order_weight_now) or llm.TrainResult(
+    monkeypatch.setattr(llm, "train", lambda *a, **k: seen.append(model.order_choice_now) or llm.TrainResult(
         steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0, seconds=0.0, samples_seen=0,
         last_loss=None, device="cpu"))
     model.learn_format()
-    assert seen == [pytest.approx(0.3)] and model.order_weight_now == 0.0
+    assert seen == [True] and model.order_choice_now is False
 
 
 def test_uniform_next_column_keeps_the_chance_a_value_ends_and_spreads_it_evenly():

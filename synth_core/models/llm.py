@@ -14,14 +14,13 @@ the format, plus β × a numerical-understanding loss: the squared error, scaled
 range, between the true number and the number made of the expected values of the model's predicted
 digits, which is differentiable in the model's logits.
 
-One class of format tokens is left out of stage 2 (`order_weight`, 0 by default): those that name the next
-column. The order is drawn at random for each row, so these tokens carry nothing about the table, and
-their loss cannot fall below log(columns left); yet each row's gradient holds their random pulls, which
-clipping then scales together with the useful part. On Adult at ε = 1 leaving them out took the
-train-on-synthetic ROC-AUC from 0.63 to 0.83 and the synthetic sex / income gap from 0.03 to 0.10 (real
-0.20; benchmarks/RESULTS.md). Stage 1 still trains them, and constrained decoding draws the next column
-uniformly from those not yet written (`uniform_order`), as training did, so the model decides only when a
-value ends.
+Stage 2 does not learn which column comes next (`stage2_order`, off by default). The order is drawn at random
+for each row, so that choice says nothing about the table, and its loss cannot fall below log(columns left);
+yet each row's gradient would hold its random pulls, which clipping scales together with the useful part.
+At a column name stage 2's loss is −log Σ_names p(name): that some column comes next, i.e. that the value
+ended there (which a number's length depends on). Stage 1 still trains the choice, and constrained decoding
+draws the next column uniformly from those not yet written (`uniform_order`), as training did, so the
+model decides only when a value ends. (benchmarks/RESULTS.md, "Fourth session", has the figures.)
 
 Sampling starts from a random column name ("random-initialised prompt") or from the conditions
 ("sex is Female, income is >50K" — value-specified prompt). Generated text is parsed back and checked
@@ -62,7 +61,8 @@ SPECIALS = ("<|endoftext|>", "<|pad|>", "<|unk|>")
 EXP_OFFSET = 20  # digit place exponents are stored shifted so that they fit a non-negative channel
 
 # token kinds in the encoded data
-PAD, FORMAT, VALUE, DIGIT, ORDER = 0, 1, 2, 3, 4  # ORDER: the tokens that name the next column
+# ORDER: the first token that names the next column (where column names differ); ORDER_TAIL: the rest of it
+PAD, FORMAT, VALUE, DIGIT, ORDER, ORDER_TAIL = 0, 1, 2, 3, 4, 5
 
 
 @dataclass
@@ -77,10 +77,11 @@ class LLMConfig:
     lora_alpha: int = 16
     lora_targets: list | None = None  # None: every attention and MLP projection peft knows for the model
     alpha: float = 0.65       # weight of value tokens in the cross-entropy (1 - alpha on format tokens)
-    # stage 2's weight on the tokens that name the next column. The column order is drawn at random for each
-    # row, so these tokens say nothing about the table: stage 1 teaches them (at 1 - alpha), and in stage 2
-    # their gradients would only be noise inside each row's clipped gradient
-    order_weight: float = 0.0
+    # stage 2 learns which column comes next (True), or only that one does (False: the loss at a column name
+    # is -log P(any column name), whether the value ended; the choice among them is left out). The column
+    # order is drawn at random per row, so the choice says nothing about the table: stage 1 teaches it, and
+    # in stage 2 its gradient would only be noise inside each row's clipped gradient
+    stage2_order: bool = False
     beta: float = 0.1         # weight of the numerical-understanding loss
     stage1_rows: int = 20000  # rows drawn from the public schema for format learning
     stage1_epochs: float = 1.0
@@ -96,8 +97,8 @@ class LLMConfig:
     stage2_full: bool | None = None
     constrained: bool = True  # constrained decoding by default
     # constrained decoding: the model says when a value ends; which column comes next is drawn uniformly from
-    # those not yet written, as in training (whose order is random per row). Else the model picks it too, from
-    # the order tokens that stage 2 does not train (order_weight)
+    # those not yet written, as in training (whose order is random per row). Else the model picks it too,
+    # from what stage 1 taught it (stage 2 does not train that choice unless stage2_order)
     uniform_order: bool = True
     compliance_probe: int = 200  # rows sampled without constraints to report their format compliance
     sample_batch_size: int = 1024
@@ -292,8 +293,8 @@ class TextCodec:
                     if a != b and full[b][:len(full[a])] == full[a]:
                         raise SchemaError(f"column names {self.names[a]!r} and {self.names[b]!r} tokenize ambiguously")
         self.ranges = [float(c.upper) - float(c.lower) if c.is_numeric else 1.0 for c in schema.columns]
-        # kinds of the name segments' tokens: ORDER where the segments of different columns differ (after
-        # their common prefix, before their common suffix), FORMAT elsewhere
+        # kinds of the name segments' tokens: ORDER, then ORDER_TAIL, where the segments of different columns
+        # differ (after their common prefix, before their common suffix); FORMAT elsewhere
         self.name_kinds = [self._name_kinds(self.name_ids), self._name_kinds(self.next_ids)]
 
     @staticmethod
@@ -307,8 +308,8 @@ class TextCodec:
         tail = common([q[::-1] for q in segments])
         out = []
         for q in segments:
-            stop = max(head, len(q) - tail)
-            out.append([FORMAT] * head + [ORDER] * (stop - head) + [FORMAT] * (len(q) - stop))
+            stop = max(head + 1, len(q) - tail)
+            out.append([FORMAT] * head + [ORDER] + [ORDER_TAIL] * (stop - head - 1) + [FORMAT] * (len(q) - stop))
         return out
 
     def _ids(self, text: str) -> list[int]:
@@ -650,7 +651,7 @@ class DPLLMTGen(SynthModel):
                 if ORDER in kind:
                     self._order_starts[seg[kind.index(ORDER)]] = True
         self.format_learned = False
-        self.order_weight_now = cfg.order_weight  # the weight of ORDER tokens in the loss (see learn_format)
+        self.order_choice_now = cfg.stage2_order  # does the loss teach which column comes next (see learn_format)
         self.stage1_result: TrainResult | None = None
         self.numeric_cols = torch.tensor([s.is_numeric for s in self.schema.columns])
         self.inv_range = torch.tensor([1.0 / r for r in self.codec.ranges], dtype=torch.float32)
@@ -756,8 +757,16 @@ class DPLLMTGen(SynthModel):
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.clamp(min=0).reshape(-1),
                              reduction="none").view(tgt.shape)
         a = self.config.alpha
-        w = torch.where(kind == FORMAT, 1.0 - a, torch.where((kind == VALUE) | (kind == DIGIT), a, 0.0))
-        w = torch.where(kind == ORDER, self.order_weight_now, w).to(ce.dtype)
+        order = kind == ORDER
+        w = torch.where((kind == FORMAT) | order, 1.0 - a, torch.where((kind == VALUE) | (kind == DIGIT), a, 0.0))
+        if not self.order_choice_now:
+            # a column name comes next, whichever: -log Σ_names p(name) instead of -log p(this name)
+            starts = self._order_starts.to(logits.device)
+            any_name = torch.logsumexp(logits, -1) - torch.logsumexp(logits.masked_fill(~starts, float("-inf")), -1)
+            ce = torch.where(order, any_name, ce)
+        else:
+            w = torch.where(kind == ORDER_TAIL, 1.0 - a, w)
+        w = w.to(ce.dtype)
         ce_row = (ce * w).sum(1) / w.sum(1).clamp(min=1e-8)
         return ce_row, self.numeric_loss(logits, tgt, kind, cols[:, 1:], exps[:, 1:])
 
@@ -791,11 +800,11 @@ class DPLLMTGen(SynthModel):
         data = self.encode(self.format_table(), seed=(self.train_config.seed or 0) + 11)
         tc = dataclasses.replace(self.train_config, epochs=cfg.stage1_epochs, batch_size=cfg.stage1_batch_size,
                                  lr=cfg.stage1_lr)
-        self.order_weight_now = 1.0 - cfg.alpha  # stage 1 learns the format, the column names included
+        self.order_choice_now = True  # stage 1 learns the whole format, which column comes next included
         try:
             result = train(self.net, data, self.loss_fn, tc, None, should_stop=should_stop)
         finally:
-            self.order_weight_now = cfg.order_weight
+            self.order_choice_now = cfg.stage2_order
         self._trainable(False)
         self.format_learned = not result.cancelled
         self.stage1_result = result
