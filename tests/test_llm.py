@@ -308,6 +308,23 @@ def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monk
     assert seen == [True] and model.order_choice_now is False
 
 
+def test_default_embeddings_are_one_matrix_in_stage1_and_two_in_stage2(monkeypatch):
+    model = new_model()
+    seen = []
+
+    def spy(*a, **k):
+        seen.append(model._output_layer().weight is model.net.get_input_embeddings().weight)
+        return llm.TrainResult(steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0, seconds=0.0,
+                               samples_seen=0, last_loss=None, device="cpu")
+
+    monkeypatch.setattr(llm, "train", spy)
+    model.learn_format()
+    out, emb = model._output_layer().weight, model.net.get_input_embeddings().weight
+    assert seen == [True]                                   # stage 1: tied
+    assert out is not emb and torch.equal(out, emb)         # then apart, starting from the same values
+    assert {n for n, _ in model.net.named_parameters() if "lm_head" in n and "lora" not in n}
+
+
 def test_uniform_next_column_keeps_the_chance_a_value_ends_and_spreads_it_evenly():
     model = new_model()
     starts = model._order_starts

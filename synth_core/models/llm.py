@@ -48,6 +48,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from ..engine import TrainResult, train
@@ -706,6 +707,17 @@ class DPLLMTGen(SynthModel):
         cfg = self.config
         return cfg.stage2_full if cfg.stage2_full is not None else not self.pretrained
 
+    def _output_layer(self) -> nn.Module:
+        head = self.net.get_output_embeddings()
+        return getattr(head, "base_layer", head)  # under a peft LoRA wrapper, the Linear it wraps
+
+    def untie_embeddings(self) -> None:
+        """Give the output layer its own copy of a shared embedding matrix: stage 2 clips each row's gradient
+        per parameter use, and one weight used as both embedding and output layer would have two."""
+        head = self._output_layer()
+        if head.weight is self.net.get_input_embeddings().weight:
+            head.weight = nn.Parameter(head.weight.detach().clone(), requires_grad=head.weight.requires_grad)
+
     def stage2_names(self) -> set[str]:
         """The parameters stage 2 trains: LoRA only, or every weight but the position embeddings (GPT-2 feeds
         them one row of position ids for the whole batch, so they have no per-row gradient to clip; they
@@ -801,10 +813,18 @@ class DPLLMTGen(SynthModel):
         tc = dataclasses.replace(self.train_config, epochs=cfg.stage1_epochs, batch_size=cfg.stage1_batch_size,
                                  lr=cfg.stage1_lr)
         self.order_choice_now = True  # stage 1 learns the whole format, which column comes next included
+        if not self.pretrained:
+            # the default's input and output embeddings are trained as ONE matrix in stage 1, as GPT-2's are:
+            # a value token's embedding then carries what the output side learned of it (which column it
+            # belongs to), which stage 2 builds its links between columns on. Stage 2 needs them apart (see
+            # untie_embeddings). Adult, ε = 1: train-on-synthetic ROC-AUC 0.64 untied, 0.71 tied
+            # (benchmarks/RESULTS.md, "Fourth session")
+            self._output_layer().weight = self.net.get_input_embeddings().weight
         try:
             result = train(self.net, data, self.loss_fn, tc, None, should_stop=should_stop)
         finally:
             self.order_choice_now = cfg.stage2_order
+            self.untie_embeddings()
         self._trainable(False)
         self.format_learned = not result.cancelled
         self.stage1_result = result
@@ -829,6 +849,7 @@ class DPLLMTGen(SynthModel):
                                   delta=0.0, accountant=self.plan.accountant, model=self.family, steps=0,
                                   steps_planned=self.plan.steps, cancelled=True)
                 return self
+        self.untie_embeddings()
         self._trainable(False)  # stage 2: LoRA only, or the untrained default's weights (see stage2_names)
         super().fit(table, epsilon, delta, accountant, ledger=ledger, on_event=on_event, should_stop=should_stop,
                     plan=plan)
