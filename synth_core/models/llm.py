@@ -817,7 +817,7 @@ class DPLLMTGen(SynthModel):
             # the default's input and output embeddings are trained as ONE matrix in stage 1, as GPT-2's are:
             # a value token's embedding then carries what the output side learned of it (which column it
             # belongs to), which stage 2 builds its links between columns on. Stage 2 needs them apart (see
-            # untie_embeddings). Adult, ε = 1: train-on-synthetic ROC-AUC 0.64 untied, 0.71 tied
+            # untie_embeddings). Adult, ε = 1: train-on-synthetic ROC-AUC 0.56 untied, 0.71 tied
             # (benchmarks/RESULTS.md, "Fourth session")
             self._output_layer().weight = self.net.get_input_embeddings().weight
         try:
