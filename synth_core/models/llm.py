@@ -646,7 +646,7 @@ class DPLLMTGen(SynthModel):
             self.net = get_peft_model(base, lora)
         self.lora_names = {n for n, _ in self.net.named_parameters() if "lora_" in n}
         # the first ORDER token of each column's name, after BOS or after a value
-        self._order_starts = torch.zeros(self.codec.vocab_size, dtype=torch.bool)
+        self._order_starts = torch.zeros(self.codec.vocab_size, dtype=torch.bool, device=self.device)
         for segs, kinds in ((self.codec.name_ids, self.codec.name_kinds[0]), (self.codec.next_ids, self.codec.name_kinds[1])):
             for seg, kind in zip(segs, kinds):
                 if ORDER in kind:
@@ -712,8 +712,11 @@ class DPLLMTGen(SynthModel):
         return getattr(head, "base_layer", head)  # under a peft LoRA wrapper, the Linear it wraps
 
     def untie_embeddings(self) -> None:
-        """Give the output layer its own copy of a shared embedding matrix: stage 2 clips each row's gradient
-        per parameter use, and one weight used as both embedding and output layer would have two."""
+        """Give the output layer its own copy of a shared embedding matrix when stage 2 trains them: it clips
+        each row's gradient per parameter use, and one weight used as both embedding and output layer would
+        have two. A LoRA-only stage 2 leaves them shared (frozen), as a pretrained GPT-2 has them."""
+        if not self.stage2_full:
+            return
         head = self._output_layer()
         if head.weight is self.net.get_input_embeddings().weight:
             head.weight = nn.Parameter(head.weight.detach().clone(), requires_grad=head.weight.requires_grad)
@@ -942,12 +945,9 @@ class DPLLMTGen(SynthModel):
         """Spread each row's probability of the tokens that start a column's name evenly over the allowed
         ones: the total (the chance that the value ends here) is the model's, the next column is uniform.
         (With a tokenizer whose column names share their first token, it is uniform over first tokens.)"""
-        starts = self._order_starts.to(probs.device) & mask
-        count = starts.sum(1, keepdim=True)
-        if not bool(count.any()):
-            return probs
+        starts = self._order_starts & mask  # rows where no name may start keep their probabilities
         mass = (probs * starts).sum(1, keepdim=True)
-        spread = torch.where(count > 0, mass / count.clamp(min=1), torch.zeros_like(mass))
+        spread = mass / starts.sum(1, keepdim=True).clamp(min=1)
         return torch.where(starts, spread.expand_as(probs), probs)
 
     def _decode_rows(self, seqs: list[list[int]]) -> tuple[list[list], dict[str, int]]:

@@ -14,10 +14,10 @@ drawn as m/C for a number m of masked columns uniform in 1..C, and exactly m col
 row: the cross-entropy of each masked column given the visible ones, summed and divided by C ("flat"; every
 masked column counts the same). The ELBO's own weighting (`loss_weighting="elbo"`, their mean: 1/m each)
 gives most weight to copies with few masked columns, the easy conditionals, and little to the heavily
-masked copies from which the marginals are learned; under DP-SGD on Adult at ε = 1 (seed 0, transformer network) that cost 1-way TVD
-0.027 -> 0.033 and 2-way 0.074 -> 0.082 (benchmarks/RESULTS.md). As in Algorithm 1 of TableDiffusion, each
-row may be noised `copies` times in the same sample, the losses averaged before the per-row clipping: more
-computation, no ε.
+masked copies from which the marginals are learned; under DP-SGD on Adult at ε = 1 (seed 0, transformer
+network) that cost 1-way TVD 0.027 -> 0.033 and 2-way 0.074 -> 0.082 (benchmarks/RESULTS.md). As in
+Algorithm 1 of TableDiffusion, each row may be noised `copies` times in the same sample, the losses averaged
+before the per-row clipping: more computation, no ε.
 
 Sampling: all columns masked (those fixed by the conditions revealed from the start, so any subset of
 columns conditions exactly); in each of `diffusion_steps` steps, a share of the still-masked columns, in a
@@ -46,6 +46,7 @@ import torch.nn.functional as F
 
 from ..layers import TokenEmbedding
 from .base import register
+from .diffusion import ResidualMLP
 from .tbart import Block, DPTBART, TBARTConfig
 
 
@@ -151,7 +152,6 @@ class MaskedMLP(nn.Module):
 
     def __init__(self, cfg: MaskedDiffusionConfig, vocab_size: int, n_columns: int, column_sizes: list[int]):
         super().__init__()
-        from .diffusion import ResidualMLP
         self.n_columns = n_columns
         self.mask_id = vocab_size
         self.column_sizes = list(column_sizes)
