@@ -106,7 +106,9 @@ with st.expander("Advanced"):
                           key="preset", help="'tiny' trains in seconds: for trying the app, not for release.")
     accountant = st.selectbox("Accountant", ["prv", "rdp"], key="accountant",
                               help="PRV gives the tighter ε for the same noise; RDP is the classic bound.")
-    seed = int(st.number_input("Seed", value=0, min_value=0, step=1, key="seed"))
+    seed = int(st.number_input("Seed", value=0, min_value=0, step=1, key="seed",
+                               help="Sets the starting weights only. The privacy noise is always drawn in "
+                                    "secret, so two runs with the same seed differ."))
     name = st.text_input("Run name", value="", key="run_name", placeholder=family)
 
 # --- the accountant's plan --------------------------------------------------------------------------

@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 
 from .dp_quantiles import dp_bounds
 from .models import SynthModel, get_model_class
-from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning
+from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning, secret_rng
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .timing import device_name
@@ -39,12 +38,11 @@ class FitResult:
 
 
 def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float, ledger: PrivacyLedger,
-                            coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE,
-                            seed: int | None = None) -> Schema:
+                            coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE) -> Schema:
     """A copy of `schema` whose numeric columns without bounds get DP estimates of their 1%/99% quantiles.
 
     The ε is split evenly over those columns and recorded in the ledger; values beyond the estimates are
-    later clipped (and counted) by validation."""
+    later clipped (and counted) by validation. The mechanism's draws are secret (privacy.secret_rng)."""
     missing = [c for c in schema.columns if c.is_numeric and not c.has_bounds]
     if not missing:
         return schema
@@ -52,7 +50,7 @@ def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float,
         schema.require_bounds()  # raises with the list of columns
     out = copy.deepcopy(schema)
     per_column = epsilon / len(missing)
-    rng = np.random.default_rng(seed)
+    rng = secret_rng()
     estimates = {}
     for spec in missing:
         lo_c = spec.lower if spec.lower is not None else coarse_range[0]
@@ -97,7 +95,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     if schema.provenance["warning"]:
         warnings.append(schema.provenance["warning"])
 
-    estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range, seed)
+    estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
     estimated.require_bounds()
     if estimated is not schema:  # new bounds: clip and count against them
         schema = estimated

@@ -23,7 +23,7 @@ from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
-from .privacy import EpsilonCurve, NoisePlan, epsilon_after
+from .privacy import EpsilonCurve, NoisePlan, epsilon_after, gaussian_noise, secret_generator
 
 # Opacus' hooks see module outputs whose inputs need no gradient (token ids): harmless, and noisy
 warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
@@ -86,15 +86,14 @@ class Cancelled(Exception):
     pass
 
 
-def seed_everything(seed: int | None, device: torch.device) -> torch.Generator | None:
-    """Seed torch's and numpy's global generators; returns a generator on `device` for the DP noise."""
+def seed_everything(seed: int | None) -> None:
+    """Seed torch's and numpy's global generators, which give what a seed reproduces: initial weights and
+    a loss's own randomness (diffusion noise, masks). DP randomness never comes from here: the noise and
+    the Poisson batches are drawn from privacy.secret_generator, fresh for every run."""
     if seed is None:
-        return None
+        return
     torch.manual_seed(seed)
     np.random.seed(seed % (2**32))
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed)
-    return gen
 
 
 def train(
@@ -115,7 +114,7 @@ def train(
     n = int(data.shape[0])
     if n < 2:
         raise ValueError("training needs at least two rows")
-    gen = seed_everything(config.seed, device)
+    seed_everything(config.seed)
     module.to(device)
     data = data.to(device)
     module.train()
@@ -135,7 +134,7 @@ def train(
         base_opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         optimizer = dp_optimizer(base_opt, noise_multiplier=plan.noise_multiplier,
                                  max_grad_norm=plan.max_grad_norm, expected_batch_size=expected,
-                                 loss_reduction="mean", generator=gen)
+                                 loss_reduction="mean", generator=secret_generator(device), secure_mode=True)
         curve = EpsilonCurve(plan)
     else:
         sample_rate = min(1.0, config.batch_size / n)
@@ -154,7 +153,7 @@ def train(
         return loss_value
 
     try:
-        result = run_steps(step_fn, n, sample_rate, steps, curve.at if curve else None, config.seed,
+        result = run_steps(step_fn, n, sample_rate, steps, curve.at if curve else None,
                            on_event=on_event, should_stop=should_stop)
     finally:
         module.eval()
@@ -168,7 +167,7 @@ def train(
 
 
 def run_steps(step_fn: Callable[[list], float | dict | None], n: int, sample_rate: float, steps: int,
-              epsilon_at: Callable[[int], float] | None, seed: int | None,
+              epsilon_at: Callable[[int], float] | None,
               on_event: Callable[[dict], None] | None = None,
               should_stop: Callable[[], bool] | None = None) -> TrainResult:
     """The loop every DP training shares: `steps` Poisson batches of indices into n items (each item joins
@@ -178,10 +177,12 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, sample_rat
     step_fn returns the step's loss, or a dict with "loss" and extra figures for the event (a GAN's
     generator loss). epsilon_at(step) gives the ε spent after a step (None: no privacy). The returned
     result's epsilon_spent is that of the last step taken (inf without privacy).
+
+    The batches are drawn from a secret generator (privacy.secret_generator): no seed can replay them.
     """
-    cpu_gen = torch.Generator().manual_seed(seed) if seed is not None else None
     steps_per_epoch = 1.0 / sample_rate
-    sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=cpu_gen, steps=steps)
+    sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=secret_generator(),
+                                            steps=steps)
     events: list[dict] = []
     start = time.perf_counter()
     samples_seen, step, last_loss, cancelled = 0, 0, None, False
@@ -306,7 +307,8 @@ class FuncDPStep:
     is differentiated for each sample on its own (torch.func.grad of a one-row function, vectorised with
     vmap), so everything a sample's row touches is in its gradient. Then the same arithmetic as Opacus'
     DPOptimizer (loss_reduction="mean"): clip each sample's whole gradient to max_grad_norm, sum, add
-    N(0, (σ·max_grad_norm)²) once per step, divide by the expected batch size, apply the optimizer.
+    N(0, (σ·max_grad_norm)²) once per step, divide by the expected batch size, apply the optimizer. The
+    noise is drawn in secure mode from `generator`, a secret one (privacy.secret_generator) when not given.
     The accountant sees exactly what it assumes of DP-SGD; tests/test_gan.py checks this step against
     the Opacus path on a plain loss.
 
@@ -324,10 +326,11 @@ class FuncDPStep:
         self.noise_multiplier = float(noise_multiplier)
         self.max_grad_norm = float(max_grad_norm)
         self.expected_batch_size = float(expected_batch_size)
-        self.generator = generator
         self.chunk_size = chunk_size
         self.names = [k for k, p in module.named_parameters() if p.requires_grad]
         self.params = [p for _, p in module.named_parameters() if p.requires_grad]
+        device = self.params[0].device if self.params else torch.device("cpu")
+        self.generator = generator if generator is not None else secret_generator(device)
 
     def _per_sample_grads(self, batch: tuple[torch.Tensor, ...]):
         from torch.func import functional_call, grad_and_value, vmap
@@ -367,8 +370,7 @@ class FuncDPStep:
             total, losses = [torch.zeros_like(p) for p in self.params], None
         std = self.noise_multiplier * self.max_grad_norm
         for p, t in zip(self.params, total):
-            noise = torch.normal(0.0, std, size=p.shape, device=p.device, generator=self.generator) if std > 0 else 0.0
-            p.grad = (t + noise) / self.expected_batch_size
+            p.grad = (t + gaussian_noise(std, t, self.generator)) / self.expected_batch_size
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(losses.mean()) if losses is not None else None

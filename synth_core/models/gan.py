@@ -43,7 +43,8 @@ import torch.nn.functional as F
 from torch.func import grad as func_grad
 
 from ..engine import FuncDPStep, TrainResult, cosine_decay, device_label, run_steps, seed_everything
-from ..privacy import EpsilonCurve, NoisePlan, PrivacyLedger, epsilon_after, plan_noise
+from ..privacy import (EpsilonCurve, NoisePlan, PrivacyLedger, epsilon_after, gaussian_noise, plan_noise,
+                       secret_generator)
 from .base import register
 from .diffusion import ResidualMLP
 from .vector import VectorModel
@@ -295,7 +296,7 @@ class _DPCriticGAN(_WGAN):
             plan: NoisePlan | None = None) -> "_DPCriticGAN":
         data = self._encode_and_plan(table, epsilon, delta, accountant, plan)
         cfg, tc, p = self.config, self.train_config, self.plan
-        gen = seed_everything(tc.seed, self.device)
+        seed_everything(tc.seed)
         data = data.to(self.device)
         critic = self.new_critic()
         self.net.train()
@@ -309,7 +310,7 @@ class _DPCriticGAN(_WGAN):
             return critic_pair_loss(forward, real, fake, cond, alpha, weight, spherical)
 
         dp = FuncDPStep(critic, pair_loss, c_opt, p.noise_multiplier, p.max_grad_norm, p.expected_batch_size,
-                        generator=gen, chunk_size=min(tc.physical_batch_size, 256))
+                        chunk_size=min(tc.physical_batch_size, 256))
         last_g = {"loss": None}
 
         def step_fn(indices) -> dict:
@@ -336,7 +337,7 @@ class _DPCriticGAN(_WGAN):
         self._critic_iter = 0
         curve = EpsilonCurve(p)
         try:
-            self.train_result = run_steps(step_fn, len(data), p.sample_rate, p.steps, curve.at, tc.seed,
+            self.train_result = run_steps(step_fn, len(data), p.sample_rate, p.steps, curve.at,
                                           on_event=on_event, should_stop=should_stop)
         finally:
             self.net.eval()
@@ -452,12 +453,12 @@ class DTGANG(_WGAN):
             plan: NoisePlan | None = None) -> "DTGANG":
         data = self._encode_and_plan(table, epsilon, delta, accountant, plan)
         cfg, tc, p = self.config, self.train_config, self.plan
-        gen = seed_everything(tc.seed, self.device)
+        seed_everything(tc.seed)
+        noise_gen = secret_generator(self.device)
         data = data.to(self.device)
         K = cfg.n_critics
-        # each row's partition from its own coin: public randomness, independent of the row's content
-        part_rng = torch.Generator().manual_seed((tc.seed or 0) + 7919)
-        assignment = torch.randint(0, K, (len(data),), generator=part_rng)
+        # each row's partition from its own coin, independent of the row's content; drawn in secret too
+        assignment = torch.randint(0, K, (len(data),), generator=secret_generator())
         partitions = [data[(assignment == k).nonzero().squeeze(1).to(self.device)] for k in range(K)]
         critics = [self.new_critic() for _ in range(K)]
         c_opts = [torch.optim.Adam(c.parameters(), lr=cfg.partner_lr, betas=(0.5, 0.9)) for c in critics]
@@ -494,7 +495,7 @@ class DTGANG(_WGAN):
                 (v,) = torch.autograd.grad(-critics[k](x, cond).sum(), x)
                 norms = v.norm(dim=1, keepdim=True)
                 total += v * (clip / (norms + 1e-6)).clamp(max=1.0)
-            noisy = total + torch.normal(0.0, std, size=total.shape, device=x.device, generator=gen)
+            noisy = total + gaussian_noise(std, total, noise_gen)
             return (fake * noisy.detach()).sum() / B
 
         def step_fn(chosen) -> dict:
@@ -514,7 +515,7 @@ class DTGANG(_WGAN):
 
         curve = EpsilonCurve(self._inner())
         try:
-            self.train_result = run_steps(step_fn, K, p.sample_rate, p.steps, lambda s: 2 * curve.at(s), tc.seed,
+            self.train_result = run_steps(step_fn, K, p.sample_rate, p.steps, lambda s: 2 * curve.at(s),
                                           on_event=on_event, should_stop=should_stop)
         finally:
             self.net.eval()
