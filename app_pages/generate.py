@@ -6,9 +6,9 @@ import time
 import streamlit as st
 
 from synth_core.api import load_model
-from synth_core.fairness import check_fairness_columns, fair_sample
+from synth_core.release.fair_sampling import check_fairness_columns, fair_sample
 from synth_core.models.base import SamplingError
-from synth_core.report import privacy_report, report_json, report_markdown
+from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state

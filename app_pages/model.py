@@ -6,11 +6,12 @@ import json
 
 import streamlit as st
 
-from synth_core.jobs import start_fit_job
+from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
 from synth_core.privacy import BudgetError, check_budget, default_delta, delta_warning
 from synth_core.schema import Schema, SchemaError, validate_table
-from synth_core.timing import device_name, estimate_fit_seconds
+from synth_core.training.device import device_label
+from synth_core.training.timing import estimate_fit_seconds
 from workbench import state
 
 st.title("3 · Model and privacy budget")
@@ -162,7 +163,7 @@ else:
             st.warning("The noise is very large for this table and ε: expect a poor synthetic table. A larger ε, "
                        "more rows or the quick size helps.")
 
-device = device_name()
+device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(options, sort_keys=True))
 estimate = st.session_state.get("estimate")
 if st.button(f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):

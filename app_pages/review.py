@@ -11,7 +11,7 @@ from synth_core.evaluate.figures import column_figures, quick_figures
 from synth_core.evaluate.inputs import EvaluationError
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
-from synth_core.jobs import read_private
+from synth_core.runs.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
@@ -157,7 +157,7 @@ st.write("Every figure of the evaluation module (joint structure, utility on the
          "on a table the size of Adult.")
 if st.button("Build the full report", key="build_report"):
     from synth_core.evaluate.report import build_report
-    from synth_core.jobs import ledger_of
+    from synth_core.runs.jobs import ledger_of
     out_dir = RunDir(by_id[primary]["path"]).path / "reports" / ("-".join(chosen) if second else "report")
     with st.spinner("Evaluating…"):
         try:

@@ -4,14 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from synth_core.jobs import (
-    cancel_job,
-    cancel_requested,
-    job_state,
-    ledger_of,
-    list_runs,
-    progress,
-)
+from synth_core.runs.jobs import cancel_job, cancel_requested, job_state, ledger_of, list_runs, progress
 from synth_core.runs import RunDir, RunError
 from workbench import state
 from workbench.charts import epsilon_chart, loss_chart

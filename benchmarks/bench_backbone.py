@@ -22,7 +22,7 @@ from opacus.grad_sample import GradSampleModuleFastGradientClipping  # noqa: E40
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping  # noqa: E402
 
 from synth_core.encoding import TokenEncoder  # noqa: E402
-from synth_core.engine import _ghost_clipping_backward  # noqa: E402
+from synth_core.training.engine import _ghost_clipping_backward  # noqa: E402
 from synth_core.models import get_model_class  # noqa: E402
 from synth_core.schema import Schema, read_table, validate_table  # noqa: E402
 

@@ -34,7 +34,7 @@ from bench_tbart import fidelity, load_split, peak_rss_mib, steady_rate  # noqa:
 from synth_core import api  # noqa: E402
 from synth_core.cli import parse_options  # noqa: E402
 from synth_core.evaluate.fairness import fairness_figures  # noqa: E402
-from synth_core.fairness import fair_sample  # noqa: E402
+from synth_core.release.fair_sampling import fair_sample  # noqa: E402
 from synth_core.models import SamplingError  # noqa: E402
 from synth_core.schema import Schema  # noqa: E402
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from synth_core import api  # noqa: E402
 from synth_core.cli import parse_options  # noqa: E402
-from synth_core.engine import train  # noqa: E402
+from synth_core.training.engine import train  # noqa: E402
 from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy  # noqa: E402
 from synth_core.models import get_model_class  # noqa: E402
 from synth_core.schema import Schema, read_table, validate_table  # noqa: E402

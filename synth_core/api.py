@@ -6,7 +6,6 @@ directory. sample: load a run's model and write synthetic rows.
 """
 from __future__ import annotations
 
-import copy
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -15,17 +14,12 @@ from typing import Callable
 
 import pandas as pd
 
-from .dp_quantiles import dp_bounds
 from .models import SynthModel, get_model_class
-from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning, secret_rng
+from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning
+from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, ValidationReport, validate_table
-from .timing import device_name
-
-# The public coarse range DP bound estimation searches when the steward gives none. The exponential
-# mechanism needs some public range; a tighter one gives tighter bounds for the same ε.
-DEFAULT_COARSE_RANGE = (-1e6, 1e6)
-
+from .training.device import device_label
 
 @dataclass
 class FitResult:
@@ -35,41 +29,6 @@ class FitResult:
     run: RunDir | None
     schema: Schema
     warnings: list[str] = field(default_factory=list)
-
-
-def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float, ledger: PrivacyLedger,
-                            coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE) -> Schema:
-    """A copy of `schema` whose numeric columns without bounds get DP estimates of their 1%/99% quantiles.
-
-    The ε is split evenly over those columns and recorded in the ledger; values beyond the estimates are
-    later clipped (and counted) by validation. The mechanism's draws are secret (privacy.secret_rng)."""
-    missing = [c for c in schema.columns if c.is_numeric and not c.has_bounds]
-    if not missing:
-        return schema
-    if epsilon <= 0:
-        schema.require_bounds()  # raises with the list of columns
-    out = copy.deepcopy(schema)
-    per_column = epsilon / len(missing)
-    rng = secret_rng()
-    estimates = {}
-    for spec in missing:
-        lo_c = spec.lower if spec.lower is not None else coarse_range[0]
-        hi_c = spec.upper if spec.upper is not None else coarse_range[1]
-        values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
-        lo, hi = dp_bounds(values, per_column, lo_c, hi_c, rng=rng, integer=spec.kind == "integer")
-        if spec.lower is not None:
-            lo = spec.lower
-        if spec.upper is not None:
-            hi = spec.upper
-        if hi <= lo:  # the draws met: widen without looking at the data again
-            hi = lo + 1.0
-        target = out[spec.name]
-        target.lower, target.upper = (int(lo), int(hi)) if spec.kind == "integer" else (float(lo), float(hi))
-        estimates[spec.name] = [target.lower, target.upper]
-    ledger.record("DP quantiles for missing numeric bounds (exponential mechanism, Smith 2011)",
-                  epsilon=epsilon, delta=0.0, columns=[c.name for c in missing], quantiles=[0.01, 0.99],
-                  coarse_range=list(coarse_range), estimates=estimates)
-    return out
 
 
 def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: float = 1.0,
@@ -103,7 +62,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     sgd_epsilon = epsilon - ledger.spent_epsilon
     synth = klass(schema, preset=preset, device=device, seed=seed, **(options or {}))
 
-    if isinstance(run_dir, RunDir):  # prepared by a background job (synth_core.jobs)
+    if isinstance(run_dir, RunDir):  # prepared by a background job (synth_core.runs.jobs)
         run = run_dir.require()
     else:
         run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
@@ -115,7 +74,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
             # counts of clipped or missing values describe the private table: for the steward, never exported
             "created": time.time(), "private_validation_counts": report.to_dict(),
-            "plan": plan.to_dict(), "device": device_name(str(synth.device)),
+            "plan": plan.to_dict(), "device": device_label(synth.device),
         })
         run.write_ledger(ledger)
         run.set_status("running", "training")

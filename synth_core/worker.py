@@ -1,4 +1,4 @@
-"""The background training process: `python -m synth_core.worker RUN_DIR` (started by synth_core.jobs).
+"""The background training process: `python -m synth_core.worker RUN_DIR` (started by synth_core.runs.jobs).
 
 It reads the run's request and private rows, trains through `api.fit` (which writes the event log, the
 ledger and the status), then samples a review table. It never prints rows: its log holds progress and
@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     run = RunDir(argv[0]).require()
     try:
         from . import api
-        from .jobs import cancel_requested, read_private
+        from .runs.jobs import cancel_requested, read_private
         request = run.read_json("request.json")
         table = read_private(run, "train")
         if table is None:

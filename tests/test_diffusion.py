@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from synth_core import api
-from synth_core.engine import TrainConfig, train
+from synth_core.training.engine import TrainConfig, train
 from synth_core.models import SamplingError, get_model_class
 from synth_core.models.diffusion import noise_schedule
 from synth_core.privacy import plan_noise
 from synth_core.runs import RunDir
 from synth_core.schema import SchemaError, validate_table
-from synth_core.vector_encoding import VectorEncoder
+from synth_core.encoding import VectorEncoder
 
 FAMILIES = ["tablediffusion", "tablediffusion-denoiser"]
 

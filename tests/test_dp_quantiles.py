@@ -1,4 +1,4 @@
-"""Tests for synth_core.dp_quantiles (exponential-mechanism DP quantiles)."""
+"""Tests for synth_core.privacy.bounds (exponential-mechanism DP quantiles)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from synth_core.dp_quantiles import _dp_quantile_samples, dp_bounds, dp_quantile
+from synth_core.privacy.bounds import _dp_quantile_samples, dp_bounds, dp_quantile
 
 
 # ---------------------------------------------------------------------------

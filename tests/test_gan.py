@@ -10,7 +10,7 @@ from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
 from synth_core import api
-from synth_core.engine import FuncDPStep
+from synth_core.training.engine import FuncDPStep
 from synth_core.models import get_model_class
 from synth_core.models.gan import Critic, GANConfig, critic_pair_loss, slerp
 from synth_core.privacy import NoisePlan, epsilon_after

@@ -11,15 +11,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synth_core import jobs
+from synth_core.runs import jobs
 from synth_core.api import fit
 from synth_core.demo import demo_schema, demo_table
-from synth_core.fairness import (demographic_parity_gap, fair_sample, plan_conditioned_rows, planned_gap,
-                                 share_for_gap)
-from synth_core.report import privacy_report, report_json, report_markdown
+from synth_core.release.fair_sampling import (demographic_parity_gap, fair_sample, plan_conditioned_rows, planned_gap,
+                                              share_for_gap)
+from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir
 from synth_core.schema import SchemaError, draft_schema, read_table_bytes
-from synth_core.timing import estimate_fit_seconds
+from synth_core.training.timing import estimate_fit_seconds
 from workbench.schema_table import frame_to_schema, schema_to_frame, text_to_categories
 
 SLOW_REQUEST = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from synth_core import api  # noqa: E402
-from synth_core.fairness import fair_sample  # noqa: E402
+from synth_core.release.fair_sampling import fair_sample  # noqa: E402
 from synth_core.models import SamplingError, get_model_class  # noqa: E402
 from synth_core.models import llm  # noqa: E402
 from synth_core.privacy import PrivacyLedger  # noqa: E402
@@ -425,7 +425,7 @@ def test_api_fit_and_sample_through_a_run_directory(tmp_path):
 
 
 def test_time_estimate_times_a_few_stage1_steps_instead_of_running_it():
-    from synth_core.timing import estimate_fit_seconds
+    from synth_core.training.timing import estimate_fit_seconds
     est = estimate_fit_seconds("dp-llmtgen", schema_(), "tiny", 2000, 1.0, 1e-5, probe_steps=2,
                                options={"stage1_rows": 64000})  # 4,000 stage-1 steps if run in full
     assert est["seconds"] > est["per_step_s"] * est["steps"]  # stage 1's estimate is included

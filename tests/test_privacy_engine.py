@@ -7,11 +7,11 @@ import torch
 import torch.nn as nn
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
-from synth_core import engine
-from synth_core.engine import TrainConfig, train
-from synth_core.layers import GhostLinear, TokenEmbedding
-from synth_core.privacy import (BudgetError, EpsilonCurve, PrivacyLedger, default_delta, delta_warning,
-                                epsilon_after, plan_noise)
+from synth_core.training import engine
+from synth_core.training.engine import TrainConfig, train
+from synth_core.training.layers import GhostLinear, TokenEmbedding
+from synth_core.privacy import (BudgetError, EpsilonCurve, PrivacyLedger, default_delta, delta_warning, epsilon_after,
+                                plan_noise)
 
 
 @pytest.mark.parametrize("accountant", ["prv", "rdp"])

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from synth_core import api
-from synth_core.engine import run_steps
+from synth_core.training.engine import run_steps
 from synth_core.models import MODELS, get_model_class
 from synth_core.privacy import PrivacyLedger, gaussian_noise, secret_generator, secret_rng
 from synth_core.schema import ColumnSpec, Schema

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from synth_core import api
-from synth_core.encoding import TokenEncoder, bin_edges
+from synth_core.encoding import TokenEncoder
+from synth_core.encoding.tokens import bin_edges
 from synth_core.models import SamplingError
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import ColumnSpec, SchemaError, validate_table

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from synth_core.jobs import job_state, ledger_of
+from synth_core.runs.jobs import job_state, ledger_of
 
 from . import state
 

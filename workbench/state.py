@@ -113,7 +113,7 @@ def require_table():
 def require_trained_runs() -> tuple[dict, list, int]:
     """Runs with a trained model ({id: listing}, ids newest first, index of the current run), or a pointer to
     step 4 and the end of this page's run."""
-    from synth_core.jobs import list_runs
+    from synth_core.runs.jobs import list_runs
     ready = [r for r in list_runs(runs_root())
              if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
     if not ready:

@@ -176,7 +176,7 @@ def run_audit(model: str = "dp-tbart", epsilon: float = 1.0, delta: float = 1e-5
     synth = klass(schema, preset=preset, device="cpu", seed=seed, **opts)
     spent = None
     if broken == "noise-off":
-        from ..engine import train
+        from ..training.engine import train
         synth.train_result = train(synth.net, synth.encode(train_table), synth.loss_fn, synth.train_config, plan=None)
     else:
         plan = synth.plan_privacy(len(train_table), epsilon, delta, accountant)

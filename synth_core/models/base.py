@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..engine import TrainConfig, TrainResult, pick_device, train
+from ..training.engine import TrainConfig, TrainResult, train
+from ..training.device import pick_device
 from ..privacy import NoisePlan, PrivacyLedger, epsilon_after, plan_noise
 from ..schema import Schema, SchemaError
 
@@ -213,7 +214,7 @@ class SynthModel:
         }
 
     def save(self, directory: str | Path) -> None:
-        from ..schema import write_atomic
+        from ..files import write_atomic
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / ".model.pt.tmp"

@@ -1,6 +1,6 @@
 """TableDiffusion (Truda 2023, "Generating tabular datasets under differential privacy", Algorithms 1 and 2).
 
-Rows are vectors (vector_encoding, from the PUBLIC schema only: categoricals one-hot over the public list;
+Rows are vectors (encoding.vectors, from the PUBLIC schema only: categoricals one-hot over the public list;
 numbers either as bins between the public bounds, one-hot like a category, or as one value scaled by the
 bounds); in the diffusion space a one-hot slot is 2·slot − 1 and a scaled number is multiplied by
 `numeric_scale`.
@@ -48,7 +48,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..layers import GhostLinear
+from ..training.layers import GhostLinear
 from .base import register
 from .vector import VectorModel
 
@@ -61,7 +61,7 @@ class DiffusionConfig:
     diffusion_steps: int = 4
     max_beta: float = 0.999
     numeric_scale: float = 1.0
-    numeric_encoding: str = "bins"   # or "scalar" (see vector_encoding)
+    numeric_encoding: str = "bins"   # or "scalar" (see encoding.vectors)
     n_bins: int = 32                 # bins of a wide or continuous numeric column
     integer_bins: int = 100          # an integer column with at most this many values: one bin per value
     # a one-hot block of the final estimate x̂_0: "sample" draws from it (x̂_0 estimates E[one-hot | x_1],

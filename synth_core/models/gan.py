@@ -1,7 +1,7 @@
 """DTGAN (Kunar et al. 2021, "DTGAN: Differential private training for tabular GANs") and plain DP-WGAN.
 
 All three are Wasserstein GANs with a gradient penalty of weight τ = 10 on points between a real and a fake
-row. Rows are vectors from the public schema (vector_encoding): categoricals one-hot over the PUBLIC list,
+row. Rows are vectors from the public schema (encoding.vectors): categoricals one-hot over the PUBLIC list,
 numbers as bins between the PUBLIC bounds (by default) or scaled by them to [-1, 1]; the generator ends each
 one-hot block with a Gumbel-softmax and each scaled number with tanh. The generator is a residual MLP (CTGAN's: Linear → GroupNorm → ReLU, input
 concatenated); the critic an MLP with LeakyReLU. No BatchNorm anywhere (it mixes rows).
@@ -9,7 +9,7 @@ concatenated); the critic an MLP with LeakyReLU. No BatchNorm anywhere (it mixes
 dtgan-d   DP-SGD on the critic. One critic iteration = one Poisson batch of real rows = one DP step; each
           real row i is paired with a fake row f_i and a point on the great circle between them (DTGAN's
           spherical interpolation), and row i's loss D(f_i) − D(x_i) + τ·(‖∇D(slerp(x_i, f_i))‖ − 1)² is
-          differentiated as a whole, gradient penalty included, clipped and noised (engine.FuncDPStep:
+          differentiated as a whole, gradient penalty included, clipped and noised (training.engine.FuncDPStep:
           per-sample gradients from torch.func, since the penalty needs a double backward). `n_critic`
           critic iterations per round, ALL of them accounted: the accountant's steps are the critic
           iterations. Then `g_steps` generator updates: the generator only sees the critic (and public
@@ -42,7 +42,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import grad as func_grad
 
-from ..engine import FuncDPStep, TrainResult, cosine_decay, device_label, run_steps, seed_everything
+from ..training.engine import FuncDPStep, TrainResult, cosine_decay, run_steps
+from ..training.device import device_label, seed_everything
 from ..privacy import (EpsilonCurve, NoisePlan, PrivacyLedger, epsilon_after, gaussian_noise, plan_noise,
                        secret_generator)
 from .base import register
@@ -67,7 +68,7 @@ class GANConfig:
     gumbel_tau: float = 0.2
     n_critics: int = 10          # dtgan-g: critics, each on its own partition of the rows
     critics_per_step: float = 1.0  # dtgan-g: expected critics consulted per generator step (Poisson)
-    numeric_encoding: str = "bins"   # or "scalar" (see vector_encoding)
+    numeric_encoding: str = "bins"   # or "scalar" (see encoding.vectors)
     n_bins: int = 32                 # bins of a wide or continuous numeric column
     integer_bins: int = 100          # an integer column with at most this many values: one bin per value
 

@@ -51,7 +51,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import TrainResult, train
+from ..training.engine import TrainResult, train
 from ..privacy import NoisePlan, PrivacyLedger
 from ..schema import ColumnSpec, Schema, SchemaError, random_table
 from .base import SamplingError, SynthModel, register
@@ -1064,7 +1064,7 @@ class DPLLMTGen(SynthModel):
         pretrained one trained in full, the LoRA adapter only for a pretrained one trained with LoRA (rebuilt
         from `backbone`, offline); model.json: the rest.
         The default backbone's tokenizer is rebuilt from the schema; a pretrained one's is saved."""
-        from ..schema import write_atomic
+        from ..files import write_atomic
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         sd = self.net.state_dict()

@@ -44,7 +44,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..layers import TokenEmbedding
+from ..training.layers import TokenEmbedding
 from .base import register
 from .diffusion import ResidualMLP
 from .tbart import Block, DPTBART, TBARTConfig

@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..encoding import TokenEncoder
-from ..layers import GhostLinear, TokenEmbedding
+from ..training.layers import GhostLinear, TokenEmbedding
 from .base import SynthModel, register
 
 

@@ -1,7 +1,7 @@
 """What the vector model families (TableDiffusion, the GANs) share on top of SynthModel: the vector encoding
 of the public schema, and sampling with conditions.
 
-A vector model generates whole rows as vectors (see vector_encoding.VectorEncoder) and decodes them. A family
+A vector model generates whole rows as vectors (see encoding.vectors.VectorEncoder) and decodes them. A family
 may take some conditions natively (a conditional GAN fixes one categorical column through its condition
 vector, see `native_conditions`); every other condition is met by rejection sampling, with the acceptance rate
 reported in `last_sample_info` exactly as for the token models. A numeric condition is met by a row whose value
@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from ..schema import SchemaError
-from ..vector_encoding import VectorEncoder
+from ..encoding import VectorEncoder
 from .base import SamplingError, SynthModel, draw_with_rejection
 
 

@@ -64,12 +64,18 @@ gap; a loose public range then yields a loose estimate.  This is why
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-__all__ = ["dp_quantile", "dp_bounds"]
+from ..schema import Schema
+from .ledger import PrivacyLedger
+from .randomness import secret_rng
+
+__all__ = ["dp_quantile", "dp_bounds", "estimate_missing_bounds", "DEFAULT_COARSE_RANGE"]
 
 
 # ---------------------------------------------------------------------------
@@ -304,3 +310,46 @@ def dp_bounds(
         low = float(math.floor(low))
         high = float(math.ceil(high))
     return float(low), float(high)
+
+
+# ---------------------------------------------------------------------------
+# bounds a schema lacks, paid from the run's budget
+# ---------------------------------------------------------------------------
+# The public coarse range DP bound estimation searches when the steward gives none. The exponential
+# mechanism needs some public range; a tighter one gives tighter bounds for the same ε.
+DEFAULT_COARSE_RANGE = (-1e6, 1e6)
+
+
+def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float, ledger: PrivacyLedger,
+                            coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE) -> Schema:
+    """A copy of `schema` whose numeric columns without bounds get DP estimates of their 1%/99% quantiles.
+
+    The ε is split evenly over those columns and recorded in the ledger; values beyond the estimates are
+    later clipped (and counted) by validation. The mechanism's draws are secret (privacy.secret_rng)."""
+    missing = [c for c in schema.columns if c.is_numeric and not c.has_bounds]
+    if not missing:
+        return schema
+    if epsilon <= 0:
+        schema.require_bounds()  # raises with the list of columns
+    out = copy.deepcopy(schema)
+    per_column = epsilon / len(missing)
+    rng = secret_rng()
+    estimates = {}
+    for spec in missing:
+        lo_c = spec.lower if spec.lower is not None else coarse_range[0]
+        hi_c = spec.upper if spec.upper is not None else coarse_range[1]
+        values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
+        lo, hi = dp_bounds(values, per_column, lo_c, hi_c, rng=rng, integer=spec.kind == "integer")
+        if spec.lower is not None:
+            lo = spec.lower
+        if spec.upper is not None:
+            hi = spec.upper
+        if hi <= lo:  # the draws met: widen without looking at the data again
+            hi = lo + 1.0
+        target = out[spec.name]
+        target.lower, target.upper = (int(lo), int(hi)) if spec.kind == "integer" else (float(lo), float(hi))
+        estimates[spec.name] = [target.lower, target.upper]
+    ledger.record("DP quantiles for missing numeric bounds (exponential mechanism, Smith 2011)",
+                  epsilon=epsilon, delta=0.0, columns=[c.name for c in missing], quantiles=[0.01, 0.99],
+                  coarse_range=list(coarse_range), estimates=estimates)
+    return out

@@ -6,7 +6,7 @@ A numeric column is encoded one of two ways:
     "scalar"  one value in [-1, 1]: the public bounds map to -1 and 1 (after log1p of the distance to the lower
               bound for log binning, so a heavy-tailed amount keeps resolution near the bound); a nullable
               column also gets a two-slot block, present / missing (the value slot holds 0 when missing).
-    "bins"    a one-hot block over bins of the public range (encoding.bin_edges: the token models' bins; an
+    "bins"    a one-hot block over bins of the public range (encoding.tokens.bin_edges: the token models' bins; an
               integer column whose range has at most `integer_bins` values gets one bin per integer, others
               `n_bins` bins), decoded like the token models' "uniform" decoding: a
               value drawn uniformly inside the bin (integers: among the integers inside it); a nullable column
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .encoding import bin_edges
-from .schema import ColumnSpec, Schema, SchemaError
+from .tokens import bin_edges
+from ..schema import ColumnSpec, Schema, SchemaError
 
 NUMERIC_ENCODINGS = ("scalar", "bins")
 

@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .models import get_model_class
-from .privacy import NoisePlan, PrivacyLedger
-from .runs import RunDir, RunError
-from .schema import Schema, SchemaError
+from ..models import get_model_class
+from ..privacy import NoisePlan, PrivacyLedger
+from .rundir import RunDir, RunError
+from ..schema import Schema, SchemaError
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
                 "device", "review_rows", "holdout_share", "name")
@@ -95,7 +95,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     # a new session: the worker outlives the page that started it (reloads, closed tabs, reruns)
     proc = subprocess.Popen([python or sys.executable, "-m", "synth_core.worker", str(run.path)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=str(Path(__file__).resolve().parent.parent))
+                            start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
     log.close()
     # reap the worker when it ends, so a finished job leaves no zombie behind in a long-lived app
     threading.Thread(target=proc.wait, daemon=True).start()
@@ -149,7 +149,7 @@ def job_state(run: RunDir) -> dict:
 
 
 def _mark_dead(run: RunDir) -> None:
-    from .api import record_interrupted_training
+    from ..api import record_interrupted_training
     try:
         ledger = run.ledger()
         config = run.config()

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .privacy import PrivacyLedger
-from .schema import Schema, write_atomic
+from ..privacy import PrivacyLedger
+from ..schema import Schema
+from ..files import write_atomic
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
 

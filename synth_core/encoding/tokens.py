@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .schema import ColumnSpec, Schema, SchemaError
+from ..schema import ColumnSpec, Schema, SchemaError
 
 NULL_LABEL = "<missing>"
 

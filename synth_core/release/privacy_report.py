@@ -11,8 +11,8 @@ import datetime as _dt
 import json
 from dataclasses import asdict
 
-from .models import get_model_class
-from .runs import RunDir
+from ..models import get_model_class
+from ..runs import RunDir
 
 # config keys that describe the private table itself: they stay with the steward
 PRIVATE_CONFIG_KEYS = ("private_validation_counts",)

@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import time
 
-from .engine import pick_device
-from .models import get_model_class
-from .privacy import NoisePlan
-from .schema import Schema, random_table
-
-
-def device_name(device: str | None = None) -> str:
-    """A readable name for the device training would use: the GPU's name, or the CPU and its threads."""
-    import torch
-    dev = pick_device(device)
-    if dev.type == "cuda":
-        return f"GPU: {torch.cuda.get_device_name(dev)}"
-    return f"CPU ({torch.get_num_threads()} threads)"
+from .device import device_label
+from ..models import get_model_class
+from ..privacy import NoisePlan
+from ..schema import Schema, random_table
 
 
 def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, epsilon: float, delta: float,
@@ -49,4 +40,4 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     else:
         per_step = time.perf_counter() - start
     return {"seconds": per_step * plan.steps + fixed, "per_step_s": per_step, "steps": plan.steps, "batch_size": batch,
-            "device": device_name(device)}
+            "device": device_label(device)}

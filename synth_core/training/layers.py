@@ -10,7 +10,7 @@ embedding looked up at T positions of each sample the squared norm of sample n's
     ||Σ_t onehot(id_nt) ⊗ g_nt||² = Σ_{t,t'} [id_nt = id_nt'] · <g_nt, g_nt'>,
 
 a (B, T, T) computation. `TokenEmbedding` is an nn.Embedding whose ghost-clipping norm is computed that
-way; its per-sample gradients (for Opacus' "hooks" mode) are Opacus' own. tests/test_engine.py checks the
+way; its per-sample gradients (for Opacus' "hooks" mode) are Opacus' own. tests/test_privacy_engine.py checks the
 norms against per-sample gradients computed one sample at a time.
 """
 from __future__ import annotations

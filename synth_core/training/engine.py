@@ -15,7 +15,6 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-import numpy as np
 import torch
 from opacus import GradSampleModule
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
@@ -23,26 +22,14 @@ from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
-from .privacy import EpsilonCurve, NoisePlan, epsilon_after, gaussian_noise, secret_generator
+from ..privacy import EpsilonCurve, NoisePlan, epsilon_after, gaussian_noise, secret_generator
+from .device import device_label, pick_device, seed_everything
 
 # Opacus' hooks see module outputs whose inputs need no gradient (token ids): harmless, and noisy
 warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
 
 # loss_fn(module, batch) -> per-sample losses, shape (batch,)
 LossFn = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
-
-
-def pick_device(device: str | None = None) -> torch.device:
-    """CUDA when present, else the CPU; an explicit choice wins."""
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def device_label(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"
 
 
 @dataclass
@@ -84,16 +71,6 @@ class TrainResult:
 
 class Cancelled(Exception):
     pass
-
-
-def seed_everything(seed: int | None) -> None:
-    """Seed torch's and numpy's global generators, which give what a seed reproduces: initial weights and
-    a loss's own randomness (diffusion noise, masks). DP randomness never comes from here: the noise and
-    the Poisson batches are drawn from privacy.secret_generator, fresh for every run."""
-    if seed is None:
-        return
-    torch.manual_seed(seed)
-    np.random.seed(seed % (2**32))
 
 
 def train(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .schema import Schema, SchemaError
+from ..schema import Schema, SchemaError
 
 
 @dataclass

@@ -1,0 +1,16 @@
+"""The privacy layer: every ε is computed or recorded here.
+
+    budget       what a budget (ε, δ) may be; the default δ
+    accounting   noise calibration, ε after k steps, the live ε curve (Opacus' accountants)
+    ledger       every mechanism that touched the private table, and what it cost
+    randomness   secret generators for DP noise, Poisson sampling and mechanism draws
+    bounds       DP quantiles, and numeric bounds a schema lacks paid from the budget
+"""
+from .accounting import ACCOUNTANTS, EpsilonCurve, NoisePlan, epsilon_after, plan_noise
+from .budget import BudgetError, check_budget, default_delta, delta_warning
+from .ledger import LedgerEntry, PrivacyLedger
+from .randomness import gaussian_noise, secret_generator, secret_rng
+
+__all__ = ["ACCOUNTANTS", "BudgetError", "EpsilonCurve", "LedgerEntry", "NoisePlan", "PrivacyLedger", "check_budget",
+           "default_delta", "delta_warning", "epsilon_after", "gaussian_noise", "plan_noise", "secret_generator",
+           "secret_rng"]

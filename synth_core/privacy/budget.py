@@ -1,0 +1,31 @@
+"""What a privacy budget may be: ε, δ, and the rule for a default δ."""
+from __future__ import annotations
+
+import math
+
+
+class BudgetError(ValueError):
+    """A privacy budget that cannot be honoured; the message says why."""
+
+
+def default_delta(n_rows: int) -> float:
+    """The largest power of ten strictly below 1/n: the usual rule that δ must be well under 1/n."""
+    if n_rows < 1:
+        raise BudgetError("cannot choose δ for an empty table")
+    delta = 10.0 ** math.floor(math.log10(1.0 / n_rows))
+    return delta / 10 if delta >= 1.0 / n_rows else delta
+
+
+def delta_warning(delta: float, n_rows: int) -> str | None:
+    """A plain warning when δ is not below 1/n (then a mechanism may publish a whole row)."""
+    if delta >= 1.0 / n_rows:
+        return (f"δ = {delta:g} is not below 1/n = {1.0 / n_rows:.3g}: with this δ the guarantee allows "
+                f"a whole row to be disclosed. Choose δ below {1.0 / n_rows:.1g}.")
+    return None
+
+
+def check_budget(epsilon: float, delta: float) -> None:
+    if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
+        raise BudgetError(f"ε must be a positive finite number, not {epsilon!r}")
+    if not isinstance(delta, (int, float)) or not (0 < delta < 1):
+        raise BudgetError(f"δ must lie strictly between 0 and 1, not {delta!r}")

@@ -1,0 +1,2 @@
+"""What leaves the machine with a synthetic table: the privacy report (privacy_report), and
+fairness-controlled generation (fair_sampling)."""

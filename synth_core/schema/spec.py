@@ -1,0 +1,244 @@
+"""The public schema: what the data steward declares public about a table.
+
+Everything a model, an encoder or a sampler may know about the private table without paying for it
+from the privacy budget lives here: column names, kinds, numeric bounds, category lists, whether a
+column may be missing. `validate_table` checks a private table against a schema and never drops a row
+silently; `draft_schema` proposes a schema by *reading the data*, and marks it as such until the
+steward confirms that every fact in it is public.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..files import write_atomic
+
+SCHEMA_VERSION = 1
+KINDS = ("categorical", "integer", "continuous")
+BINNINGS = ("uniform", "log")
+ROLES = (None, "sensitive", "target")
+
+
+class SchemaError(ValueError):
+    """A schema or a table does not fit the public facts; the message says what and where."""
+
+
+def _preview(values: Iterable[Any], limit: int = 5) -> str:
+    values = list(values)
+    shown = ", ".join(repr(v) for v in values[:limit])
+    more = f" (and {len(values) - limit} more)" if len(values) > limit else ""
+    return shown + more
+
+
+@dataclass
+class ColumnSpec:
+    """One column's public facts.
+
+    lower/upper: public bounds of a numeric column; values outside are clipped (and counted).
+    categories: the public list of a categorical column's values, compared as strings.
+    unknown: if set, a category outside the public list is mapped to this reserved category
+        instead of being an error.
+    binning: how a discretising model cuts the public range: "uniform" or "log" (log1p of the
+        distance to the lower bound: fine bins near the lower bound, for heavy-tailed amounts).
+    decimals: precision a continuous value is written with (None: as sampled).
+    role: "sensitive" or "target" for fairness tooling; no effect on privacy.
+    """
+
+    name: str
+    kind: str
+    lower: float | None = None
+    upper: float | None = None
+    categories: list[str] | None = None
+    nullable: bool = False
+    unknown: str | None = None
+    binning: str = "uniform"
+    decimals: int | None = None
+    role: str | None = None
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.kind in ("integer", "continuous")
+
+    @property
+    def has_bounds(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+    def check(self) -> None:
+        """Raise SchemaError if this column's facts contradict each other."""
+        where = f"column {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise SchemaError("every column needs a non-empty name")
+        if self.kind not in KINDS:
+            raise SchemaError(f"{where}: kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
+        if self.binning not in BINNINGS:
+            raise SchemaError(f"{where}: binning must be one of {', '.join(BINNINGS)}, not {self.binning!r}")
+        if self.role not in ROLES:
+            raise SchemaError(f"{where}: role must be 'sensitive', 'target' or empty, not {self.role!r}")
+        if self.is_numeric:
+            for label, bound in (("lower", self.lower), ("upper", self.upper)):
+                if bound is not None and (not isinstance(bound, (int, float)) or not math.isfinite(bound)):
+                    raise SchemaError(f"{where}: {label} bound must be a finite number, not {bound!r}")
+            if self.has_bounds and self.lower >= self.upper:
+                raise SchemaError(f"{where}: lower bound {self.lower} must be below upper bound {self.upper}")
+            if self.categories:
+                raise SchemaError(f"{where}: a numeric column has no category list")
+        else:
+            if not self.categories:
+                raise SchemaError(f"{where}: a categorical column needs a non-empty public category list")
+            cats = [str(c) for c in self.categories]
+            dupes = sorted({c for c in cats if cats.count(c) > 1})
+            if dupes:
+                raise SchemaError(f"{where}: categories listed twice: {_preview(dupes)}")
+            self.categories = cats
+            if self.unknown is not None:
+                self.unknown = str(self.unknown)
+
+    def vocabulary(self) -> list[str]:
+        """The categories a model may emit: the public list plus the reserved unknown category."""
+        cats = list(self.categories or [])
+        if self.unknown is not None and self.unknown not in cats:
+            cats.append(self.unknown)
+        return cats
+
+
+@dataclass
+class Schema:
+    """The public facts of a table, with where they came from.
+
+    drafted_from_data: the facts were proposed by reading the private table (`draft_schema`).
+    confirmed: the steward confirmed every fact is public. A drafted, unconfirmed schema is flagged
+        in the run's ledger and in every report.
+    """
+
+    columns: list[ColumnSpec]
+    drafted_from_data: bool = False
+    confirmed: bool = True
+    missing_markers: list[str] = field(default_factory=list)
+    version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        self.columns = [c if isinstance(c, ColumnSpec) else ColumnSpec(**c) for c in self.columns]
+        self.check()
+
+    # --- access -------------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def __getitem__(self, name: str) -> ColumnSpec:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"no column {name!r} in the schema")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    @property
+    def numeric_columns(self) -> list[str]:
+        return [c.name for c in self.columns if c.is_numeric]
+
+    @property
+    def categorical_columns(self) -> list[str]:
+        return [c.name for c in self.columns if not c.is_numeric]
+
+    @property
+    def provenance(self) -> dict:
+        """What the ledger and reports say about where the public facts came from."""
+        flagged = self.drafted_from_data and not self.confirmed
+        return {
+            "drafted_from_data": self.drafted_from_data,
+            "confirmed": self.confirmed,
+            "warning": (
+                "The schema was drafted by reading the private table and was never confirmed as "
+                "public: its bounds and category lists may disclose facts about the data."
+                if flagged else None
+            ),
+        }
+
+    def confirm(self) -> "Schema":
+        """The steward states that every fact in this schema is public."""
+        self.confirmed = True
+        return self
+
+    def check(self) -> None:
+        if not self.columns:
+            raise SchemaError("the schema has no columns")
+        names = [c.name for c in self.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaError(f"the schema names a column twice: {_preview(dupes)}")
+        for c in self.columns:
+            c.check()
+        if self.version != SCHEMA_VERSION:
+            raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")
+
+    def require_bounds(self) -> None:
+        missing = [c.name for c in self.columns if c.is_numeric and not c.has_bounds]
+        if missing:
+            raise SchemaError(
+                f"numeric columns without public bounds: {_preview(missing)}. Declare lower/upper in the "
+                "schema, or pay part of the budget to estimate them privately (--bounds-epsilon)."
+            )
+
+    # --- JSON ---------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "version": self.version,
+            "drafted_from_data": self.drafted_from_data,
+            "confirmed": self.confirmed,
+            "missing_markers": list(self.missing_markers),
+            "columns": [{k: v for k, v in asdict(c).items() if v is not None or k in ("lower", "upper")}
+                        for c in self.columns],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Schema":
+        if not isinstance(data, dict) or "columns" not in data:
+            raise SchemaError("a schema is a JSON object with a 'columns' list")
+        if "version" not in data:
+            raise SchemaError("the schema has no 'version' field")
+        allowed = set(ColumnSpec.__dataclass_fields__)
+        columns = []
+        for i, col in enumerate(data["columns"]):
+            if not isinstance(col, dict):
+                raise SchemaError(f"schema column #{i + 1} is not an object")
+            extra = set(col) - allowed
+            if extra:
+                raise SchemaError(f"schema column {col.get('name', i + 1)!r} has unknown fields: {_preview(sorted(extra))}")
+            if "name" not in col or "kind" not in col:
+                raise SchemaError(f"schema column #{i + 1} needs a 'name' and a 'kind'")
+            columns.append(ColumnSpec(**col))
+        return cls(
+            columns=columns,
+            drafted_from_data=bool(data.get("drafted_from_data", False)),
+            confirmed=bool(data.get("confirmed", True)),
+            missing_markers=list(data.get("missing_markers", [])),
+            version=data["version"],
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Schema":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"the schema is not valid JSON: {e}") from None
+        return cls.from_dict(data)
+
+    def save(self, path: str | os.PathLike) -> None:
+        write_atomic(Path(path), self.to_json())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Schema":
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise SchemaError(f"cannot read the schema file {path}: {e.strerror}") from None
+        return cls.from_json(text)

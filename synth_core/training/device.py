@@ -1,0 +1,31 @@
+"""Where training runs, what it is called, and what a seed reproduces."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """CUDA when present, else the CPU; an explicit choice wins."""
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_label(device: str | torch.device | None = None) -> str:
+    """A readable name for a device (None: the one training would pick): the GPU's name, or the CPU and the
+    threads torch uses."""
+    dev = pick_device(device)
+    if dev.type == "cuda":
+        return f"GPU: {torch.cuda.get_device_name(dev)}"
+    return f"CPU ({torch.get_num_threads()} threads)"
+
+
+def seed_everything(seed: int | None) -> None:
+    """Seed torch's and numpy's global generators, which give what a seed reproduces: initial weights and
+    a loss's own randomness (diffusion noise, masks). DP randomness never comes from here: the noise and
+    the Poisson batches are drawn from privacy.secret_generator, fresh for every run."""
+    if seed is None:
+        return
+    torch.manual_seed(seed)
+    np.random.seed(seed % (2**32))
