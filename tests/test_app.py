@@ -283,7 +283,7 @@ def tiny_causal_lm(directory: Path) -> Path:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from synth_core.demo import DEMOS, load_demo
-    from synth_core.models.llm import build_schema_tokenizer
+    from synth_core.encoding.text import build_schema_tokenizer
     tok = build_schema_tokenizer(load_demo(next(iter(DEMOS)))[1])
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=16, n_layer=1, n_head=2,
                                bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(directory)

@@ -16,6 +16,7 @@ import torch  # noqa: E402
 from synth_core import api  # noqa: E402
 from synth_core.release.fair_sampling import fair_sample  # noqa: E402
 from synth_core.models import SamplingError, get_model_class  # noqa: E402
+from synth_core.encoding import text as row_text  # noqa: E402
 from synth_core.models import llm  # noqa: E402
 from synth_core.privacy import PrivacyLedger  # noqa: E402
 from synth_core.schema import ColumnSpec, Schema, validate_table  # noqa: E402
@@ -151,7 +152,7 @@ def test_stage1_reads_only_the_public_schema(monkeypatch):
     private = pd.DataFrame({"age": [42.0] * 300, "sex": ["Female"] * 300, "job": ["nurse"] * 300,
                             "hours": [37.5] * 300, "income": [">50K"] * 300})
     calls, encoded = [], []
-    real_random = llm.random_table
+    real_random = llm.model.random_table
 
     def spy_random(schema, n, seed=None, **kw):
         calls.append(("random_table", schema))
@@ -173,7 +174,7 @@ def test_stage1_reads_only_the_public_schema(monkeypatch):
         calls.append(("stage1 done",))
         return out
 
-    monkeypatch.setattr(llm, "random_table", spy_random)
+    monkeypatch.setattr(llm.model, "random_table", spy_random)
     monkeypatch.setattr(model, "encode", spy_encode)
     monkeypatch.setattr(model, "learn_format", spy_learn)
     model.fit(private, EPS, DELTA, "rdp")
@@ -260,9 +261,9 @@ def test_lora_gradients_only_and_numerical_loss_has_a_gradient():
     # and with respect to the logits directly
     logits = torch.randn(2, 5, model.codec.vocab_size, requires_grad=True)
     tgt = torch.tensor([[model.codec.digit_ids[3], model.codec.digit_ids[9], 0, 0, 0]] * 2)
-    kind = torch.tensor([[llm.DIGIT, llm.DIGIT, 0, 0, 0]] * 2)
+    kind = torch.tensor([[row_text.DIGIT, row_text.DIGIT, 0, 0, 0]] * 2)
     cols = torch.zeros(2, 5, dtype=torch.long)
-    exps = torch.tensor([[llm.EXP_OFFSET + 1, llm.EXP_OFFSET, 0, 0, 0]] * 2)
+    exps = torch.tensor([[row_text.EXP_OFFSET + 1, row_text.EXP_OFFSET, 0, 0, 0]] * 2)
     loss = model.numeric_loss(logits, tgt, kind, cols, exps).sum()
     loss.backward()
     assert float(logits.grad.abs().sum()) > 0
@@ -276,7 +277,7 @@ def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monk
     rows = model.encode(table_(6))
     ids, kinds = rows[:, 0], rows[:, 1]
     C = len(model.schema.names)
-    order = kinds == llm.ORDER
+    order = kinds == row_text.ORDER
     assert (order.sum(1) == C).all() and set(ids[order].tolist()) <= set(model._order_starts.nonzero().squeeze(1).tolist())
     with torch.no_grad():
         logits = model.net(input_ids=ids[:, :-1].clamp(min=0)).logits
@@ -287,10 +288,10 @@ def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monk
     def expected(choice):
         k = kinds[:, 1:]
         w = torch.zeros_like(ce)
-        w[(k == llm.FORMAT) | (k == llm.ORDER)] = 0.3
-        w[(k == llm.VALUE) | (k == llm.DIGIT)] = 0.7
-        w[k == llm.ORDER_TAIL] = 0.3 if choice else 0.0
-        loss = ce if choice else torch.where(k == llm.ORDER, any_name, ce)
+        w[(k == row_text.FORMAT) | (k == row_text.ORDER)] = 0.3
+        w[(k == row_text.VALUE) | (k == row_text.DIGIT)] = 0.7
+        w[k == row_text.ORDER_TAIL] = 0.3 if choice else 0.0
+        loss = ce if choice else torch.where(k == row_text.ORDER, any_name, ce)
         return (loss * w).sum(1) / w.sum(1)
 
     with torch.no_grad():
@@ -301,7 +302,7 @@ def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monk
         assert (stage2 < model.loss_fn(model.net, rows)).all()  # the choice's log(columns left) is gone
     model.order_choice_now = False
     seen = []
-    monkeypatch.setattr(llm, "train", lambda *a, **k: seen.append(model.order_choice_now) or llm.TrainResult(
+    monkeypatch.setattr(llm.model, "train", lambda *a, **k: seen.append(model.order_choice_now) or llm.model.TrainResult(
         steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0, seconds=0.0, samples_seen=0,
         last_loss=None, device="cpu"))
     model.learn_format()
@@ -314,10 +315,10 @@ def test_default_embeddings_are_one_matrix_in_stage1_and_two_in_stage2(monkeypat
 
     def spy(*a, **k):
         seen.append(model._output_layer().weight is model.net.get_input_embeddings().weight)
-        return llm.TrainResult(steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0, seconds=0.0,
+        return llm.model.TrainResult(steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0, seconds=0.0,
                                samples_seen=0, last_loss=None, device="cpu")
 
-    monkeypatch.setattr(llm, "train", spy)
+    monkeypatch.setattr(llm.model, "train", spy)
     model.learn_format()
     out, emb = model._output_layer().weight, model.net.get_input_embeddings().weight
     assert seen == [True]                                   # stage 1: tied
@@ -394,7 +395,7 @@ def test_fairness_prompts_lower_the_demographic_parity_gap(fitted):
 def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
     schema = schema_()
-    tok = llm.build_schema_tokenizer(schema)
+    tok = row_text.build_schema_tokenizer(schema)
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=1, n_head=2,
                                bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(tmp_path / "lm")
     tok.save_pretrained(tmp_path / "lm")
