@@ -196,3 +196,27 @@ def test_random_table_uses_only_the_public_schema(toy_schema):
         else:
             assert set(col) <= set(spec.vocabulary())
     assert random_table(toy_schema, 50, seed=1).equals(random_table(toy_schema, 50, seed=1))
+
+
+def test_the_column_owns_its_public_scale():
+    """One log rule: to_unit / from_unit invert each other, edges are even on the column's scale, and the
+    encoders, the evaluation's encoder and random rows all go through the column."""
+    from synth_core.encoding import VectorEncoder
+    from synth_core.evaluate.inputs import PublicEncoder
+    from synth_core.schema import random_table
+    gain = ColumnSpec("gain", "continuous", lower=0.0, upper=99999.0, binning="log")
+    age = ColumnSpec("age", "integer", lower=17, upper=90)
+    x = np.array([0.0, 1.0, 10.0, 5000.0, 99999.0, 2e6])
+    u = gain.to_unit(x)
+    assert u[0] == 0 and u[-1] == 1 and np.all(np.diff(u) >= 0) and u[1] > 0.05  # fine near the bound
+    assert np.allclose(gain.from_unit(u[:-1]), x[:-1])
+    assert np.allclose(gain.to_unit(gain.edges(10)), np.linspace(0, 1, 11))
+    assert np.array_equal(age.edges(100), np.arange(16.5, 91.0, 1.0))
+    assert np.allclose(age.to_unit([17, 53.5, 90]), [0, 0.5, 1])
+    schema = Schema(columns=[gain, age])
+    vec = VectorEncoder(schema, numeric="scalar")
+    assert np.allclose(vec.scale(gain, x), 2 * gain.to_unit(x) - 1)
+    table = random_table(schema, 4000, seed=0)
+    assert abs(float(np.median(gain.to_unit(table["gain"]))) - 0.5) < 0.05  # uniform on the log scale
+    enc = PublicEncoder(schema).fit(table)
+    assert np.allclose(enc.scale_numeric("gain", x), u)

@@ -10,7 +10,6 @@ import torch
 
 from synth_core import api
 from synth_core.encoding import TokenEncoder
-from synth_core.encoding.tokens import bin_edges
 from synth_core.models import SamplingError
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import ColumnSpec, SchemaError, validate_table
@@ -41,9 +40,9 @@ def test_bins_come_from_public_bounds_not_from_the_data(toy_schema):
 
 def test_integer_column_with_small_range_gets_one_bin_per_value_and_log_bins_are_fine_near_zero():
     small = ColumnSpec("n", "integer", lower=1, upper=16)
-    assert len(bin_edges(small, 100)) - 1 == 16
+    assert len(small.edges(100)) - 1 == 16
     heavy = ColumnSpec("gain", "integer", lower=0, upper=99999, binning="log")
-    edges = bin_edges(heavy, 100)
+    edges = heavy.edges(100)
     assert edges[0] == 0 and edges[-1] == pytest.approx(99999) and edges[1] < 1
 
 

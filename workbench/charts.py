@@ -52,9 +52,7 @@ def _numeric_edges(spec: ColumnSpec, values: list[pd.Series], bins: int = 30) ->
         # whole numbers per bin, edges between integers: no bin catches one more value than its neighbour
         width = max(1, int(np.ceil((hi - lo + 1) / bins)))
         return np.arange(lo - 0.5, hi + width + 0.5, width)
-    if spec.binning == "log" and lo is not None:
-        return lo + np.expm1(np.linspace(0, np.log1p(hi - lo), bins + 1))
-    return np.linspace(lo, hi, bins + 1)
+    return spec.edges(bins, bounds=(lo, hi), per_integer=False)
 
 
 def marginal_chart(spec: ColumnSpec, real: pd.Series, synthetic: dict[str, pd.Series]) -> go.Figure:

@@ -2,8 +2,8 @@
 
 Every column gets its own disjoint slice of one vocabulary: a categorical column one token per public
 category (plus the reserved unknown category), a numeric column one token per bin of its public range,
-and a nullable column one extra token for "missing". Bin edges are computed from the public bounds and
-the declared binning; nothing here reads the private table except to map its values to tokens.
+and a nullable column one extra token for "missing". Bin edges come from the public schema
+(`ColumnSpec.edges`); nothing here reads the private table except to map its values to tokens.
 """
 from __future__ import annotations
 
@@ -35,17 +35,6 @@ class ColumnCodec:
         return self.size - 1 if self.spec.nullable else None
 
 
-def bin_edges(spec: ColumnSpec, n_bins: int) -> np.ndarray:
-    """Bin edges from the public bounds: one bin per integer when the integer range fits in n_bins."""
-    lo, hi = float(spec.lower), float(spec.upper)
-    if spec.kind == "integer" and hi - lo + 1 <= n_bins:
-        return np.arange(lo - 0.5, hi + 1.0, 1.0)
-    if spec.binning == "log":
-        # log1p of the distance to the lower bound: narrow bins near the bound, wide in the tail
-        return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
-    return np.linspace(lo, hi, n_bins + 1)
-
-
 class TokenEncoder:
     """Encode a validated table to an (n_rows, n_columns) array of global token ids, and back.
 
@@ -65,7 +54,7 @@ class TokenEncoder:
         for spec in schema.columns:
             edges = None
             if spec.is_numeric:
-                edges = bin_edges(spec, n_bins)
+                edges = spec.edges(n_bins)
                 labels: list = list(range(len(edges) - 1))
             else:
                 labels = spec.vocabulary()

@@ -6,7 +6,7 @@ A numeric column is encoded one of two ways:
     "scalar"  one value in [-1, 1]: the public bounds map to -1 and 1 (after log1p of the distance to the lower
               bound for log binning, so a heavy-tailed amount keeps resolution near the bound); a nullable
               column also gets a two-slot block, present / missing (the value slot holds 0 when missing).
-    "bins"    a one-hot block over bins of the public range (encoding.tokens.bin_edges: the token models' bins; an
+    "bins"    a one-hot block over bins of the public range (ColumnSpec.edges: the token models' bins; an
               integer column whose range has at most `integer_bins` values gets one bin per integer, others
               `n_bins` bins), decoded like the token models' "uniform" decoding: a
               value drawn uniformly inside the bin (integers: among the integers inside it); a nullable column
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .tokens import bin_edges
 from ..schema import ColumnSpec, Schema, SchemaError
 
 NUMERIC_ENCODINGS = ("scalar", "bins")
@@ -72,7 +71,7 @@ class VectorEncoder:
         for spec in schema.columns:
             if spec.is_numeric and numeric == "bins":
                 per_integer = spec.kind == "integer" and spec.upper - spec.lower + 1 <= integer_bins
-                edges = bin_edges(spec, integer_bins if per_integer else n_bins)
+                edges = spec.edges(integer_bins if per_integer else n_bins)
                 labels = list(range(len(edges) - 1)) + ([None] if spec.nullable else [])
                 block = Block(spec, pos, len(labels), labels=labels, edges=edges)
                 self.categorical.append(block)
@@ -110,23 +109,11 @@ class VectorEncoder:
     # --- numeric scaling by the PUBLIC bounds ------------------------------------------------------
     @staticmethod
     def scale(spec: ColumnSpec, x: np.ndarray) -> np.ndarray:
-        lo, hi = float(spec.lower), float(spec.upper)
-        x = np.clip(np.asarray(x, dtype=float), lo, hi)
-        if spec.binning == "log":
-            u = np.log1p(x - lo) / np.log1p(hi - lo)
-        else:
-            u = (x - lo) / (hi - lo)
-        return 2.0 * u - 1.0
+        return 2.0 * spec.to_unit(x) - 1.0
 
     @staticmethod
     def unscale(spec: ColumnSpec, v: np.ndarray) -> np.ndarray:
-        lo, hi = float(spec.lower), float(spec.upper)
-        u = (np.clip(np.asarray(v, dtype=float), -1.0, 1.0) + 1.0) / 2.0
-        if spec.binning == "log":
-            x = lo + np.expm1(u * np.log1p(hi - lo))
-        else:
-            x = lo + u * (hi - lo)
-        return np.clip(x, lo, hi)
+        return spec.from_unit((np.clip(np.asarray(v, dtype=float), -1.0, 1.0) + 1.0) / 2.0)
 
     # --- encode -----------------------------------------------------------------------------------
     def encode(self, table: pd.DataFrame) -> np.ndarray:

@@ -136,11 +136,7 @@ class PublicEncoder:
 
     def scale_numeric(self, name: str, values: np.ndarray) -> np.ndarray:
         """Values of a numeric column scaled to [0, 1] by its bounds (log1p scale for log binning)."""
-        lo, hi = self._bounds[name]
-        v = np.clip(values.astype(float), lo, hi)
-        if self.schema[name].binning == "log":
-            return np.log1p(v - lo) / np.log1p(hi - lo)
-        return (v - lo) / (hi - lo)
+        return self.schema[name].to_unit(values, bounds=self._bounds[name])
 
     def feature_names(self) -> list[str]:
         names = []

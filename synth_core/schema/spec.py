@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
 from ..files import write_atomic
 
 SCHEMA_VERSION = 1
@@ -103,6 +105,44 @@ class ColumnSpec:
         if self.unknown is not None and self.unknown not in cats:
             cats.append(self.unknown)
         return cats
+
+    # --- the public scale of a numeric column: everything that maps a column to or from its range asks here
+    def _range(self, bounds: tuple[float, float] | None) -> tuple[float, float]:
+        lo, hi = bounds if bounds is not None else (self.lower, self.upper)
+        if lo is None or hi is None:
+            raise SchemaError(f"column {self.name!r} has no public bounds")
+        return float(lo), float(hi)
+
+    def to_unit(self, x, bounds: tuple[float, float] | None = None) -> np.ndarray:
+        """Values clipped to the public range and mapped to [0, 1]: linearly, or for log binning by log1p of the
+        distance to the lower bound (fine resolution near the bound, for heavy-tailed amounts). `bounds`
+        stands in for the public bounds where a caller has its own (the steward's review of a column
+        without them)."""
+        lo, hi = self._range(bounds)
+        x = np.clip(np.asarray(x, dtype=float), lo, hi)
+        if self.binning == "log":
+            return np.log1p(x - lo) / np.log1p(hi - lo)
+        return (x - lo) / (hi - lo)
+
+    def from_unit(self, u, bounds: tuple[float, float] | None = None) -> np.ndarray:
+        """The inverse of `to_unit`: points of [0, 1] (clipped) back to values inside the public range."""
+        lo, hi = self._range(bounds)
+        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+        if self.binning == "log":
+            x = lo + np.expm1(u * np.log1p(hi - lo))
+        else:
+            x = lo + u * (hi - lo)
+        return np.clip(x, lo, hi)
+
+    def edges(self, n_bins: int, bounds: tuple[float, float] | None = None, per_integer: bool = True) -> np.ndarray:
+        """n_bins + 1 edges cutting the public range, evenly on the column's scale (see `to_unit`); an integer
+        column whose range holds at most n_bins values gets one bin per integer (per_integer)."""
+        lo, hi = self._range(bounds)
+        if per_integer and self.kind == "integer" and hi - lo + 1 <= n_bins:
+            return np.arange(lo - 0.5, hi + 1.0, 1.0)
+        if self.binning == "log":
+            return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
+        return np.linspace(lo, hi, n_bins + 1)
 
 
 @dataclass

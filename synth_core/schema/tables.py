@@ -259,10 +259,7 @@ def random_table(schema: Schema, n: int, seed: int | None = None, missing_share:
     for spec in schema.columns:
         if spec.is_numeric:
             lo, hi = float(spec.lower), float(spec.upper)
-            if spec.binning == "log":
-                values = lo + np.expm1(rng.uniform(0.0, np.log1p(hi - lo), n))
-            else:
-                values = rng.uniform(lo, hi, n)
+            values = spec.from_unit(rng.uniform(0.0, 1.0, n))  # uniform on the column's public scale
             if spec.kind == "integer":
                 col = pd.Series(np.clip(np.round(values), lo, hi).astype("int64"), dtype="Int64")
             else:
