@@ -1,3 +1,9 @@
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -50,3 +56,44 @@ def demo():
     schema = demo_schema()
     table = demo_table(3000, seed=0)
     return schema, table.iloc[:2000].reset_index(drop=True), table.iloc[2000:].reset_index(drop=True)
+
+
+# How long a test waits for background work (a worker training, the app rerunning) before it gives up. A
+# safety net for a hung test, not a speed check: a loaded 2-core CI machine once took 32 minutes for the suite.
+PATIENCE_S = 1800
+
+
+def end_workers(root: Path) -> None:
+    """End every training worker started for a run under `root` (a test that starts a process ends it,
+    pass or fail)."""
+    pids = []
+    for info in Path(root).rglob("worker.json"):
+        try:
+            pids.append(int(json.loads(info.read_text())["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            continue
+    deadline = time.time() + 30
+    for pid in pids:
+        while time.time() < deadline:
+            try:
+                os.kill(pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.1)
+        else:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+@pytest.fixture
+def worker_root(tmp_path):
+    """A folder for runs whose workers are ended when the test ends."""
+    yield tmp_path
+    end_workers(tmp_path)

@@ -13,19 +13,22 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from conftest import PATIENCE_S, end_workers
 from synth_core.demo import demo_table
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
+RUN_S = 600  # one script run of the app; a safety net for a hung page, not a speed check
 
 
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
+    yield tmp_path / "home"
+    end_workers(tmp_path)  # the runs this test started, pass or fail
 
 
 def new_app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
+    at = AppTest.from_file(APP, default_timeout=RUN_S)
     return at.run()
 
 
@@ -43,7 +46,7 @@ def upload(at: AppTest, name: str, content: bytes) -> AppTest:
     return at.run()
 
 
-def wait_for_run(at: AppTest, timeout_s: float = 120) -> str:
+def wait_for_run(at: AppTest, timeout_s: float = PATIENCE_S) -> str:
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         at.switch_page("app_pages/train.py").run()
@@ -128,13 +131,13 @@ def test_walk_through_from_upload_to_export(workspace):
     assert "people" not in (run_dir / "worker.log").read_text()
 
     # 5. review: figures with verdicts, marginals, projection, distance to closest record
-    at.switch_page("app_pages/review.py").run(timeout=180)
+    at.switch_page("app_pages/review.py").run(timeout=RUN_S)
     no_exceptions(at)
     assert not at.error, texts(at.error)
     figures = at.dataframe[0].value
     assert {"figure", "meaning"} <= set(figures.columns) and len(figures) >= 3
     assert len(at.get("plotly_chart")) >= 7 + 2  # one per column, PCA, DCR
-    at.button(key="build_report").click().run(timeout=180)
+    at.button(key="build_report").click().run(timeout=RUN_S)
     no_exceptions(at)
     assert not at.error, texts(at.error)
     html = Path(at.session_state["full_report"]["html"]).read_text()
@@ -172,7 +175,7 @@ def test_fairness_control_on_the_generate_page(workspace):
     at.checkbox(key="use_fairness").check().run()
     assert at.selectbox(key="sensitive").value == "sex" and at.selectbox(key="target").value == "income"
     at.slider(key="target_gap").set_value(0.0)
-    at.button(key="generate").click().run(timeout=180)
+    at.button(key="generate").click().run(timeout=RUN_S)
     no_exceptions(at)
     assert not at.error, texts(at.error)
     result = at.session_state["fair_result"]
@@ -260,7 +263,7 @@ def test_a_run_deleted_under_the_app(workspace):
 
 def test_the_readme_demo_flag_preloads_the_builtin_table(workspace, monkeypatch):
     monkeypatch.setattr("sys.argv", ["app.py", "--demo"])
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = AppTest.from_file(APP, default_timeout=RUN_S).run()
     no_exceptions(at)
     assert at.session_state["table_name"].startswith("invented census")
     assert not at.session_state["schema"].drafted_from_data  # a declared schema: nothing to confirm
@@ -318,7 +321,7 @@ def test_llm_backbone_picker_says_what_the_default_lacks_and_trains_it(workspace
     assert "no pretrained knowledge" in info and "pretrained" in info and "Nothing is downloaded" in info
     request = start_tiny(at)
     assert request["model"] == "dp-llmtgen" and request["options"] == {"backbone": None}
-    assert wait_for_run(at, timeout_s=240) == "completed"
+    assert wait_for_run(at) == "completed"
 
 
 def test_llm_backbone_directory_is_checked_before_training(workspace, tmp_path):
@@ -338,6 +341,6 @@ def test_llm_backbone_directory_is_checked_before_training(workspace, tmp_path):
     no_exceptions(at)
     request = start_tiny(at)
     assert request["options"] == {"backbone": str(lm)}
-    assert wait_for_run(at, timeout_s=240) == "completed"
+    assert wait_for_run(at) == "completed"
     config = json.loads((Path(at.session_state["run_path"]) / "model" / "model.json").read_text())
     assert config["config"]["backbone"] == str(lm)

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import PATIENCE_S, end_workers
 from synth_core.demo import demo_table
 
+WAIT_MS = 600_000  # one page's rerun; a safety net for a hung page, not a speed check
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -38,7 +40,7 @@ def server(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                              "--server.headless", "true"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://localhost:{port}"
-    deadline = time.time() + 60
+    deadline = time.time() + PATIENCE_S
     while time.time() < deadline:
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
@@ -55,12 +57,13 @@ def server(tmp_path):
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+    end_workers(tmp_path)  # the training processes the app started
 
 
 def wait_idle(page) -> None:
     """Wait until the script run triggered by the last interaction has finished (the status widget hides)."""
     page.wait_for_timeout(300)
-    page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=60_000)
+    page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=WAIT_MS)
 
 
 def choose(page, label: str, option: str) -> None:
@@ -81,14 +84,14 @@ def choose(page, label: str, option: str) -> None:
 
 def test_walk_through_in_a_real_browser(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
-    expect.set_options(timeout=60_000)  # the first page imports torch; a 2-core CI machine is slow
+    expect.set_options(timeout=WAIT_MS)  # the first page imports torch; a loaded 2-core CI machine is slow
 
     csv = tmp_path / "people.csv"
     demo_table(300, seed=5).to_csv(csv, index=False)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
+        page.set_default_timeout(WAIT_MS)
         page.goto(server)
         expect(page.get_by_text("1 · Your data")).to_be_visible()
 
@@ -109,20 +112,20 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         page.get_by_role("button", name="Start training").click()
 
         expect(page.get_by_text("4 · Train", exact=True).first).to_be_visible()
-        expect(page.get_by_text("Privacy spent per step").first).to_be_visible(timeout=120_000)
+        expect(page.get_by_text("Privacy spent per step").first).to_be_visible(timeout=PATIENCE_S * 1000)
         page.screenshot(path=str(tmp_path / "train.png"), full_page=True)
-        expect(page.get_by_text("Next: review the synthetic table")).to_be_visible(timeout=120_000)
+        expect(page.get_by_text("Next: review the synthetic table")).to_be_visible(timeout=PATIENCE_S * 1000)
 
         page.get_by_role("link", name="5 · Review").click()
         expect(page.get_by_text("Fidelity figures", exact=True)).to_be_visible()
-        expect(page.get_by_text("Distance to the closest real row", exact=True)).to_be_visible(timeout=120_000)
+        expect(page.get_by_text("Distance to the closest real row", exact=True)).to_be_visible(timeout=PATIENCE_S * 1000)
         expect(page.locator(".js-plotly-plot").first).to_be_visible()
         page.wait_for_timeout(1500)  # let plotly finish drawing
         page.screenshot(path=str(tmp_path / "review.png"), full_page=True)
 
         page.get_by_role("link", name="6 · Generate and export").click()
         page.get_by_role("button", name="Generate", exact=True).click()
-        expect(page.get_by_text("synthetic rows (unconditional)")).to_be_visible(timeout=120_000)
+        expect(page.get_by_text("synthetic rows (unconditional)")).to_be_visible(timeout=PATIENCE_S * 1000)
         expect(page.get_by_role("button", name="Download the synthetic table (CSV)")).to_be_visible()
         # the sidebar shows the run's budget on every page
         expect(page.get_by_test_id("stSidebar").get_by_text("ε spent")).to_be_visible()

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synth_core.runs import jobs
+from conftest import PATIENCE_S
 from synth_core.api import fit
+from synth_core.runs import jobs
 from synth_core.demo import demo_schema, demo_table
 from synth_core.release.fair_sampling import (demographic_parity_gap, fair_sample, plan_conditioned_rows, planned_gap,
                                               share_for_gap)
@@ -26,7 +27,7 @@ SLOW_REQUEST = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accounta
                 "options": {"epochs": 400, "batch_size": 16}, "seed": 0}
 
 
-def wait(run: RunDir, until, timeout_s: float = 60):
+def wait(run: RunDir, until, timeout_s: float = PATIENCE_S):
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if until():
@@ -35,7 +36,8 @@ def wait(run: RunDir, until, timeout_s: float = 60):
     raise AssertionError(f"timed out; status {run.status()}; log {(run.path / 'worker.log').read_text()[-500:]}")
 
 
-def test_cancel_keeps_the_model_and_charges_only_the_steps_taken(tmp_path):
+def test_cancel_keeps_the_model_and_charges_only_the_steps_taken(worker_root):
+    tmp_path = worker_root
     run = jobs.start_fit_job(tmp_path, demo_table(400), demo_schema(), SLOW_REQUEST)
     wait(run, lambda: len(run.events()) >= 3)
     jobs.cancel_job(run)
@@ -48,7 +50,8 @@ def test_cancel_keeps_the_model_and_charges_only_the_steps_taken(tmp_path):
     assert 0 < ledger.spent_epsilon < 1.0
 
 
-def test_a_killed_worker_is_detected_and_its_steps_are_charged(tmp_path):
+def test_a_killed_worker_is_detected_and_its_steps_are_charged(worker_root):
+    tmp_path = worker_root
     run = jobs.start_fit_job(tmp_path, demo_table(400), demo_schema(), SLOW_REQUEST)
     wait(run, lambda: len(run.events()) >= 3)
     os.kill(run.read_json("worker.json")["pid"], signal.SIGKILL)
@@ -59,7 +62,8 @@ def test_a_killed_worker_is_detected_and_its_steps_are_charged(tmp_path):
     assert len(interrupted) == 1 and interrupted[0].details["steps"] >= 3 and 0 < ledger.spent_epsilon <= 1.0
 
 
-def test_private_rows_stay_owner_only_and_the_holdout_never_trains(tmp_path):
+def test_private_rows_stay_owner_only_and_the_holdout_never_trains(worker_root):
+    tmp_path = worker_root
     table = demo_table(200)
     run = jobs.start_fit_job(tmp_path, table, demo_schema(), {**SLOW_REQUEST, "options": {}, "holdout_share": 0.25})
     wait(run, lambda: (run.samples_dir / "review.csv").exists())  # written right after training
@@ -74,7 +78,8 @@ def test_private_rows_stay_owner_only_and_the_holdout_never_trains(tmp_path):
     assert listing[0]["state"] == "completed" and listing[0]["rows"] == 150
 
 
-def test_bad_requests_are_refused_before_anything_is_written(tmp_path):
+def test_bad_requests_are_refused_before_anything_is_written(worker_root):
+    tmp_path = worker_root
     for bad, message in (({"epsilon": 0}, "ε must be a positive"), ({"holdout_share": 0.7}, "kept aside"),
                          ({"model": ""}, "names no model"), ({"colour": "red"}, "unknown request keys")):
         with pytest.raises(ValueError, match=message):
