@@ -8,7 +8,7 @@ import streamlit as st
 
 from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
-from synth_core.privacy import BudgetError, check_budget, default_delta, delta_warning
+from synth_core.privacy import BudgetError, check_run_budget, default_delta, delta_warning
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.training.device import device_label
 from synth_core.training.timing import estimate_fit_seconds
@@ -115,15 +115,12 @@ with st.expander("Advanced"):
 # --- the accountant's plan --------------------------------------------------------------------------
 problems = []
 try:
-    check_budget(epsilon, delta)
-    if not 0 <= bounds_epsilon < epsilon:
-        raise BudgetError(f"the ε for bound estimation ({bounds_epsilon:g}) must be ≥ 0 and below the total ε "
-                          f"({epsilon:g})")
-    if missing_bounds and bounds_epsilon <= 0:
-        raise BudgetError(f"{', '.join(missing_bounds)} need public bounds (step 2) or some ε to estimate them")
+    check_run_budget(epsilon, delta, bounds_epsilon)
+    if bounds_epsilon <= 0:
+        schema.require_bounds()
     if n_train < state.MIN_ROWS:
         raise BudgetError(f"only {n_train} rows would be left for training; keep fewer aside")
-except BudgetError as e:
+except (BudgetError, SchemaError) as e:
     problems.append(str(e))
 
 

@@ -15,7 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from .models import SynthModel, get_model_class
-from .privacy import BudgetError, PrivacyLedger, check_budget, default_delta, delta_warning
+from .privacy import PrivacyLedger, check_run_budget, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, ValidationReport, validate_table
@@ -45,9 +45,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
     n = len(clean)
     delta = default_delta(n) if delta is None else delta
-    check_budget(epsilon, delta)
-    if not 0 <= bounds_epsilon < epsilon:
-        raise BudgetError(f"the ε for bound estimation ({bounds_epsilon:g}) must be ≥ 0 and below the total ε ({epsilon:g})")
+    check_run_budget(epsilon, delta, bounds_epsilon)
     warnings = [w for w in [delta_warning(delta, n)] if w]
     ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta, n_rows=n,
                            schema_provenance=schema.provenance)
@@ -59,7 +57,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     if estimated is not schema:  # new bounds: clip and count against them
         schema = estimated
         clean, report = validate_table(clean, schema)
-    sgd_epsilon = epsilon - ledger.spent_epsilon
+    sgd_epsilon = ledger.remaining_epsilon  # what the bounds left for training
     synth = klass(schema, preset=preset, device=device, seed=seed, **(options or {}))
 
     if isinstance(run_dir, RunDir):  # prepared by a background job (synth_core.runs.jobs)
@@ -89,9 +87,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=should_stop,
                   plan=plan)
     except BaseException as e:
-        # whatever happened, the steps already taken were paid for: record them
-        if synth.plan is not None and not any(en.mechanism.startswith("DP-SGD") for en in ledger.entries):
-            record_interrupted_training(ledger, synth, len(run.events()) if run is not None else 0)
+        # the model charged the steps it started to the ledger, however it stopped
         if run is not None:
             run.write_ledger(ledger)
             state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
@@ -108,14 +104,6 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         else:
             run.set_status("completed", f"{result.steps_done} steps in {result.seconds:.0f} s on {result.device}")
     return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
-
-
-def record_interrupted_training(ledger: PrivacyLedger, model: SynthModel, steps: int) -> None:
-    """Charge the ledger for the DP steps a run took before it stopped abnormally; the model says what its
-    steps cost (a GAN trained with DTGAN_G pays by group privacy, for instance)."""
-    spent, spent_delta = model.epsilon_for_steps(steps)
-    ledger.record("DP-SGD (interrupted)", epsilon=spent, delta=spent_delta, accountant=model.plan.accountant,
-                  steps=steps, steps_planned=model.plan.steps)
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:

@@ -239,5 +239,5 @@ def test_cancel_and_crash_are_paid_for(toy_schema, toy_table, tmp_path, family):
     assert entry.mechanism == "DP-SGD (interrupted)" and entry.details["steps"] == 2
     # what the model's own accounting says two steps cost (for dtgan-g: group privacy, twice the inner ε)
     model = get_model_class(family)(toy_schema, preset="tiny")
-    model.plan = NoisePlan(**failed.config()["plan"])
-    assert (entry.epsilon, entry.delta) == pytest.approx(model.epsilon_for_steps(2))
+    model.plan = NoisePlan.from_dict(failed.config()["plan"])
+    assert (entry.epsilon, entry.delta) == pytest.approx(model.plan.spent(2))

@@ -206,3 +206,59 @@ def test_ghost_clipping_refuses_to_clip_with_a_missing_norm():
     # the materialised per-sample gradients handle it
     result = train(NetWithSideBranch(), data, tiny_loss, TrainConfig(seed=0, grad_sample_mode="hooks"), plan)
     assert result.steps_done == plan.steps
+
+
+# --- where ε is decided: the privacy layer, from a model's sampling shape and the steps it started --------
+def test_a_step_that_fails_midway_is_charged(toy_schema, toy_table):
+    """The ledger charges every step that touched the rows, the one that failed included, from the count the
+    loop keeps in memory (not from a log on disk)."""
+    from synth_core.models import get_model_class
+    from synth_core.schema import validate_table
+    model = get_model_class("dp-tbart")(toy_schema, preset="tiny")
+    clean, _ = validate_table(toy_table, toy_schema)
+    real_loss, events, calls = model.loss_fn, [], []
+
+    def failing(module, rows):
+        calls.append(1)
+        if len(calls) == 4:
+            raise RuntimeError("out of memory")
+        return real_loss(module, rows)
+
+    model.loss_fn = failing
+    ledger = PrivacyLedger(2.0, 1e-5, len(clean))
+    with pytest.raises(RuntimeError, match="out of memory"):
+        model.fit(clean, 2.0, 1e-5, "rdp", ledger=ledger, on_event=events.append)
+    (entry,) = ledger.entries
+    assert entry.mechanism == "DP-SGD (interrupted)" and entry.kind == "dp-sgd"
+    assert entry.details["steps"] == len(events) + 1  # the failed step counts
+    assert (entry.epsilon, entry.delta) == pytest.approx(model.plan.spent(len(events) + 1))
+    assert 0 < entry.epsilon < 2.0
+
+
+def test_group_privacy_plan_spends_within_the_budget_and_matches_the_formula():
+    from synth_core.privacy.accounting import SamplingShape, group_privacy, member_budget, plan
+    p = plan(SamplingShape(population=8, expected_batch=2, epochs=20, group_size=2), 2.0, 1e-5, "rdp")
+    e1, d1 = member_budget(2.0, 1e-5, 2)
+    assert d1 == pytest.approx(1e-5 / (1 + math.exp(1.0)))
+    inner = epsilon_after(p.noise_multiplier, p.sample_rate, p.steps, d1, "rdp")
+    assert p.spent(p.steps) == pytest.approx(group_privacy(inner, d1, 2))
+    assert p.planned_epsilon <= 2.0 and p.spent(p.steps)[1] <= 1e-5
+    assert p.curve().at(p.steps) == pytest.approx(p.planned_epsilon)
+    assert group_privacy(0.5, 1e-6, 3) == pytest.approx((1.5, 1e-6 * (1 + math.exp(0.5) + math.exp(1.0))))
+
+
+def test_a_dead_worker_is_charged_by_its_saved_plan_and_an_old_plan_in_full():
+    from synth_core.privacy.ledger import charge_interrupted
+    p = plan_noise(1000, 100, 2, 1.0, 1e-5, accountant="rdp")
+    ledger = PrivacyLedger(1.0, 1e-5, 1000)
+    charge_interrupted(ledger, p.to_dict(), steps=5)
+    assert ledger.entries[0].epsilon == pytest.approx(p.spent(5)[0]) and ledger.has_training()
+    old = {k: v for k, v in p.to_dict().items() if k != "group_size"}  # saved before group sizes existed
+    ledger = PrivacyLedger(1.0, 1e-5, 1000)
+    charge_interrupted(ledger, old, steps=5)
+    assert ledger.entries[0].epsilon == 1.0
+    # a ledger written before entries had kinds still knows its training is charged
+    legacy = {"target_epsilon": 1.0, "target_delta": 1e-5, "n_rows": 10,
+              "entries": [{"mechanism": "DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)",
+                           "epsilon": 0.9, "delta": 1e-5}]}
+    assert PrivacyLedger.from_dict(legacy).has_training()

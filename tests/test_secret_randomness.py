@@ -73,8 +73,8 @@ def test_poisson_batches_are_not_reproducible_from_any_global_seed():
         torch.manual_seed(0)
         np.random.seed(0)
         seen = []
-        run_steps(lambda idx: seen.append(sorted(int(i) for i in idx)) or 0.0, n=500, sample_rate=0.1, steps=5,
-                  epsilon_at=None)
+        run_steps(lambda idx: seen.append(sorted(int(i) for i in idx)) or 0.0, n=500, sample_rate=0.1,
+                  planned=5)
         return seen
     first, second = batches(), batches()
     assert all(len(b) < 500 for b in first)  # Poisson batches, not the whole table

@@ -1,6 +1,12 @@
 """What every model family shares: configuration and presets, DP fit through the engine, conditional
 sampling, save and load. A family supplies `build`, `encode`, `loss_fn`, `generate_tokens` and
 `exact_prefix`; scikit-learn style, `fit` then `sample`.
+
+A family never computes or records an ε: it declares how its training samples (`sampling_shape`), the
+privacy layer plans the noise for it, the engine counts the steps it starts, and `fit` has the privacy layer
+charge them (`privacy.ledger.record_training`) however training ends. A family that trains differently
+(the GANs) overrides the `train_private` hook; one with work before the private table is read (DP-LLMTGen's
+format learning) overrides `prepare`; one with more to say in the ledger, `ledger_details`.
 """
 from __future__ import annotations
 
@@ -13,10 +19,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..training.engine import TrainConfig, TrainResult, train
-from ..training.device import pick_device
-from ..privacy import NoisePlan, PrivacyLedger, epsilon_after, plan_noise
+from ..privacy import NoisePlan, PrivacyLedger
+from ..privacy import accounting
+from ..privacy.accounting import SamplingShape
+from ..privacy.ledger import record_training
 from ..schema import Schema, SchemaError
+from ..training.device import device_label, pick_device
+from ..training.engine import StepCount, TrainConfig, TrainResult, train
 
 MODELS: dict[str, type["SynthModel"]] = {}
 
@@ -105,50 +114,62 @@ class SynthModel:
         return sum(p.numel() for p in self.net.parameters())
 
     # --- training -----------------------------------------------------------------------------------
-    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv") -> NoisePlan:
+    # what the ledger calls this family's private training
+    dp_mechanism = "DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)"
+
+    def sampling_shape(self, n_rows: int) -> SamplingShape:
+        """How DP training samples a table of n_rows rows (see privacy.accounting.SamplingShape)."""
         tc = self.train_config
         # small tables: at least ~8 Poisson batches per epoch. Fewer, larger batches leave too few steps to
         # learn from (demo table, 3.6k rows, ε=1: 2-way TVD 0.162 with n/2 batches vs 0.129 with n/8)
         batch = min(tc.batch_size, max(1, n_rows // 8))
-        return plan_noise(n_rows, batch, tc.epochs, epsilon, delta, accountant, tc.max_grad_norm)
+        return SamplingShape(population=n_rows, expected_batch=batch, epochs=tc.epochs, max_grad_norm=tc.max_grad_norm)
 
-    def _encode_and_plan(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str,
-                         plan: NoisePlan | None):
-        """The encoded table, with `self.plan` set: `plan` if given (it must be for this very budget), else
-        a fresh calibration."""
-        data = self.encode(table)
-        self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
-        if (self.plan.epsilon, self.plan.delta, self.plan.accountant) != (epsilon, delta, accountant):
-            raise ValueError("the noise plan was calibrated for another budget")
-        return data
+    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv") -> NoisePlan:
+        return accounting.plan(self.sampling_shape(n_rows), epsilon, delta, accountant)
 
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None,
             on_event: Callable[[dict], None] | None = None,
             should_stop: Callable[[], bool] | None = None,
             plan: NoisePlan | None = None) -> "SynthModel":
-        """DP-SGD on a table already validated against the schema (schema.validate_table).
+        """DP training on a table already validated against the schema (schema.validate_table).
 
-        ε here is what DP-SGD may spend; the accountant's final ε is recorded in `ledger`. `plan`, if
-        given, must come from `plan_privacy` with the same arguments (it saves a second calibration)."""
-        data = self._encode_and_plan(table, epsilon, delta, accountant, plan)
-        self.train_result = train(self.net, data, self.loss_fn, self.train_config, self.plan,
-                                  on_event=on_event, should_stop=should_stop)
-        if ledger is not None:
-            r, p = self.train_result, self.plan
-            ledger.record("DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)",
-                          epsilon=r.epsilon_spent, delta=p.delta if r.steps_done else 0.0, accountant=p.accountant,
-                          model=self.family, noise_multiplier=p.noise_multiplier, sample_rate=p.sample_rate,
-                          steps=r.steps_done, steps_planned=p.steps, max_grad_norm=p.max_grad_norm,
-                          cancelled=r.cancelled)
+        ε here is what DP training may spend; `plan`, if given, must come from `plan_privacy` with the same
+        arguments (it saves a second calibration). The steps started are charged to `ledger` however
+        training ends: completed, cancelled (the model trained so far is kept) or failed."""
+        if plan is not None and (plan.epsilon, plan.delta, plan.accountant) != (epsilon, delta, accountant):
+            raise ValueError("the noise plan was calibrated for another budget")
+        self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
+        steps, outcome = StepCount(), "interrupted"
+        try:
+            if self.prepare(should_stop):
+                self.train_result = self.train_private(self.encode(table), self.plan, on_event, should_stop, steps)
+            else:  # cancelled before the private table was read
+                self.train_result = TrainResult(steps_done=0, steps_planned=self.plan.steps, cancelled=True,
+                                                epsilon_spent=0.0, seconds=0.0, samples_seen=0, last_loss=None,
+                                                device=device_label(self.device))
+            outcome = "cancelled" if self.train_result.cancelled else "completed"
+        finally:
+            if ledger is not None:
+                mechanism = self.dp_mechanism if outcome != "interrupted" else "DP-SGD (interrupted)"
+                record_training(ledger, mechanism, self.plan, steps.started, cancelled=outcome == "cancelled",
+                                model=self.family, **self.ledger_details())
         return self
 
-    def epsilon_for_steps(self, steps: int) -> tuple[float, float]:
-        """(ε, δ) spent after `steps` DP steps of this model's plan (for a run that stopped early)."""
-        p = self.plan
-        if p is None or steps <= 0:
-            return 0.0, 0.0
-        return epsilon_after(p.noise_multiplier, p.sample_rate, steps, p.delta, p.accountant), p.delta
+    def prepare(self, should_stop: Callable[[], bool] | None = None) -> bool:
+        """Work done before the private table is read (no privacy cost); False if it was cancelled."""
+        return True
+
+    def train_private(self, data: torch.Tensor, plan: NoisePlan, on_event: Callable[[dict], None] | None,
+                      should_stop: Callable[[], bool] | None, steps: StepCount) -> TrainResult:
+        """DP training on the encoded rows under `plan`; every step started is counted in `steps`."""
+        return train(self.net, data, self.loss_fn, self.train_config, plan, on_event=on_event,
+                     should_stop=should_stop, steps=steps)
+
+    def ledger_details(self) -> dict:
+        """What else the ledger should say about this family's private training."""
+        return {}
 
     # --- sampling -----------------------------------------------------------------------------------
     def _condition_tokens(self, conditions: dict) -> dict[int, int]:
@@ -244,5 +265,5 @@ class SynthModel:
         model.net.load_state_dict(weights)
         model.net.eval()
         if state.get("plan"):
-            model.plan = NoisePlan(**state["plan"])
+            model.plan = NoisePlan.from_dict(state["plan"])
         return model

@@ -36,16 +36,15 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import grad as func_grad
 
-from ..training.engine import FuncDPStep, TrainResult, cosine_decay, run_steps
+from ..privacy import NoisePlan, gaussian_noise, secret_generator
+from ..privacy.accounting import SamplingShape
 from ..training.device import device_label, seed_everything
-from ..privacy import (EpsilonCurve, NoisePlan, PrivacyLedger, epsilon_after, gaussian_noise, plan_noise,
-                       secret_generator)
+from ..training.engine import FuncDPStep, StepCount, TrainResult, cosine_decay, run_steps
 from .base import register
 from .diffusion import ResidualMLP
 from .vector import VectorModel
@@ -292,11 +291,15 @@ class _WGAN(VectorModel):
 class _DPCriticGAN(_WGAN):
     """DP-SGD on the critic (dtgan-d, dp-wgan): every critic iteration is an accounted DP step."""
 
-    def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
-            ledger: PrivacyLedger | None = None, on_event=None, should_stop=None,
-            plan: NoisePlan | None = None) -> "_DPCriticGAN":
-        data = self._encode_and_plan(table, epsilon, delta, accountant, plan)
-        cfg, tc, p = self.config, self.train_config, self.plan
+    dp_mechanism = ("DP-SGD on the critic (Poisson sampling, per-sample clipping incl. gradient penalty, "
+                    "Gaussian noise)")
+
+    def ledger_details(self) -> dict:
+        return {"critic_iterations_per_generator_step": self.config.n_critic,
+                "conditions": "from each row inside its clipped gradient; generator: uniform over public categories"}
+
+    def train_private(self, data: torch.Tensor, p: NoisePlan, on_event, should_stop, steps: StepCount) -> TrainResult:
+        cfg, tc = self.config, self.train_config
         seed_everything(tc.seed)
         data = data.to(self.device)
         critic = self.new_critic()
@@ -336,24 +339,12 @@ class _DPCriticGAN(_WGAN):
             return {"loss": loss, "generator_loss": last_g["loss"]}
 
         self._critic_iter = 0
-        curve = EpsilonCurve(p)
         try:
-            self.train_result = run_steps(step_fn, len(data), p.sample_rate, p.steps, curve.at,
-                                          on_event=on_event, should_stop=should_stop)
+            result = run_steps(step_fn, len(data), plan=p, on_event=on_event, should_stop=should_stop, steps=steps)
         finally:
             self.net.eval()
-        r = self.train_result
-        r.device = device_label(self.device)
-        r.epsilon_spent = epsilon_after(p.noise_multiplier, p.sample_rate, r.steps_done, p.delta, p.accountant)
-        if ledger is not None:
-            ledger.record("DP-SGD on the critic (Poisson sampling, per-sample clipping incl. gradient penalty, "
-                          "Gaussian noise)", epsilon=r.epsilon_spent, delta=p.delta if r.steps_done else 0.0,
-                          accountant=p.accountant, model=self.family, noise_multiplier=p.noise_multiplier,
-                          sample_rate=p.sample_rate, steps=r.steps_done, steps_planned=p.steps,
-                          critic_iterations_per_generator_step=cfg.n_critic, max_grad_norm=p.max_grad_norm,
-                          conditions="from each row inside its clipped gradient; generator: uniform over public "
-                                     "categories", cancelled=r.cancelled)
-        return self
+        result.device = device_label(self.device)
+        return result
 
 
 @register("dtgan-d")
@@ -418,42 +409,28 @@ class DTGANG(_WGAN):
         rows_per_step = cfg.critics_per_step * cfg.n_critic * min(tc.batch_size, max(1, n_rows // cfg.n_critics))
         return max(1, int(round(tc.epochs * n_rows / rows_per_step)))
 
-    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv") -> NoisePlan:
+    dp_mechanism = ("DP-SGD on the generator (sanitised critic gradients, Poisson-sampled critics on disjoint "
+                    "partitions; group privacy of 2)")
+
+    def sampling_shape(self, n_rows: int) -> SamplingShape:
+        """Each step samples critics, not rows: Poisson with q = critics_per_step / n_critics; a row moves its
+        own critic's answers on both neighbouring tables, so the group size is 2 (see the class docstring)."""
         cfg, tc = self.config, self.train_config
         if cfg.n_critics < 2:
             raise ValueError("dtgan-g needs at least two critics")
         if not 0 < cfg.critics_per_step < cfg.n_critics:
             raise ValueError("critics_per_step must lie between 0 and n_critics")
-        steps = self._steps(n_rows)
         q = cfg.critics_per_step / cfg.n_critics
-        inner = plan_noise(cfg.n_critics, cfg.critics_per_step, steps * q, epsilon / 2,
-                           delta / (1 + math.exp(epsilon / 2)), accountant, tc.max_grad_norm)
-        self._inner_plan = inner
-        return NoisePlan(noise_multiplier=inner.noise_multiplier, sample_rate=inner.sample_rate,
-                         expected_batch_size=inner.expected_batch_size, steps=inner.steps, epsilon=epsilon,
-                         delta=delta, accountant=accountant, max_grad_norm=tc.max_grad_norm,
-                         planned_epsilon=2 * inner.planned_epsilon)
+        return SamplingShape(population=cfg.n_critics, expected_batch=cfg.critics_per_step,
+                             epochs=self._steps(n_rows) * q, max_grad_norm=tc.max_grad_norm, group_size=2)
 
-    def _inner(self) -> NoisePlan:
-        p = self.plan
-        return NoisePlan(noise_multiplier=p.noise_multiplier, sample_rate=p.sample_rate,
-                         expected_batch_size=p.expected_batch_size, steps=p.steps, epsilon=p.epsilon / 2,
-                         delta=p.delta / (1 + math.exp(p.epsilon / 2)), accountant=p.accountant,
-                         max_grad_norm=p.max_grad_norm, planned_epsilon=p.planned_epsilon / 2)
+    def ledger_details(self) -> dict:
+        cfg, clip = self.config, self.train_config.max_grad_norm
+        return {"critics": cfg.n_critics, "max_grad_norm_per_row": clip,
+                "sensitivity": clip * math.sqrt(cfg.generator_batch)}
 
-    def epsilon_for_steps(self, steps: int) -> tuple[float, float]:
-        """(ε, δ) after `steps` generator steps, by group privacy of size 2 (see the class docstring)."""
-        if steps <= 0:
-            return 0.0, 0.0
-        inner = self._inner()
-        e1 = epsilon_after(inner.noise_multiplier, inner.sample_rate, steps, inner.delta, inner.accountant)
-        return 2 * e1, inner.delta * (1 + math.exp(e1))
-
-    def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
-            ledger: PrivacyLedger | None = None, on_event=None, should_stop=None,
-            plan: NoisePlan | None = None) -> "DTGANG":
-        data = self._encode_and_plan(table, epsilon, delta, accountant, plan)
-        cfg, tc, p = self.config, self.train_config, self.plan
+    def train_private(self, data: torch.Tensor, p: NoisePlan, on_event, should_stop, steps: StepCount) -> TrainResult:
+        cfg, tc = self.config, self.train_config
         seed_everything(tc.seed)
         noise_gen = secret_generator(self.device)
         data = data.to(self.device)
@@ -514,21 +491,10 @@ class DTGANG(_WGAN):
             w = [x for x in w if not math.isnan(x)]
             return {"loss": float(np.mean(w)) if w else None, "generator_loss": g_loss, "critics": len(chosen)}
 
-        curve = EpsilonCurve(self._inner())
         try:
-            self.train_result = run_steps(step_fn, K, p.sample_rate, p.steps, lambda s: 2 * curve.at(s),
-                                          on_event=on_event, should_stop=should_stop)
+            result = run_steps(step_fn, K, plan=p, on_event=on_event, should_stop=should_stop, steps=steps)
         finally:
             self.net.eval()
             del critics  # never released, never saved
-        r = self.train_result
-        r.device = device_label(self.device)
-        eps, dlt = self.epsilon_for_steps(r.steps_done)
-        r.epsilon_spent = eps
-        if ledger is not None:
-            ledger.record("DP-SGD on the generator (sanitised critic gradients, Poisson-sampled critics on disjoint "
-                          "partitions; group privacy of 2)", epsilon=eps, delta=dlt, accountant=p.accountant,
-                          model=self.family, noise_multiplier=p.noise_multiplier, sample_rate=p.sample_rate,
-                          steps=r.steps_done, steps_planned=p.steps, critics=K, max_grad_norm_per_row=clip,
-                          sensitivity=C, cancelled=r.cancelled)
-        return self
+        result.device = device_label(self.device)
+        return result

@@ -11,6 +11,7 @@ only, the layers Opacus computes per-sample gradients for with its fast hooks.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..encoding import TokenEncoder
+from ..privacy.accounting import SamplingShape
 from ..training.layers import GhostLinear, TokenEmbedding
 from .base import SynthModel, register
 
@@ -199,18 +201,9 @@ class DPTBART(SynthModel):
             return torch.argsort(torch.rand(batch, C, device=device, generator=generator), dim=1)
         return torch.arange(C, device=device).expand(batch, C)
 
-    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv"):
-        """The base plan; with min_noise_multiplier (TAN), the batch doubles until σ reaches it (up to n/2)."""
-        plan = super().plan_privacy(n_rows, epsilon, delta, accountant)
-        target = self.config.min_noise_multiplier
-        if target <= 0:
-            return plan
-        from ..privacy import plan_noise
-        tc, batch = self.train_config, plan.expected_batch_size
-        while plan.noise_multiplier < target and batch * 2 <= n_rows / 2:
-            batch *= 2
-            plan = plan_noise(n_rows, batch, tc.epochs, epsilon, delta, accountant, tc.max_grad_norm)
-        return plan
+    def sampling_shape(self, n_rows: int) -> SamplingShape:
+        """The base shape; with min_noise_multiplier, the TAN rule (the batch doubles until σ reaches it)."""
+        return dataclasses.replace(super().sampling_shape(n_rows), min_noise_multiplier=self.config.min_noise_multiplier)
 
     def loss_fn(self, module: nn.Module, rows: torch.Tensor) -> torch.Tensor:
         """Per-row mean cross-entropy of the tokens, each over its own column's vocabulary; with AugMult,

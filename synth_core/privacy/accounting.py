@@ -1,13 +1,17 @@
 """Noise calibration and ε after k steps, by Opacus' accountants (PRV by default, RDP available).
 
-Calibration searches the noise multiplier that makes the planned number of Poisson-sampled steps end at
-the target (ε, δ).
+A model declares how its DP training samples (`SamplingShape`: what each step samples from, the expected
+batch, the epochs, the clipping norm, and how many of the mechanism's neighbours one row can move); `plan`
+turns that and a budget into a `NoisePlan`: the noise multiplier σ that makes the planned Poisson-sampled
+steps end at the target (ε, δ). A plan then says what any number of its steps cost (`NoisePlan.spent`),
+group privacy included, and gives the live curve (`NoisePlan.curve`). Nothing else computes an ε.
 """
 from __future__ import annotations
 
 import functools
+import math
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from opacus.accountants import RDPAccountant, create_accountant
 from opacus.accountants.analysis import rdp as rdp_analysis
@@ -16,6 +20,34 @@ from opacus.accountants.utils import get_noise_multiplier
 from .budget import BudgetError, check_budget
 
 ACCOUNTANTS = ("prv", "rdp")
+
+
+def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
+    """(ε, δ) between tables k neighbours apart, for an (ε, δ)-DP mechanism: (kε, δ·Σ_{i<k} e^{iε})."""
+    return k * epsilon, delta * sum(math.exp(i * epsilon) for i in range(k))
+
+
+def member_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
+    """The (ε, δ) a mechanism may spend so that group privacy over k neighbours stays within (ε, δ)."""
+    return epsilon / k, delta / sum(math.exp(i * epsilon / k) for i in range(k))
+
+
+@dataclass(frozen=True)
+class SamplingShape:
+    """How a model's DP training touches the data, declared by the model; `plan` calibrates the noise to it.
+
+    population: what each step samples from (rows; DTGAN_G's critics); expected_batch: the expected Poisson
+    batch, in items; epochs: passes over the population (steps = epochs / sampling rate); max_grad_norm: the
+    clipping norm; group_size: how many of the mechanism's neighbouring inputs one row can move (DTGAN_G: a
+    row's critic answers on both neighbouring tables, 2); min_noise_multiplier: the TAN rule (Sander et al.
+    2023), the batch doubles (up to half the population) until σ reaches it, 0 for off."""
+
+    population: int
+    expected_batch: float
+    epochs: float
+    max_grad_norm: float = 1.0
+    group_size: int = 1
+    min_noise_multiplier: float = 0.0
 
 
 @dataclass
@@ -31,9 +63,49 @@ class NoisePlan:
     accountant: str
     max_grad_norm: float
     planned_epsilon: float  # the accountant's ε after all planned steps (≤ target)
+    group_size: int = 1     # see SamplingShape; σ is calibrated to the member budget (member_budget)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "NoisePlan":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def mechanism_delta(self) -> float:
+        """The δ the subsampled Gaussian mechanism itself was calibrated to."""
+        return member_budget(self.epsilon, self.delta, self.group_size)[1]
+
+    def spent(self, steps: int) -> tuple[float, float]:
+        """(ε, δ) after `steps` of this plan's steps (0, 0 before the first), group privacy applied."""
+        if steps <= 0:
+            return 0.0, 0.0
+        e1 = epsilon_after(self.noise_multiplier, self.sample_rate, steps, self.mechanism_delta, self.accountant)
+        return group_privacy(e1, self.mechanism_delta, self.group_size)
+
+    def curve(self, points: int = 8) -> "EpsilonCurve":
+        return EpsilonCurve(self, points)
+
+
+def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "prv") -> NoisePlan:
+    """The noise plan for a model's sampling shape within (ε, δ)."""
+    if shape.group_size < 1:
+        raise BudgetError(f"the group size must be at least 1, not {shape.group_size}")
+    check_budget(epsilon, delta)
+    eps1, delta1 = member_budget(epsilon, delta, shape.group_size)
+    batch = shape.expected_batch
+    inner = plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm)
+    while inner.noise_multiplier < shape.min_noise_multiplier and batch * 2 <= shape.population / 2:
+        batch *= 2
+        inner = plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm)
+    out = NoisePlan(noise_multiplier=inner.noise_multiplier, sample_rate=inner.sample_rate,
+                    expected_batch_size=inner.expected_batch_size, steps=inner.steps, epsilon=epsilon, delta=delta,
+                    accountant=accountant, max_grad_norm=shape.max_grad_norm, planned_epsilon=0.0,
+                    group_size=shape.group_size)
+    out.planned_epsilon = out.spent(out.steps)[0]
+    return out
 
 
 def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: float, delta: float,
@@ -96,37 +168,45 @@ def epsilon_after(noise_multiplier: float, sample_rate: float, steps: int, delta
 
 
 class EpsilonCurve:
-    """ε spent after each step, for live display without an expensive accountant call per step.
+    """ε spent after each step of a plan, for live display without an expensive accountant call per step.
 
     A PRV accountant call takes 0.1-0.6 s, so the chosen accountant is evaluated exactly on a grid of
     steps (the final step included, so the last value is exact). Between grid points the curve reports
     the smaller of two upper bounds on ε(step): the accountant's value at the next grid point (ε grows
     with steps) and the RDP bound at this step (RDP composes linearly, so the whole RDP curve costs one
-    call).
+    call). Group privacy is applied to every value (NoisePlan.group_size).
     """
 
     def __init__(self, plan: NoisePlan, points: int = 8):
         self.plan = plan
         self.grid = sorted({max(1, round(plan.steps * (i + 1) / points)) for i in range(points)} | {plan.steps})
-        self.values = [epsilon_after(plan.noise_multiplier, plan.sample_rate, k, plan.delta, plan.accountant)
-                       for k in self.grid]
+        self.values = [self._mechanism(k) for k in self.grid]
         self._orders = RDPAccountant.DEFAULT_ALPHAS
         self._rdp_one_step = _rdp_one_step(plan.noise_multiplier, plan.sample_rate)
 
+    def _mechanism(self, step: int) -> float:
+        p = self.plan
+        return epsilon_after(p.noise_multiplier, p.sample_rate, step, p.mechanism_delta, p.accountant)
+
     def rdp_bound(self, step: int) -> float:
+        """The RDP accountant's bound on the mechanism's ε after `step` steps (no group privacy)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             eps, _ = rdp_analysis.get_privacy_spent(orders=self._orders, rdp=self._rdp_one_step * step,
-                                                    delta=self.plan.delta)
+                                                    delta=self.plan.mechanism_delta)
         return float(eps)
 
     def at(self, step: int) -> float:
         if step <= 0:
             return 0.0
+        e1 = None
         for k, v in zip(self.grid, self.values):
             if k == step:
-                return v
+                e1 = v
+                break
             if k > step:
-                return min(v, self.rdp_bound(step))
-        return epsilon_after(self.plan.noise_multiplier, self.plan.sample_rate, step,
-                             self.plan.delta, self.plan.accountant)
+                e1 = min(v, self.rdp_bound(step))
+                break
+        if e1 is None:
+            e1 = self._mechanism(step)
+        return group_privacy(e1, self.plan.mechanism_delta, self.plan.group_size)[0]

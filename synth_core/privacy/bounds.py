@@ -72,7 +72,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Schema
-from .ledger import PrivacyLedger
+from .ledger import BOUNDS, PrivacyLedger
 from .randomness import secret_rng
 
 __all__ = ["dp_quantile", "dp_bounds", "estimate_missing_bounds", "DEFAULT_COARSE_RANGE"]
@@ -350,6 +350,6 @@ def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float,
         target.lower, target.upper = (int(lo), int(hi)) if spec.kind == "integer" else (float(lo), float(hi))
         estimates[spec.name] = [target.lower, target.upper]
     ledger.record("DP quantiles for missing numeric bounds (exponential mechanism, Smith 2011)",
-                  epsilon=epsilon, delta=0.0, columns=[c.name for c in missing], quantiles=[0.01, 0.99],
+                  epsilon=epsilon, delta=0.0, kind=BOUNDS, columns=[c.name for c in missing], quantiles=[0.01, 0.99],
                   coarse_range=list(coarse_range), estimates=estimates)
     return out

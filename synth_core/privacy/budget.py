@@ -29,3 +29,13 @@ def check_budget(epsilon: float, delta: float) -> None:
         raise BudgetError(f"ε must be a positive finite number, not {epsilon!r}")
     if not isinstance(delta, (int, float)) or not (0 < delta < 1):
         raise BudgetError(f"δ must lie strictly between 0 and 1, not {delta!r}")
+
+
+def check_run_budget(epsilon: float, delta: float, bounds_epsilon: float = 0.0) -> None:
+    """Everything a run's budget must satisfy before anything is spent: ε and δ (check_budget), and the part
+    of ε for estimating bounds the schema lacks. The one check the API, background jobs and the app make."""
+    check_budget(epsilon, delta)
+    if not isinstance(bounds_epsilon, (int, float)) or not math.isfinite(bounds_epsilon) \
+            or not 0 <= bounds_epsilon < epsilon:
+        raise BudgetError(f"the ε for bound estimation ({bounds_epsilon!r}) must be ≥ 0 and below the total ε "
+                          f"({epsilon:g})")

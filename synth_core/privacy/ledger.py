@@ -1,13 +1,21 @@
 """The ledger of every mechanism that touched the private table, and what it cost.
 
 Its total is the basic-composition sum of the entries, which is an upper bound on the run's privacy loss.
+Training is written by `record_training` from the noise plan and the steps taken, whether the training
+ended, was cancelled or failed; a training process that died is charged by `charge_interrupted`. Entries
+are told apart by their `kind`, never by their wording.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
 
+from .accounting import NoisePlan
 from .budget import delta_warning
+
+# kinds of mechanisms in a ledger
+TRAINING = "dp-sgd"            # DP-SGD steps (any model's private training)
+BOUNDS = "dp-quantiles"        # numeric bounds the schema lacked
 
 
 @dataclass
@@ -18,6 +26,7 @@ class LedgerEntry:
     accountant: str | None = None
     details: dict = field(default_factory=dict)
     time: float = field(default_factory=time.time)
+    kind: str | None = None
 
 
 @dataclass
@@ -46,11 +55,15 @@ class PrivacyLedger:
         return self.target_epsilon - self.spent_epsilon
 
     def record(self, mechanism: str, epsilon: float, delta: float = 0.0, accountant: str | None = None,
-               **details) -> LedgerEntry:
+               kind: str | None = None, **details) -> LedgerEntry:
         entry = LedgerEntry(mechanism=mechanism, epsilon=float(epsilon), delta=float(delta),
-                            accountant=accountant, details=details)
+                            accountant=accountant, details=details, kind=kind)
         self.entries.append(entry)
         return entry
+
+    def has_training(self) -> bool:
+        """Whether the run's DP training is already charged."""
+        return any(e.kind == TRAINING for e in self.entries)
 
     def warnings(self) -> list[str]:
         out = []
@@ -80,5 +93,41 @@ class PrivacyLedger:
     def from_dict(cls, data: dict) -> "PrivacyLedger":
         ledger = cls(target_epsilon=data["target_epsilon"], target_delta=data["target_delta"],
                      n_rows=data["n_rows"], schema_provenance=data.get("schema_provenance", {}))
-        ledger.entries = [LedgerEntry(**e) for e in data.get("entries", [])]
+        ledger.entries = [LedgerEntry(**{"kind": _legacy_kind(e), **e}) for e in data.get("entries", [])]
         return ledger
+
+
+def _legacy_kind(entry: dict) -> str | None:
+    """The kind of an entry saved before entries had one (read once, from its wording)."""
+    mechanism = str(entry.get("mechanism", ""))
+    if mechanism.startswith("DP-SGD"):
+        return TRAINING
+    if mechanism.startswith("DP quantiles"):
+        return BOUNDS
+    return None
+
+
+def record_training(ledger: PrivacyLedger, mechanism: str, plan: NoisePlan, steps: int, cancelled: bool = False,
+                    **details) -> LedgerEntry:
+    """Charge `steps` DP steps of `plan`: what they cost by the plan's accountant (group privacy included).
+    Called however training ended; steps that were started count."""
+    epsilon, delta = plan.spent(steps)
+    extra = {"group_size": plan.group_size} if plan.group_size > 1 else {}
+    return ledger.record(mechanism, epsilon=epsilon, delta=delta, accountant=plan.accountant, kind=TRAINING,
+                         noise_multiplier=plan.noise_multiplier, sample_rate=plan.sample_rate, steps=steps,
+                         steps_planned=plan.steps, max_grad_norm=plan.max_grad_norm, cancelled=cancelled,
+                         **extra, **details)
+
+
+def charge_interrupted(ledger: PrivacyLedger, plan: dict, steps: int) -> LedgerEntry:
+    """Charge a training process that died before writing its own entry: the `steps` it logged, by the plan
+    it saved. A plan saved before group sizes were recorded is charged in full, never less than it spent."""
+    if "group_size" not in plan:
+        p = NoisePlan.from_dict(plan)
+        return ledger.record("DP-SGD (interrupted; charged in full)", epsilon=p.epsilon, delta=p.delta,
+                             accountant=p.accountant, kind=TRAINING, steps=steps, steps_planned=p.steps,
+                             reason="the plan was saved without its group size")
+    p = NoisePlan.from_dict(plan)
+    epsilon, delta = p.spent(steps)
+    return ledger.record("DP-SGD (interrupted)", epsilon=epsilon, delta=delta, accountant=p.accountant, kind=TRAINING,
+                         steps=steps, steps_planned=p.steps)

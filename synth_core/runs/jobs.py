@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -29,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..models import get_model_class
-from ..privacy import NoisePlan, PrivacyLedger
+from ..privacy import PrivacyLedger, check_run_budget, default_delta
+from ..privacy.ledger import charge_interrupted
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError
 
@@ -76,10 +75,10 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     if not request.get("model"):
         raise ValueError("the request names no model")
     schema.check()
-    epsilon = request.get("epsilon")
-    if not isinstance(epsilon, (int, float)) or not epsilon > 0:
-        raise ValueError(f"ε must be a positive number, not {epsilon!r}")
     train, holdout = split_holdout(table, float(request.get("holdout_share") or 0.0), request.get("seed"))
+    delta = request.get("delta")
+    check_run_budget(request.get("epsilon"), default_delta(len(train)) if delta is None else delta,
+                     request.get("bounds_epsilon") or 0.0)
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
@@ -149,40 +148,16 @@ def job_state(run: RunDir) -> dict:
 
 
 def _mark_dead(run: RunDir) -> None:
-    from ..api import record_interrupted_training
     try:
         ledger = run.ledger()
-        config = run.config()
-        plan = NoisePlan(**config["plan"])
+        plan = run.config()["plan"]
     except (RunError, KeyError, TypeError):
         ledger, plan = None, None  # it died before training began: nothing was spent
-    if ledger is not None and plan is not None and not any(e.mechanism.startswith("DP-SGD") for e in ledger.entries):
-        steps = len(run.events())
-        try:  # the model family knows what its steps cost
-            model = get_model_class(config["model"])(run.schema(), preset=config.get("preset", "cpu"),
-                                                     device="cpu", seed=0, **(config.get("options") or {}))
-            model.plan = plan
-            record_interrupted_training(ledger, model, steps)
-        except Exception as e:  # noqa: BLE001 -- whatever failed, charge the whole planned budget
-            ledger.record("DP-SGD (interrupted; charged in full)", epsilon=plan.epsilon, delta=plan.delta,
-                          accountant=plan.accountant, steps=steps, steps_planned=plan.steps,
-                          reason=f"the model could not be rebuilt to account its steps: {type(e).__name__}")
+    if ledger is not None and plan is not None and not ledger.has_training():
+        charge_interrupted(ledger, plan, steps=len(run.events()))
         run.write_ledger(ledger)
     run.set_status("failed", "the training process stopped unexpectedly (it was killed or the machine "
                              "restarted); the ε of the steps it took is recorded in the ledger")
-
-
-def stop_worker(run: RunDir, wait_s: float = 10.0) -> None:
-    """Cancel, then terminate the worker if it does not stop in `wait_s` seconds (for deleting a run)."""
-    cancel_job(run)
-    deadline = time.time() + wait_s
-    while _worker_alive(run) and time.time() < deadline:
-        time.sleep(0.1)
-    if _worker_alive(run):
-        try:
-            os.kill(int(run.read_json("worker.json")["pid"]), signal.SIGTERM)
-        except (ProcessLookupError, RunError):
-            pass
 
 
 def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | None:

@@ -22,7 +22,7 @@ from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
-from ..privacy import EpsilonCurve, NoisePlan, epsilon_after, gaussian_noise, secret_generator
+from ..privacy import NoisePlan, gaussian_noise, secret_generator
 from .device import device_label, pick_device, seed_everything
 
 # Opacus' hooks see module outputs whose inputs need no gradient (token ids): harmless, and noisy
@@ -69,8 +69,12 @@ class TrainResult:
         return self.samples_seen / self.seconds if self.seconds > 0 else 0.0
 
 
-class Cancelled(Exception):
-    pass
+@dataclass
+class StepCount:
+    """DP steps started, counted in memory by the loop: what the ledger charges however training ends (a
+    step counts from the moment its batch touches the rows)."""
+
+    started: int = 0
 
 
 def train(
@@ -81,6 +85,7 @@ def train(
     plan: NoisePlan | None,
     on_event: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    steps: StepCount | None = None,
 ) -> TrainResult:
     """Train `module` on the rows of `data` with DP-SGD (plan given) or without privacy (plan=None).
 
@@ -97,7 +102,6 @@ def train(
     module.train()
 
     if plan is not None:
-        sample_rate, steps = plan.sample_rate, plan.steps
         expected = plan.expected_batch_size
         if config.grad_sample_mode == "ghost":
             model = GradSampleModuleFastGradientClipping(module, loss_reduction="mean", use_ghost_clipping=True,
@@ -112,14 +116,12 @@ def train(
         optimizer = dp_optimizer(base_opt, noise_multiplier=plan.noise_multiplier,
                                  max_grad_norm=plan.max_grad_norm, expected_batch_size=expected,
                                  loss_reduction="mean", generator=secret_generator(device), secure_mode=True)
-        curve = EpsilonCurve(plan)
     else:
         sample_rate = min(1.0, config.batch_size / n)
-        steps = max(1, int(round(config.epochs / sample_rate)))
+        planned = max(1, int(round(config.epochs / sample_rate)))
         model = module
         optimizer = base_opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        curve = None
-    scheduler = cosine_decay(base_opt, steps) if config.lr_decay else None
+    scheduler = cosine_decay(base_opt, plan.steps if plan is not None else planned) if config.lr_decay else None
 
     def step_fn(indices) -> float | None:
         batch_idx = torch.as_tensor(indices, dtype=torch.long, device=device)
@@ -130,36 +132,45 @@ def train(
         return loss_value
 
     try:
-        result = run_steps(step_fn, n, sample_rate, steps, curve.at if curve else None,
-                           on_event=on_event, should_stop=should_stop)
+        if plan is not None:
+            result = run_steps(step_fn, n, plan=plan, on_event=on_event, should_stop=should_stop, steps=steps)
+        else:
+            result = run_steps(step_fn, n, sample_rate=sample_rate, planned=planned, on_event=on_event,
+                               should_stop=should_stop)
     finally:
         module.eval()
         if plan is not None:
             model.remove_hooks()  # the trained module goes on to sampling without Opacus attached
-    if plan is not None:
-        result.epsilon_spent = epsilon_after(plan.noise_multiplier, plan.sample_rate, result.steps_done,
-                                             plan.delta, plan.accountant)
     result.device = device_label(device)
     return result
 
 
-def run_steps(step_fn: Callable[[list], float | dict | None], n: int, sample_rate: float, steps: int,
-              epsilon_at: Callable[[int], float] | None,
+def run_steps(step_fn: Callable[[list], float | dict | None], n: int, plan: NoisePlan | None = None,
+              sample_rate: float | None = None, planned: int | None = None,
               on_event: Callable[[dict], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> TrainResult:
-    """The loop every DP training shares: `steps` Poisson batches of indices into n items (each item joins
-    each batch independently with probability sample_rate), one call of `step_fn(indices)` per batch, one
-    event per step, a stop check between steps.
+              should_stop: Callable[[], bool] | None = None,
+              steps: StepCount | None = None) -> TrainResult:
+    """The loop every DP training shares: Poisson batches of indices into n items (each item joins each batch
+    independently with the plan's sampling rate), one call of `step_fn(indices)` per batch, one event per
+    step, a stop check between steps. With `plan=None` (no privacy, to measure what privacy costs) the
+    sampling rate and the number of steps are given instead.
 
     step_fn returns the step's loss, or a dict with "loss" and extra figures for the event (a GAN's
-    generator loss). epsilon_at(step) gives the ε spent after a step (None: no privacy). The returned
-    result's epsilon_spent is that of the last step taken (inf without privacy).
+    generator loss). Each event carries the ε spent so far (the plan's curve); the result's epsilon_spent
+    is that of the steps taken (inf without privacy). `steps` counts every step started, before its batch
+    touches the rows, so a failure inside a step is still charged.
 
     The batches are drawn from a secret generator (privacy.secret_generator): no seed can replay them.
     """
+    if plan is not None:
+        sample_rate, planned = plan.sample_rate, plan.steps
+        epsilon_at = plan.curve().at
+    else:
+        epsilon_at = None
+    counter = steps if steps is not None else StepCount()
     steps_per_epoch = 1.0 / sample_rate
     sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=secret_generator(),
-                                            steps=steps)
+                                            steps=planned)
     events: list[dict] = []
     start = time.perf_counter()
     samples_seen, step, last_loss, cancelled = 0, 0, None, False
@@ -169,6 +180,7 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, sample_rat
             cancelled = True
             break
         t0 = time.perf_counter()
+        counter.started += 1
         out = step_fn(indices)
         extra = {}
         if isinstance(out, dict):
@@ -182,7 +194,7 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, sample_rat
         if out is not None:
             last_loss = out
         event = {
-            "step": step, "steps": steps, "epoch": step / steps_per_epoch,
+            "step": step, "steps": planned, "epoch": step / steps_per_epoch,
             "loss": last_loss, "epsilon": epsilon_at(step) if epsilon_at else None,
             "batch_size": len(indices), "samples_per_s": rate_ema,
             "elapsed_s": time.perf_counter() - start, **extra,
@@ -191,8 +203,8 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, sample_rat
         if on_event is not None:
             on_event(event)
     seconds = time.perf_counter() - start
-    spent = (epsilon_at(step) if step else 0.0) if epsilon_at else float("inf")
-    return TrainResult(steps_done=step, steps_planned=steps, cancelled=cancelled, epsilon_spent=spent,
+    spent = plan.spent(step)[0] if plan is not None else float("inf")
+    return TrainResult(steps_done=step, steps_planned=planned, cancelled=cancelled, epsilon_spent=spent,
                        seconds=seconds, samples_seen=samples_seen, last_loss=last_loss, device="", events=events)
 
 

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 
 from ...encoding.text import (DIGIT, EXP_OFFSET, FORMAT, ORDER, ORDER_TAIL, VALUE, TextCodec,
                               build_schema_tokenizer)
-from ...privacy import NoisePlan, PrivacyLedger
+from ...privacy import NoisePlan
 from ...schema import Schema, SchemaError, random_table
 from ...training.engine import TrainResult, train
 from ..base import SamplingError, SynthModel, register
@@ -397,37 +397,23 @@ class DPLLMTGen(SynthModel):
         self.stage1_result = result
         return result
 
-    def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
-            ledger: PrivacyLedger | None = None,
-            on_event: Callable[[dict], None] | None = None,
-            should_stop: Callable[[], bool] | None = None,
-            plan: NoisePlan | None = None) -> "DPLLMTGen":
-        """Stage 1 (public schema only, no privacy cost) then stage 2 (DP-SGD on the LoRA parameters
-        through the engine). Stage 1 reads nothing of `table`; it runs before `table` is first touched."""
+    def prepare(self, should_stop: Callable[[], bool] | None = None) -> bool:
+        """Stage 1 (public schema only, no privacy cost), before the private table is first touched; then
+        stage 2's parameters are made trainable (see stage2_names). False if stage 1 was cancelled."""
         if not self.format_learned:
             self.learn_format(should_stop)
             if not self.format_learned:  # cancelled during stage 1: the private table was never read
-                self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
-                self.train_result = TrainResult(steps_done=0, steps_planned=self.plan.steps, cancelled=True,
-                                                epsilon_spent=0.0, seconds=self.stage1_result.seconds,
-                                                samples_seen=0, last_loss=None, device=self.stage1_result.device)
-                if ledger is not None:
-                    ledger.record("DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)", epsilon=0.0,
-                                  delta=0.0, accountant=self.plan.accountant, model=self.family, steps=0,
-                                  steps_planned=self.plan.steps, cancelled=True)
-                return self
+                return False
         self.untie_embeddings()
-        self._trainable(False)  # stage 2: LoRA only, or the untrained default's weights (see stage2_names)
-        super().fit(table, epsilon, delta, accountant, ledger=ledger, on_event=on_event, should_stop=should_stop,
-                    plan=plan)
-        if ledger is not None and ledger.entries:
-            ledger.entries[-1].details.update(
-                trained_parameters=("every weight but the position embeddings (untrained default backbone)"
-                                    if self.stage2_full else "LoRA only"),
-                trained_parameter_count=self.n_trainable,
-                format_learning="stage 1 on rows drawn from the public schema only (no privacy cost)",
-                format_learning_rows=self.config.stage1_rows)
-        return self
+        self._trainable(False)
+        return True
+
+    def ledger_details(self) -> dict:
+        return {"trained_parameters": ("every weight but the position embeddings (untrained default backbone)"
+                                       if self.stage2_full else "LoRA only"),
+                "trained_parameter_count": self.n_trainable,
+                "format_learning": "stage 1 on rows drawn from the public schema only (no privacy cost)",
+                "format_learning_rows": self.config.stage1_rows}
 
     # --- sampling ---------------------------------------------------------------------------------
     def _conditions_text(self, conditions: dict) -> dict[int, str]:
@@ -659,5 +645,5 @@ class DPLLMTGen(SynthModel):
         model.net.eval()
         model.format_learned = bool(state.get("format_learned", True))
         if state.get("plan"):
-            model.plan = NoisePlan(**state["plan"])
+            model.plan = NoisePlan.from_dict(state["plan"])
         return model
