@@ -6,13 +6,13 @@ import time
 import streamlit as st
 
 from synth_core.api import load_model
+from synth_core.evaluate.charts import group_rates_chart
 from synth_core.release.fair_sampling import check_fairness_columns, fair_sample
 from synth_core.models.base import SamplingError
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
-from workbench.charts import group_rates_chart
 
 st.title("6 · Generate and export")
 st.write("Sampling from the trained model costs no privacy: make as many rows as you need. The export is the "
@@ -31,7 +31,7 @@ def model_of(path: str, stamp: float):
 
 
 try:
-    model = model_of(str(run.path), (run.model_dir / "model.pt").stat().st_mtime)
+    model = model_of(str(run.path), run.model_stamp())
 except (RunError, OSError, FileNotFoundError) as e:
     st.error(f"The model of this run cannot be loaded: {e}")
     st.stop()
@@ -92,9 +92,7 @@ if st.button("Generate", type="primary", key="generate"):
     except (SamplingError, SchemaError, ValueError) as e:
         st.error(f"Could not generate: {e}")
     else:
-        run.samples_dir.mkdir(exist_ok=True)
-        name = f"synthetic-{time.strftime('%Y%m%d-%H%M%S')}.csv"
-        table.to_csv(run.samples_dir / name, index=False)
+        name = run.write_sample(table, f"synthetic-{time.strftime('%Y%m%d-%H%M%S')}.csv").name
         st.session_state["generated"] = {"run": str(run.path), "table": table, "info": {**info, "seed": seed},
                                          "file": name}
 
@@ -113,8 +111,9 @@ if info.get("method") == "fairness control" and fair_result is not None:
     c2.metric("after", f"{fair_result.gap_after:.3f}", delta=f"{fair_result.gap_after - fair_result.gap_before:+.3f}",
               delta_color="inverse")
     c3.metric("rows with value-specified conditions", f"{fair_result.share:.0%}")
-    st.plotly_chart(group_rates_chart(fair_result.rates_before, fair_result.rates_after, info["positive"],
-                                      info["sensitive"]), key="fair_chart")
+    st.plotly_chart(group_rates_chart({"unconditioned": fair_result.rates_before,
+                                       "with fairness control": fair_result.rates_after},
+                                      info["positive"], info["sensitive"]), key="fair_chart")
 st.dataframe(table.head(50), hide_index=True)
 
 report = privacy_report(run, sampling=info, synthetic_rows=len(table))

@@ -15,7 +15,7 @@ from synth_core.runs.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
-from workbench.charts import dcr_chart, marginal_chart, projection_chart
+from synth_core.evaluate.charts import dcr_chart, marginal_chart, projection_chart
 
 st.title("5 · Review")
 st.write("How faithful is the synthetic table, and does it stay away from the real rows? Everything here "
@@ -39,20 +39,13 @@ chosen = [primary] + ([second] if second else [])
 state.set_current_run(by_id[primary]["path"])
 
 
-def _mtime(path) -> float:
-    try:
-        return os.path.getmtime(path)
-    except OSError:
-        return 0.0
-
-
 @st.cache_data(show_spinner="Reading the run…", max_entries=8)
 def load_run(path: str, stamp: float):
     run = RunDir(path)
     schema = run.schema()
     train = read_private(run, "train")
     holdout = read_private(run, "holdout")
-    review = run.samples_dir / "review.csv"
+    review = run.review_sample
     if review.exists():
         synthetic = pd.read_csv(review, dtype={c.name: "string" for c in schema.columns if not c.is_numeric})
     else:  # an older or cancelled run without a review sample: make one now (sampling costs no privacy)
@@ -62,7 +55,7 @@ def load_run(path: str, stamp: float):
 
 
 try:
-    loaded = {i: load_run(by_id[i]["path"], _mtime(os.path.join(by_id[i]["path"], "samples"))) for i in chosen}
+    loaded = {i: load_run(by_id[i]["path"], RunDir(by_id[i]["path"]).samples_stamp()) for i in chosen}
 except (RunError, SchemaError, OSError, ValueError) as e:
     st.error(f"This run cannot be reviewed: {e}")
     st.stop()
@@ -158,7 +151,7 @@ st.write("Every figure of the evaluation module (joint structure, utility on the
 if st.button("Build the full report", key="build_report"):
     from synth_core.evaluate.report import build_report
     from synth_core.runs.jobs import ledger_of
-    out_dir = RunDir(by_id[primary]["path"]).path / "reports" / ("-".join(chosen) if second else "report")
+    out_dir = RunDir(by_id[primary]["path"]).report_dir("-".join(chosen) if second else "report")
     with st.spinner("Evaluating…"):
         try:
             html_path, json_path = build_report(

@@ -52,7 +52,7 @@ def show_run(run: RunDir) -> None:
         config = run.config()
     except RunError:
         config = {}
-    request = run.read_json("request.json") if (run.path / "request.json").exists() else {}
+    request = run.request()
     target = float(config.get("epsilon") or request.get("epsilon") or 0)
     prog = progress(run)
     events = run.events()

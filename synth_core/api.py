@@ -97,7 +97,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     if run is not None:
         synth.save(run.model_dir)
         run.write_ledger(ledger)
-        run.write_json("training.json", {k: v for k, v in result.__dict__.items() if k != "events"})
+        run.write_training({k: v for k, v in result.__dict__.items() if k != "events"})
         if result.cancelled:
             run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} steps; "
                            "the model trained so far was kept")

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from . import api
 from .models import MODELS
 from .privacy import ACCOUNTANTS, BudgetError
-from .runs import RunError
+from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, draft_schema, read_table
 from .models.base import SamplingError
 
@@ -150,11 +150,11 @@ def _demo(args) -> int:
     args.random_order = args.midpoint = False
     args.bounds_epsilon = 0.0
     code = _fit_table(args, demo_table(), demo_schema())
-    out = Path(args.out) / "samples" / "synthetic.csv"
-    table, _ = api.sample(args.out, args.rows, seed=0, out=out)
-    print(f"\nwrote {len(table)} synthetic rows to {out}; the first five:")
+    run = RunDir(args.out)
+    table, _ = api.sample(args.out, args.rows, seed=0, out=run.sample_path())
+    print(f"\nwrote {len(table)} synthetic rows to {run.sample_path()}; the first five:")
     print(table.head().to_string(index=False))
-    print(f"\nprivacy ledger: {Path(args.out) / 'ledger.json'}")
+    print(f"\nprivacy ledger: {run.ledger_path}")
     return code
 
 
@@ -209,7 +209,6 @@ def _fit_table(args, table, schema) -> int:
 
 
 def _sample(args) -> int:
-    from .runs import RunDir
     schema = RunDir(args.run).require().schema()
     conditions = api.parse_conditions(schema, args.condition)
     table, info = api.sample(args.run, args.rows, conditions=conditions, seed=args.seed, out=args.out,
@@ -231,8 +230,6 @@ def _labelled(items: list[str], prefix: str) -> list[tuple[str, str]]:
 
 def _evaluate(args) -> int:
     from .evaluate import EvaluationError, build_report, quick_figures
-    from .evaluate.report import run_info
-    from .runs import RunDir
 
     runs = _labelled(args.run, "run")
     files = _labelled(args.synthetic, "file")
@@ -248,11 +245,13 @@ def _evaluate(args) -> int:
     holdout = read_table(args.holdout, schema) if args.holdout else None
     synthetic, ledgers = {}, {}
     for label, path in runs:
-        sample = Path(path) / "samples" / "synthetic.csv"
+        run = RunDir(path).require()
+        sample = run.sample_path()
         if not sample.exists():
-            raise EvaluationError(f"the run {path} has no samples/synthetic.csv; run `sample --run {path} --out {sample}` first")
+            raise EvaluationError(f"the run {path} has no {sample.relative_to(run.path)}; run "
+                                  f"`sample --run {path} --out {sample}` first")
         synthetic[label] = read_table(sample, schema)
-        ledgers[label] = run_info(path).get("ledger")
+        ledgers[label] = run.ledger_dict()
     for label, path in files:
         synthetic[label] = read_table(path, schema)
         ledgers[label] = None
@@ -326,7 +325,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "audit":
             return _audit(args)
         if args.command == "runs":
-            from .runs import RunDir
             run = RunDir(args.run).require()
             print(json.dumps({"summary": run.summary(), "ledger": run.ledger().to_dict()}, indent=2))
             return 0

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     try:
         from . import api
         from .runs.jobs import cancel_requested, read_private
-        request = run.read_json("request.json")
+        request = run.request()
         table = read_private(run, "train")
         if table is None:
             raise FileNotFoundError("the run's private rows are missing")
@@ -43,11 +43,7 @@ def main(argv: list[str]) -> int:
         state = run.status()
         print(f"{time.strftime('%H:%M:%S')} {state['state']}: {state.get('message')}; sampling {rows} review rows",
               flush=True)
-        synthetic = result.model.sample(rows, seed=request.get("seed", 0))
-        run.samples_dir.mkdir(exist_ok=True)
-        tmp = run.samples_dir / ".review.csv.tmp"
-        synthetic.to_csv(tmp, index=False)
-        tmp.replace(run.samples_dir / "review.csv")
+        run.write_sample(result.model.sample(rows, seed=request.get("seed", 0)), run.review_sample.name)
         print(f"{time.strftime('%H:%M:%S')} done", flush=True)
         return 0
     except KeyboardInterrupt:

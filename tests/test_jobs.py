@@ -15,8 +15,8 @@ from conftest import PATIENCE_S
 from synth_core.api import fit
 from synth_core.runs import jobs
 from synth_core.demo import demo_schema, demo_table
-from synth_core.release.fair_sampling import (demographic_parity_gap, fair_sample, plan_conditioned_rows, planned_gap,
-                                              share_for_gap)
+from synth_core.evaluate.fairness import demographic_parity_gap
+from synth_core.release.fair_sampling import fair_sample, plan_conditioned_rows, planned_gap, share_for_gap
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir
 from synth_core.schema import SchemaError, draft_schema, read_table_bytes
@@ -54,7 +54,7 @@ def test_a_killed_worker_is_detected_and_its_steps_are_charged(worker_root):
     tmp_path = worker_root
     run = jobs.start_fit_job(tmp_path, demo_table(400), demo_schema(), SLOW_REQUEST)
     wait(run, lambda: len(run.events()) >= 3)
-    os.kill(run.read_json("worker.json")["pid"], signal.SIGKILL)
+    os.kill(run.worker_pid(), signal.SIGKILL)
     wait(run, lambda: jobs.job_state(run)["state"] == "failed")
     assert "stopped unexpectedly" in run.status()["message"]
     ledger = run.ledger()

@@ -3,7 +3,7 @@
 The review page, the CLI (`evaluate`, `audit`) and the benchmarks all use this package.
 """
 
-from .fairness import demographic_parity_difference_of_data, fairness_figures
+from .fairness import demographic_parity_gap, fairness_figures, group_rates
 from .fidelity import (
     detection_auc,
     fidelity_report,
@@ -13,11 +13,12 @@ from .fidelity import (
     ml_efficacy_regression,
 )
 from .figures import THRESHOLDS, Figure, column_figures, quick_figures
-from .inputs import EvaluationError, PublicEncoder, check_comparable
+from ..encoding.features import PublicEncoder
+from .inputs import EvaluationError, check_comparable
 from .privacy_risk import DCRResult, distance_to_closest_record
 from .privacy_risk import attribute_inference, membership_inference
 from .projections import Projection, pca_projection, umap_projection
-from .report import build_report, evaluate, run_info
+from .report import build_report, evaluate
 from .structure import alpha_beta_authenticity, association_difference, association_matrix, pmse_ratio
 from .utility import utility
 
@@ -41,7 +42,8 @@ __all__ = [
     "DCRResult",
     "distance_to_closest_record",
     "fairness_figures",
-    "demographic_parity_difference_of_data",
+    "demographic_parity_gap",
+    "group_rates",
     "membership_inference",
     "attribute_inference",
     "association_matrix",
@@ -51,5 +53,4 @@ __all__ = [
     "utility",
     "evaluate",
     "build_report",
-    "run_info",
 ]

@@ -25,7 +25,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import train_test_split
 
-from .fidelity import _HGB_MAX_KEPT_CATEGORIES, _FeatureEncoder, _hgb_categorical
+from ..encoding.features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical
 from .inputs import EvaluationError
 
 
@@ -63,14 +63,29 @@ def _groups(series: pd.Series, reference: pd.Series | None = None) -> pd.Series:
     return series.astype(str)
 
 
-def demographic_parity_difference_of_data(table: pd.DataFrame, sensitive: str, target: str,
-                                          positive: Any = None) -> float:
-    """Largest gap between groups of `sensitive` in the share of rows whose `target` is `positive`
-    (default: the lexicographically larger label). 0 = every group has the same share."""
+def group_rates(table: pd.DataFrame, sensitive: str, target: str, positive: Any = None,
+                numeric_groups: bool = True) -> dict[str, float]:
+    """Share of rows whose `target` is `positive` (default: the lexicographically larger label), per group of
+    `sensitive`; rows missing either value are left out. numeric_groups: a numeric sensitive column with many
+    values is cut into quartiles (False: every value is its own group, as fairness control needs). A table
+    with no such rows has no groups."""
+    if isinstance(table, pd.DataFrame) and {sensitive, target} <= set(table.columns) \
+            and table[[sensitive, target]].dropna().empty:
+        return {}
     t = _check(table, sensitive, target, "given")
     pos = _positive(t, target, positive)
-    y = (t[target].astype(str) == pos).astype(int).to_numpy()
-    return float(demographic_parity_difference(y, y, sensitive_features=_groups(t[sensitive]).to_numpy()))
+    groups = _groups(t[sensitive]) if numeric_groups else t[sensitive].astype(str)
+    hit = (t[target].astype(str) == pos).astype(float)
+    return {str(g): float(v) for g, v in hit.groupby(groups.to_numpy()).mean().items()}
+
+
+def demographic_parity_gap(table: pd.DataFrame, sensitive: str, target: str, positive: Any = None,
+                           numeric_groups: bool = True) -> float:
+    """The data's demographic-parity difference: the largest gap between groups of `sensitive` in the share of
+    rows whose `target` is `positive` (see group_rates; fairlearn's definition with the target as the
+    prediction). 0 = every group has the same share."""
+    rates = group_rates(table, sensitive, target, positive, numeric_groups)
+    return max(rates.values()) - min(rates.values()) if len(rates) > 1 else 0.0
 
 
 def _rates_by_group(y_true, y_pred, groups) -> dict[str, float]:
@@ -92,13 +107,11 @@ def fairness_figures(table: pd.DataFrame, sensitive: str, target: str, positive:
     """
     t = _check(table, sensitive, target, "given")
     pos = _positive(t, target, positive)
-    y = (t[target].astype(str) == pos).astype(int).to_numpy()
-    groups = _groups(t[sensitive])
     out: dict[str, Any] = {
         "sensitive": sensitive, "target": target, "positive": pos,
         "data": {
-            "demographic_parity_difference": float(demographic_parity_difference(y, y, sensitive_features=groups)),
-            "positive_rate_by_group": _rates_by_group(y, y, groups),
+            "demographic_parity_difference": demographic_parity_gap(t, sensitive, target, pos),
+            "positive_rate_by_group": group_rates(t, sensitive, target, pos),
             "rows": int(len(t)),
         },
     }
@@ -119,8 +132,8 @@ def fairness_figures(table: pd.DataFrame, sensitive: str, target: str, positive:
     y_test = (test_t[target].astype(str) == pos).astype(int).to_numpy()
     features = [c for c in train.columns if c != target]
     numeric = {c for c in features if pd.api.types.is_numeric_dtype(train[c])}
-    enc = _FeatureEncoder(features, numeric, _HGB_MAX_KEPT_CATEGORIES).fit(train, "classifier training")
-    clf = HistGradientBoostingClassifier(categorical_features=_hgb_categorical(enc), random_state=seed)
+    enc = FeatureEncoder(features, numeric, HGB_MAX_KEPT_CATEGORIES).fit(train, "classifier training")
+    clf = HistGradientBoostingClassifier(categorical_features=hgb_categorical(enc), random_state=seed)
     clf.fit(enc.transform_ordinal(train, "classifier training"), y_train)
     pred = clf.predict(enc.transform_ordinal(test_t[features], "test"))
     g_test = _groups(test_t[sensitive], t[sensitive])

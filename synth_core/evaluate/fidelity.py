@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
-from sklearn.linear_model import LinearRegression
-from sklearn.metrics import accuracy_score, r2_score, roc_auc_score
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
+
+from ..encoding.features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical, numeric_values, string_values
+from .utility import fit_and_score
 
 __all__ = [
     "kway_tvd",
@@ -38,12 +40,6 @@ __all__ = [
     "fidelity_report",
 ]
 
-# HistGradientBoosting accepts at most 255 categories per categorical feature
-# (its default max_bins).  We keep the 253 most frequent values and reserve
-# one code for "missing" and one for "other" (rare values lumped together).
-_HGB_MAX_KEPT_CATEGORIES = 253
-# One-hot width cap per categorical column for the linear model.
-_ONEHOT_MAX_KEPT_CATEGORIES = 50
 # Enumerate all combinations only up to this many; beyond it, sample directly.
 _MAX_ENUMERATED_COMBINATIONS = 1_000_000
 
@@ -98,26 +94,6 @@ def _check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
 
 
 # --------------------------------------------------------------------------
-# Column value helpers
-# --------------------------------------------------------------------------
-def _numeric_values(series: pd.Series, col: Any, name: str) -> np.ndarray:
-    """Column as float64 array with NaN for missing; ValueError if not numeric."""
-    try:
-        converted = pd.to_numeric(series, errors="raise")
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"numeric column {col!r} in {name} contains non-numeric values") from exc
-    return np.array(converted.to_numpy(dtype=float, na_value=np.nan), dtype=float, copy=True)
-
-
-def _string_values(series: pd.Series) -> np.ndarray:
-    """Column as object array of ``str`` with ``None`` for missing values."""
-    mask = series.isna().to_numpy()
-    out = np.array(series.astype(str).to_numpy(dtype=object), dtype=object, copy=True)
-    out[mask] = None
-    return out
-
-
-# --------------------------------------------------------------------------
 # k-way total variation distance
 # --------------------------------------------------------------------------
 def _quantile_inner_edges(reference: np.ndarray, n_bins: int) -> np.ndarray:
@@ -149,15 +125,15 @@ def _encode_for_tvd(
     for i, col in enumerate(columns):
         if col in numeric:
             values = np.concatenate(
-                [_numeric_values(real[col], col, "real"), _numeric_values(synth[col], col, "synth")]
+                [numeric_values(real[col], col, "real"), numeric_values(synth[col], col, "synth")]
             )
-            inner = _quantile_inner_edges(_numeric_values(bin_reference[col], col, "bin_reference"), n_bins)
+            inner = _quantile_inner_edges(numeric_values(bin_reference[col], col, "bin_reference"), n_bins)
             c = np.digitize(values, inner)  # below range -> 0, above range -> len(inner)
             n_value_bins = len(inner) + 1
             c[np.isnan(values)] = n_value_bins
             radices[i] = n_value_bins + 1
         else:
-            values = np.concatenate([_string_values(real[col]), _string_values(synth[col])])
+            values = np.concatenate([string_values(real[col]), string_values(synth[col])])
             c, uniques = pd.factorize(values, use_na_sentinel=True)
             c = c.astype(np.int64)
             c[c < 0] = len(uniques)
@@ -310,97 +286,6 @@ def kway_tvd_report(
     return {k: _mean_tvd(codes, radices, len(real), k, max_combinations, seed) for k in ks}
 
 
-# --------------------------------------------------------------------------
-# Feature encoding for the classifiers / regressors
-# --------------------------------------------------------------------------
-class _FeatureEncoder:
-    """Encode a table's features consistently for fitting and prediction.
-
-    Numeric columns become float64 with NaN for missing.  Categorical columns
-    (compared as strings) are mapped to the ``max_kept`` most frequent values
-    seen at fit time; missing values get their own code, and values that are
-    rare at fit time get an "other" code.  Values never seen at fit time map to
-    NaN (HistGradientBoosting treats these as missing) in ordinal mode and to an
-    all-zero row in one-hot mode.
-    """
-
-    def __init__(self, columns: Sequence[Any], numeric: set, max_kept: int):
-        self.columns = list(columns)
-        self.numeric = numeric
-        self.max_kept = max_kept
-        self.maps: dict[Any, dict[str, int]] = {}
-        self.other_code: dict[Any, int | None] = {}
-        self.medians: dict[Any, float] = {}
-        self.seen: dict[Any, pd.Index] = {}
-
-    def fit(self, df: pd.DataFrame, name: str) -> "_FeatureEncoder":
-        for col in self.columns:
-            if col in self.numeric:
-                values = _numeric_values(df[col], col, name)
-                finite = values[np.isfinite(values)]
-                self.medians[col] = float(np.median(finite)) if finite.size else 0.0
-                continue
-            values = pd.Series(_string_values(df[col]), dtype=object)
-            counts = values.value_counts(dropna=True)  # sorted by frequency, descending
-            kept = counts.index[: self.max_kept].tolist()
-            mapping = {v: i for i, v in enumerate(kept)}
-            self.maps[col] = mapping
-            self.seen[col] = counts.index
-            # code len(mapping) = missing; len(mapping)+1 = other (only if rare values exist)
-            self.other_code[col] = len(mapping) + 1 if len(counts) > len(kept) else None
-        return self
-
-    def _categorical_codes(self, series: pd.Series, col: Any) -> np.ndarray:
-        values = pd.Series(_string_values(series), dtype=object)
-        mapping = self.maps[col]
-        codes = np.array(values.map(mapping).to_numpy(dtype=float, na_value=np.nan), copy=True)
-        missing = values.isna().to_numpy()
-        codes[missing] = len(mapping)
-        other = self.other_code[col]
-        if other is not None:
-            rare = np.isnan(codes) & values.isin(self.seen[col]).to_numpy()
-            codes[rare] = other
-        return codes  # still NaN: unseen at fit time
-
-    def transform_ordinal(self, df: pd.DataFrame, name: str) -> np.ndarray:
-        """Float matrix: numeric values (NaN kept) and categorical codes."""
-        cols = []
-        for col in self.columns:
-            if col in self.numeric:
-                cols.append(_numeric_values(df[col], col, name))
-            else:
-                cols.append(self._categorical_codes(df[col], col))
-        return np.column_stack(cols)
-
-    def categorical_mask(self) -> np.ndarray:
-        return np.array([c not in self.numeric for c in self.columns], dtype=bool)
-
-    def transform_onehot(self, df: pd.DataFrame, name: str) -> np.ndarray:
-        """Dense matrix: numeric (NaN -> fit medians) and one-hot categoricals."""
-        blocks = []
-        for col in self.columns:
-            if col in self.numeric:
-                values = _numeric_values(df[col], col, name)
-                values = np.where(np.isfinite(values), values, self.medians[col])
-                blocks.append(values[:, None])
-            else:
-                codes = self._categorical_codes(df[col], col)
-                width = len(self.maps[col]) + 2  # kept + missing + other
-                onehot = np.zeros((len(df), width))
-                ok = ~np.isnan(codes)
-                onehot[np.nonzero(ok)[0], codes[ok].astype(np.int64)] = 1.0
-                blocks.append(onehot)
-        return np.hstack(blocks)
-
-
-def _hgb_categorical(encoder: _FeatureEncoder) -> np.ndarray | None:
-    mask = encoder.categorical_mask()
-    return mask if mask.any() else None
-
-
-# --------------------------------------------------------------------------
-# Detection AUC
-# --------------------------------------------------------------------------
 def detection_auc(
     real: pd.DataFrame,
     synth: pd.DataFrame,
@@ -438,14 +323,14 @@ def detection_auc(
     real_sub = real.iloc[np.sort(rng.choice(len(real), size=n, replace=False))]
     synth_sub = synth[columns].iloc[np.sort(rng.choice(len(synth), size=n, replace=False))]
     both = pd.concat([real_sub, synth_sub], ignore_index=True)
-    encoder = _FeatureEncoder(columns, numeric, _HGB_MAX_KEPT_CATEGORIES).fit(both, "real/synth")
+    encoder = FeatureEncoder(columns, numeric, HGB_MAX_KEPT_CATEGORIES).fit(both, "real/synth")
     X = encoder.transform_ordinal(both, "real/synth")
     y = np.r_[np.zeros(n, dtype=int), np.ones(n, dtype=int)]
 
     aucs = []
     folds = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
     for train_idx, test_idx in folds.split(X, y):
-        clf = HistGradientBoostingClassifier(categorical_features=_hgb_categorical(encoder), random_state=seed)
+        clf = HistGradientBoostingClassifier(categorical_features=hgb_categorical(encoder), random_state=seed)
         clf.fit(X[train_idx], y[train_idx])
         aucs.append(roc_auc_score(y[test_idx], clf.predict_proba(X[test_idx])[:, 1]))
     return float(np.mean(aucs))
@@ -498,40 +383,20 @@ def ml_efficacy(
     ROC-AUC 0.5 = no better than chance, 1.0 = perfect ranking; compare with
     a model trained on real data for the "real" ceiling.
     """
-    features, numeric = _prepare_supervised(train, test, target, numeric_columns)
+    _, numeric = _prepare_supervised(train, test, target, numeric_columns)
     train = _drop_missing_target(train, target, "train")
     test = _drop_missing_target(test, target, "test")
-    y_train = _string_values(train[target]).astype(str)
-    y_test = _string_values(test[target]).astype(str)
-    classes = np.unique(y_train)
+    classes = np.unique(string_values(train[target]).astype(str))
     if len(classes) < 2:
         raise ValueError(
             f"target {target!r} in train has only one class ({classes[0]!r}); need at least two to train a classifier"
         )
-    if len(np.unique(y_test)) < 2:
+    if len(np.unique(string_values(test[target]).astype(str))) < 2:
         raise ValueError(f"target {target!r} in test has only one class; ROC-AUC is undefined")
-
-    encoder = _FeatureEncoder(features, numeric, _HGB_MAX_KEPT_CATEGORIES).fit(train, "train")
-    X_train = encoder.transform_ordinal(train, "train")
-    X_test = encoder.transform_ordinal(test, "test")
-    clf = HistGradientBoostingClassifier(categorical_features=_hgb_categorical(encoder), random_state=seed)
-    clf.fit(X_train, y_train)
-    proba = clf.predict_proba(X_test)
-    pred = clf.classes_[np.argmax(proba, axis=1)]
-    accuracy = accuracy_score(y_test, pred)
-
-    if len(clf.classes_) == 2:
-        roc_auc = roc_auc_score(y_test == clf.classes_[1], proba[:, 1])
-    else:
-        aucs = []
-        for i, cls in enumerate(clf.classes_):
-            positive = y_test == cls
-            if 0 < positive.sum() < len(positive):
-                aucs.append(roc_auc_score(positive, proba[:, i]))
-        if not aucs:
-            raise ValueError(f"no class of target {target!r} seen in train occurs in test; ROC-AUC is undefined")
-        roc_auc = float(np.mean(aucs))
-    return {"accuracy": float(accuracy), "roc_auc": float(roc_auc)}
+    scores = fit_and_score(train, test, target, numeric, False, "gradient boosting", seed)
+    if math.isnan(scores["roc_auc"]):
+        raise ValueError(f"no class of target {target!r} seen in train occurs in test; ROC-AUC is undefined")
+    return {"accuracy": scores["accuracy"], "roc_auc": scores["roc_auc"]}
 
 
 def ml_efficacy_regression(
@@ -549,23 +414,15 @@ def ml_efficacy_regression(
     are dropped.  R^2 1 = perfect, 0 = no better than predicting the test
     mean, negative = worse than that.
     """
-    features, numeric = _prepare_supervised(train, test, target, numeric_columns)
+    _, numeric = _prepare_supervised(train, test, target, numeric_columns)
     train = _drop_missing_target(train, target, "train")
     test = _drop_missing_target(test, target, "test")
-    y_train = _numeric_values(train[target], target, "train")
-    y_test = _numeric_values(test[target], target, "test")
+    numeric_values(train[target], target, "train")  # a clear error for a non-numeric target
+    numeric_values(test[target], target, "test")
     if len(test) < 2:
         raise ValueError(f"test needs at least two rows with a non-missing target {target!r} for R^2")
-
-    linear_enc = _FeatureEncoder(features, numeric, _ONEHOT_MAX_KEPT_CATEGORIES).fit(train, "train")
-    linear = LinearRegression().fit(linear_enc.transform_onehot(train, "train"), y_train)
-    r2 = r2_score(y_test, linear.predict(linear_enc.transform_onehot(test, "test")))
-
-    gbm_enc = _FeatureEncoder(features, numeric, _HGB_MAX_KEPT_CATEGORIES).fit(train, "train")
-    gbm = HistGradientBoostingRegressor(categorical_features=_hgb_categorical(gbm_enc), random_state=seed)
-    gbm.fit(gbm_enc.transform_ordinal(train, "train"), y_train)
-    r2_gbm = r2_score(y_test, gbm.predict(gbm_enc.transform_ordinal(test, "test")))
-    return {"r2": float(r2), "r2_gbm": float(r2_gbm)}
+    return {"r2": fit_and_score(train, test, target, numeric, True, "linear", seed)["r2"],
+            "r2_gbm": fit_and_score(train, test, target, numeric, True, "gradient boosting", seed)["r2"]}
 
 
 # --------------------------------------------------------------------------

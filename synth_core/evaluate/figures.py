@@ -32,7 +32,8 @@ from scipy.spatial.distance import jensenshannon
 
 from ..schema import Schema
 from .fidelity import kway_tvd_report
-from .inputs import EvaluationError, PublicEncoder, canonical, sample_rows
+from ..encoding.features import PublicEncoder
+from .inputs import EvaluationError, canonical, sample_rows
 
 # name -> (better, good, fair): "good" if at least as good as `good`, "fair" if at least as good as `fair`
 THRESHOLDS: dict[str, tuple[str, float, float]] = {

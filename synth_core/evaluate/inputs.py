@@ -4,13 +4,7 @@
 missing or extra columns, wrong types, values outside the public categories, zero rows, a target with
 one class. `canonical` returns a table in the schema's canonical form (schema order, numbers as
 float, categories as str, missing as NaN/None) so that every figure sees the same values.
-
-`PublicEncoder` maps rows to numbers using only the PUBLIC schema (bounds and category lists), never
-statistics of the private table, so distances and projections of different runs share one scale:
-numeric columns scaled to [0, 1] by their public bounds (on a log1p scale for columns declared with
-log binning), categorical columns one-hot over the public vocabulary with each block scaled by 1/√2
-(two different categories are at Euclidean distance 1, like two numbers at opposite bounds), and a
-missing value as its own indicator.
+The public-schema encoding every distance and projection uses is encoding.features.PublicEncoder.
 """
 from __future__ import annotations
 
@@ -106,74 +100,3 @@ def sample_rows(df: pd.DataFrame, max_rows: int | None, seed: int) -> pd.DataFra
         return df.reset_index(drop=True)
     idx = np.sort(np.random.default_rng(seed).choice(len(df), size=max_rows, replace=False))
     return df.iloc[idx].reset_index(drop=True)
-
-
-class PublicEncoder:
-    """Rows -> numbers from the public schema only (see the module docstring).
-
-    A numeric column without public bounds falls back to the 1%/99% quantiles of the table passed to
-    `fit` (the real one); `fallback_columns` lists such columns so reports can say so."""
-
-    def __init__(self, schema: Schema):
-        self.schema = schema
-        self.fallback_columns: list[str] = []
-        self._bounds: dict[str, tuple[float, float]] = {}
-
-    def fit(self, real: pd.DataFrame) -> "PublicEncoder":
-        for spec in self.schema.columns:
-            if not spec.is_numeric:
-                continue
-            if spec.has_bounds:
-                self._bounds[spec.name] = (float(spec.lower), float(spec.upper))
-            else:
-                v = pd.to_numeric(real[spec.name], errors="coerce").dropna().to_numpy(dtype=float)
-                lo, hi = (np.quantile(v, [0.01, 0.99]) if len(v) else (0.0, 1.0))
-                lo = float(spec.lower) if spec.lower is not None else float(lo)
-                hi = float(spec.upper) if spec.upper is not None else float(hi)
-                self._bounds[spec.name] = (lo, hi if hi > lo else lo + 1.0)
-                self.fallback_columns.append(spec.name)
-        return self
-
-    def scale_numeric(self, name: str, values: np.ndarray) -> np.ndarray:
-        """Values of a numeric column scaled to [0, 1] by its bounds (log1p scale for log binning)."""
-        return self.schema[name].to_unit(values, bounds=self._bounds[name])
-
-    def feature_names(self) -> list[str]:
-        names = []
-        for spec in self.schema.columns:
-            if spec.is_numeric:
-                names.append(spec.name)
-                if spec.nullable:
-                    names.append(f"{spec.name}=<missing>")
-            else:
-                names += [f"{spec.name}={c}" for c in spec.vocabulary()]
-                if spec.nullable:
-                    names.append(f"{spec.name}=<missing>")
-        return names
-
-    def transform(self, table: pd.DataFrame) -> np.ndarray:
-        """Float matrix for a canonical table (see `canonical`)."""
-        if not self._bounds and self.schema.numeric_columns:
-            raise RuntimeError("PublicEncoder.fit must be called first")
-        n = len(table)
-        blocks = []
-        for spec in self.schema.columns:
-            col = table[spec.name]
-            miss = col.isna().to_numpy()
-            if spec.is_numeric:
-                v = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
-                scaled = np.where(miss, 0.0, self.scale_numeric(spec.name, np.where(miss, self._bounds[spec.name][0], v)))
-                blocks.append(scaled[:, None])
-                if spec.nullable:
-                    blocks.append(miss[:, None].astype(float))
-            else:
-                vocab = spec.vocabulary()
-                codes = pd.Categorical(col.astype(object).where(~miss, None), categories=vocab).codes
-                width = len(vocab) + (1 if spec.nullable else 0)
-                onehot = np.zeros((n, width))
-                ok = codes >= 0
-                onehot[np.nonzero(ok)[0], codes[ok]] = 1.0
-                if spec.nullable:
-                    onehot[miss, len(vocab)] = 1.0
-                blocks.append(onehot / np.sqrt(2.0))
-        return np.hstack(blocks) if blocks else np.zeros((n, 0))

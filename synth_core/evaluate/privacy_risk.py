@@ -1,6 +1,6 @@
 """Privacy in practice: how close synthetic rows sit to the training rows, and attacks on them.
 
-Distances use the public-schema encoding (`inputs.PublicEncoder`): a numeric difference counts its share
+Distances use the public-schema encoding (`encoding.features.PublicEncoder`): a numeric difference counts its share
 of the public range (0..1), a differing category counts 1, so the squared distance between two rows
 is (sum of squared range-scaled numeric differences) + (number of differing categories).
 
@@ -17,7 +17,8 @@ import pandas as pd
 from sklearn.neighbors import NearestNeighbors
 
 from ..schema import Schema
-from .inputs import EvaluationError, PublicEncoder, canonical, sample_rows
+from ..encoding.features import PublicEncoder
+from .inputs import EvaluationError, canonical, sample_rows
 
 # verdict thresholds of the distance to closest record (documented in `dcr_verdict`)
 COPY_MARGIN = 0.01          # extra share of exact copies over the held-out baseline that is "poor"
@@ -203,7 +204,7 @@ def _attack_risk(model_table: pd.DataFrame, targets: pd.DataFrame, schema: Schem
     others -- population inference, what Stadler et al. call the attacker's model."""
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
-    from .fidelity import _HGB_MAX_KEPT_CATEGORIES, _FeatureEncoder, _hgb_categorical
+    from ..encoding.features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical
 
     rows = max_nn_rows if attacker == "nearest row" else max_model_rows
     train = sample_rows(model_table.dropna(subset=[sensitive]), rows, seed)
@@ -215,17 +216,17 @@ def _attack_risk(model_table: pd.DataFrame, targets: pd.DataFrame, schema: Schem
         idx = nn.kneighbors(enc.transform(targets[features]))[1][:, 0]
         return _risk(train[sensitive].to_numpy()[idx], targets, schema, sensitive)
     numeric = set(schema.numeric_columns) - {sensitive}
-    enc = _FeatureEncoder(features, numeric, _HGB_MAX_KEPT_CATEGORIES).fit(train, "attack training")
+    enc = FeatureEncoder(features, numeric, HGB_MAX_KEPT_CATEGORIES).fit(train, "attack training")
     X, Xt = enc.transform_ordinal(train, "attack training"), enc.transform_ordinal(targets, "targets")
     if schema[sensitive].is_numeric:
-        model = HistGradientBoostingRegressor(categorical_features=_hgb_categorical(enc), random_state=seed,
+        model = HistGradientBoostingRegressor(categorical_features=hgb_categorical(enc), random_state=seed,
                                               max_iter=50)
         model.fit(X, train[sensitive].to_numpy(float))
         return _risk(model.predict(Xt), targets, schema, sensitive)
     y = train[sensitive].astype(str).to_numpy()
     if len(np.unique(y)) < 2:
         return _risk(np.full(len(targets), y[0], dtype=object), targets, schema, sensitive)
-    model = HistGradientBoostingClassifier(categorical_features=_hgb_categorical(enc), random_state=seed, max_iter=50)
+    model = HistGradientBoostingClassifier(categorical_features=hgb_categorical(enc), random_state=seed, max_iter=50)
     model.fit(X, y)
     return _risk(model.predict(Xt), targets, schema, sensitive)
 

@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Schema
+from .charts import (association_chart, column_scores_chart, dcr_chart, group_rates_chart, projection_chart,
+                     tvd_chart)
 from .fairness import fairness_figures
 from .fidelity import detection_auc
 from .figures import Figure, MEANINGS, column_figures, make_figure, quick_figures
@@ -29,37 +31,18 @@ from .structure import alpha_beta_authenticity, association_difference, pmse_rat
 from .utility import utility
 
 REFERENCE = "real held-out (reference)"
-PRIVATE_CONFIG_KEYS = ("private_validation_counts",)
 
 
 # --------------------------------------------------------------------------------------------------
 # runs and ledgers
 # --------------------------------------------------------------------------------------------------
-def run_info(run_dir: str | Path) -> dict:
-    """What a report may show about a run directory: summary, ledger, public config (never the
-    private validation counts), schema provenance."""
-    from ..runs import RunDir
-
-    run = RunDir(run_dir).require()
-    info: dict[str, Any] = {"summary": run.summary()}
-    try:
-        info["ledger"] = run.ledger().to_dict()
-    except Exception as e:  # noqa: BLE001 - a report still shows what it can
-        info["ledger"] = {"error": str(e)}
-    try:
-        info["config"] = {k: v for k, v in run.config().items() if k not in PRIVATE_CONFIG_KEYS}
-    except Exception:  # noqa: BLE001
-        pass
-    return info
-
-
 def _ledger_dict(ledger: Any) -> dict | None:
     if ledger is None:
         return None
     if hasattr(ledger, "to_dict"):
         return ledger.to_dict()
     if isinstance(ledger, dict):
-        return {k: v for k, v in ledger.items() if k not in PRIVATE_CONFIG_KEYS}
+        return dict(ledger)
     raise EvaluationError(f"a ledger must be a PrivacyLedger or a dict, not {type(ledger).__name__}")
 
 
@@ -263,81 +246,42 @@ def _fmt(v: Any) -> str:
 
 
 def _plots(report: dict) -> list[tuple[str, Any]]:
-    import plotly.graph_objects as go
-
+    """The report's charts: the review page's own (evaluate.charts)."""
     out = []
     runs = report["results"]
     series = dict(runs)
     if report.get("reference"):
         series[REFERENCE] = report["reference"]
-    # k-way TVD by k
-    fig = go.Figure()
-    for label, sec in series.items():
-        ks, vals = [], []
-        for f in sec["figures"]:
-            if f.name.endswith("-way TVD"):
-                ks.append(int(f.name.split("-")[0]))
-                vals.append(f.value)
-        fig.add_trace(go.Bar(x=ks, y=vals, name=label))
-    fig.update_layout(title="Mean k-way total variation distance (lower is better)", xaxis_title="k",
-                      yaxis_title="TVD", barmode="group")
-    out.append(("Joint structure: k-way TVD", fig))
-    # per-column scores
-    fig = go.Figure()
-    for label, sec in series.items():
-        cols = sec.get("columns")
-        if cols is not None:
-            fig.add_trace(go.Bar(x=cols["column"], y=cols["score"], name=label))
-    fig.update_layout(title="Per column: KS complement (numeric) / TV complement (categorical), 1 = same",
-                      barmode="group", yaxis_range=[0, 1.02])
-    out.append(("Marginals per column", fig))
-    # association difference heatmaps
+    tvd = {label: {int(f.name.split("-")[0]): f.value for f in sec["figures"] if f.name.endswith("-way TVD")}
+           for label, sec in series.items()}
+    out.append(("Joint structure: k-way TVD", tvd_chart(tvd)))
+    columns = {label: sec["columns"] for label, sec in series.items() if sec.get("columns") is not None}
+    out.append(("Marginals per column", column_scores_chart(columns)))
     for label, sec in runs.items():
-        assoc = sec.get("association")
-        if assoc:
-            d = assoc["difference"]
-            fig = go.Figure(go.Heatmap(z=d.to_numpy(), x=list(d.columns), y=list(d.index), zmin=0, zmax=0.5,
-                                       colorscale="Reds"))
-            fig.update_layout(title=f"{label}: |association real − synthetic| per pair (0 = link kept)")
-            out.append((f"Association difference: {label}", fig))
-    # DCR histograms
+        if sec.get("association"):
+            out.append((f"Association difference: {label}", association_chart(sec["association"]["difference"], label)))
     for label, sec in runs.items():
         dcr = sec.get("dcr")
         if dcr:
-            fig = go.Figure()
-            fig.add_trace(go.Histogram(x=np.asarray(dcr["synthetic_to_train"]), name="synthetic → training",
-                                       opacity=0.6, histnorm="probability"))
-            fig.add_trace(go.Histogram(x=np.asarray(dcr["holdout_to_train"]), name="unseen real → training",
-                                       opacity=0.6, histnorm="probability"))
-            fig.update_layout(barmode="overlay", title=f"{label}: distance to the closest training row",
-                              xaxis_title="distance (public-schema scale)")
-            out.append((f"Distance to closest record: {label}", fig))
-    # fairness
+            fig = dcr_chart(np.asarray(dcr["synthetic_to_train"]), np.asarray(dcr["holdout_to_train"]))
+            out.append((f"Distance to closest record: {label}", fig.update_layout(title=f"{label}: distance to the "
+                                                                                        "closest training row")))
     fair_rows = {label: sec.get("fairness") for label, sec in series.items() if sec.get("fairness")}
     if fair_rows:
-        fig = go.Figure()
+        rates = {}
         for label, fair in fair_rows.items():
-            groups = list(fair["data"]["positive_rate_by_group"])
-            fig.add_trace(go.Bar(x=groups, y=[fair["data"]["positive_rate_by_group"][g] for g in groups],
-                                 name=f"{label}: data"))
-            pr = fair["classifier"]["predicted_positive_rate_by_group"]
-            fig.add_trace(go.Bar(x=list(pr), y=list(pr.values()), name=f"{label}: classifier"))
-        fig.update_layout(title=f"Share of positive outcomes ({report['target']}) by {report['sensitive']}",
-                          barmode="group")
-        out.append(("Fairness", fig))
-    # projections
+            rates[f"{label}: data"] = fair["data"]["positive_rate_by_group"]
+            rates[f"{label}: classifier"] = fair["classifier"]["predicted_positive_rate_by_group"]
+        positive = next(iter(fair_rows.values()))["positive"]
+        out.append(("Fairness", group_rates_chart(rates, positive, report["sensitive"])))
     for key in ("pca", "umap"):
         proj = report["projections"].get(key)
         if proj is None:
             continue
-        fig = go.Figure()
-        for source, pts in proj.points.groupby("source", sort=False):
-            fig.add_trace(go.Scattergl(x=pts["x"], y=pts["y"], mode="markers", name=source,
-                                       marker={"size": 3, "opacity": 0.5}))
         ev = f" (variance explained {proj.explained_variance[0]:.1%}, {proj.explained_variance[1]:.1%})" if proj.explained_variance else ""
-        fig.update_layout(title=f"{key.upper()} fitted on the real rows{ev}; samples: "
-                                + ", ".join(f"{k} {v}" for k, v in proj.sample_sizes.items()))
-        out.append((f"Projection: {key.upper()}", fig))
+        title = (f"{key.upper()} fitted on the real rows{ev}; samples: "
+                 + ", ".join(f"{k} {v}" for k, v in proj.sample_sizes.items()))
+        out.append((f"Projection: {key.upper()}", projection_chart(proj.points, title)))
     return out
 
 
@@ -422,7 +366,7 @@ def write_html(report: dict, path: Path, title: str) -> None:
     path.write_text(doc, encoding="utf-8")
 
 
-def report_json(report: dict) -> dict:
+def json_ready(report: dict) -> dict:
     """The JSON form: every figure, section and projection (coordinates of sampled rows only)."""
     out = dict(report)
     out["projections"] = {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in report["projections"].items()}
@@ -442,9 +386,9 @@ def build_report(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdo
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, html_path = out / "report.json", out / "report.html"
-    json_path.write_text(json.dumps(report_json(report), indent=1, allow_nan=False), encoding="utf-8")
+    json_path.write_text(json.dumps(json_ready(report), indent=1, allow_nan=False), encoding="utf-8")
     write_html(report, html_path, title)
     return html_path, json_path
 
 
-__all__ = ["evaluate", "build_report", "run_info", "report_json", "REFERENCE"]
+__all__ = ["evaluate", "build_report", "json_ready", "REFERENCE"]

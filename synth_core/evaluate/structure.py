@@ -29,7 +29,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import NearestNeighbors
 
 from ..schema import Schema
-from .inputs import PublicEncoder, canonical, sample_rows
+from ..encoding.features import PublicEncoder
+from .inputs import canonical, sample_rows
 
 
 # --------------------------------------------------------------------------------------------------

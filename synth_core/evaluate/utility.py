@@ -20,7 +20,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..schema import Schema
-from .fidelity import _HGB_MAX_KEPT_CATEGORIES, _ONEHOT_MAX_KEPT_CATEGORIES, _FeatureEncoder, _hgb_categorical
+from ..encoding.features import (HGB_MAX_KEPT_CATEGORIES, ONEHOT_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical,
+                                 numeric_values)
 from .inputs import EvaluationError, canonical, sample_rows
 
 
@@ -39,24 +40,35 @@ def _classification_scores(clf, X_test, y_test) -> dict[str, float]:
     return out
 
 
-def _fit_score(train: pd.DataFrame, test: pd.DataFrame, target: str, schema: Schema, learner: str,
-               seed: int) -> dict[str, float]:
-    features = [c for c in schema.names if c != target]
-    numeric = set(schema.numeric_columns) - {target}
-    regression = schema[target].is_numeric
+LEARNERS = ("linear", "gradient boosting")
+
+
+def fit_and_score(train: pd.DataFrame, test: pd.DataFrame, target: str, numeric: set, regression: bool,
+                  learner: str, seed: int) -> dict[str, float]:
+    """Train one learner on `train` (every column but `target` a feature; `numeric` names the numeric ones)
+    and score it on `test`: the one train-on-X/test-on-Y of the evaluation (utility, fidelity.ml_efficacy).
+
+    learner: "linear" (logistic or least-squares regression on one-hot categories and standardised numbers)
+    or "gradient boosting" (histogram gradient boosting on category codes). Classification: accuracy, macro
+    F1 and ROC-AUC (binary: probability of the lexicographically larger label; multi-class: macro
+    one-vs-rest over the classes present in `test`, NaN if none). Regression: R². Rows are taken as given
+    (drop missing targets first)."""
+    features = [c for c in train.columns if c != target]
+    numeric = set(numeric) - {target}
     if learner == "gradient boosting":
-        enc = _FeatureEncoder(features, numeric, _HGB_MAX_KEPT_CATEGORIES).fit(train, "train")
+        enc = FeatureEncoder(features, numeric, HGB_MAX_KEPT_CATEGORIES).fit(train, "train")
         Xtr, Xte = enc.transform_ordinal(train, "train"), enc.transform_ordinal(test, "test")
         klass = HistGradientBoostingRegressor if regression else HistGradientBoostingClassifier
-        model = klass(categorical_features=_hgb_categorical(enc), random_state=seed)
-    else:
-        enc = _FeatureEncoder(features, numeric, _ONEHOT_MAX_KEPT_CATEGORIES).fit(train, "train")
+        model = klass(categorical_features=hgb_categorical(enc), random_state=seed)
+    elif learner == "linear":
+        enc = FeatureEncoder(features, numeric, ONEHOT_MAX_KEPT_CATEGORIES).fit(train, "train")
         Xtr, Xte = enc.transform_onehot(train, "train"), enc.transform_onehot(test, "test")
         model = make_pipeline(StandardScaler(), LinearRegression() if regression else LogisticRegression(max_iter=500))
+    else:
+        raise ValueError(f"learner must be one of {', '.join(LEARNERS)}, not {learner!r}")
     if regression:
-        ytr = train[target].to_numpy(float)
-        model.fit(Xtr, ytr)
-        return {"r2": float(r2_score(test[target].to_numpy(float), model.predict(Xte)))}
+        model.fit(Xtr, numeric_values(train[target], target, "train"))
+        return {"r2": float(r2_score(numeric_values(test[target], target, "test"), model.predict(Xte)))}
     ytr = train[target].astype(str).to_numpy()
     if len(np.unique(ytr)) < 2:
         raise EvaluationError(f"the target {target!r} has one class only in a training table")
@@ -78,14 +90,16 @@ def utility(real_train: pd.DataFrame, synthetic: pd.DataFrame, real_test: pd.Dat
     regression = schema[target].is_numeric
     if not regression and te[target].nunique() < 2:
         raise EvaluationError(f"the target {target!r} has one class only in the real test table")
-    learners = ("linear regression" if regression else "logistic regression", "gradient boosting")
+    names = {"linear": "linear regression" if regression else "logistic regression",
+             "gradient boosting": "gradient boosting"}
     out: dict[str, Any] = {"task": "regression" if regression else "classification", "target": target,
                            "learners": {},
                            "sample_sizes": {"real_train": len(tr), "synthetic": len(sy), "real_test": len(te)}}
     ratios: dict[str, list[float]] = {}
-    for learner in learners:
-        real_scores = _fit_score(tr, te, target, schema, learner, seed)
-        syn_scores = _fit_score(sy, te, target, schema, learner, seed)
+    numeric = set(schema.numeric_columns)
+    for key, learner in names.items():
+        real_scores = fit_and_score(tr, te, target, numeric, regression, key, seed)
+        syn_scores = fit_and_score(sy, te, target, numeric, regression, key, seed)
         ratio = {k: (syn_scores[k] / real_scores[k] if real_scores[k] not in (0, float("nan")) else float("nan"))
                  for k in real_scores}
         out["learners"][learner] = {"real": real_scores, "synthetic": syn_scores, "ratio": ratio}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..evaluate.fairness import demographic_parity_gap, group_rates
 from ..schema import Schema, SchemaError
 
 
@@ -50,22 +51,9 @@ def check_fairness_columns(schema: Schema, sensitive: str, target: str, positive
         raise SchemaError(f"{positive!r} is not a category of {target!r}")
 
 
-def group_rates(table: pd.DataFrame, sensitive: str, target: str, positive: str) -> dict[str, float]:
-    """Share of rows with target == positive, per group of the sensitive attribute (missing groups skipped)."""
-    rows = table[[sensitive, target]].dropna(subset=[sensitive])
-    hit = rows[target].astype("string").eq(str(positive)).fillna(False)
-    return {str(g): float(v) for g, v in hit.groupby(rows[sensitive].astype(str)).mean().items()}
-
-
-def demographic_parity_gap(table: pd.DataFrame, sensitive: str, target: str, positive: str) -> float:
-    """Demographic-parity difference of the data itself: largest minus smallest group rate of the positive
-    target value (fairlearn's definition, with the target column taken as the prediction)."""
-    from fairlearn.metrics import demographic_parity_difference
-    rows = table[[sensitive, target]].dropna(subset=[sensitive])
-    if rows[sensitive].nunique() < 2:
-        return 0.0
-    hit = rows[target].astype("string").eq(str(positive)).fillna(False).astype(int).to_numpy()
-    return float(demographic_parity_difference(hit, hit, sensitive_features=rows[sensitive].astype(str).to_numpy()))
+def _known(table: pd.DataFrame, sensitive: str, target: str) -> pd.DataFrame:
+    """The rows the group rates are computed on (evaluate.fairness.group_rates): both values present."""
+    return table.dropna(subset=[sensitive, target])
 
 
 def plan_conditioned_rows(counts: dict[str, float], positives: dict[str, float], m: int,
@@ -142,8 +130,8 @@ def share_for_gap(pilot: pd.DataFrame, n: int, sensitive: str, target: str, posi
     down to target_gap (1 if none does)."""
     if target_gap < 0:
         raise ValueError("the target gap must be ≥ 0")
-    shares = pilot[sensitive].dropna().astype(str).value_counts(normalize=True).to_dict()
-    rates = group_rates(pilot, sensitive, target, positive)
+    shares = _known(pilot, sensitive, target)[sensitive].astype(str).value_counts(normalize=True).to_dict()
+    rates = group_rates(pilot, sensitive, target, positive, numeric_groups=False)
 
     def gap_with(m: int) -> float:
         counts = {g: shares[g] * (n - m) for g in shares}
@@ -172,18 +160,20 @@ def fair_sample(model, n: int, sensitive: str, target: str, positive: str, targe
     check_fairness_columns(model.schema, sensitive, target, positive)
     rng = np.random.default_rng(seed)
     pilot = model.sample(max(pilot_rows, n), seed=None if seed is None else seed)
-    gap0, rates0 = demographic_parity_gap(pilot, sensitive, target, positive), group_rates(pilot, sensitive, target, positive)
+    gap0 = demographic_parity_gap(pilot, sensitive, target, positive, numeric_groups=False)
+    rates0 = group_rates(pilot, sensitive, target, positive, numeric_groups=False)
     p = share_for_gap(pilot, n, sensitive, target, positive, target_gap) if share is None else float(share)
 
     m = int(round(p * n))
     base = pilot.iloc[rng.permutation(len(pilot))[: n - m]]
     parts, asked = [base], {}
     if m:
-        counts = base[sensitive].dropna().astype(str).value_counts().to_dict()
-        positives = {g: r * counts[g] for g, r in group_rates(base, sensitive, target, positive).items()}
-        overall = float(pilot[target].astype("string").eq(str(positive)).fillna(False).mean())
+        counts = _known(base, sensitive, target)[sensitive].astype(str).value_counts().to_dict()
+        positives = {g: r * counts[g] for g, r in group_rates(base, sensitive, target, positive, False).items()}
+        known = _known(pilot, sensitive, target)
+        overall = float((known[target].astype(str) == str(positive)).mean())
         add_pos, add_neg = plan_conditioned_rows(
-            counts, positives, m, shares=pilot[sensitive].dropna().astype(str).value_counts(normalize=True).to_dict(),
+            counts, positives, m, shares=known[sensitive].astype(str).value_counts(normalize=True).to_dict(),
             common_rate=overall)
         negatives = [c for c in model.schema[target].vocabulary() if c != str(positive)]
         neg_share = pilot[target].astype("string").value_counts(normalize=True).reindex(negatives).fillna(0)
@@ -206,6 +196,6 @@ def fair_sample(model, n: int, sensitive: str, target: str, positive: str, targe
     table = pd.concat(parts, ignore_index=True)
     table = table.iloc[rng.permutation(len(table))].reset_index(drop=True)
     return FairGeneration(table=table, share=p, gap_before=gap0,
-                          gap_after=demographic_parity_gap(table, sensitive, target, positive),
-                          rates_before=rates0, rates_after=group_rates(table, sensitive, target, positive),
+                          gap_after=demographic_parity_gap(table, sensitive, target, positive, numeric_groups=False),
+                          rates_before=rates0, rates_after=group_rates(table, sensitive, target, positive, False),
                           conditioned_rows=asked)

@@ -14,14 +14,10 @@ from dataclasses import asdict
 from ..models import get_model_class
 from ..runs import RunDir
 
-# config keys that describe the private table itself: they stay with the steward
-PRIVATE_CONFIG_KEYS = ("private_validation_counts",)
-
-
 def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: int | None = None) -> dict:
     """Everything a recipient of the synthetic table may know about how it was made."""
     run.require()
-    config = {k: v for k, v in run.config().items() if k not in PRIVATE_CONFIG_KEYS}
+    config = run.public_config()
     ledger = run.ledger()
     schema = run.schema()
     status = run.status()

@@ -2,14 +2,8 @@
 
 A job is a run directory plus a worker process (`python -m synth_core.worker RUN`) that trains and
 writes the run's event log. The caller only reads files, so closing the browser tab or reloading the
-page neither stops nor loses the run; `job_state` finds it again from disk.
-
-    private/train.parquet    the rows the model trains on (owner-only)
-    private/holdout.parquet  rows kept aside for the review (distance to closest record), if asked
-    request.json             what the steward asked for: model, preset, options, ε, δ, ...
-    worker.json              the worker's process id, to tell a live job from a dead one
-    cancel                   present once the steward asked to stop
-    samples/review.csv       synthetic rows sampled right after training, for the review page
+page neither stops nor loses the run; `job_state` finds it again from disk. The job's files (the private
+rows, the request, the worker's record, the cancel flag) are laid out by runs.rundir.
 
 The private table lives only inside the run directory, which is created owner-only (0700); the files
 in private/ are 0600 as well. They stay so that the steward can review the run later; deleting the run
@@ -82,15 +76,15 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
-    _write_private(train, run.path / "private" / "train.parquet")
+    _write_private(train, run.private_path("train"))
     if holdout is not None:
-        _write_private(holdout, run.path / "private" / "holdout.parquet")
+        _write_private(holdout, run.private_path("holdout"))
     run.write_schema(schema)
-    run.write_json("request.json", {**request, "rows": len(train), "created": time.time(),
-                                    "holdout_rows": 0 if holdout is None else len(holdout)})
+    run.write_request({**request, "rows": len(train), "created": time.time(),
+                       "holdout_rows": 0 if holdout is None else len(holdout)})
     run.set_status("created", "waiting for the training process to start")
-    log = open(run.path / "worker.log", "ab")
-    os.chmod(run.path / "worker.log", 0o600)
+    log = open(run.worker_log, "ab")
+    os.chmod(run.worker_log, 0o600)
     # a new session: the worker outlives the page that started it (reloads, closed tabs, reruns)
     proc = subprocess.Popen([python or sys.executable, "-m", "synth_core.worker", str(run.path)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -98,24 +92,22 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     log.close()
     # reap the worker when it ends, so a finished job leaves no zombie behind in a long-lived app
     threading.Thread(target=proc.wait, daemon=True).start()
-    run.write_json("worker.json", {"pid": proc.pid, "started": time.time()})
+    run.write_worker(proc.pid)
     return run
 
 
 def cancel_job(run: RunDir) -> None:
     """Ask the worker to stop after its current step; the model trained so far is kept."""
-    run.require()
-    (run.path / "cancel").touch()
+    run.require().request_cancel()
 
 
 def cancel_requested(run: RunDir) -> bool:
-    return (run.path / "cancel").exists()
+    return run.cancel_requested()
 
 
 def _worker_alive(run: RunDir) -> bool:
-    try:
-        pid = int(run.read_json("worker.json")["pid"])
-    except (RunError, KeyError, TypeError, ValueError):
+    pid = run.worker_pid()
+    if pid is None:
         return False
     try:
         os.kill(pid, 0)
@@ -137,7 +129,7 @@ def job_state(run: RunDir) -> dict:
     """The run's status, with a worker that died unnoticed (killed, machine restarted) marked failed
     and the ε of the steps it took charged to the ledger."""
     status = run.require().status()
-    if status.get("state") in ("created", "running") and (run.path / "worker.json").exists() \
+    if status.get("state") in ("created", "running") and run.worker_pid() is not None \
             and not _worker_alive(run):
         time.sleep(0.2)  # the worker may have written its last status just now
         status = run.status()
@@ -162,7 +154,7 @@ def _mark_dead(run: RunDir) -> None:
 
 def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | None:
     """The private rows stored with the run (for the steward's own review; never to be exported)."""
-    path = run.path / "private" / f"{which}.parquet"
+    path = run.private_path(which)
     if not path.exists():
         return None
     return pd.read_parquet(path)
@@ -180,7 +172,7 @@ def list_runs(root: str | os.PathLike) -> list[dict]:
             continue
         try:
             status = job_state(run)
-            request = run.read_json("request.json") if (path / "request.json").exists() else {}
+            request = run.request()
             events = run.events()
             last = events[-1] if events else {}
             try:

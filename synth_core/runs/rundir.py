@@ -1,16 +1,27 @@
-"""A run directory on disk: what one training run was asked, did and produced.
+"""A run directory on disk: what one training run was asked, did and produced. This module is the only
+place that spells a path inside a run folder; everything else asks a RunDir.
 
-    config.json     model family, preset, options, ε, δ, accountant, the noise plan
-    schema.json     the public schema the run used (with its provenance)
-    ledger.json     every mechanism that touched the private table and its ε
-    events.jsonl    one JSON line per optimizer step (step, epoch, loss, ε, samples/s)
-    status.json     running / completed / cancelled / failed, with a message
-    model/          weights (model.pt) and the model's own description (model.json)
-    samples/        synthetic tables written by `sample`
+    config.json       model family, preset, options, ε, δ, accountant, the noise plan
+    schema.json       the public schema the run used (with its provenance)
+    ledger.json       every mechanism that touched the private table and its ε
+    events.jsonl      one JSON line per optimizer step (step, epoch, loss, ε, samples/s)
+    status.json       created / running / completed / cancelled / failed, with a message
+    training.json     what training did: steps, seconds, device, last loss
+    model/            weights and the model's own description (SynthModel.save)
+    samples/          synthetic tables: review.csv (sampled after training, for the review page),
+                      synthetic.csv (the CLI's demo), synthetic-<time>.csv (the app's generate page)
+    reports/          the steward's evaluation reports (they hold statistics of the private table)
+  for a background job (runs.jobs):
+    request.json      what the steward asked for: model, preset, options, ε, δ, ...
+    private/          the rows the model trains on (train.parquet) and rows kept aside for the review
+                      (holdout.parquet); owner-only
+    worker.json       the worker's process id, to tell a live job from a dead one
+    worker.log        the worker's progress and error messages (never rows)
+    cancel            present once the steward asked to stop
 
 Every JSON file is written atomically (write to a temporary file, then rename), so a reader never sees a
 half-written file; a crash or a cancel leaves a readable directory whose status says what happened.
-The private table itself is never written here.
+The private table is written only under private/, for a background job, owner-only.
 """
 from __future__ import annotations
 
@@ -25,6 +36,8 @@ from ..schema import Schema
 from ..files import write_atomic
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
+# keys of config.json that describe the private table itself: they stay with the steward, in no report
+PRIVATE_CONFIG_KEYS = ("private_validation_counts",)
 
 
 class RunError(RuntimeError):
@@ -83,23 +96,62 @@ class RunDir:
     def config(self) -> dict:
         return self._read_json("config.json")
 
+    def public_config(self) -> dict:
+        """config.json without what describes the private table (PRIVATE_CONFIG_KEYS): what a report may show."""
+        return {k: v for k, v in self.config().items() if k not in PRIVATE_CONFIG_KEYS}
+
+    def write_request(self, request: dict) -> None:
+        self._write_json("request.json", request)
+
+    def request(self) -> dict:
+        """What the steward asked for ({} for a run not started by a background job)."""
+        return self._read_json("request.json") if (self.path / "request.json").exists() else {}
+
+    def write_training(self, result: dict) -> None:
+        self._write_json("training.json", result)
+
     def write_schema(self, schema: Schema) -> None:
         schema.save(self.path / "schema.json")
 
     def schema(self) -> Schema:
         return Schema.load(self.path / "schema.json")
 
+    @property
+    def ledger_path(self) -> Path:
+        return self.path / "ledger.json"
+
     def write_ledger(self, ledger: PrivacyLedger) -> None:
-        self._write_json("ledger.json", ledger.to_dict())
+        self._write_json(self.ledger_path.name, ledger.to_dict())
 
     def ledger(self) -> PrivacyLedger:
         return PrivacyLedger.from_dict(self._read_json("ledger.json"))
 
-    def write_json(self, name: str, data: Any) -> None:
-        self._write_json(name, data)
+    # --- the background job's files -----------------------------------------------------------------
+    def private_path(self, which: str) -> Path:
+        """Where the job keeps its private rows: "train" or "holdout"."""
+        if which not in ("train", "holdout"):
+            raise ValueError(f"private rows are 'train' or 'holdout', not {which!r}")
+        return self.path / "private" / f"{which}.parquet"
 
-    def read_json(self, name: str) -> Any:
-        return self._read_json(name)
+    def write_worker(self, pid: int) -> None:
+        self._write_json("worker.json", {"pid": pid, "started": time.time()})
+
+    def worker_pid(self) -> int | None:
+        """The worker's process id, or None if no worker was started (or its record is unreadable)."""
+        try:
+            return int(self._read_json("worker.json")["pid"])
+        except (RunError, KeyError, TypeError, ValueError):
+            return None
+
+    @property
+    def worker_log(self) -> Path:
+        return self.path / "worker.log"
+
+    def request_cancel(self) -> None:
+        (self.path / "cancel").touch()
+
+    def cancel_requested(self) -> bool:
+        return (self.path / "cancel").exists()
 
     # --- events -------------------------------------------------------------------------------------
     def append_event(self, event: dict) -> None:
@@ -129,8 +181,46 @@ class RunDir:
     def samples_dir(self) -> Path:
         return self.path / "samples"
 
+    def sample_path(self, name: str = "synthetic.csv") -> Path:
+        return self.samples_dir / name
+
+    @property
+    def review_sample(self) -> Path:
+        """The synthetic rows sampled right after training, for the review page."""
+        return self.sample_path("review.csv")
+
+    def write_sample(self, table, name: str = "synthetic.csv") -> Path:
+        """Write a synthetic table (a DataFrame) as CSV under samples/, atomically; returns its path."""
+        self.samples_dir.mkdir(exist_ok=True)
+        path = self.sample_path(name)
+        tmp = path.with_name(f".{path.name}.tmp")
+        table.to_csv(tmp, index=False)
+        tmp.replace(path)
+        return path
+
+    def samples_stamp(self) -> float:
+        """When samples/ last changed (0 if it does not exist): a cache key for the review page."""
+        try:
+            return self.samples_dir.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    def report_dir(self, name: str) -> Path:
+        return self.path / "reports" / name
+
     def has_model(self) -> bool:
         return (self.model_dir / "model.pt").exists() and (self.model_dir / "model.json").exists()
+
+    def model_stamp(self) -> float:
+        """When the model was last saved: a cache key for a loaded model."""
+        return (self.model_dir / "model.pt").stat().st_mtime
+
+    def ledger_dict(self) -> dict | None:
+        """The ledger as a report shows it, None if the run has none yet."""
+        try:
+            return self.ledger().to_dict()
+        except RunError:
+            return None
 
     def summary(self) -> dict:
         status = self.status()
