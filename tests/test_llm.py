@@ -228,7 +228,9 @@ def test_untrained_default_backbone_learns_links_between_columns_in_stage2():
     between columns (this table's P(>50K | Male) − P(>50K | Female) = 0.5 came out as 0.03); stage 2 trains
     its weights instead, every one with a per-row clipped gradient, except the position embeddings, which
     have no per-row gradient and keep what stage 1 learned from the public schema."""
-    model = new_model(stage1_rows=400, stage1_epochs=3, epochs=10)
+    # 20 epochs: with the DP noise secret (not replayed from the seed) five fits gave a gap of 0.17-0.45;
+    # 10 epochs gave 0.02-0.11, below the 0.1 this test asks for in three fits of five
+    model = new_model(stage1_rows=400, stage1_epochs=3, epochs=20)
     assert not model.pretrained and model.stage2_full
     model.learn_format()
     before = {n: p.detach().clone() for n, p in model.net.named_parameters()}

@@ -113,25 +113,14 @@ class TokenEncoder:
         return out
 
     def encode_value(self, name: str, value) -> int:
+        """The token of one value (a sampling condition), checked against the public facts first."""
         codec = self.codecs[self.column_index(name)]
-        spec = codec.spec
-        if value is None or (isinstance(value, float) and np.isnan(value)):
-            if codec.null_local is None:
-                raise SchemaError(f"column {name!r} is not nullable, so it cannot be fixed to a missing value")
+        value = codec.spec.check_value(value)
+        if value is None:
             return codec.offset + codec.null_local
-        if spec.is_numeric:
-            try:
-                x = float(value)
-            except (TypeError, ValueError):
-                raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
-            if not spec.lower <= x <= spec.upper:
-                raise SchemaError(f"column {name!r}: {x:g} lies outside the public bounds [{spec.lower:g}, {spec.upper:g}]")
-            return codec.offset + int(self._local_tokens(codec, np.array([x]))[0])
-        value = str(value)
-        if value not in spec.vocabulary():
-            raise SchemaError(f"column {name!r} has no public category {value!r}; "
-                              f"choose one of {', '.join(spec.vocabulary()[:10])}")
-        return codec.offset + spec.vocabulary().index(value)
+        if codec.spec.is_numeric:
+            return codec.offset + int(self._local_tokens(codec, np.array([value]))[0])
+        return codec.offset + codec.spec.vocabulary().index(value)
 
     # --- tokens -> table ------------------------------------------------------------------------
     def decode(self, tokens: np.ndarray, rng: np.random.Generator, numeric_decoding: str = "uniform") -> pd.DataFrame:

@@ -1,6 +1,6 @@
-"""What every model family shares: configuration and presets, DP fit through the engine, conditional
-sampling, save and load. A family supplies `build`, `encode`, `loss_fn`, `generate_tokens` and
-`exact_prefix`; scikit-learn style, `fit` then `sample`.
+"""What every model family shares: configuration and presets, DP fit through the engine, save and load,
+the registry. A family supplies `build` (sets `net`), `encode`, `loss_fn` and `sample`; scikit-learn style,
+`fit` then `sample`. The token models' sampling is in token.py, the vector models' in vector.py.
 
 A family never computes or records an ε: it declares how its training samples (`sampling_shape`), the
 privacy layer plans the noise for it, the engine counts the steps it starts, and `fit` has the privacy layer
@@ -23,7 +23,7 @@ from ..privacy import NoisePlan, PrivacyLedger
 from ..privacy import accounting
 from ..privacy.accounting import SamplingShape
 from ..privacy.ledger import record_training
-from ..schema import Schema, SchemaError
+from ..schema import Schema
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
 
@@ -106,8 +106,6 @@ class SynthModel:
     def build(self) -> None: raise NotImplementedError
     def encode(self, table: pd.DataFrame) -> torch.Tensor: raise NotImplementedError
     def loss_fn(self, module, rows): raise NotImplementedError
-    def generate_tokens(self, n, fixed, exact_columns, generator, temperature=1.0): raise NotImplementedError
-    def exact_prefix(self, fixed_columns): raise NotImplementedError
 
     @property
     def n_parameters(self) -> int:
@@ -172,61 +170,25 @@ class SynthModel:
         return {}
 
     # --- sampling -----------------------------------------------------------------------------------
-    def _condition_tokens(self, conditions: dict) -> dict[int, int]:
-        fixed = {}
-        for name, value in conditions.items():
-            if name not in self.schema:
-                raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
-            fixed[self.encoder.column_index(name)] = self.encoder.encode_value(name, value)
-        return fixed
+    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
+        """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}. A family
+        says how (`last_sample_info` reports the method). Sampling costs no privacy."""
+        raise NotImplementedError
 
-    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
-               max_tries_factor: int = 200, chunk_size: int = 8192) -> pd.DataFrame:
-        """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}.
-
-        Conditions the model can take exactly (see `exact_prefix`) are placed first; any others are met
-        by rejection sampling, bounded at `max_tries_factor`·n rows tried. `last_sample_info` reports
-        the method and the acceptance rate."""
-        if not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
-        conditions = dict(conditions or {})
-        fixed = self._condition_tokens(conditions)
-        exact = self.exact_prefix(list(fixed))
-        rejected_on = {c: t for c, t in fixed.items() if c not in exact}
+    def _sampling_randomness(self, seed: int | None) -> tuple[torch.Generator, np.random.Generator]:
+        """The generators sampling draws from: seeded by `seed` (the same rows again), fresh otherwise."""
         generator = torch.Generator(device=self.device)
         generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
-        rng = np.random.default_rng(None if seed is None else seed + 1)
+        return generator, np.random.default_rng(None if seed is None else seed + 1)
 
-        def draw(m: int) -> np.ndarray:
-            tokens = self.generate_tokens(m, fixed, exact, generator, temperature)
-            if rejected_on:
-                tokens = tokens[np.all([tokens[:, c] == t for c, t in rejected_on.items()], axis=0)]
-            return tokens
-
-        kept, accepted, tried = draw_with_rejection(n, draw, bool(rejected_on), max_tries_factor, chunk_size)
-        acceptance = accepted / tried if tried else 0.0
-        self.last_sample_info = {
-            "rows": min(accepted, n), "method": "rejection" if rejected_on else ("exact" if fixed else "unconditional"),
-            "exact_columns": [self.encoder.codecs[c].spec.name for c in exact],
-            "rejection_columns": [self.encoder.codecs[c].spec.name for c in rejected_on],
-            "acceptance_rate": acceptance, "rows_tried": tried,
-        }
-        if accepted < n:
-            raise SamplingError(
-                f"only {accepted} of {n} rows met the conditions on {', '.join(self.last_sample_info['rejection_columns'])} "
-                f"after trying {tried} (acceptance rate {acceptance:.2%}). The model rarely produces that combination; "
-                "ask for fewer rows, relax the conditions"
-                + ("" if self.config.random_order else ", or train with random column order for exact conditioning")
-            )
-        tokens = np.concatenate(kept)[:n]
-        table = self.encoder.decode(tokens, rng, self.config.numeric_decoding)
-        for name, value in conditions.items():
-            if self.schema[name].is_numeric and value is not None:
-                table[name] = float(value)  # the bin holds the value; report the value asked for
-        return table
+    @staticmethod
+    def _check_rows(n) -> None:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
 
     # --- persistence --------------------------------------------------------------------------------
     def state(self) -> dict:
+        """What model.json holds: enough to rebuild the model before its weights are loaded."""
         return {
             "family": self.family, "preset": self.preset,
             "config": dataclasses.asdict(self.config), "train_config": self.train_config.to_dict(),
@@ -234,12 +196,20 @@ class SynthModel:
             "plan": self.plan.to_dict() if self.plan else None,
         }
 
+    def weights_to_save(self) -> dict[str, torch.Tensor]:
+        """The weights model.pt holds (every weight of the network; a family may keep fewer)."""
+        return self.net.state_dict()
+
+    def save_extra(self, directory: Path) -> None:
+        """Anything else a family needs beside model.pt and model.json."""
+
     def save(self, directory: str | Path) -> None:
         from ..files import write_atomic
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        self.save_extra(directory)
         tmp = directory / ".model.pt.tmp"
-        torch.save({k: v.detach().cpu() for k, v in self.net.state_dict().items()}, tmp)
+        torch.save({k: v.detach().cpu() for k, v in self.weights_to_save().items()}, tmp)
         tmp.replace(directory / "model.pt")
         write_atomic(directory / "model.json", json.dumps(self.state(), indent=2))
 
@@ -249,21 +219,32 @@ class SynthModel:
         values that older saves were made with."""
         return state
 
+    def load_weights(self, weights: dict[str, torch.Tensor], directory: Path) -> None:
+        """Put saved weights into the freshly built network (every weight must fit)."""
+        self.net.load_state_dict(weights)
+
+    def restore(self, state: dict) -> None:
+        """Anything a family keeps in its state beyond what rebuilds it."""
+
     @classmethod
     def load(cls, directory: str | Path, device: str | None = None) -> "SynthModel":
+        """The model saved in `directory`, as the family it was saved by (whichever class this is called on)."""
         directory = Path(directory)
         try:
             state = json.loads((directory / "model.json").read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise FileNotFoundError(f"no saved model in {directory}: {e}") from None
-        klass = get_model_class(state["family"]) if cls is SynthModel else cls
+        klass = get_model_class(state["family"])
+        if not issubclass(klass, cls):
+            raise ValueError(f"{directory} holds a {state['family']} model, not a {cls.family} one")
         state = klass.upgrade_state(state)
         tc = {k: v for k, v in state["train_config"].items() if k not in ("seed", "device")}
         model = klass(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
                       seed=state["train_config"].get("seed"), **state["config"], **tc)
         weights = torch.load(directory / "model.pt", map_location=model.device, weights_only=True)
-        model.net.load_state_dict(weights)
+        model.load_weights(weights, directory)
         model.net.eval()
+        model.restore(state)
         if state.get("plan"):
             model.plan = NoisePlan.from_dict(state["plan"])
         return model

@@ -47,7 +47,8 @@ import torch.nn.functional as F
 from ..training.layers import TokenEmbedding
 from .base import register
 from .diffusion import ResidualMLP
-from .tbart import Block, DPTBART, TBARTConfig
+from .tbart import Block, TBARTConfig
+from .token import TokenModel
 
 
 @dataclass
@@ -167,7 +168,7 @@ class MaskedMLP(nn.Module):
 
 
 @register("tablediffusion-masked")
-class MaskedTableDiffusion(DPTBART):
+class MaskedTableDiffusion(TokenModel):
     """Absorbing-state (masked) diffusion over column tokens, trained with DP-Adam."""
 
     description = ("Diffusion model that masks columns and learns to fill them in from the others (each column "
@@ -187,7 +188,7 @@ class MaskedTableDiffusion(DPTBART):
         return state
 
     def build(self) -> None:
-        super().build()  # the token encoder (public schema only) and the offsets
+        self.build_encoder()  # the token encoder (public schema only) and the offsets
         if self.config.copies < 1:
             raise ValueError("copies must be at least 1")
         if self.config.diffusion_steps < 0:

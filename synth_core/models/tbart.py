@@ -11,20 +11,18 @@ only, the layers Opacus computes per-sample gradients for with its fast hooks.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ..encoding import TokenEncoder
-from ..privacy.accounting import SamplingShape
 from ..training.layers import GhostLinear, TokenEmbedding
-from .base import SynthModel, register
+from .base import register
+from .token import TokenModel
 
 
 @dataclass
@@ -174,7 +172,7 @@ class TabularTransformer(nn.Module):
 
 
 @register("dp-tbart")
-class DPTBART(SynthModel):
+class DPTBART(TokenModel):
     """Autoregressive transformer over discretised columns, trained with DP-Adam."""
 
     description = ("Transformer that writes a row one column at a time. Strong on categorical structure "
@@ -187,23 +185,15 @@ class DPTBART(SynthModel):
 
     # --- building ---------------------------------------------------------------------------------
     def build(self) -> None:
-        self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins)
+        self.build_encoder()
         self.net = TabularTransformer(self.config, self.encoder.vocab_size, self.encoder.n_columns,
                                       [c.size for c in self.encoder.codecs])
-        self.offsets = torch.tensor([c.offset for c in self.encoder.codecs], dtype=torch.long)
-
-    def encode(self, table: pd.DataFrame) -> torch.Tensor:
-        return torch.from_numpy(self.encoder.encode(table))
 
     def _orders(self, batch: int, device, generator=None) -> torch.Tensor:
         C = self.encoder.n_columns
         if self.config.random_order:
             return torch.argsort(torch.rand(batch, C, device=device, generator=generator), dim=1)
         return torch.arange(C, device=device).expand(batch, C)
-
-    def sampling_shape(self, n_rows: int) -> SamplingShape:
-        """The base shape; with min_noise_multiplier, the TAN rule (the batch doubles until σ reaches it)."""
-        return dataclasses.replace(super().sampling_shape(n_rows), min_noise_multiplier=self.config.min_noise_multiplier)
 
     def loss_fn(self, module: nn.Module, rows: torch.Tensor) -> torch.Tensor:
         """Per-row mean cross-entropy of the tokens, each over its own column's vocabulary; with AugMult,

@@ -10,13 +10,10 @@ value asked, and the row then reports the value asked, as DP-TBART reports the v
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import torch
 
-from ..schema import SchemaError
 from ..encoding import VectorEncoder
 from .base import SamplingError, SynthModel, draw_with_rejection
 
@@ -50,33 +47,6 @@ class VectorModel(SynthModel):
         return {}
 
     # --- conditions ---------------------------------------------------------------------------------
-    def _check_conditions(self, conditions: dict) -> dict:
-        checked = {}
-        for name, value in conditions.items():
-            if name not in self.schema:
-                raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
-            spec = self.schema[name]
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                if not spec.nullable:
-                    raise SchemaError(f"column {name!r} is not nullable, so it cannot be fixed to a missing value")
-                checked[name] = None
-            elif spec.is_numeric:
-                try:
-                    x = float(value)
-                except (TypeError, ValueError):
-                    raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
-                if not spec.lower <= x <= spec.upper:
-                    raise SchemaError(f"column {name!r}: {x:g} lies outside the public bounds "
-                                      f"[{spec.lower:g}, {spec.upper:g}]")
-                checked[name] = x
-            else:
-                value = str(value)
-                if value not in spec.vocabulary():
-                    raise SchemaError(f"column {name!r} has no public category {value!r}; "
-                                      f"choose one of {', '.join(spec.vocabulary()[:10])}")
-                checked[name] = value
-        return checked
-
     def _matches(self, table: pd.DataFrame, conditions: dict) -> np.ndarray:
         ok = np.ones(len(table), dtype=bool)
         for name, value in conditions.items():
@@ -101,14 +71,11 @@ class VectorModel(SynthModel):
         bounded at `max_tries_factor`·n rows tried. `last_sample_info` reports the method and the
         acceptance rate. (`temperature` is accepted for the common interface; vector models decode each
         categorical block by argmax.)"""
-        if not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
-        conditions = self._check_conditions(dict(conditions or {}))
+        self._check_rows(n)
+        conditions = self.schema.check_conditions(conditions)
         native = self.native_conditions(conditions)
         rejected_on = {k: v for k, v in conditions.items() if k not in native}
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
-        rng = np.random.default_rng(None if seed is None else seed + 1)
+        generator, rng = self._sampling_randomness(seed)
         self.net.eval()
 
         def draw(m: int) -> pd.DataFrame:

@@ -106,6 +106,29 @@ class ColumnSpec:
             cats.append(self.unknown)
         return cats
 
+    def check_value(self, value: Any) -> Any:
+        """A value this column may be fixed to (a sampling condition): None for a missing value (if the column
+        is nullable), a number inside the public bounds, or a public category; SchemaError otherwise."""
+        where = f"column {self.name!r}"
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            if not self.nullable:
+                raise SchemaError(f"{where} is not nullable, so it cannot be fixed to a missing value")
+            return None
+        if self.is_numeric:
+            try:
+                x = float(value)
+            except (TypeError, ValueError):
+                raise SchemaError(f"{where} is numeric; {value!r} is not a number") from None
+            lo, hi = self._range(None)
+            if not lo <= x <= hi:
+                raise SchemaError(f"{where}: {x:g} lies outside the public bounds [{lo:g}, {hi:g}]")
+            return x
+        value = str(value)
+        if value not in self.vocabulary():
+            raise SchemaError(f"{where} has no public category {value!r}; "
+                              f"choose one of {', '.join(self.vocabulary()[:10])}")
+        return value
+
     # --- the public scale of a numeric column: everything that maps a column to or from its range asks here
     def _range(self, bounds: tuple[float, float] | None) -> tuple[float, float]:
         lo, hi = bounds if bounds is not None else (self.lower, self.upper)
@@ -199,6 +222,15 @@ class Schema:
                 if flagged else None
             ),
         }
+
+    def check_conditions(self, conditions: dict | None) -> dict:
+        """Sampling conditions {column: value} checked against the public facts (ColumnSpec.check_value)."""
+        checked = {}
+        for name, value in (conditions or {}).items():
+            if name not in self:
+                raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
+            checked[name] = self[name].check_value(value)
+        return checked
 
     def confirm(self) -> "Schema":
         """The steward states that every fact in this schema is public."""

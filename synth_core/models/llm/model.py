@@ -38,7 +38,6 @@ knows what "age" or "Bachelors" mean and does better.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import warnings
 from dataclasses import dataclass
@@ -53,8 +52,7 @@ import torch.nn.functional as F
 
 from ...encoding.text import (DIGIT, EXP_OFFSET, FORMAT, ORDER, ORDER_TAIL, VALUE, TextCodec,
                               build_schema_tokenizer)
-from ...privacy import NoisePlan
-from ...schema import Schema, SchemaError, random_table
+from ...schema import SchemaError, random_table
 from ...training.engine import TrainResult, train
 from ..base import SamplingError, SynthModel, register
 from .backbone import BackboneError, resolve_backbone
@@ -417,30 +415,9 @@ class DPLLMTGen(SynthModel):
 
     # --- sampling ---------------------------------------------------------------------------------
     def _conditions_text(self, conditions: dict) -> dict[int, str]:
-        out = {}
-        for name, value in conditions.items():
-            if name not in self.schema:
-                raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
-            j = self.schema.names.index(name)
-            spec = self.schema.columns[j]
-            if value is None:
-                if not spec.nullable:
-                    raise SchemaError(f"column {name!r} is not nullable")
-                out[j] = self.codec.missing
-                continue
-            if spec.is_numeric:
-                try:
-                    v = float(value)
-                except (TypeError, ValueError):
-                    raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
-                if not float(spec.lower) <= v <= float(spec.upper):
-                    raise SchemaError(f"{name} = {v:g} lies outside the public bounds [{spec.lower}, {spec.upper}]")
-                out[j] = self.codec.format_value(j, v)
-            else:
-                if str(value) not in spec.vocabulary():
-                    raise SchemaError(f"{value!r} is not a public category of {name!r}")
-                out[j] = str(value)
-        return out
+        """Checked conditions as the text of each fixed column's value, by column index."""
+        return {self.schema.names.index(name): self.codec.format_value(self.schema.names.index(name), value)
+                for name, value in self.schema.check_conditions(conditions).items()}
 
     @torch.no_grad()
     def generate_ids(self, prompts: list[list[int]], states: list[tuple] | None, generator: torch.Generator,
@@ -538,16 +515,13 @@ class DPLLMTGen(SynthModel):
         row satisfies them. With constrained decoding (the default) every generated row is well formed;
         without it malformed rows are rejected and counted. `last_sample_info` reports the format
         compliance with constraints and, from `compliance_probe` unconstrained rows, without."""
-        if not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
+        self._check_rows(n)
         constrained = self.config.constrained if constrained is None else bool(constrained)
         conditions = dict(conditions or {})
         cond = self._conditions_text(conditions)
         if getattr(self, "_grammar", None) is None or len(self._grammar.cache) > 200_000:
             self._grammar = Grammar(self.codec, self.device)  # masks are kept between calls
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
-        rng = np.random.default_rng(None if seed is None else seed + 1)
+        generator, rng = self._sampling_randomness(seed)
         batch = min(self.config.sample_batch_size, chunk_size)
         kept, tried, reasons = [], 0, {}
         budget = n * max_tries_factor
@@ -597,53 +571,29 @@ class DPLLMTGen(SynthModel):
                 cols[spec.name] = np.array(values, dtype=object)
         return pd.DataFrame(cols, columns=self.schema.names)
 
-    def generate_tokens(self, *args, **kwargs):
-        raise NotImplementedError("dp-llmtgen samples text; use sample()")
-
-    def exact_prefix(self, fixed_columns):
-        return sorted(fixed_columns)  # every condition goes into the prompt
-
     # --- persistence --------------------------------------------------------------------------------
+    # model.pt holds every weight for the default backbone (its base weights were trained in stage 1) or a
+    # pretrained one trained in full, the LoRA adapter only for a pretrained one trained with LoRA (rebuilt
+    # from `backbone`, offline). The default backbone's tokenizer is rebuilt from the schema; a pretrained
+    # one's is saved beside (tokenizer/).
     def state(self) -> dict:
-        out = super().state()
-        out["format_learned"] = self.format_learned
-        return out
+        return {**super().state(), "format_learned": self.format_learned}
 
-    def save(self, directory: str | Path) -> None:
-        """model.pt: every weight for the default backbone (its base weights were trained in stage 1) or a
-        pretrained one trained in full, the LoRA adapter only for a pretrained one trained with LoRA (rebuilt
-        from `backbone`, offline); model.json: the rest.
-        The default backbone's tokenizer is rebuilt from the schema; a pretrained one's is saved."""
-        from ...files import write_atomic
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+    def weights_to_save(self) -> dict[str, torch.Tensor]:
         sd = self.net.state_dict()
-        if self.pretrained:
-            if not self.stage2_full:
-                sd = {k: v for k, v in sd.items() if "lora_" in k}
-            self.tokenizer.save_pretrained(directory / "tokenizer")
-        tmp = directory / ".model.pt.tmp"
-        torch.save({k: v.detach().cpu() for k, v in sd.items()}, tmp)
-        tmp.replace(directory / "model.pt")
-        write_atomic(directory / "model.json", json.dumps(self.state(), indent=2))
+        if self.pretrained and not self.stage2_full:
+            sd = {k: v for k, v in sd.items() if "lora_" in k}
+        return sd
 
-    @classmethod
-    def load(cls, directory: str | Path, device: str | None = None) -> "DPLLMTGen":
-        directory = Path(directory)
-        try:
-            state = json.loads((directory / "model.json").read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise FileNotFoundError(f"no saved model in {directory}: {e}") from None
-        tc = {k: v for k, v in state["train_config"].items() if k not in ("seed", "device")}
-        model = cls(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
-                    seed=state["train_config"].get("seed"), **state["config"], **tc)
-        weights = torch.load(directory / "model.pt", map_location=model.device, weights_only=True)
-        missing, unexpected = model.net.load_state_dict(weights, strict=False)
-        if unexpected or (not model.pretrained and missing) or any("lora_" in k for k in missing):
+    def save_extra(self, directory: Path) -> None:
+        if self.pretrained:
+            self.tokenizer.save_pretrained(directory / "tokenizer")
+
+    def load_weights(self, weights: dict[str, torch.Tensor], directory: Path) -> None:
+        missing, unexpected = self.net.load_state_dict(weights, strict=False)
+        if unexpected or (not self.pretrained and missing) or any("lora_" in k for k in missing):
             raise FileNotFoundError(f"the weights in {directory} do not fit the model "
                                     f"({len(missing)} missing, {len(unexpected)} unexpected)")
-        model.net.eval()
-        model.format_learned = bool(state.get("format_learned", True))
-        if state.get("plan"):
-            model.plan = NoisePlan.from_dict(state["plan"])
-        return model
+
+    def restore(self, state: dict) -> None:
+        self.format_learned = bool(state.get("format_learned", True))
