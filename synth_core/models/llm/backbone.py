@@ -1,10 +1,15 @@
-"""Which language model DP-LLMTGen builds on: a causal LM in a local directory or already in the local Hugging
-Face cache. Nothing is downloaded: a backbone is checked here, with a one-line reason, before anything trains."""
+"""Which language model DP-LLMTGen builds on, and building it: a causal LM in a local directory or already in
+the local Hugging Face cache (loaded with local_files_only: nothing is downloaded; a backbone is checked here,
+with a one-line reason, before anything trains), or by default a small GPT-2 built from a config; either
+wrapped with LoRA adapters (peft)."""
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
+
+import torch
 
 
 def list_local_causal_lms(cache_dir: str | os.PathLike | None = None) -> list[dict]:
@@ -78,3 +83,60 @@ def resolve_backbone(backbone: str | os.PathLike, cache_dir: str | os.PathLike |
     if not any((path / f).exists() for f in TOKENIZER_FILES):
         raise BackboneError(f"{text} has no tokenizer files (tokenizer.json, vocab.json, …)")
     return text
+
+
+def default_backbone(cfg, tokenizer, bos: int, eos: int, longest_row: int):
+    """The offline default: a GPT-2 of the configured size built from a config (no pretrained knowledge)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    gpt = GPT2Config(vocab_size=len(tokenizer), n_positions=max(64, 2 * longest_row), n_embd=cfg.n_embd,
+                     n_layer=cfg.n_layer, n_head=cfg.n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     # GPT-2's tanh GELU as one fused kernel (gelu_new is six elementwise ops and
+                     # their backward: a third of a CPU step's time at this width)
+                     activation_function="gelu_pytorch_tanh",
+                     bos_token_id=bos, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id,
+                     # stage 2 trains the default's weights with per-row gradients: one weight used
+                     # as both embedding and output layer would need its two per-row parts summed
+                     tie_word_embeddings=False)
+    return GPT2LMHeadModel(gpt)
+
+
+def pretrained_backbone(backbone: str):
+    """(tokenizer, causal LM) of a pretrained backbone, offline; BackboneError with a one-line reason."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    resolve_backbone(backbone)  # a one-line reason before anything loads
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(backbone, local_files_only=True)
+        base = AutoModelForCausalLM.from_pretrained(backbone, local_files_only=True, dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BackboneError(f"cannot load the backbone {backbone} offline: {first}") from None
+    return tokenizer, base
+
+
+def with_lora(base, cfg, device):
+    """`base` on `device`, wrapped with LoRA adapters on every attention and MLP projection peft knows for
+    it (or cfg.lora_targets); the default backbone also gets one on its small output layer."""
+    from peft import LoraConfig, get_peft_model
+    base.config.use_cache = False
+    # Opacus issue #820: the model must be on its device before peft wraps it
+    base.to(device)
+    targets = cfg.lora_targets
+    if targets is None and base.config.model_type == "gpt2":
+        targets = ["c_attn", "c_proj", "c_fc"]
+        if cfg.backbone is None:
+            # the default's output layer is small (a few hundred tokens): a LoRA on it lets stage 2 move
+            # the value distributions directly. Without it, LoRA on the blocks alone barely moved the
+            # categorical marginals that stage 1 left uniform (Adult: P(race = White) 0.20 -> 0.31 in an
+            # epoch of DP-SGD, 0.29 even without noise); a pretrained model's vocabulary is too wide.
+            targets = targets + ["lm_head"]
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, bias="none",
+                      target_modules=targets, fan_in_fan_out=base.config.model_type == "gpt2",
+                      task_type="CAUSAL_LM")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # peft asks transformers a deprecated question
+        # GPT-2's blocks are Conv1D (fan_in_fan_out) but its lm_head is a Linear: peft sorts it out, noisily
+        warnings.filterwarnings("ignore", message="fan_in_fan_out is set to True", category=UserWarning)
+        # the LoRA on lm_head leaves the tied (frozen) weight shared with the embedding; adapters are
+        # never merged here, which is what that warning is about
+        warnings.filterwarnings("ignore", message="Model has `tie_word_embeddings=True`", category=UserWarning)
+        return get_peft_model(base, lora)

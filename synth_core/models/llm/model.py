@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -55,7 +54,7 @@ from ...encoding.text import (DIGIT, EXP_OFFSET, FORMAT, ORDER, ORDER_TAIL, VALU
 from ...schema import SchemaError, random_table
 from ...training.engine import TrainResult, train
 from ..base import SamplingError, SynthModel, register
-from .backbone import BackboneError, resolve_backbone
+from .backbone import default_backbone, pretrained_backbone, with_lora
 from .grammar import Grammar
 
 
@@ -148,64 +147,21 @@ class DPLLMTGen(SynthModel):
         return self.config.backbone is not None
 
     def build(self) -> None:
-        from peft import LoraConfig, get_peft_model
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
-
         cfg = self.config
         self.schema.require_bounds()
         if cfg.backbone is None:
             self.tokenizer = build_schema_tokenizer(self.schema)
             self.codec = TextCodec(self.schema, self.tokenizer)
-            longest = self._longest_row()
-            gpt = GPT2Config(vocab_size=len(self.tokenizer), n_positions=max(64, 2 * longest), n_embd=cfg.n_embd,
-                             n_layer=cfg.n_layer, n_head=cfg.n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                             # GPT-2's tanh GELU as one fused kernel (gelu_new is six elementwise ops and
-                             # their backward: a third of a CPU step's time at this width)
-                             activation_function="gelu_pytorch_tanh",
-                             bos_token_id=self.codec.bos, eos_token_id=self.codec.eos,
-                             pad_token_id=self.tokenizer.pad_token_id,
-                             # stage 2 trains the default's weights with per-row gradients: one weight used
-                             # as both embedding and output layer would need its two per-row parts summed
-                             tie_word_embeddings=False)
-            base = GPT2LMHeadModel(gpt)
+            base = default_backbone(cfg, self.tokenizer, self.codec.bos, self.codec.eos, self._longest_row())
         else:
-            resolve_backbone(cfg.backbone)  # a one-line reason before anything loads
-            try:
-                self.tokenizer = AutoTokenizer.from_pretrained(cfg.backbone, local_files_only=True)
-                base = AutoModelForCausalLM.from_pretrained(cfg.backbone, local_files_only=True,
-                                                            dtype=torch.float32)
-            except (OSError, ValueError, KeyError) as e:
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise BackboneError(f"cannot load the backbone {cfg.backbone} offline: {first}") from None
+            self.tokenizer, base = pretrained_backbone(cfg.backbone)
             if self.tokenizer.eos_token_id is None:
                 raise SchemaError(f"the tokenizer of {cfg.backbone} has no end-of-sequence token")
             self.codec = TextCodec(self.schema, self.tokenizer)
         self.max_len = self._longest_row() + 2
         # a model's output layer may be wider than its tokenizer (padded vocabularies): mask that too
         self.codec.vocab_size = max(len(self.tokenizer), int(base.config.vocab_size))
-        base.config.use_cache = False
-        # Opacus issue #820: the model must be on its device before peft wraps it
-        base.to(self.device)
-        targets = cfg.lora_targets
-        if targets is None and base.config.model_type == "gpt2":
-            targets = ["c_attn", "c_proj", "c_fc"]
-            if cfg.backbone is None:
-                # the default's output layer is small (a few hundred tokens): a LoRA on it lets stage 2 move
-                # the value distributions directly. Without it, LoRA on the blocks alone barely moved the
-                # categorical marginals that stage 1 left uniform (Adult: P(race = White) 0.20 -> 0.31 in an
-                # epoch of DP-SGD, 0.29 even without noise); a pretrained model's vocabulary is too wide.
-                targets = targets + ["lm_head"]
-        lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, bias="none",
-                          target_modules=targets, fan_in_fan_out=base.config.model_type == "gpt2",
-                          task_type="CAUSAL_LM")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # peft asks transformers a deprecated question
-            # GPT-2's blocks are Conv1D (fan_in_fan_out) but its lm_head is a Linear: peft sorts it out, noisily
-            warnings.filterwarnings("ignore", message="fan_in_fan_out is set to True", category=UserWarning)
-            # the LoRA on lm_head leaves the tied (frozen) weight shared with the embedding; adapters are
-            # never merged here, which is what that warning is about
-            warnings.filterwarnings("ignore", message="Model has `tie_word_embeddings=True`", category=UserWarning)
-            self.net = get_peft_model(base, lora)
+        self.net = with_lora(base, cfg, self.device)
         self.lora_names = {n for n, _ in self.net.named_parameters() if "lora_" in n}
         # the first ORDER token of each column's name, after BOS or after a value
         self._order_starts = torch.zeros(self.codec.vocab_size, dtype=torch.bool, device=self.device)
