@@ -17,7 +17,7 @@ import pandas as pd
 from .models import SynthModel, get_model_class
 from .privacy import PrivacyLedger, check_run_budget, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
-from .runs import RunDir, RunError
+from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training.device import device_label
 
@@ -36,10 +36,13 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         bounds_epsilon: float = 0.0, coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE,
         seed: int | None = 0, device: str | None = None, run_dir: str | Path | None = None,
         overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
-        should_stop: Callable[[], bool] | None = None) -> FitResult:
+        should_stop: Callable[[], bool] | None = None, review_rows: int | None = None) -> FitResult:
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
 
-    run_dir: a path for a new run directory, or a RunDir already created (by a background job)."""
+    run_dir: a path for a new run directory, or a RunDir already created (by a background job).
+    review_rows: also sample this many rows into the run's review sample before it is marked done.
+    If the run folder is deleted during training, training stops after the step and RunGone is raised;
+    the folder is never re-created."""
     schema.check()
     klass = get_model_class(model)
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
@@ -77,39 +80,58 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         run.write_ledger(ledger)
         run.set_status("running", "training")
 
+    gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
+
     def emit(event: dict) -> None:
-        if run is not None:
-            run.append_event(event)
+        if run is not None and not gone:
+            try:
+                run.append_event(event)
+            except RunGone as e:
+                gone.append(e)
         if on_event is not None:
             on_event(event)
 
+    def stop() -> bool:
+        return bool(gone) or (should_stop is not None and should_stop())
+
     try:
-        synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=should_stop,
-                  plan=plan)
-    except BaseException as e:
-        # the model charged the steps it started to the ledger, however it stopped
+        # the model charges the steps it starts to the ledger, however it stops
+        synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=stop, plan=plan)
+        if gone:
+            raise gone[0]
+        result = synth.train_result
         if run is not None:
+            run.save_model(synth)
             run.write_ledger(ledger)
-            state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
-            run.set_status(state, f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=5))
+            run.write_training({k: v for k, v in result.__dict__.items() if k != "events"})
+            if review_rows:
+                run.write_sample(synth.sample(int(review_rows), seed=seed), run.review_sample.name)
+            if result.cancelled:
+                run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} steps; "
+                               "the model trained so far was kept")
+            else:
+                run.set_status("completed", f"{result.steps_done} steps in {result.seconds:.0f} s on {result.device}")
+    except RunGone:
+        raise  # nothing can be written where the run was
+    except BaseException as e:
+        if run is not None:
+            try:
+                run.write_ledger(ledger)
+                state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
+                run.set_status(state, f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=5))
+            except RunGone:
+                pass
         raise
-    result = synth.train_result
-    if run is not None:
-        synth.save(run.model_dir)
-        run.write_ledger(ledger)
-        run.write_training({k: v for k, v in result.__dict__.items() if k != "events"})
-        if result.cancelled:
-            run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} steps; "
-                           "the model trained so far was kept")
-        else:
-            run.set_status("completed", f"{result.steps_done} steps in {result.seconds:.0f} s on {result.device}")
     return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:
+    """The trained model of a run that completed or was cancelled (a cancelled run keeps what it learned)."""
     run = RunDir(run_dir).require()
+    state = run.status().get("state")
+    if state not in ("completed", "cancelled"):
+        raise RunError(f"the run at {run.path} is {state}, not completed or cancelled: it has no model to sample")
     if not run.has_model():
-        state = run.status().get("state")
         raise RunError(f"the run at {run.path} has no trained model (state: {state})")
     from .models.base import SynthModel as _Base
     return _Base.load(run.model_dir, device=device)

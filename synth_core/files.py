@@ -5,11 +5,18 @@ import os
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that a reader sees the old or the new content, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_atomic(path: Path, text: str, *, make_parent: bool = True, private: bool = False) -> None:
+    """Write a file so that a reader sees the old or the new content, never half of one.
+
+    make_parent: create missing folders (False: a missing folder is an error, FileNotFoundError; a run's
+    files use this so that a deleted run folder is never re-created). private: the file is readable by its
+    owner only (it holds statistics of a private table)."""
+    path = Path(path)
+    if make_parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
+    with os.fdopen(fd, "w") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

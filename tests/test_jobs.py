@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import PATIENCE_S
+from synth_core import api
 from synth_core.api import fit
 from synth_core.runs import jobs
 from synth_core.demo import demo_schema, demo_table
@@ -195,3 +196,68 @@ def test_time_estimate_uses_the_planned_steps():
     assert estimate["steps"] > 0 and estimate["per_step_s"] > 0
     assert estimate["seconds"] == pytest.approx(estimate["per_step_s"] * estimate["steps"])
     assert estimate["device"].startswith(("CPU", "GPU"))
+
+
+# --- the run folder under faults ----------------------------------------------------------------------
+def _wait_exit(pid: int) -> None:
+    deadline = time.time() + PATIENCE_S
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (ProcessLookupError, FileNotFoundError):
+            return
+        time.sleep(0.1)
+    raise AssertionError("the worker did not exit")
+
+
+def test_a_deleted_run_folder_stops_the_worker_and_is_never_recreated(worker_root):
+    import shutil
+    run = jobs.start_fit_job(worker_root, demo_table(400), demo_schema(), SLOW_REQUEST)
+    wait(run, lambda: len(run.events()) >= 3)
+    pid = run.worker_pid()
+    for _ in range(5):  # the worker may append a line while the tree is removed
+        try:
+            shutil.rmtree(run.path)
+            break
+        except OSError:
+            time.sleep(0.1)
+    _wait_exit(pid)
+    time.sleep(0.5)
+    assert not run.path.exists()
+
+
+def test_sigterm_keeps_the_model_as_cancel_does(worker_root):
+    run = jobs.start_fit_job(worker_root, demo_table(400), demo_schema(), SLOW_REQUEST)
+    wait(run, lambda: len(run.events()) >= 3)
+    os.kill(run.worker_pid(), signal.SIGTERM)
+    wait(run, lambda: jobs.job_state(run)["state"] not in ("created", "running"))
+    assert jobs.job_state(run)["state"] == "cancelled" and run.has_model()
+    (entry,) = [e for e in run.ledger().entries if e.kind == "dp-sgd"]
+    assert entry.details["steps"] >= 3 and entry.details["cancelled"] and 0 < entry.epsilon < 1.0
+    table, _ = api.sample(run.path, 5, seed=0)  # a cancelled run samples what it learned
+    assert len(table) == 5
+
+
+def test_overwrite_clears_the_old_model_and_sample_refuses_unfinished_runs(tmp_path):
+    from synth_core.runs import RunError
+    table, schema = demo_table(300), demo_schema()
+    fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run")
+    (tmp_path / "run" / "samples").mkdir()
+    (tmp_path / "run" / "samples" / "old.csv").write_text("a\n1\n")
+
+    def boom(event):
+        raise RuntimeError("disk on fire")
+    with pytest.raises(RuntimeError):
+        fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run", overwrite=True,
+            on_event=boom)
+    run = RunDir(tmp_path / "run")
+    assert run.status()["state"] == "failed" and not run.has_model() and not run.samples_dir.exists()
+    with pytest.raises(RunError, match="failed, not completed"):
+        api.sample(run.path, 5)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(RunError, match="not a run"):
+        fit(table, schema, epsilon=1.0, preset="tiny", run_dir=tmp_path / "mine", overwrite=True)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"

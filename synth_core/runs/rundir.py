@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,10 @@ class RunError(RuntimeError):
     """A run directory is missing, unreadable or not in a state that allows the operation."""
 
 
+class RunGone(RunError):
+    """The run folder was deleted while its run was still writing to it; nothing re-creates it."""
+
+
 class RunDir:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -51,15 +56,24 @@ class RunDir:
     # --- creation -----------------------------------------------------------------------------------
     @classmethod
     def create(cls, path: str | os.PathLike, overwrite: bool = False) -> "RunDir":
+        """A new, empty run folder. With `overwrite`, a finished run already there is cleared first (its
+        model and samples go with it, so a failed refit can never sample the old model); a folder that holds
+        other files, or a run still in progress, is refused."""
         run = cls(path)
+        if run.path.exists() and not run.path.is_dir():
+            raise RunError(f"{run.path} is a file, not a folder for a run")
         if run.path.exists() and any(run.path.iterdir()):
             if not overwrite:
                 raise RunError(f"{run.path} already holds a run; choose another directory or allow overwriting")
-            if run.exists() and run.status().get("state") == "running":
+            if not run.exists():
+                raise RunError(f"{run.path} holds files that are not a run; choose a new or empty directory")
+            if run.status().get("state") in ("created", "running"):
                 raise RunError(f"{run.path} holds a run that is still running")
+            for entry in run.path.iterdir():
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         run.path.mkdir(parents=True, exist_ok=True)
         os.chmod(run.path, 0o700)  # the run describes private data: owner only
-        (run.path / "events.jsonl").write_text("")
+        os.close(os.open(run.path / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         run.set_status("created")
         return run
 
@@ -71,9 +85,20 @@ class RunDir:
             raise RunError(f"no run at {self.path} (status.json is missing)")
         return self
         
+    def _gone(self) -> RunGone:
+        return RunGone(f"the run folder {self.path} was deleted; nothing more is written for this run")
+
     # --- JSON files ---------------------------------------------------------------------------------
     def _write_json(self, name: str, data: Any) -> None:
-        write_atomic(self.path / name, json.dumps(data, indent=2, default=_json_default))
+        """Write one of the run's files, owner-only. A run folder that was deleted is never re-created: the
+        write fails with RunGone."""
+        if not self.path.is_dir():
+            raise self._gone()
+        try:
+            write_atomic(self.path / name, json.dumps(data, indent=2, default=_json_default), make_parent=False,
+                         private=True)
+        except FileNotFoundError:
+            raise self._gone() from None
 
     def _read_json(self, name: str) -> Any:
         try:
@@ -111,7 +136,7 @@ class RunDir:
         self._write_json("training.json", result)
 
     def write_schema(self, schema: Schema) -> None:
-        schema.save(self.path / "schema.json")
+        self._write_json("schema.json", schema.to_dict())
 
     def schema(self) -> Schema:
         return Schema.load(self.path / "schema.json")
@@ -155,7 +180,12 @@ class RunDir:
 
     # --- events -------------------------------------------------------------------------------------
     def append_event(self, event: dict) -> None:
-        with open(self.path / "events.jsonl", "a") as f:
+        """One line for one step; the log is created with the run, never again (RunGone if it is gone)."""
+        try:
+            fd = os.open(self.path / "events.jsonl", os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            raise self._gone() from None
+        with os.fdopen(fd, "a") as f:
             f.write(json.dumps(event, default=_json_default) + "\n")
 
     def events(self) -> list[dict]:
@@ -189,9 +219,20 @@ class RunDir:
         """The synthetic rows sampled right after training, for the review page."""
         return self.sample_path("review.csv")
 
+    def save_model(self, model) -> None:
+        """Save a model (SynthModel) in model/; RunGone if the run folder was deleted."""
+        try:
+            self.model_dir.mkdir(exist_ok=True)
+        except FileNotFoundError:
+            raise self._gone() from None
+        model.save(self.model_dir)
+
     def write_sample(self, table, name: str = "synthetic.csv") -> Path:
         """Write a synthetic table (a DataFrame) as CSV under samples/, atomically; returns its path."""
-        self.samples_dir.mkdir(exist_ok=True)
+        try:
+            self.samples_dir.mkdir(exist_ok=True)
+        except FileNotFoundError:
+            raise self._gone() from None
         path = self.sample_path(name)
         tmp = path.with_name(f".{path.name}.tmp")
         table.to_csv(tmp, index=False)
