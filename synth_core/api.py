@@ -45,41 +45,21 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     the folder is never re-created."""
     schema.check()
     klass = get_model_class(model)
+    klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
     n = len(clean)
     delta = default_delta(n) if delta is None else delta
     check_run_budget(epsilon, delta, bounds_epsilon)
     warnings = [w for w in [delta_warning(delta, n)] if w]
-    ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta, n_rows=n,
-                           schema_provenance=schema.provenance)
     if schema.provenance["warning"]:
         warnings.append(schema.provenance["warning"])
-
-    estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
-    estimated.require_bounds()
-    if estimated is not schema:  # new bounds: clip and count against them
-        schema = estimated
-        clean, report = validate_table(clean, schema)
-    sgd_epsilon = ledger.remaining_epsilon  # what the bounds left for training
-    synth = klass(schema, preset=preset, device=device, seed=seed, **(options or {}))
-
-    if isinstance(run_dir, RunDir):  # prepared by a background job (synth_core.runs.jobs)
+    ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta, n_rows=n,
+                           schema_provenance=schema.provenance)
+    prepared = isinstance(run_dir, RunDir)  # by a background job (synth_core.runs.jobs), with its schema
+    if prepared:
         run = run_dir.require()
     else:
         run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
-    plan = synth.plan_privacy(n, sgd_epsilon, delta, accountant)
-    if run is not None:
-        run.write_schema(schema)
-        run.write_config({
-            "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
-            "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
-            # counts of clipped or missing values describe the private table: for the steward, never exported
-            "created": time.time(), "private_validation_counts": report.to_dict(),
-            "plan": plan.to_dict(), "device": device_label(synth.device),
-        })
-        run.write_ledger(ledger)
-        run.set_status("running", "training")
-
     gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
 
     def emit(event: dict) -> None:
@@ -95,6 +75,26 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         return bool(gone) or (should_stop is not None and should_stop())
 
     try:
+        # from here on whatever the private table pays is in `ledger`, and the ledger is in the run
+        estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
+        estimated.require_bounds()
+        if estimated is not schema:  # new bounds: clip and count against them
+            clean, report = validate_table(clean, estimated)
+        synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
+        sgd_epsilon = ledger.remaining_epsilon  # what the bounds left for training
+        plan = synth.plan_privacy(n, sgd_epsilon, delta, accountant)
+        if run is not None:
+            if not prepared or estimated is not schema:  # the schema the run trains with
+                run.write_schema(estimated)
+            run.write_config({
+                "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
+                "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
+                # counts of clipped or missing values describe the private table: for the steward, never exported
+                "created": time.time(), "private_validation_counts": report.to_dict(),
+                "plan": plan.to_dict(), "device": device_label(synth.device),
+            })
+            run.write_ledger(ledger)
+            run.set_status("running", "training")
         # the model charges the steps it starts to the ledger, however it stops
         synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=stop, plan=plan)
         if gone:
@@ -122,6 +122,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             except RunGone:
                 pass
         raise
+    schema = estimated
     return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
 
 
@@ -130,7 +131,7 @@ def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:
     run = RunDir(run_dir).require()
     state = run.status().get("state")
     if state not in ("completed", "cancelled"):
-        raise RunError(f"the run at {run.path} is {state}, not completed or cancelled: it has no model to sample")
+        raise RunError(f"the run at {run.path} is {state}, not completed or cancelled: it has no trained model to sample")
     if not run.has_model():
         raise RunError(f"the run at {run.path} has no trained model (state: {state})")
     from .models.base import SynthModel as _Base

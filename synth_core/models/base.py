@@ -80,18 +80,8 @@ class SynthModel:
 
     def __init__(self, schema: Schema, preset: str = "cpu", device: str | None = None, seed: int | None = 0,
                  **overrides: Any):
-        if preset not in self.presets:
-            raise ValueError(f"unknown preset {preset!r} for {self.family}; choose one of {', '.join(self.presets)}")
-        model_fields = {f.name for f in dataclasses.fields(self.config_class)}
-        train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed", "device"}
-        unknown = set(overrides) - model_fields - train_fields
-        if unknown:
-            raise ValueError(f"unknown options for {self.family}: {', '.join(sorted(unknown))}")
-        base = self.presets[preset]
+        self.config, self.train_config = self.configure(preset, overrides, seed=seed, device=device)
         self.preset = preset
-        self.config = self.config_class(**{**base["model"], **{k: v for k, v in overrides.items() if k in model_fields}})
-        self.train_config = TrainConfig(**{**base["train"], **{k: v for k, v in overrides.items() if k in train_fields}},
-                                        seed=seed, device=device)
         self.schema = schema
         self.device = pick_device(device)
         self.plan: NoisePlan | None = None
@@ -101,6 +91,26 @@ class SynthModel:
             torch.manual_seed(seed)  # the initial weights are part of what a seed reproduces
         self.build()
         self.net.to(self.device)
+
+    @classmethod
+    def configure(cls, preset: str, overrides: dict | None = None, seed: int | None = 0,
+                  device: str | None = None) -> tuple[Any, TrainConfig]:
+        """(model config, training config) for a preset and options, each checked (ValueError naming the
+        option): what a run can be refused for before anything touches the private table."""
+        if preset not in cls.presets:
+            raise ValueError(f"unknown preset {preset!r} for {cls.family}; choose one of {', '.join(cls.presets)}")
+        overrides = dict(overrides or {})
+        model_fields = {f.name for f in dataclasses.fields(cls.config_class)}
+        train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed", "device"}
+        unknown = set(overrides) - model_fields - train_fields
+        if unknown:
+            raise ValueError(f"unknown options for {cls.family}: {', '.join(sorted(unknown))}")
+        base = cls.presets[preset]
+        config = cls.config_class(**{**base["model"], **{k: v for k, v in overrides.items() if k in model_fields}})
+        train_config = TrainConfig(**{**base["train"], **{k: v for k, v in overrides.items() if k in train_fields}},
+                                   seed=seed, device=device)
+        train_config.check()
+        return config, train_config
 
     # --- a family implements these ------------------------------------------------------------------
     def build(self) -> None: raise NotImplementedError

@@ -51,6 +51,31 @@ class TrainConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def check(self) -> None:
+        """ValueError naming the first option that cannot train (a batch of 0, a clipping norm of 0, ...)."""
+        def number(name: str, positive: bool = True) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
+                raise ValueError(f"{name} must be a positive finite number, not {v!r}")
+
+        def count(name: str) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, not {v!r}")
+
+        number("epochs")
+        count("batch_size")
+        count("physical_batch_size")
+        number("lr")
+        number("max_grad_norm")  # 0 would clip every gradient to nothing: training that learns nothing
+        number("weight_decay", positive=False)
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be ≥ 0, not {self.weight_decay!r}")
+        if self.grad_sample_mode not in ("ghost", "hooks"):
+            raise ValueError(f"grad_sample_mode must be 'ghost' or 'hooks', not {self.grad_sample_mode!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise ValueError(f"the seed must be a whole number ≥ 0, not {self.seed!r}")
+
 
 @dataclass
 class TrainResult:
