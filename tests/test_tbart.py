@@ -228,7 +228,7 @@ def test_missing_bounds_are_estimated_with_dp_and_paid_for(toy_schema, toy_table
     result = api.fit(toy_table, toy_schema, epsilon=2.0, bounds_epsilon=0.5, preset="tiny",
                      accountant="rdp", coarse_range=(0.0, 1000.0))
     entries = result.ledger.entries
-    assert entries[0].mechanism.startswith("DP quantiles") and entries[0].epsilon == 0.5
+    assert entries[0].kind == "dp-bounds" and entries[0].epsilon == 0.5
     assert result.ledger.spent_epsilon <= 2.0
     assert entries[1].epsilon <= 1.5
     lo, hi = result.schema["hours"].lower, result.schema["hours"].upper

@@ -71,11 +71,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import Schema
+from ..schema import Schema, SchemaError
 from .ledger import BOUNDS, PrivacyLedger
 from .randomness import secret_rng
 
-__all__ = ["dp_quantile", "dp_bounds", "estimate_missing_bounds", "DEFAULT_COARSE_RANGE"]
+__all__ = ["dp_quantile", "dp_bounds", "dp_range", "log_candidates", "estimate_missing_bounds", "DEFAULT_COARSE_RANGE"]
 
 
 # ---------------------------------------------------------------------------
@@ -313,19 +313,68 @@ def dp_bounds(
 
 
 # ---------------------------------------------------------------------------
+# quantiles over a finite grid of round candidates
+# ---------------------------------------------------------------------------
+def log_candidates(lower: float = -1e9, upper: float = 1e9) -> np.ndarray:
+    """Round candidate values for a bound: 0 and ±1, 2, 5 × 10^k (k = −3..9) inside [lower, upper], plus
+    the two ends. A log scale needs no idea of a column's magnitude: ages, amounts in millions and
+    fractions all have candidates within a factor of 2.5 of any value."""
+    lower, upper = _check_range(lower, upper)
+    mags = np.array([m * 10.0 ** k for k in range(-3, 10) for m in (1, 2, 5)])
+    grid = np.concatenate([-mags[::-1], [0.0], mags, [lower, upper]])
+    return np.unique(grid[(grid >= lower) & (grid <= upper)])
+
+
+def dp_range(values: Any, epsilon: float, edges: Any, rng: Any = None, beta: float = 1e-3) -> tuple[float, float] | None:
+    """Pure ε-DP range of `values` from a noisy histogram over PUBLIC bin edges (Google's "approximate bounds").
+
+    Every value falls in one bin [edges[i], edges[i+1]) (values beyond the edges in the end bins), so adding or
+    removing a row changes one count by 1: Laplace(1/ε) noise on each count is ε-DP, and everything after is
+    post-processing. The range runs from the left edge of the lowest bin whose noisy count reaches τ to the
+    right edge of the highest such bin, with τ = ln(K / 2β) / ε for K bins: an empty bin passes with chance
+    at most β over all of them. Bins holding fewer rows than about τ may be left out (their rows are
+    clipped later). None when no bin passes: too few rows for this ε."""
+    eps = _check_epsilon(epsilon)
+    e = np.unique(np.asarray(edges, dtype=float))
+    if e.size < 2 or not np.isfinite(e).all():
+        raise ValueError("edges must hold at least two finite numbers")
+    x = _prepare_values(values, float(e[0]), float(e[-1]))
+    counts = np.bincount(np.clip(np.searchsorted(e, x, side="right") - 1, 0, e.size - 2), minlength=e.size - 1)
+    gen = np.random.default_rng(rng)
+    noisy = counts + gen.laplace(0.0, 1.0 / eps, size=counts.size)
+    tau = math.log(counts.size / (2 * beta)) / eps
+    passing = np.flatnonzero(noisy >= tau)
+    if passing.size == 0:
+        return None
+    return float(e[passing[0]]), float(e[passing[-1] + 1])
+
+
+# ---------------------------------------------------------------------------
 # bounds a schema lacks, paid from the run's budget
 # ---------------------------------------------------------------------------
-# The public coarse range DP bound estimation searches when the steward gives none. The exponential
-# mechanism needs some public range; a tighter one gives tighter bounds for the same ε.
-DEFAULT_COARSE_RANGE = (-1e6, 1e6)
+# The public range DP bound estimation searches when the steward states none: the log grid reaches ±1e9.
+# A range the steward states also adds 20 even steps across it to the candidates.
+DEFAULT_COARSE_RANGE = (-1e9, 1e9)
+
+
+def bound_candidates(coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE) -> np.ndarray:
+    lo, hi = _check_range(*coarse_range)
+    grid = log_candidates(lo, hi)
+    if (lo, hi) != DEFAULT_COARSE_RANGE:
+        grid = np.unique(np.concatenate([grid, np.linspace(lo, hi, 21)]))
+    return grid
 
 
 def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float, ledger: PrivacyLedger,
                             coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE) -> Schema:
-    """A copy of `schema` whose numeric columns without bounds get DP estimates of their 1%/99% quantiles.
+    """A copy of `schema` whose numeric columns without bounds get DP estimates of their range.
 
-    The ε is split evenly over those columns and recorded in the ledger; values beyond the estimates are
-    later clipped (and counted) by validation. The mechanism's draws are secret (privacy.secret_rng)."""
+    Each column's range comes from a noisy histogram over round bin edges (dp_range over bound_candidates: a
+    log grid, or the steward's coarse range), so the bounds are round numbers, fall outward of the bulk of
+    the data, and a wide search range costs nothing. The ε is split evenly over those columns and recorded
+    in the ledger, with a warning for a bound on the edge of the search range (state a coarse range then).
+    Values beyond the estimates are later clipped (and counted) by validation. The draws are secret
+    (privacy.secret_rng). A column too small for its share of ε raises a SchemaError naming it."""
     missing = [c for c in schema.columns if c.is_numeric and not c.has_bounds]
     if not missing:
         return schema
@@ -334,22 +383,36 @@ def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float,
     out = copy.deepcopy(schema)
     per_column = epsilon / len(missing)
     rng = secret_rng()
-    estimates = {}
+    estimates, warnings, failed = {}, [], []
     for spec in missing:
-        lo_c = spec.lower if spec.lower is not None else coarse_range[0]
-        hi_c = spec.upper if spec.upper is not None else coarse_range[1]
-        values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
-        lo, hi = dp_bounds(values, per_column, lo_c, hi_c, rng=rng, integer=spec.kind == "integer")
+        edges = bound_candidates(coarse_range)
         if spec.lower is not None:
-            lo = spec.lower
+            edges = np.unique(np.append(edges[edges >= spec.lower], spec.lower))
         if spec.upper is not None:
-            hi = spec.upper
-        if hi <= lo:  # the draws met: widen without looking at the data again
+            edges = np.unique(np.append(edges[edges <= spec.upper], spec.upper))
+        values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
+        found = dp_range(values, per_column, edges, rng)
+        if found is None:
+            failed.append(spec.name)
+            continue
+        lo = spec.lower if spec.lower is not None else found[0]
+        hi = spec.upper if spec.upper is not None else found[1]
+        if hi <= lo:
             hi = lo + 1.0
+        if (spec.lower is None and lo <= edges[0]) or (spec.upper is None and hi >= edges[-1]):
+            warnings.append(f"the DP bounds of {spec.name!r} reached the edge of the search range "
+                            f"[{edges[0]:g}, {edges[-1]:g}]: declare the column's bounds, or state a coarse range")
         target = out[spec.name]
-        target.lower, target.upper = (int(lo), int(hi)) if spec.kind == "integer" else (float(lo), float(hi))
+        if spec.kind == "integer":
+            target.lower, target.upper = int(math.floor(lo)), int(math.ceil(hi))
+        else:
+            target.lower, target.upper = float(lo), float(hi)
         estimates[spec.name] = [target.lower, target.upper]
-    ledger.record("DP quantiles for missing numeric bounds (exponential mechanism, Smith 2011)",
-                  epsilon=epsilon, delta=0.0, kind=BOUNDS, columns=[c.name for c in missing], quantiles=[0.01, 0.99],
-                  coarse_range=list(coarse_range), estimates=estimates)
+    ledger.record("DP range of numeric columns without bounds (noisy histogram over round bins, Laplace)",
+                  epsilon=epsilon, delta=0.0, kind=BOUNDS, columns=[c.name for c in missing],
+                  coarse_range=list(coarse_range), estimates=estimates, warnings=warnings)
+    if failed:
+        raise SchemaError(f"too few rows to estimate the bounds of {', '.join(map(repr, failed))} privately with "
+                          f"ε = {per_column:.3g} per column: declare their bounds in the schema, or spend more ε on "
+                          "them (the ε spent is recorded)")
     return out

@@ -15,7 +15,7 @@ from .budget import delta_warning
 
 # kinds of mechanisms in a ledger
 TRAINING = "dp-sgd"            # DP-SGD steps (any model's private training)
-BOUNDS = "dp-quantiles"        # numeric bounds the schema lacked
+BOUNDS = "dp-bounds"           # numeric bounds the schema lacked
 
 
 @dataclass
