@@ -103,8 +103,8 @@ with c1:
 with c2:
     numeric = [c.name for c in schema.columns if c.is_numeric]
     if numeric and st.button("Clear the numeric bounds and estimate them with DP", key="clear_bounds",
-                             help="Part of ε is then spent at training time on private estimates of the 1% and "
-                                  "99% quantiles of each number, recorded in the ledger."):
+                             help="Part of ε is then spent at training time on a private estimate of each "
+                                  "number's range (round bounds from a noisy histogram), recorded in the ledger."):
         state.set_schema(clear_drafted_bounds(schema))
         st.rerun()
 if missing_bounds:

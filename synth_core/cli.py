@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="any other model or training option, repeatable; VALUE is JSON when it parses "
                         "(e.g. --option backbone=/models/gpt2 --option lora_rank=16)")
     f.add_argument("--bounds-epsilon", type=float, default=0.0,
-                   help="part of ε to spend estimating numeric bounds the schema lacks (DP quantiles)")
+                   help="part of ε to spend estimating numeric bounds the schema lacks (a DP histogram)")
     f.add_argument("--seed", type=int, default=0,
                    help="initial weights and splits; the DP noise and batches are always secret")
     f.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
