@@ -155,7 +155,10 @@ else:
         c[4].metric("ε after all steps", f"{plan['planned_epsilon']:.3g}")
         st.caption(f"{epochs} epochs over {n_train:,} training rows with Poisson sampling; each row's gradient is "
                    f"clipped to norm {plan['max_grad_norm']:g} and Gaussian noise of σ × that norm is added. "
-                   f"Model: {n_params:,} parameters.")
+                   f"Model: {n_params:,} parameters. Accountant: {plan['accountant'].upper()}.")
+        if plan["accountant"] != accountant:
+            st.caption(f"The {plan['accountant'].upper()} accountant is used at this ε: "
+                       f"{accountant.upper()} would take minutes to compute it.")
         if plan["noise_multiplier"] > 10:
             st.warning("The noise is very large for this table and ε: expect a poor synthetic table. A larger ε, "
                        "more rows or the quick size helps.")

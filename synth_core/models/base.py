@@ -146,7 +146,8 @@ class SynthModel:
         ε here is what DP training may spend; `plan`, if given, must come from `plan_privacy` with the same
         arguments (it saves a second calibration). The steps started are charged to `ledger` however
         training ends: completed, cancelled (the model trained so far is kept) or failed."""
-        if plan is not None and (plan.epsilon, plan.delta, plan.accountant) != (epsilon, delta, accountant):
+        if plan is not None and (plan.epsilon, plan.delta, plan.accountant) != (
+                epsilon, delta, accounting.accountant_for(epsilon, accountant)):
             raise ValueError("the noise plan was calibrated for another budget")
         self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
         steps, outcome = StepCount(), "interrupted"

@@ -20,6 +20,17 @@ from opacus.accountants.utils import get_noise_multiplier
 from .budget import BudgetError, check_budget
 
 ACCOUNTANTS = ("prv", "rdp")
+# PRV's calibration grows slow and memory-hungry as ε grows (about 10 s at ε = 10, a minute at 100, out of
+# memory at 1000 for Adult's plan); above this ε the RDP accountant (a looser bound, computed in a second)
+# is used, and the plan says so.
+PRV_MAX_EPSILON = 10.0
+
+
+def accountant_for(epsilon: float, accountant: str) -> str:
+    """The accountant a plan for ε uses when `accountant` is asked for (see PRV_MAX_EPSILON)."""
+    if accountant not in ACCOUNTANTS:
+        raise BudgetError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, not {accountant!r}")
+    return "rdp" if accountant == "prv" and epsilon > PRV_MAX_EPSILON else accountant
 
 
 def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
@@ -102,7 +113,7 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
         inner = plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm)
     out = NoisePlan(noise_multiplier=inner.noise_multiplier, sample_rate=inner.sample_rate,
                     expected_batch_size=inner.expected_batch_size, steps=inner.steps, epsilon=epsilon, delta=delta,
-                    accountant=accountant, max_grad_norm=shape.max_grad_norm, planned_epsilon=0.0,
+                    accountant=inner.accountant, max_grad_norm=shape.max_grad_norm, planned_epsilon=0.0,
                     group_size=shape.group_size)
     out.planned_epsilon = out.spent(out.steps)[0]
     return out
@@ -112,8 +123,7 @@ def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: 
                accountant: str = "prv", max_grad_norm: float = 1.0) -> NoisePlan:
     """Calibrate σ so that `epochs` worth of Poisson-sampled steps end at (ε, δ)."""
     check_budget(epsilon, delta)
-    if accountant not in ACCOUNTANTS:
-        raise BudgetError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, not {accountant!r}")
+    accountant = accountant_for(epsilon, accountant)
     if n_rows < 2:
         raise BudgetError("DP-SGD needs at least two rows")
     if epochs <= 0:

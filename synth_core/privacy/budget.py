@@ -24,10 +24,18 @@ def delta_warning(delta: float, n_rows: int) -> str | None:
     return None
 
 
+# Above this ε a differential-privacy guarantee says nothing a steward could rely on (e^100 ≈ 10^43), and
+# calibrating the noise for it is slow and memory-hungry; a run that wants no privacy is not a DP run.
+MAX_EPSILON = 100.0
+
+
 def check_budget(epsilon: float, delta: float) -> None:
-    if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
         raise BudgetError(f"ε must be a positive finite number, not {epsilon!r}")
-    if not isinstance(delta, (int, float)) or not (0 < delta < 1):
+    if epsilon > MAX_EPSILON:
+        raise BudgetError(f"ε = {epsilon:g} is above {MAX_EPSILON:g}, where differential privacy no longer limits "
+                          "what the synthetic table can reveal; choose ε between 0.01 and 10")
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not (0 < delta < 1):
         raise BudgetError(f"δ must lie strictly between 0 and 1, not {delta!r}")
 
 
