@@ -25,17 +25,23 @@ st.write("The model may use only facts that are **public**: the range of each nu
 table, schema = state.require_table()
 
 if schema.drafted_from_data and not schema.confirmed:
-    st.warning("**These bounds and category lists were drafted by reading your private table.** They may "
-               "disclose facts about it (the oldest person's age, a rare category). Edit them into public facts "
-               "(round the bounds outward, list every possible category) and confirm below, or clear the numeric "
-               "bounds and pay part of ε to estimate them privately. An unconfirmed draft is flagged in every "
-               "report.", icon=":material/warning:")
+    st.warning("**These bounds and category lists were drafted by reading your private table.** The draft "
+               "already rounds bounds outward, leaves out categories seen in fewer than 10 rows and columns that "
+               "identify people, but what remains still describes your data. Edit it into public facts (list every "
+               "possible category, use bounds from documentation) and confirm below, or clear the numeric bounds and "
+               "pay part of ε to estimate them privately.", icon=":material/warning:")
 elif schema.drafted_from_data:
     st.success("Drafted from the data and confirmed by you as public facts.")
 else:
     st.success("Declared schema (imported or from the demo table's documentation).")
 
 st.subheader("Columns")
+if schema.excluded:
+    st.info("Left out of the model, as the draft proposed (the synthetic table will not have them):\n\n"
+            + "\n".join(f"- **{name}**: {why}" for name, why in schema.excluded.items()), icon=":material/block:")
+dated = [c.name for c in schema.columns if c.date]
+if dated:
+    st.caption(f"Read from dates and kept as the year only: {', '.join(dated)}.")
 editor_key = f"schema_editor_{st.session_state.get('schema_version', 0)}"
 edited = st.data_editor(
     schema_to_frame(schema), key=editor_key, hide_index=True, num_rows="fixed", width="stretch",

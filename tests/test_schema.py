@@ -172,15 +172,44 @@ def test_read_table_keeps_categorical_codes_as_strings(tmp_path):
 
 
 def test_draft_schema_is_marked_as_read_from_data_until_confirmed():
-    schema = draft_schema(small_table())
+    table = pd.concat([small_table()] * 15, ignore_index=True)  # 60 rows: "a" 30, "b" 15, the ages 15 each
+    schema = draft_schema(table)
     assert schema.drafted_from_data and not schema.confirmed
     assert schema.provenance["warning"] and "drafted" in schema.provenance["warning"]
-    assert schema["age"].kind == "integer" and (schema["age"].lower, schema["age"].upper) == (17, 95)
+    # bounds rounded outward (the exact extremes 17 and 95 are not proposed)
+    assert schema["age"].kind == "integer" and (schema["age"].lower, schema["age"].upper) == (10, 100)
     assert schema["income"].nullable and schema["job"].categories == ["a", "b"]
     schema.confirm()
     assert schema.provenance["warning"] is None
     # the mark survives a JSON round trip
-    assert Schema.from_json(draft_schema(small_table()).to_json()).provenance["warning"]
+    assert Schema.from_json(draft_schema(table).to_json()).provenance["warning"]
+
+
+def test_a_draft_protects_by_default():
+    """Identifiers and empty columns are left out with the reason, rare categories are never proposed, a date
+    becomes its year, roles are suggested by name: a draft discloses as little as it can."""
+    rng = np.random.default_rng(0)
+    n = 300
+    table = pd.DataFrame({
+        "person_id": rng.permutation(100000)[:n], "rownames": np.arange(1, n + 1),
+        "name": [f"person {i}" for i in range(n)], "empty": [None] * n,
+        "sex": rng.choice(["Female", "Male"], n),
+        "city": np.where(rng.random(n) < 0.97, rng.choice(["Leeds", "York"], n), [f"village {i}" for i in range(n)]),
+        "visit": pd.date_range("2019-03-02", periods=n, freq="D").strftime("%Y-%m-%d"),
+        "income": rng.choice(["<=50K", ">50K"], n), "amount": rng.uniform(3.7, 981.2, n).round(2),
+    })
+    schema = draft_schema(table)
+    assert set(schema.excluded) == {"person_id", "rownames", "name", "empty"}
+    assert "identifier" in schema.excluded["person_id"] and "row number" in schema.excluded["rownames"]
+    assert "no values" in schema.excluded["empty"]
+    assert schema["city"].categories == ["Leeds", "York"] and schema["city"].unknown == "(other)"
+    assert schema["visit"].date == "year" and (schema["visit"].lower, schema["visit"].upper) == (2010, 2020)
+    assert schema["sex"].role == "sensitive" and schema["income"].role == "target"
+    assert (schema["amount"].lower, schema["amount"].upper) == (0.0, 1000.0)
+    clean, report = validate_table(table, schema)
+    assert set(clean["visit"]) == {2019.0} and report.ignored_columns == sorted(schema.excluded, key=list(table).index)
+    assert clean["city"].isin(["Leeds", "York", "(other)"]).all()
+    assert Schema.from_json(schema.to_json()).excluded == schema.excluded
 
 
 def test_random_table_uses_only_the_public_schema(toy_schema):
@@ -220,3 +249,25 @@ def test_the_column_owns_its_public_scale():
     assert abs(float(np.median(gain.to_unit(table["gain"]))) - 0.5) < 0.05  # uniform on the log scale
     enc = PublicEncoder(schema).fit(table)
     assert np.allclose(enc.scale_numeric("gain", x), u)
+
+
+def test_files_holding_statistics_of_the_private_table_are_owner_only(tmp_path, toy_schema, toy_table):
+    import os
+    import stat
+
+    from synth_core import api
+    from synth_core.evaluate import build_report
+    drafted = tmp_path / "draft.json"
+    draft_schema(pd.concat([toy_table] * 2, ignore_index=True)).save(drafted)
+    assert stat.S_IMODE(os.stat(drafted).st_mode) == 0o600
+    declared = tmp_path / "declared.json"
+    toy_schema.save(declared)  # declared public: shareable
+    assert stat.S_IMODE(os.stat(declared).st_mode) & 0o044
+    html, js = build_report(toy_table, toy_table.sample(frac=1, random_state=0), toy_schema,
+                            out_dir=tmp_path / "review", include_umap=False)
+    assert stat.S_IMODE(os.stat(tmp_path / "review").st_mode) == 0o700
+    assert {stat.S_IMODE(os.stat(f).st_mode) for f in (html, js)} == {0o600}
+    run = api.fit(toy_table, toy_schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run").run
+    for f in run.path.rglob("*"):
+        if f.is_file():
+            assert stat.S_IMODE(os.stat(f).st_mode) & 0o077 == 0, f

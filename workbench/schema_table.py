@@ -101,10 +101,11 @@ def frame_to_schema(frame: pd.DataFrame, base: Schema) -> Schema:
                 upper = None if upper is None else int(math.ceil(upper))
             spec.lower, spec.upper = lower, upper
             spec.decimals = None if decimals is None or kind == "integer" else int(decimals)
+            spec.date = old.date if kind == "integer" else None  # a column read from dates stays so
         spec.check()
         specs.append(spec)
     new = Schema(columns=specs, drafted_from_data=base.drafted_from_data, confirmed=base.confirmed,
-                 missing_markers=list(base.missing_markers))
+                 missing_markers=list(base.missing_markers), excluded=dict(base.excluded))
     roles = [c.role for c in specs if c.role]
     for role in ("sensitive", "target"):
         if roles.count(role) > 1:

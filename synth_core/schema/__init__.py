@@ -1,8 +1,8 @@
 """The public schema (spec: what the steward declares public, and the scales it owns) and the tables read
 against it (tables: reading, validation, drafting, random rows from the schema alone)."""
-from .spec import BINNINGS, KINDS, ROLES, SCHEMA_VERSION, ColumnSpec, Schema, SchemaError
+from .spec import BINNINGS, DATES, KINDS, MAX_MAGNITUDE, ROLES, SCHEMA_VERSION, ColumnSpec, Schema, SchemaError
 from .tables import (ColumnReport, ValidationReport, draft_schema, random_table, read_table, read_table_bytes,
                      validate_table)
 
-__all__ = ["BINNINGS", "KINDS", "ROLES", "SCHEMA_VERSION", "ColumnReport", "ColumnSpec", "Schema", "SchemaError",
+__all__ = ["BINNINGS", "DATES", "KINDS", "MAX_MAGNITUDE", "ROLES", "SCHEMA_VERSION", "ColumnReport", "ColumnSpec", "Schema", "SchemaError",
            "ValidationReport", "draft_schema", "random_table", "read_table", "read_table_bytes", "validate_table"]

@@ -23,6 +23,9 @@ SCHEMA_VERSION = 1
 KINDS = ("categorical", "integer", "continuous")
 BINNINGS = ("uniform", "log")
 ROLES = (None, "sensitive", "target")
+DATES = (None, "year")
+# the largest magnitude of a numeric bound: integers beyond 2^53 lose exactness as floats
+MAX_MAGNITUDE = 1e15
 
 
 class SchemaError(ValueError):
@@ -48,6 +51,8 @@ class ColumnSpec:
         distance to the lower bound: fine bins near the lower bound, for heavy-tailed amounts).
     decimals: precision a continuous value is written with (None: as sampled).
     role: "sensitive" or "target" for fairness tooling; no effect on privacy.
+    date: "year" for an integer column read from dates (validation keeps each date's year, a
+        generalisation a drafted schema proposes for a date column).
     """
 
     name: str
@@ -60,6 +65,7 @@ class ColumnSpec:
     binning: str = "uniform"
     decimals: int | None = None
     role: str | None = None
+    date: str | None = None
 
     @property
     def is_numeric(self) -> bool:
@@ -80,10 +86,19 @@ class ColumnSpec:
             raise SchemaError(f"{where}: binning must be one of {', '.join(BINNINGS)}, not {self.binning!r}")
         if self.role not in ROLES:
             raise SchemaError(f"{where}: role must be 'sensitive', 'target' or empty, not {self.role!r}")
+        if self.date not in DATES:
+            raise SchemaError(f"{where}: date must be 'year' or empty, not {self.date!r}")
+        if self.date is not None and self.kind != "integer":
+            raise SchemaError(f"{where}: a column read from dates (date={self.date!r}) is an integer column")
         if self.is_numeric:
             for label, bound in (("lower", self.lower), ("upper", self.upper)):
-                if bound is not None and (not isinstance(bound, (int, float)) or not math.isfinite(bound)):
+                if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
+                                          or not math.isfinite(bound)):
                     raise SchemaError(f"{where}: {label} bound must be a finite number, not {bound!r}")
+                if bound is not None and abs(bound) > MAX_MAGNITUDE:
+                    raise SchemaError(f"{where}: {label} bound {bound:g} is beyond ±{MAX_MAGNITUDE:g}, more than a "
+                                      "number column can hold exactly; rescale the column (e.g. to thousands) or "
+                                      "leave it out")
             if self.has_bounds and self.lower >= self.upper:
                 raise SchemaError(f"{where}: lower bound {self.lower} must be below upper bound {self.upper}")
             if self.categories:
@@ -173,8 +188,9 @@ class Schema:
     """The public facts of a table, with where they came from.
 
     drafted_from_data: the facts were proposed by reading the private table (`draft_schema`).
-    confirmed: the steward confirmed every fact is public. A drafted, unconfirmed schema is flagged
-        in the run's ledger and in every report.
+    confirmed: the steward confirmed every fact is public. A drafted, unconfirmed schema is refused for
+        training unless the steward accepts it explicitly, and is flagged in the run's ledger and every report.
+    excluded: columns of the table that are not modelled, with the reason (validation ignores them).
     """
 
     columns: list[ColumnSpec]
@@ -182,6 +198,8 @@ class Schema:
     confirmed: bool = True
     missing_markers: list[str] = field(default_factory=list)
     version: int = SCHEMA_VERSION
+    # columns of the table left out of the model, and why (a draft proposes identifiers, empty columns, ...)
+    excluded: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.columns = [c if isinstance(c, ColumnSpec) else ColumnSpec(**c) for c in self.columns]
@@ -266,6 +284,7 @@ class Schema:
             "missing_markers": list(self.missing_markers),
             "columns": [{k: v for k, v in asdict(c).items() if v is not None or k in ("lower", "upper")}
                         for c in self.columns],
+            **({"excluded": dict(self.excluded)} if self.excluded else {}),
         }
 
     @classmethod
@@ -291,6 +310,7 @@ class Schema:
             confirmed=bool(data.get("confirmed", True)),
             missing_markers=list(data.get("missing_markers", [])),
             version=data["version"],
+            excluded={str(k): str(v) for k, v in (data.get("excluded") or {}).items()},
         )
 
     def to_json(self) -> str:
@@ -305,7 +325,8 @@ class Schema:
         return cls.from_dict(data)
 
     def save(self, path: str | os.PathLike) -> None:
-        write_atomic(Path(path), self.to_json())
+        """Write the schema as JSON; a draft (facts read from the private table) is readable by its owner only."""
+        write_atomic(Path(path), self.to_json(), private=self.drafted_from_data)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Schema":

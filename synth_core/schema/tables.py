@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -12,7 +14,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .spec import ColumnSpec, Schema, SchemaError, _preview
+from .spec import MAX_MAGNITUDE, ColumnSpec, Schema, SchemaError, _preview
 
 
 # --- validation --------------------------------------------------------------------------------
@@ -95,6 +97,8 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
         if spec.is_numeric:
             if pd.api.types.is_bool_dtype(raw):
                 raw = raw.astype(float)
+            if spec.date == "year" and not pd.api.types.is_numeric_dtype(raw):
+                raw = _years(raw, miss, spec.name)
             values = pd.to_numeric(raw.where(~miss), errors="coerce")
             bad = values.isna() & ~miss
             if bad.any():
@@ -194,56 +198,155 @@ def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
     return table
 
 
-# --- drafting -----------------------------------------------------------------------------------
-def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers: Iterable[str] = ()) -> Schema:
-    """Propose a schema by READING THE PRIVATE TABLE.
+def _years(raw: pd.Series, miss: pd.Series, name: str) -> pd.Series:
+    """The year of each date in a column read from dates (missing stays missing)."""
+    parsed = _parse_dates(raw.where(~miss))
+    bad = parsed.isna() & ~miss
+    if bad.any():
+        raise SchemaError(f"column {name!r} is read from dates but holds values that are not dates: "
+                          f"{_preview(pd.unique(raw[bad].astype(str)))}")
+    return parsed.dt.year.astype(float)
 
-    Bounds are the observed min/max and category lists the observed values: both disclose facts
-    about the data. The schema is marked drafted_from_data and unconfirmed; the steward must edit
-    it into public facts (e.g. round bounds, full category lists) and confirm it, or the run's
-    ledger and reports flag it.
+
+def _parse_dates(values: pd.Series) -> pd.Series:
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas warns when it guesses a format per value
+        return pd.to_datetime(values.astype("string"), errors="coerce", format="mixed")
+
+
+# --- drafting -----------------------------------------------------------------------------------
+MIN_CATEGORY_COUNT = 10   # a category seen in fewer rows is never proposed: it maps to "(other)"
+UNKNOWN = "(other)"
+_ID_NAME = re.compile(r"(^|[^a-z])(id|ids|key|uuid|guid|rownames?|row|index|idx|case|record|serial|ssn|number|no)"
+                      r"($|[^a-z])", re.IGNORECASE)
+_ROLE_NAMES = {
+    "sensitive": re.compile(r"^(sex|gender|race|ethnicity|ethnic|religion|nationality|native[-_ ]?country)$",
+                            re.IGNORECASE),
+    "target": re.compile(r"^(income|target|label|outcome|class|y|default|churn|approved|diagnosis)$", re.IGNORECASE),
+}
+
+
+def _round_out(lo: float, hi: float) -> tuple[float, float]:
+    """Bounds rounded outward to a round step about a tenth of the range (1, 2 or 5 × 10^k): a draft proposes
+    no exact extreme. Ages 17-90 become 10-90, years 1900-2015 become 1900-2020."""
+    span = hi - lo if hi > lo else max(abs(hi), 1.0)
+    raw = span / 10
+    k = math.floor(math.log10(raw))
+    step = next(m * 10.0 ** k for m in (1, 2, 5, 10) if m * 10.0 ** k >= raw * (1 - 1e-12))
+    digits = max(0, -k + 1)
+    lo_r = round(math.floor(lo / step + 1e-9) * step, digits)
+    hi_r = round(math.ceil(hi / step - 1e-9) * step, digits)
+    if hi_r <= lo_r:
+        hi_r = round(lo_r + step, digits)
+    return float(lo_r), float(hi_r)
+
+
+def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None) -> str | None:
+    """Why a column looks like an identifier (None if it does not): such a column says who a row is and
+    nothing a synthetic table needs."""
+    n = len(present)
+    if n < 20:
+        return None
+    unique = present.astype(str).str.strip().nunique() / n
+    if _ID_NAME.search(name) and unique >= 0.5:
+        return "its name and values look like an identifier (row numbers, keys, case numbers)"
+    if numeric is None and unique >= 0.9:
+        return "nearly every value is different (names, codes, free text): it identifies rows"
+    if numeric is not None and unique >= 0.99 and (numeric.round() == numeric).all() \
+            and float(numeric.max() - numeric.min()) + 1 <= 1.1 * numeric.nunique():
+        return "its values count the rows (1, 2, 3, ...): a row number"
+    return None
+
+
+def _dates(present: pd.Series) -> pd.Series | None:
+    """The parsed dates if (nearly) every value of a text column is a date."""
+    if len(present) == 0 or pd.api.types.is_numeric_dtype(present):
+        return None
+    text = present.astype(str).str.strip()
+    if not text.str.contains(r"\d", regex=True).all() or not text.str.contains(r"[-/:T ]", regex=True).mean() > 0.95:
+        return None
+    parsed = _parse_dates(text)
+    return parsed if parsed.notna().mean() >= 0.95 else None
+
+
+def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers: Iterable[str] = (),
+                 min_category_count: int = MIN_CATEGORY_COUNT) -> Schema:
+    """Propose a schema by READING THE PRIVATE TABLE, protective by default.
+
+    A draft discloses facts about the data, so it proposes as little as it can: columns that look like
+    identifiers (names, near-unique codes, row numbers, keys) or hold no values are left out (`excluded`,
+    with the reason); a date column is generalised to its year, with bounds rounded to decades; numeric
+    bounds are rounded outward to round numbers (0, ±1, 2, 5 × 10^k); a category seen in fewer than
+    `min_category_count` rows is never proposed (its rows map to "(other)"); sensitive and target roles
+    are suggested by the column's name. The schema is marked drafted_from_data and unconfirmed: the steward
+    edits it into public facts and confirms it, or accepts explicitly to train on it (then every report says
+    the schema was read from the data).
     """
     if len(table) == 0 or len(table.columns) == 0:
         raise SchemaError("cannot draft a schema from an empty table")
+    for label, value in (("max_categories", max_categories), ("min_category_count", min_category_count)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SchemaError(f"{label} must be a whole number of at least 1, not {value!r}")
     cols = [str(c) for c in table.columns]
     dupes = sorted({c for c in cols if cols.count(c) > 1})
     if dupes:
         raise SchemaError(f"the table has duplicated column names: {_preview(dupes)}")
     markers = list(missing_markers)
-    specs = []
+    specs, excluded, roles_taken = [], {}, set()
     for name in table.columns:
+        name = str(name)
         raw = table[name]
         miss = _is_missing(raw, markers)
         present = raw[~miss]
         nullable = bool(miss.any())
+        if len(present) == 0:
+            excluded[name] = "it holds no values"
+            continue
         numeric = pd.to_numeric(present, errors="coerce")
-        is_numeric = len(present) > 0 and numeric.notna().all() and not pd.api.types.is_bool_dtype(raw)
-        if is_numeric and numeric.nunique() > 2:
+        is_numeric = numeric.notna().all() and not pd.api.types.is_bool_dtype(raw)
+        dates = None if is_numeric else _dates(present)
+        reason = None if dates is not None else _identifier_reason(name, present, numeric if is_numeric else None)
+        if reason:
+            excluded[name] = reason
+            continue
+        role = next((r for r, pattern in _ROLE_NAMES.items() if r not in roles_taken and pattern.match(name)), None)
+        if dates is not None:
+            years = dates.dt.year.dropna()
+            lo, hi = math.floor(years.min() / 10) * 10, math.ceil((years.max() + 1) / 10) * 10
+            specs.append(ColumnSpec(name=name, kind="integer", lower=int(lo), upper=int(hi), nullable=nullable,
+                                    date="year", role=role))
+        elif is_numeric and numeric.nunique() > 2:
+            if float(numeric.abs().max()) > MAX_MAGNITUDE:
+                excluded[name] = f"its values reach beyond ±{MAX_MAGNITUDE:g}: rescale it to model it"
+                continue
             is_int = bool((numeric.round() == numeric).all())
-            lo, hi = float(numeric.min()), float(numeric.max())
-            if lo == hi:
-                hi = lo + 1
+            lo, hi = _round_out(float(numeric.min()), float(numeric.max()))
             skewed = lo >= 0 and hi > 0 and float(numeric.median()) - lo < 0.05 * (hi - lo)
             specs.append(ColumnSpec(
-                name=str(name), kind="integer" if is_int else "continuous",
+                name=name, kind="integer" if is_int else "continuous",
                 lower=int(lo) if is_int else lo, upper=int(hi) if is_int else hi, nullable=nullable,
-                binning="log" if skewed else "uniform",
+                binning="log" if skewed else "uniform", role=role,
             ))
         else:
-            if is_numeric:
-                cats = sorted({str(int(v)) if float(v).is_integer() else str(v) for v in numeric})
-            else:
-                cats = sorted({str(v).strip() for v in present})
-            if len(cats) > max_categories:
-                # keep the most common values; the rest map to a reserved category
-                counts = present.astype(str).str.strip().value_counts()
-                cats = sorted(counts.index[:max_categories])
-                specs.append(ColumnSpec(name=str(name), kind="categorical", categories=cats,
-                                        nullable=nullable, unknown="(other)"))
-            else:
-                specs.append(ColumnSpec(name=str(name), kind="categorical", categories=cats or ["(none)"],
-                                        nullable=nullable))
-    return Schema(columns=specs, drafted_from_data=True, confirmed=False, missing_markers=markers)
+            values = (numeric.map(lambda v: str(int(v)) if float(v).is_integer() else str(v)) if is_numeric
+                      else present.astype(str).str.strip())
+            counts = values.value_counts()
+            common = counts[counts >= min_category_count]
+            cats = sorted(common.index[:max_categories])
+            if not cats:
+                excluded[name] = (f"no value occurs in {min_category_count} rows or more: proposing any would "
+                                  "disclose single rows")
+                continue
+            unknown = UNKNOWN if len(cats) < len(counts) and UNKNOWN not in cats else None
+            specs.append(ColumnSpec(name=name, kind="categorical", categories=cats, nullable=nullable,
+                                    unknown=unknown, role=role))
+        if role:
+            roles_taken.add(role)
+    if not specs:
+        raise SchemaError("no column of the table could be proposed for modelling: "
+                          + "; ".join(f"{k}: {v}" for k, v in excluded.items()))
+    return Schema(columns=specs, drafted_from_data=True, confirmed=False, missing_markers=markers, excluded=excluded)
 
 
 def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05) -> pd.DataFrame:
