@@ -15,7 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from .models import SynthModel, get_model_class
-from .privacy import PrivacyLedger, check_run_budget, default_delta, delta_warning
+from .privacy import BudgetError, PrivacyLedger, check_run_budget, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
@@ -43,13 +43,19 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     review_rows: also sample this many rows into the run's review sample before it is marked done.
     If the run folder is deleted during training, training stops after the step and RunGone is raised;
     the folder is never re-created."""
+    if not isinstance(schema, Schema):
+        raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
     schema.check()
     klass = get_model_class(model)
     klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
     n = len(clean)
+    if n < 2:
+        raise BudgetError("DP training needs at least two rows")
     delta = default_delta(n) if delta is None else delta
     check_run_budget(epsilon, delta, bounds_epsilon)
+    if not bounds_epsilon:
+        schema.require_bounds()  # nothing pays for missing bounds: refuse before a run is made
     warnings = [w for w in [delta_warning(delta, n)] if w]
     if schema.provenance["warning"]:
         warnings.append(schema.provenance["warning"])
@@ -161,14 +167,21 @@ def parse_conditions(schema: Schema, pairs: list[str]) -> dict:
 def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed: int | None = None,
            out: str | Path | None = None, device: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table, info)."""
+    if out is not None:
+        out = Path(out)
+        if out.is_dir():
+            raise RunError(f"{out} is a folder; give the name of the CSV file to write")
+        if not out.parent.is_dir():
+            raise RunError(f"the folder {out.parent} does not exist; create it or write elsewhere")
     model = load_model(run_dir, device=device)
     table = model.sample(rows, conditions=conditions, seed=seed)
     info = dict(model.last_sample_info)
     if out is not None:
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".{out.name}.tmp")
-        table.to_csv(tmp, index=False)
-        tmp.replace(out)
+        try:
+            table.to_csv(tmp, index=False)
+            tmp.replace(out)
+        finally:
+            tmp.unlink(missing_ok=True)
         info["path"] = str(out)
     return table, info

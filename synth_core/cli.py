@@ -127,7 +127,7 @@ def parse_options(pairs: list[str]) -> dict:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise SystemExit(f"--option wants KEY=VALUE, not {pair!r}")
+            raise ValueError(f"--option wants KEY=VALUE, not {pair!r}")
         try:
             options[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
@@ -143,6 +143,8 @@ def _fit(args) -> int:
 
 def _demo(args) -> int:
     from .demo import demo_schema, demo_table
+    if args.rows < 1:
+        raise ValueError(f"--rows must be a positive integer, not {args.rows}")
     print("demo: 4,000 invented census-like rows (age, sex, education, job, hours, capital gain, income); "
           "the schema is declared public in synth_core/demo.py")
     args.model, args.delta, args.accountant, args.seed, args.overwrite = "dp-tbart", None, "prv", 0, True
@@ -299,9 +301,11 @@ def main(argv: list[str] | None = None) -> int:
                 table = read_table(args.data, missing_markers=args.missing)
                 schema = draft_schema(table, max_categories=args.max_categories, missing_markers=args.missing)
                 schema.save(args.out)
-                print(f"wrote {args.out}: {len(schema.columns)} columns, DRAFTED FROM THE DATA. Edit the bounds and "
-                      "categories into public facts, then run `python -m synth_core schema confirm` on it; "
-                      "until then every run using it is flagged.")
+                print(f"wrote {args.out} (readable by you only): {len(schema.columns)} columns, DRAFTED FROM THE DATA. "
+                      "Edit the bounds and categories into public facts, then run `python -m synth_core schema "
+                      "confirm` on it; until then every run using it is flagged.")
+                for name, why in schema.excluded.items():
+                    print(f"left out: {name}: {why}")
             elif args.schema_command == "confirm":
                 schema = Schema.load(args.schema).confirm()
                 schema.save(args.schema)
@@ -328,8 +332,12 @@ def main(argv: list[str] | None = None) -> int:
             run = RunDir(args.run).require()
             print(json.dumps({"summary": run.summary(), "ledger": run.ledger().to_dict()}, indent=2))
             return 0
-    except (SchemaError, BudgetError, RunError, SamplingError, ValueError, FileNotFoundError) as e:
+    except (SchemaError, BudgetError, RunError, SamplingError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a file that cannot be read or written: permissions, a full disk, a missing folder
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("aborted", file=sys.stderr)

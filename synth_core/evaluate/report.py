@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..files import write_atomic
 from ..schema import Schema
 from .charts import (association_chart, column_scores_chart, dcr_chart, group_rates_chart, projection_chart,
                      tvd_chart)
@@ -363,7 +365,7 @@ def write_html(report: dict, path: Path, title: str) -> None:
            "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}.warn{color:#cf222e}"
            ".note{color:#57606a}</style>"
            f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>{''.join(body)}</body></html>")
-    path.write_text(doc, encoding="utf-8")
+    write_atomic(path, doc, private=True)
 
 
 def json_ready(report: dict) -> dict:
@@ -385,8 +387,9 @@ def build_report(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdo
                       ledger=ledger, seed=seed, include_umap=include_umap, n_threads=n_threads)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)  # the report holds statistics of the private table: owner only
     json_path, html_path = out / "report.json", out / "report.html"
-    json_path.write_text(json.dumps(json_ready(report), indent=1, allow_nan=False), encoding="utf-8")
+    write_atomic(json_path, json.dumps(json_ready(report), indent=1, allow_nan=False), private=True)
     write_html(report, html_path, title)
     return html_path, json_path
 

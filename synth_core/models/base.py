@@ -99,6 +99,8 @@ class SynthModel:
         option): what a run can be refused for before anything touches the private table."""
         if preset not in cls.presets:
             raise ValueError(f"unknown preset {preset!r} for {cls.family}; choose one of {', '.join(cls.presets)}")
+        if overrides is not None and not isinstance(overrides, dict):
+            raise ValueError(f"options are KEY=VALUE pairs (a dict), not {type(overrides).__name__}")
         overrides = dict(overrides or {})
         model_fields = {f.name for f in dataclasses.fields(cls.config_class)}
         train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed", "device"}
@@ -110,6 +112,7 @@ class SynthModel:
         train_config = TrainConfig(**{**base["train"], **{k: v for k, v in overrides.items() if k in train_fields}},
                                    seed=seed, device=device)
         train_config.check()
+        pick_device(device)  # a device this machine has
         return config, train_config
 
     # --- a family implements these ------------------------------------------------------------------
@@ -215,14 +218,15 @@ class SynthModel:
         """Anything else a family needs beside model.pt and model.json."""
 
     def save(self, directory: str | Path) -> None:
-        from ..files import write_atomic
+        from ..files import open_private, write_atomic
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.save_extra(directory)
         tmp = directory / ".model.pt.tmp"
-        torch.save({k: v.detach().cpu() for k, v in self.weights_to_save().items()}, tmp)
+        with open_private(tmp) as f:
+            torch.save({k: v.detach().cpu() for k, v in self.weights_to_save().items()}, f)
         tmp.replace(directory / "model.pt")
-        write_atomic(directory / "model.json", json.dumps(self.state(), indent=2))
+        write_atomic(directory / "model.json", json.dumps(self.state(), indent=2), private=True)
 
     @classmethod
     def upgrade_state(cls, state: dict) -> dict:
@@ -243,17 +247,31 @@ class SynthModel:
         directory = Path(directory)
         try:
             state = json.loads((directory / "model.json").read_text())
-        except (OSError, json.JSONDecodeError) as e:
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             raise FileNotFoundError(f"no saved model in {directory}: {e}") from None
-        klass = get_model_class(state["family"])
-        if not issubclass(klass, cls):
-            raise ValueError(f"{directory} holds a {state['family']} model, not a {cls.family} one")
-        state = klass.upgrade_state(state)
-        tc = {k: v for k, v in state["train_config"].items() if k not in ("seed", "device")}
-        model = klass(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
-                      seed=state["train_config"].get("seed"), **state["config"], **tc)
-        weights = torch.load(directory / "model.pt", map_location=model.device, weights_only=True)
-        model.load_weights(weights, directory)
+        try:
+            klass = get_model_class(state["family"])
+            if not issubclass(klass, cls):
+                raise ValueError(f"{directory} holds a {state['family']} model, not a {cls.family} one")
+            state = klass.upgrade_state(state)
+            tc = {k: v for k, v in state["train_config"].items() if k not in ("seed", "device")}
+            model = klass(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
+                          seed=state["train_config"].get("seed"), **state["config"], **tc)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"the model description {directory / 'model.json'} is damaged ({type(e).__name__}: "
+                             f"{e}); train the run again") from None
+        try:
+            weights = torch.load(directory / "model.pt", map_location=model.device, weights_only=True)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no saved weights in {directory} (model.pt is missing)") from None
+        except Exception as e:  # noqa: BLE001 - torch raises several kinds for a truncated or foreign file
+            raise ValueError(f"the weights file {directory / 'model.pt'} is damaged ({type(e).__name__}); train the "
+                             "run again") from None
+        try:
+            model.load_weights(weights, directory)
+        except (RuntimeError, KeyError, TypeError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(f"the weights in {directory} do not fit the model ({first}); train the run again") from None
         model.net.eval()
         model.restore(state)
         if state.get("plan"):

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..privacy import PrivacyLedger
 from ..schema import Schema
-from ..files import write_atomic
+from ..files import open_private, write_atomic
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
 # keys of config.json that describe the private table itself: they stay with the steward, in no report
@@ -235,7 +235,8 @@ class RunDir:
             raise self._gone() from None
         path = self.sample_path(name)
         tmp = path.with_name(f".{path.name}.tmp")
-        table.to_csv(tmp, index=False)
+        with open_private(tmp, "w") as f:
+            table.to_csv(f, index=False)
         tmp.replace(path)
         return path
 

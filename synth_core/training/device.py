@@ -6,10 +6,21 @@ import torch
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """CUDA when present, else the CPU; an explicit choice wins."""
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """CUDA when present, else the CPU; an explicit choice wins (ValueError if this machine lacks it)."""
+    if not device:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}: use cpu, cuda or cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}: use cpu, cuda or cuda:N")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this machine has no CUDA GPU; use cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} GPU(s)")
+    return dev
 
 
 def device_label(device: str | torch.device | None = None) -> str:

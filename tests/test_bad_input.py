@@ -1,0 +1,380 @@
+"""Bad and edge input across the CLI, the API and the app: one line naming the problem (never a traceback), no
+silent wrong result, and nothing written outside the command's own target.
+
+The CLI cases run `synth_core.cli.main` in-process (a subprocess per case would spend minutes importing torch);
+an exception escaping `main` fails the case, as a traceback would. Each case runs in its own working folder and
+compares every path under it before and after: only the case's target may appear.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from synth_core import api
+from synth_core.cli import main
+from synth_core.demo import demo_schema, demo_table
+from synth_core.privacy import BudgetError
+from synth_core.runs import RunError
+from synth_core.schema import Schema, SchemaError
+
+
+# --- fixtures: good inputs and damaged ones, made once ------------------------------------------------
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("inputs")
+    demo_table(300, seed=1).to_csv(d / "good.csv", index=False)
+    demo_schema().save(d / "schema.json")
+    (d / "empty.csv").write_text("")
+    (d / "header.csv").write_text("age,sex\n")
+    (d / "dupes.csv").write_text("age,age\n1,2\n")
+    (d / "binary.csv").write_bytes(bytes(range(256)) * 8)
+    (d / "ragged.csv").write_text("a,b\n1,2,3,4\n5\n\"unclosed\n")
+    (d / "folder").mkdir()
+    (d / "not-json.json").write_text("{ this is not json")
+    (d / "list.json").write_text("[1, 2, 3]")
+    good = demo_schema().to_dict()
+
+    def variant(name: str, change) -> None:
+        data = json.loads(json.dumps(good))
+        change(data)
+        (d / f"{name}.json").write_text(json.dumps(data))
+
+    variant("no-version", lambda s: s.pop("version"))
+    variant("version-2", lambda s: s.update(version=2))
+    variant("unknown-field", lambda s: s["columns"][0].update(colour="red"))
+    variant("bad-kind", lambda s: s["columns"][0].update(kind="banana"))
+    variant("lower-above-upper", lambda s: s["columns"][0].update(lower=90, upper=17))
+    variant("no-categories", lambda s: s["columns"][1].update(categories=[]))
+    variant("twice", lambda s: s["columns"].append(dict(s["columns"][0])))
+    variant("text-bound", lambda s: s["columns"][0].update(lower="abc"))
+    variant("huge-bound", lambda s: s["columns"][0].update(upper=1e300))
+    variant("bad-role", lambda s: s["columns"][0].update(role="villain"))
+    variant("bad-binning", lambda s: s["columns"][0].update(binning="cubic"))
+    variant("no-columns", lambda s: s.update(columns=[]))
+    variant("column-not-object", lambda s: s["columns"].append(5))
+    variant("nameless", lambda s: s["columns"][0].pop("name"))
+    variant("bad-date", lambda s: s["columns"][0].update(date="century"))
+    variant("unbounded-age", lambda s: s["columns"][0].update(lower=None, upper=None))
+    table = demo_table(300, seed=1)
+    table.drop(columns=["income"]).to_csv(d / "no-income.csv", index=False)
+    table.assign(sex=["Robot"] * len(table)).to_csv(d / "robot.csv", index=False)
+    table.assign(age=["forty"] * len(table)).to_csv(d / "text-age.csv", index=False)
+    table.assign(sex=[None] * len(table)).to_csv(d / "missing-sex.csv", index=False)
+    table.assign(age=[float("inf")] * len(table)).to_csv(d / "inf-age.csv", index=False)
+    table.iloc[:1].to_csv(d / "one-row.csv", index=False)
+    return d
+
+
+@pytest.fixture(scope="module")
+def runs(inputs, tmp_path_factory) -> Path:
+    """A trained run, a failed one, and trained runs whose files were damaged afterwards."""
+    d = tmp_path_factory.mktemp("runs")
+    table, schema = demo_table(300, seed=2), demo_schema()
+    api.fit(table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=d / "good")
+    with pytest.raises(RuntimeError):
+        api.fit(table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=d / "failed",
+                on_event=lambda e: (_ for _ in ()).throw(RuntimeError("disk on fire")))
+    for name, damage in (("corrupt-weights", lambda m: (m / "model.pt").write_bytes(b"not a torch file")),
+                         ("truncated-weights", lambda m: (m / "model.pt").write_bytes((m / "model.pt").read_bytes()[:100])),
+                         ("corrupt-description", lambda m: (m / "model.json").write_text("{ broken")),
+                         ("description-missing-keys", lambda m: (m / "model.json").write_text('{"family": "dp-tbart"}')),
+                         ("no-weights", lambda m: (m / "model.pt").unlink())):
+        shutil.copytree(d / "good", d / name)
+        damage(d / name / "model")
+    (d / "not-a-run").mkdir()
+    (d / "not-a-run" / "notes.txt").write_text("mine")
+    shutil.copytree(d / "good", d / "broken-ledger")
+    (d / "broken-ledger" / "ledger.json").write_text("{")
+    return d
+
+
+def snapshot(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def cli(argv: list[str], cwd: Path, monkeypatch) -> tuple[int, str]:
+    """Run the CLI in-process in `cwd`; (exit code, stdout + stderr). An exception escaping it fails the test."""
+    monkeypatch.chdir(cwd)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse: usage and one error line
+            code = e.code
+    return code, out.getvalue()
+
+
+# --- the CLI -------------------------------------------------------------------------------------------
+# (arguments with {in} for the inputs folder and {runs} for the trained runs, expected words in the message,
+#  the target a case may create, relative to its working folder)
+CLI_CASES = [
+    # schema draft
+    (["schema", "draft", "--data", "{in}/missing.csv", "--out", "s.json"], "no such file", None),
+    (["schema", "draft", "--data", "{in}/empty.csv", "--out", "s.json"], "empty", None),
+    (["schema", "draft", "--data", "{in}/header.csv", "--out", "s.json"], "no rows", None),
+    (["schema", "draft", "--data", "{in}/dupes.csv", "--out", "s.json"], "duplicated column", None),
+    (["schema", "draft", "--data", "{in}/binary.csv", "--out", "s.json"], "UTF-8", None),
+    (["schema", "draft", "--data", "{in}/ragged.csv", "--out", "s.json"], "cannot read", None),
+    (["schema", "draft", "--data", "{in}/folder", "--out", "s.json"], "folder", None),
+    (["schema", "draft", "--data", "{in}/good.csv", "--out", "s.json", "--max-categories", "0"], "max_categories", None),
+    (["schema", "draft", "--data", "{in}/good.csv", "--out", "s.json", "--max-categories", "-3"], "max_categories", None),
+    (["schema", "draft", "--data", "{in}/good.csv", "--out", "{in}/folder"], "folder", None),
+    (["schema", "draft", "--data", "{in}/one-row.csv", "--out", "s.json"], "no column", None),
+    (["schema", "draft"], "required", None),
+    # schema confirm and check
+    (["schema", "confirm", "{in}/missing.json"], "cannot read the schema", None),
+    (["schema", "confirm", "{in}/not-json.json"], "not valid JSON", None),
+    (["schema", "confirm", "{in}/list.json"], "JSON object", None),
+    (["schema", "confirm", "{in}/no-version.json"], "version", None),
+    (["schema", "confirm", "{in}/version-2.json"], "version 2", None),
+    (["schema", "confirm", "{in}/unknown-field.json"], "colour", None),
+    (["schema", "confirm", "{in}/bad-kind.json"], "banana", None),
+    (["schema", "confirm", "{in}/lower-above-upper.json"], "must be below", None),
+    (["schema", "confirm", "{in}/no-categories.json"], "category list", None),
+    (["schema", "confirm", "{in}/twice.json"], "twice", None),
+    (["schema", "confirm", "{in}/text-bound.json"], "finite number", None),
+    (["schema", "confirm", "{in}/huge-bound.json"], "beyond", None),
+    (["schema", "confirm", "{in}/bad-role.json"], "villain", None),
+    (["schema", "confirm", "{in}/bad-binning.json"], "cubic", None),
+    (["schema", "confirm", "{in}/no-columns.json"], "no columns", None),
+    (["schema", "confirm", "{in}/column-not-object.json"], "not an object", None),
+    (["schema", "confirm", "{in}/nameless.json"], "needs a 'name'", None),
+    (["schema", "confirm", "{in}/bad-date.json"], "century", None),
+    (["schema", "confirm", "{in}/folder"], "cannot read the schema", None),
+    (["schema", "check", "--data", "{in}/no-income.csv", "--schema", "{in}/schema.json"], "lacks columns", None),
+    (["schema", "check", "--data", "{in}/robot.csv", "--schema", "{in}/schema.json"], "outside its public category", None),
+    (["schema", "check", "--data", "{in}/text-age.csv", "--schema", "{in}/schema.json"], "non-numeric", None),
+    (["schema", "check", "--data", "{in}/missing-sex.csv", "--schema", "{in}/schema.json"], "not nullable", None),
+    (["schema", "check", "--data", "{in}/inf-age.csv", "--schema", "{in}/schema.json"], "infinite", None),
+    (["schema", "check", "--data", "{in}/empty.csv", "--schema", "{in}/schema.json"], "empty", None),
+    # fit: budget and training settings, refused before anything is written
+    *[(["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--out", "run", *extra], words, None)
+      for extra, words in [
+          (["--epsilon", "0"], "positive finite"), (["--epsilon", "-1"], "positive finite"),
+          (["--epsilon", "nan"], "positive finite"), (["--epsilon", "inf"], "positive finite"),
+          (["--epsilon", "1e6"], "above 100"), (["--epsilon", "abc"], "invalid float"),
+          (["--epsilon", "1", "--delta", "0"], "δ must lie"), (["--epsilon", "1", "--delta", "1"], "δ must lie"),
+          (["--epsilon", "1", "--delta", "2"], "δ must lie"), (["--epsilon", "1", "--delta=-1e-5"], "δ must lie"),
+          (["--epsilon", "1", "--batch-size", "0"], "batch_size"), (["--epsilon", "1", "--batch-size", "-5"], "batch_size"),
+          (["--epsilon", "1", "--max-grad-norm", "-1"], "max_grad_norm"),
+          (["--epsilon", "1", "--max-grad-norm", "0"], "max_grad_norm"),
+          (["--epsilon", "1", "--max-grad-norm", "nan"], "max_grad_norm"),
+          (["--epsilon", "1", "--epochs", "0"], "epochs"), (["--epsilon", "1", "--epochs", "-2"], "epochs"),
+          (["--epsilon", "1", "--lr", "0"], "lr"), (["--epsilon", "1", "--lr", "inf"], "lr"),
+          (["--epsilon", "1", "--preset", "gigantic"], "unknown preset"),
+          (["--epsilon", "1", "--model", "gpt-9"], "invalid choice"),
+          (["--epsilon", "1", "--option", "colour=red"], "unknown options"),
+          (["--epsilon", "1", "--option", "epochs=abc"], "epochs"),
+          (["--epsilon", "1", "--option", "noequals"], "KEY=VALUE"),
+          (["--epsilon", "1", "--option", "grad_sample_mode=magic"], "grad_sample_mode"),
+          (["--epsilon", "1", "--accountant", "moments"], "invalid choice"),
+          (["--epsilon", "1", "--bounds-epsilon", "2"], "bound estimation"),
+          (["--epsilon", "1", "--bounds-epsilon", "-0.1"], "bound estimation"),
+          (["--epsilon", "1", "--seed", "-1"], "seed"),
+          (["--epsilon", "1", "--device", "banana"], "unknown device"),
+          (["--epsilon", "1", "--device", "cuda:7"], "device"),
+      ]],
+    (["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--epsilon", "1"], "required", None),
+    (["fit", "--data", "{in}/missing.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "run"], "no such file", None),
+    (["fit", "--data", "{in}/good.csv", "--schema", "{in}/missing.json", "--epsilon", "1", "--out", "run"], "cannot read", None),
+    (["fit", "--data", "{in}/robot.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "run"], "outside", None),
+    (["fit", "--data", "{in}/one-row.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "run"], "two rows",
+     None),
+    (["fit", "--data", "{in}/good.csv", "--schema", "{in}/unbounded-age.json", "--epsilon", "1", "--out", "run"],
+     "without public bounds", None),
+    (["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "{in}/good.csv"],
+     "is a file", None),
+    (["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "{runs}/good"],
+     "already holds a run", None),
+    (["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "{runs}/not-a-run",
+      "--overwrite"], "not a run", None),
+    (["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "run",
+      "--bins", "1", "--preset", "tiny"], "2 bins", "run"),
+    # sample
+    (["sample", "--run", "{runs}/nowhere", "--rows", "5", "--out", "x.csv"], "no run", None),
+    (["sample", "--run", "{runs}/not-a-run", "--rows", "5", "--out", "x.csv"], "no run", None),
+    (["sample", "--run", "{runs}/failed", "--rows", "5", "--out", "x.csv"], "failed, not completed", None),
+    (["sample", "--run", "{runs}/good", "--rows", "0", "--out", "x.csv"], "positive integer", None),
+    (["sample", "--run", "{runs}/good", "--rows", "-3", "--out", "x.csv"], "positive integer", None),
+    (["sample", "--run", "{runs}/good", "--rows", "2.5", "--out", "x.csv"], "invalid int", None),
+    (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "{in}/folder"], "is a folder", None),
+    (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "nowhere/x.csv"], "does not exist", None),
+    (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "x.csv", "--condition", "shoe=42"], "no such column", None),
+    (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "x.csv", "--condition", "age=abc"], "not a number", None),
+    (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "x.csv", "--condition", "age=1000"], "outside the public bounds", None),
+    (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "x.csv", "--condition", "sex=Robot"], "no public category", None),
+    (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "x.csv", "--condition", "noequals"], "column=value", None),
+    (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "x.csv", "--device", "banana"], "unknown device", None),
+    (["sample", "--run", "{runs}/corrupt-weights", "--rows", "5", "--out", "x.csv"], "damaged", None),
+    (["sample", "--run", "{runs}/truncated-weights", "--rows", "5", "--out", "x.csv"], "damaged", None),
+    (["sample", "--run", "{runs}/corrupt-description", "--rows", "5", "--out", "x.csv"], "no saved model", None),
+    (["sample", "--run", "{runs}/description-missing-keys", "--rows", "5", "--out", "x.csv"], "damaged", None),
+    (["sample", "--run", "{runs}/no-weights", "--rows", "5", "--out", "x.csv"], "no trained model", None),
+    # evaluate
+    (["evaluate", "--real", "{in}/missing.csv", "--run", "{runs}/good", "--out", "rep"], "no such file", None),
+    (["evaluate", "--real", "{in}/good.csv", "--out", "rep"], "at least one", None),
+    (["evaluate", "--real", "{in}/good.csv", "--synthetic", "{in}/missing.csv", "--schema", "{in}/schema.json",
+      "--out", "rep"], "no such file", None),
+    (["evaluate", "--real", "{in}/good.csv", "--run", "{runs}/good", "--out", "rep"], "sample --run", None),
+    (["evaluate", "--real", "{in}/good.csv", "--synthetic", "{in}/good.csv", "--out", "rep"], "--schema", None),
+    (["evaluate", "--real", "{in}/good.csv", "--synthetic", "{in}/no-income.csv", "--schema", "{in}/schema.json",
+      "--out", "rep"], "lacks column", None),
+    (["evaluate", "--real", "{in}/good.csv", "--synthetic", "{in}/good.csv", "--schema", "{in}/schema.json",
+      "--target", "shoe", "--quick", "--out", "rep"], "shoe", None),
+    # audit
+    (["audit", "--data", "{in}/good.csv"], "go together", None),
+    (["audit", "--epsilon", "0"], "positive", None),
+    (["audit", "--delta", "2"], "δ must lie", None),
+    (["audit", "--canaries", "0"], "canaries", None),
+    (["audit", "--canaries", "-1"], "canaries", None),
+    # runs and demo
+    (["runs", "{runs}/nowhere"], "no run", None),
+    (["runs", "{runs}/broken-ledger"], "not valid JSON", None),
+    (["demo", "--epsilon", "0"], "positive finite", None),
+    (["demo", "--rows", "0", "--preset", "tiny", "--out", "demo"], "rows", None),
+    (["demo", "--preset", "bogus", "--out", "demo"], "unknown preset", None),
+    (["demo", "--out", "{in}/good.csv"], "is a file", None),
+    (["nonsense"], "invalid choice", None),
+]
+
+
+@pytest.mark.parametrize("argv, words, target", CLI_CASES,
+                         ids=[f"{i:03d}-{' '.join(c[0][:2])}" for i, c in enumerate(CLI_CASES)])
+def test_the_cli_answers_bad_input_in_one_line(argv, words, target, inputs, runs, tmp_path, monkeypatch):
+    argv = [a.replace("{in}", str(inputs)).replace("{runs}", str(runs)) for a in argv]
+    before_in, before_runs, before_here = snapshot(inputs), snapshot(runs), snapshot(tmp_path)
+    code, out = cli(argv, tmp_path, monkeypatch)
+    assert code == 2, out
+    assert "Traceback" not in out and words.lower() in out.lower(), out
+    message = [line for line in out.splitlines() if line.startswith(("error:", "usage:", "python -m"))]
+    assert message, out  # one line that names the problem (argparse adds its usage line)
+    assert snapshot(inputs) == before_in and snapshot(runs) == before_runs
+    created = snapshot(tmp_path) - before_here
+    assert all(p == target or p.startswith(f"{target}/") for p in created) if target else not created, created
+
+
+# --- edge input that must work, and work right -----------------------------------------------------------
+def test_odd_but_valid_tables_are_drafted_and_validated_right(tmp_path):
+    from synth_core.schema import draft_schema, read_table_bytes, validate_table
+    table = pd.DataFrame({"naïve, “quoted” name": ["x", "y"] * 50, "n": range(100), "one": ["same"] * 100,
+                          "blank": [None] * 100, "mostly": [1.5] * 99 + [None], "big": [1e300, 2e300, 3e300, 4e300] * 25})
+    csv = table.to_csv(index=False).encode()
+    back = read_table_bytes(csv, "odd.csv")
+    schema = draft_schema(back)
+    assert set(schema.excluded) == {"blank", "big", "n"}  # nothing invented, nothing overflowing, no row number
+    assert schema["naïve, “quoted” name"].categories == ["x", "y"] and schema["one"].categories == ["same"]
+    clean, report = validate_table(back, schema)
+    assert clean["mostly"].isna().sum() == 1 and report.ignored_columns == ["n", "blank", "big"]
+
+
+def test_a_single_category_and_a_constant_number_train_and_sample(tmp_path):
+    from synth_core.schema import ColumnSpec
+    schema = Schema(columns=[ColumnSpec("k", "categorical", categories=["only"]),
+                             ColumnSpec("c", "integer", lower=5, upper=6)])
+    table = pd.DataFrame({"k": ["only"] * 200, "c": [5] * 200})
+    result = api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp")
+    synth = result.model.sample(50, seed=0)
+    assert (synth["k"] == "only").all() and synth["c"].between(5, 6).all()
+
+
+# --- the API ---------------------------------------------------------------------------------------------
+API_CASES = [
+    ("fit a list", lambda: api.fit([[1, 2]], demo_schema(), epsilon=1.0), SchemaError, "DataFrame"),
+    ("fit no schema", lambda: api.fit(demo_table(50), None, epsilon=1.0), SchemaError, "Schema"),
+    ("fit unknown model", lambda: api.fit(demo_table(50), demo_schema(), model="gpt", epsilon=1.0), ValueError, "unknown model"),
+    ("fit ε as text", lambda: api.fit(demo_table(50), demo_schema(), epsilon="1"), BudgetError, "positive finite"),
+    ("fit ε True", lambda: api.fit(demo_table(50), demo_schema(), epsilon=True), BudgetError, "positive finite"),
+    ("fit options not a dict", lambda: api.fit(demo_table(50), demo_schema(), epsilon=1.0, options=[1]), ValueError,
+     "KEY=VALUE"),
+    ("fit empty table", lambda: api.fit(demo_table(50).iloc[:0], demo_schema(), epsilon=1.0), SchemaError, "no rows"),
+    ("conditions garbage", lambda: api.parse_conditions(demo_schema(), ["=5"]), SchemaError, "no such column"),
+    ("schema from garbage", lambda: Schema.from_dict({"columns": "abc", "version": 1}), SchemaError, None),
+    ("schema from None", lambda: Schema.from_dict(None), SchemaError, "JSON object"),
+    ("plan one row", lambda: __import__("synth_core.privacy", fromlist=["plan_noise"]).plan_noise(1, 1, 1, 1.0, 1e-5),
+     BudgetError, "two rows"),
+    ("accountant unknown", lambda: __import__("synth_core.privacy", fromlist=["plan_noise"]).plan_noise(
+        100, 10, 1, 1.0, 1e-5, "moments"), BudgetError, "accountant"),
+    ("coarse range reversed", lambda: __import__("synth_core.privacy.bounds", fromlist=["x"]).bound_candidates(
+        (10.0, -10.0)), ValueError, None),
+    ("fair sample both", lambda: __import__("synth_core.release.fair_sampling", fromlist=["x"]).fair_sample(
+        None, 10, "sex", "income", ">50K", target_gap=0.1, share=0.2), ValueError, "either"),
+    ("fair sample share 2", lambda: __import__("synth_core.release.fair_sampling", fromlist=["x"]).fair_sample(
+        None, 10, "sex", "income", ">50K", share=2.0), ValueError, "share"),
+    ("read garbage bytes", lambda: __import__("synth_core.schema", fromlist=["x"]).read_table_bytes(
+        b"\x00\xff\xfe", "x.csv"), SchemaError, "UTF-8"),
+    ("read broken parquet", lambda: __import__("synth_core.schema", fromlist=["x"]).read_table_bytes(
+        b"PAR1 not really", "x.parquet"), SchemaError, "cannot read"),
+    ("check_budget ε 1e9", lambda: __import__("synth_core.privacy", fromlist=["x"]).check_budget(1e9, 1e-5),
+     BudgetError, "above 100"),
+    ("column value nan", lambda: demo_schema()["age"].check_value(float("nan")), SchemaError, "not nullable"),
+]
+
+
+@pytest.mark.parametrize("name, call, error, words", API_CASES, ids=[c[0] for c in API_CASES])
+def test_the_api_raises_a_domain_error_naming_the_problem(name, call, error, words, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error) as caught:
+        call()
+    if words:
+        assert words in str(caught.value)
+    assert not snapshot(tmp_path)
+
+
+def test_sampling_refuses_odd_row_counts(runs):
+    model = api.load_model(runs / "good")
+    for rows in (0, -1, 2.5, "10", True, None):
+        with pytest.raises(ValueError, match="positive integer"):
+            model.sample(rows)
+    with pytest.raises(RunError):
+        api.sample(runs / "good", 3, out=runs)  # a folder
+
+
+# --- the app -----------------------------------------------------------------------------------------------
+def _app(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
+    return AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=600).run()
+
+
+UPLOADS = [
+    ("empty.csv", b"", "empty"),
+    ("header.csv", b"age,sex\n", "no rows"),
+    ("dupes.csv", b"a,a\n1,2\n", "duplicated column"),
+    ("binary.csv", bytes(range(256)) * 4, "UTF-8"),
+    ("broken.parquet", b"PAR1 nothing", "cannot read"),
+    ("one-row.csv", b"age,sex\n40,Female\n", "at least"),
+]
+
+
+@pytest.mark.parametrize("name, content, words", UPLOADS, ids=[u[0] for u in UPLOADS])
+def test_the_app_answers_a_bad_upload_in_one_line(name, content, words, tmp_path, monkeypatch):
+    at = _app(tmp_path, monkeypatch)
+    at.switch_page("app_pages/data.py").run()
+    at.file_uploader(key="upload").set_value((name, content, "text/csv")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = " | ".join(str(e.value) for e in at.error)
+    assert words.lower() in shown.lower(), shown
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("epsilon, words", [(0.0, "positive finite"), (1e6, "above 100")])
+def test_the_model_page_refuses_an_unusable_epsilon(epsilon, words, tmp_path, monkeypatch):
+    at = _app(tmp_path, monkeypatch)
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()
+    at.switch_page("app_pages/model.py").run()
+    at.radio(key="harm").set_value(next(k for k in at.radio(key="harm").options if "own" in k)).run()
+    at.number_input(key="epsilon_custom").set_value(epsilon).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert words in " | ".join(str(e.value) for e in at.error)
+    assert at.button(key="start_training").disabled
+
+
+def test_there_are_at_least_a_hundred_cases():
+    assert len(CLI_CASES) + len(API_CASES) + len(UPLOADS) + 2 >= 100
