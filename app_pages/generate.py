@@ -37,8 +37,14 @@ except (RunError, OSError, FileNotFoundError) as e:
     st.stop()
 schema = model.schema
 
+try:  # as many rows as the run released: the public row count, or its noisy count
+    default_rows = int(run.ledger().n_rows)
+except RunError:
+    default_rows = 1000
 rows = int(st.number_input("Rows to generate", min_value=1, max_value=1_000_000,
-                           value=int(by_id[run_id].get("rows") or 1000), step=100, key="rows"))
+                           value=min(max(default_rows, 1), 1_000_000), step=100, key="rows",
+                           help="The default is the row count the run released (declared public, or a noisy "
+                                "count paid from ε), never the exact count of your table."))
 
 st.subheader("Fix values of some columns (optional)")
 fixed = st.multiselect("Columns to fix", schema.names, key="fixed_columns")

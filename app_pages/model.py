@@ -183,10 +183,14 @@ if estimate and estimate.get("key") == est_key:
 request = {"model": family, "preset": preset, "options": options, "epsilon": float(epsilon), "delta": float(delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
            "holdout_share": float(holdout_share), "name": name.strip() or None}
+accepted = True
 if schema.provenance["warning"]:
-    st.warning("The schema is still an unconfirmed draft read from the data; the run and its report will say so.",
-               icon=":material/warning:")
-if st.button("Start training", type="primary", disabled=plan is None, key="start_training"):
+    st.warning("The schema is still an unconfirmed draft read from your data: its bounds and categories may "
+               "disclose facts the privacy budget does not cover. Confirm it on step 2, or accept it here; the "
+               "run and every report will then say so first.", icon=":material/warning:")
+    accepted = st.checkbox("I accept training on a schema read from my data, unconfirmed", key="accept_draft")
+    request["accept_draft"] = accepted
+if st.button("Start training", type="primary", disabled=plan is None or not accepted, key="start_training"):
     try:
         validate_table(table, schema)
         run = start_fit_job(state.runs_root(), table, schema, request)

@@ -17,6 +17,7 @@ import pandas as pd
 from .models import SynthModel, get_model_class
 from .privacy import BudgetError, PrivacyLedger, check_run_budget, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
+from .privacy.measurements import count_epsilon, noisy_count, rows_upper_bound
 from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training.device import device_label
@@ -36,31 +37,42 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         bounds_epsilon: float = 0.0, coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE,
         seed: int | None = 0, device: str | None = None, run_dir: str | Path | None = None,
         overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
-        should_stop: Callable[[], bool] | None = None, review_rows: int | None = None) -> FitResult:
+        should_stop: Callable[[], bool] | None = None, review_rows: int | None = None,
+        accept_draft: bool = False) -> FitResult:
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
 
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
     review_rows: also sample this many rows into the run's review sample before it is marked done.
+    accept_draft: train on a schema drafted from the data and never confirmed (refused otherwise); the
+    ledger and every report then say so first.
     If the run folder is deleted during training, training stops after the step and RunGone is raised;
     the folder is never re-created."""
     if not isinstance(schema, Schema):
         raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
     schema.check()
+    if schema.provenance["warning"] and not accept_draft:
+        raise SchemaError("the schema was drafted by reading the private table and never confirmed as public: "
+                          "edit it into public facts and confirm it (`schema confirm`), or accept training on it "
+                          "as it is (--accept-draft; every report will say so)")
     klass = get_model_class(model)
     klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
     n = len(clean)
     if n < 2:
         raise BudgetError("DP training needs at least two rows")
-    delta = default_delta(n) if delta is None else delta
+    if schema.rows is not None and schema.rows != n:
+        raise SchemaError(f"the schema declares {schema.rows} rows as public, but the table has {n}: correct the "
+                          "schema's row count, or remove it to pay for a noisy count instead")
     check_run_budget(epsilon, delta, bounds_epsilon)
+    count_eps = 0.0 if schema.rows is not None else count_epsilon(epsilon)
+    check_run_budget(epsilon, delta, bounds_epsilon, count_eps)  # and something left for training
     if not bounds_epsilon:
         schema.require_bounds()  # nothing pays for missing bounds: refuse before a run is made
-    warnings = [w for w in [delta_warning(delta, n)] if w]
-    if schema.provenance["warning"]:
-        warnings.append(schema.provenance["warning"])
-    ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta, n_rows=n,
-                           schema_provenance=schema.provenance)
+    warnings = [schema.provenance["warning"]] if schema.provenance["warning"] else []
+    # the row count the run releases: declared public, or noisy (measured below); δ and the plan use it
+    provenance = {**schema.provenance, **({"accepted_unconfirmed": True} if schema.provenance["warning"] else {})}
+    ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta if delta is not None else 0.0, n_rows=n,
+                           schema_provenance=provenance, rows_public=schema.rows is not None)
     prepared = isinstance(run_dir, RunDir)  # by a background job (synth_core.runs.jobs), with its schema
     if prepared:
         run = run_dir.require()
@@ -82,13 +94,19 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
 
     try:
         # from here on whatever the private table pays is in `ledger`, and the ledger is in the run
+        if not ledger.rows_public:
+            ledger.n_rows = noisy_count(n, count_eps, ledger)
+        if delta is None:  # below 1/n for every n the count leaves plausible
+            delta = default_delta(rows_upper_bound(ledger.n_rows, None if ledger.rows_public else count_eps))
+        ledger.target_delta = delta
+        warnings += [w for w in [delta_warning(delta, ledger.n_rows)] if w]
         estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
         estimated.require_bounds()
         if estimated is not schema:  # new bounds: clip and count against them
             clean, report = validate_table(clean, estimated)
         synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
-        sgd_epsilon = ledger.remaining_epsilon  # what the bounds left for training
-        plan = synth.plan_privacy(n, sgd_epsilon, delta, accountant)
+        sgd_epsilon = ledger.remaining_epsilon  # what the count and the bounds left for training
+        plan = synth.plan_privacy(ledger.n_rows, sgd_epsilon, delta, accountant)
         if run is not None:
             if not prepared or estimated is not schema:  # the schema the run trains with
                 run.write_schema(estimated)

@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
     f.add_argument("--out", required=True, help="run directory to create")
     f.add_argument("--overwrite", action="store_true")
+    f.add_argument("--accept-draft", action="store_true",
+                   help="train on a schema drafted from the data and never confirmed (every report says so)")
 
     s = sub.add_parser("sample", help="sample synthetic rows from a run")
     s.add_argument("--run", required=True)
@@ -153,8 +155,9 @@ def _demo(args) -> int:
     args.bounds_epsilon = 0.0
     code = _fit_table(args, demo_table(), demo_schema())
     run = RunDir(args.out)
-    table, _ = api.sample(args.out, args.rows, seed=0, out=run.sample_path())
-    print(f"\nwrote {len(table)} synthetic rows to {run.sample_path()}; the first five:")
+    table, _ = api.sample(args.out, args.rows, seed=0)
+    path = run.write_sample(table)
+    print(f"\nwrote {len(table)} synthetic rows to {path}; the first five:")
     print(table.head().to_string(index=False))
     print(f"\nprivacy ledger: {run.ledger_path}")
     return code
@@ -192,7 +195,7 @@ def _fit_table(args, table, schema) -> int:
                          accountant=args.accountant, preset=args.preset, options=options,
                          bounds_epsilon=args.bounds_epsilon, seed=args.seed, device=args.device,
                          run_dir=args.out, overwrite=args.overwrite, on_event=on_event,
-                         should_stop=lambda: stop["asked"])
+                         should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False))
     finally:
         signal.signal(signal.SIGINT, previous)
         if bar is not None:

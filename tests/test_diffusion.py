@@ -158,7 +158,7 @@ def test_tiny_fit_and_sample_take_seconds_within_budget_with_poisson_batches(toy
     assert time.perf_counter() - t < 20
     assert len(synth) == 300 and list(synth.columns) == toy_schema.names
     assert result.ledger.spent_epsilon <= 2.0 and result.model.train_result.epsilon_spent <= 2.0
-    assert result.ledger.entries[0].mechanism.startswith("DP-SGD")
+    assert result.ledger.training_entry().mechanism.startswith("DP-SGD")
     assert result.model.plan.sample_rate < 1.0 and len(set(sizes)) > 1  # Poisson: the batch size varies
 
 

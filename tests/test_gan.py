@@ -123,7 +123,7 @@ def test_final_epsilon_within_target_and_ledger_written(toy_schema, toy_table, f
     model, ledger = result.model, result.ledger
     assert 0 < ledger.spent_epsilon <= 3.0 and ledger.spent_delta <= ledger.target_delta
     assert model.train_result.epsilon_spent <= 3.0 and model.train_result.steps_done == model.plan.steps
-    assert len(ledger.entries) == 1 and ledger.entries[0].mechanism.startswith("DP-SGD")
+    assert ledger.training_entry().mechanism.startswith("DP-SGD")
     synth = model.sample(500, seed=0)
     assert synth["age"].between(18, 80).all() and (synth["age"] % 1 == 0).all()
     assert synth["hours"].between(0, 100).all()
@@ -138,8 +138,8 @@ def test_every_critic_iteration_is_an_accounted_poisson_step(toy_schema, toy_tab
     model = result.model
     p = model.plan
     assert len(events) == p.steps == model.train_result.steps_done  # one event and one DP step per critic iteration
-    assert result.ledger.entries[0].details["steps"] == p.steps
-    assert result.ledger.spent_epsilon == pytest.approx(epsilon_after(p.noise_multiplier, p.sample_rate, p.steps,
+    assert result.ledger.training_entry().details["steps"] == p.steps
+    assert result.ledger.training_entry().epsilon == pytest.approx(epsilon_after(p.noise_multiplier, p.sample_rate, p.steps,
                                                                       p.delta, "rdp"))
     assert p.sample_rate < 1 and len({e["batch_size"] for e in events}) > 1   # Poisson batches
     generator_steps = [e["step"] for e in events if e["generator_loss"] is not None]
@@ -154,7 +154,7 @@ def test_dtgan_g_accounting_is_group_privacy_over_the_critic_subsampled_gaussian
     assert p.sample_rate == pytest.approx(q)
     d1 = p.delta / (1 + math.exp(p.epsilon / 2))
     e1 = epsilon_after(p.noise_multiplier, q, p.steps, d1, "rdp")
-    entry = result.ledger.entries[0]
+    entry = result.ledger.training_entry()
     assert entry.epsilon == pytest.approx(2 * e1) and entry.epsilon <= 2.0
     assert entry.delta == pytest.approx(d1 * (1 + math.exp(e1))) and entry.delta <= p.delta
     assert entry.details["sensitivity"] == pytest.approx(p.max_grad_norm * math.sqrt(model.config.generator_batch))
@@ -235,7 +235,7 @@ def test_cancel_and_crash_are_paid_for(toy_schema, toy_table, tmp_path, family):
         api.fit(toy_table, toy_schema, model=family, epsilon=2.0, preset="tiny", accountant="rdp",
                 run_dir=tmp_path / "failed", on_event=boom)
     failed = RunDir(tmp_path / "failed")
-    entry = failed.ledger().entries[0]
+    entry = failed.ledger().training_entry()
     assert entry.mechanism == "DP-SGD (interrupted)" and entry.details["steps"] == 2
     # what the model's own accounting says two steps cost (for dtgan-g: group privacy, twice the inner ε)
     model = get_model_class(family)(toy_schema, preset="tiny")

@@ -66,11 +66,13 @@ def test_a_killed_worker_is_detected_and_its_steps_are_charged(worker_root):
 def test_private_rows_stay_owner_only_and_the_holdout_never_trains(worker_root):
     tmp_path = worker_root
     table = demo_table(200)
-    run = jobs.start_fit_job(tmp_path, table, demo_schema(), {**SLOW_REQUEST, "options": {}, "holdout_share": 0.25})
+    schema = demo_schema()
+    schema.rows = 200  # declared public: the training rows' count follows from it and the public share
+    run = jobs.start_fit_job(tmp_path, table, schema, {**SLOW_REQUEST, "options": {}, "holdout_share": 0.25})
     wait(run, lambda: (run.samples_dir / "review.csv").exists())  # written right after training
     train, hold = jobs.read_private(run, "train"), jobs.read_private(run, "holdout")
     assert (len(train), len(hold)) == (150, 50)
-    assert run.ledger().n_rows == 150  # the accountant saw only the training rows
+    assert run.ledger().n_rows == 150 and run.ledger().rows_public  # the accountant saw only the training rows
     for name in ("train", "holdout"):
         assert oct(os.stat(run.path / "private" / f"{name}.parquet").st_mode & 0o777) == "0o600"
     assert oct(os.stat(run.path).st_mode & 0o777) == "0o700"
@@ -93,17 +95,18 @@ def test_the_report_carries_the_ledger_and_provenance_but_no_private_counts(tmp_
     table = demo_table(300)
     drafted = draft_schema(table)  # read from the data, never confirmed
     result = fit(table, drafted, model="dp-tbart", epsilon=1.0, accountant="rdp", preset="tiny",
-                 run_dir=tmp_path / "run")
+                 run_dir=tmp_path / "run", accept_draft=True)
     report = privacy_report(result.run, sampling={"method": "unconditional"}, synthetic_rows=10)
     text = report_json(report)
     assert "private_validation_counts" in json.dumps(result.run.config())
     assert "private_validation_counts" not in text
     assert report["privacy"]["epsilon_spent"] <= report["privacy"]["epsilon_target"] == 1.0
-    assert report["privacy"]["ledger"][0]["mechanism"].startswith("DP-SGD")
+    assert [e for e in report["privacy"]["ledger"] if e["kind"] == "dp-sgd"][0]["mechanism"].startswith("DP-SGD")
     assert report["schema_provenance"] == {**report["schema_provenance"], "drafted_from_data": True,
                                            "confirmed": False}
     md = report_markdown(report)
     assert "never confirmed" in md and "Drafted from the data: **yes**" in md
+    assert md.startswith("**The schema of this table was read from the private data")  # the first line says so
     assert "δ =" in md and result.run.path.name in md
 
 

@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
+from synth_core.schema import Schema, SchemaError
 from synth_core.training import engine
 from synth_core.training.engine import TrainConfig, train
 from synth_core.training.layers import GhostLinear, TokenEmbedding
@@ -262,3 +263,28 @@ def test_a_dead_worker_is_charged_by_its_saved_plan_and_an_old_plan_in_full():
               "entries": [{"mechanism": "DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)",
                            "epsilon": 0.9, "delta": 1e-5}]}
     assert PrivacyLedger.from_dict(legacy).has_training()
+
+
+# --- the row count: declared public, or released with noise paid from ε -------------------------------------
+def test_the_row_count_is_public_only_when_declared_and_noisy_otherwise(toy_schema, toy_table, tmp_path):
+    from synth_core import api
+    from synth_core.release.privacy_report import privacy_report
+    result = api.fit(toy_table, toy_schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "a")
+    ledger = result.ledger
+    (count,) = [e for e in ledger.entries if e.kind == "noisy-count"]
+    assert not ledger.rows_public and ledger.n_rows == count.details["count"] and count.epsilon == 0.04
+    assert ledger.spent_epsilon <= 2.0 and ledger.target_delta < 1 / len(toy_table)
+    plan = result.model.plan  # planned with the noisy count: q = batch / noisy n
+    assert plan.expected_batch_size == pytest.approx(plan.sample_rate * ledger.n_rows)
+    report = privacy_report(result.run)
+    assert report["privacy"]["training_rows"] == ledger.n_rows and not report["privacy"]["training_rows_public"]
+    assert "rows" not in result.run.public_config()  # the exact count stays with the steward
+
+    declared = Schema.from_dict({**toy_schema.to_dict(), "rows": len(toy_table)})
+    result = api.fit(toy_table, declared, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "b")
+    assert result.ledger.rows_public and result.ledger.n_rows == len(toy_table)
+    assert not [e for e in result.ledger.entries if e.kind == "noisy-count"]
+    wrong = Schema.from_dict({**toy_schema.to_dict(), "rows": len(toy_table) + 1})
+    with pytest.raises(SchemaError, match="declares"):
+        api.fit(toy_table, wrong, epsilon=2.0, preset="tiny", run_dir=tmp_path / "c")
+    assert not (tmp_path / "c").exists()

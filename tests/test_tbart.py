@@ -168,7 +168,7 @@ def test_run_directory_reloads_and_samples_without_retraining(toy_schema, toy_ta
     assert all({"step", "epoch", "loss", "epsilon", "samples_per_s"} <= set(e) for e in events)
     assert [e["epsilon"] for e in events] == sorted(e["epsilon"] for e in events)
     ledger = run.ledger()
-    assert ledger.spent_epsilon <= 8.0 and ledger.entries[0].mechanism.startswith("DP-SGD")
+    assert ledger.spent_epsilon <= 8.0 and ledger.training_entry().mechanism.startswith("DP-SGD")
     # the private table is not in the run directory
     blob = b"".join(p.read_bytes() for p in run.path.rglob("*") if p.is_file() and p.suffix != ".pt")
     assert b"nurse,Female" not in blob and b"pilot" in blob  # categories (public) yes, rows no
@@ -213,7 +213,11 @@ def test_existing_run_is_not_overwritten_by_accident(toy_schema, toy_table, tmp_
 def test_drafted_unconfirmed_schema_is_flagged_in_the_ledger(toy_table, tmp_path):
     from synth_core.schema import draft_schema
     schema = draft_schema(toy_table)
-    result = api.fit(toy_table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run")
+    with pytest.raises(SchemaError, match="never confirmed"):  # refused unless the steward accepts it
+        api.fit(toy_table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    result = api.fit(toy_table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run",
+                     accept_draft=True)
     ledger = RunDir(tmp_path / "run").ledger().to_dict()
     assert ledger["schema_provenance"]["drafted_from_data"] and not ledger["schema_provenance"]["confirmed"]
     assert any("drafted" in w for w in ledger["warnings"])
@@ -228,9 +232,10 @@ def test_missing_bounds_are_estimated_with_dp_and_paid_for(toy_schema, toy_table
     result = api.fit(toy_table, toy_schema, epsilon=2.0, bounds_epsilon=0.5, preset="tiny",
                      accountant="rdp", coarse_range=(0.0, 1000.0))
     entries = result.ledger.entries
-    assert entries[0].kind == "dp-bounds" and entries[0].epsilon == 0.5
+    (bounds,) = [e for e in entries if e.kind == "dp-bounds"]
+    assert bounds.epsilon == 0.5
     assert result.ledger.spent_epsilon <= 2.0
-    assert entries[1].epsilon <= 1.5
+    assert result.ledger.training_entry().epsilon <= 1.5
     lo, hi = result.schema["hours"].lower, result.schema["hours"].upper
     assert 0 <= lo < 20 and 50 < hi <= 1000
 

@@ -39,11 +39,16 @@ def check_budget(epsilon: float, delta: float) -> None:
         raise BudgetError(f"δ must lie strictly between 0 and 1, not {delta!r}")
 
 
-def check_run_budget(epsilon: float, delta: float, bounds_epsilon: float = 0.0) -> None:
-    """Everything a run's budget must satisfy before anything is spent: ε and δ (check_budget), and the part
-    of ε for estimating bounds the schema lacks. The one check the API, background jobs and the app make."""
-    check_budget(epsilon, delta)
-    if not isinstance(bounds_epsilon, (int, float)) or not math.isfinite(bounds_epsilon) \
-            or not 0 <= bounds_epsilon < epsilon:
+def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float = 0.0,
+                     count_epsilon: float = 0.0) -> None:
+    """Everything a run's budget must satisfy before anything is spent: ε and δ (check_budget; δ None: chosen
+    later from the row count), the part of ε for estimating bounds the schema lacks, and what is left for
+    training after that and a noisy row count. The one check the API, background jobs and the app make."""
+    check_budget(epsilon, 0.5 if delta is None else delta)
+    if isinstance(bounds_epsilon, bool) or not isinstance(bounds_epsilon, (int, float)) \
+            or not math.isfinite(bounds_epsilon) or not 0 <= bounds_epsilon < epsilon:
         raise BudgetError(f"the ε for bound estimation ({bounds_epsilon!r}) must be ≥ 0 and below the total ε "
                           f"({epsilon:g})")
+    if bounds_epsilon + count_epsilon >= epsilon:
+        raise BudgetError(f"the ε for bound estimation ({bounds_epsilon:g}) leaves nothing for training once the "
+                          f"noisy row count ({count_epsilon:.3g}) is paid; give it less")

@@ -16,6 +16,7 @@ from .budget import delta_warning
 # kinds of mechanisms in a ledger
 TRAINING = "dp-sgd"            # DP-SGD steps (any model's private training)
 BOUNDS = "dp-bounds"           # numeric bounds the schema lacked
+COUNT = "noisy-count"          # the row count, when the schema does not declare it public
 
 
 @dataclass
@@ -38,9 +39,10 @@ class PrivacyLedger:
 
     target_epsilon: float
     target_delta: float
-    n_rows: int
+    n_rows: int                     # the row count as released: declared public, or noisy (see rows_public)
     schema_provenance: dict = field(default_factory=dict)
     entries: list[LedgerEntry] = field(default_factory=list)
+    rows_public: bool = True        # False: n_rows is a noisy count paid from ε (an entry of kind COUNT)
 
     @property
     def spent_epsilon(self) -> float:
@@ -63,7 +65,11 @@ class PrivacyLedger:
 
     def has_training(self) -> bool:
         """Whether the run's DP training is already charged."""
-        return any(e.kind == TRAINING for e in self.entries)
+        return self.training_entry() is not None
+
+    def training_entry(self) -> LedgerEntry | None:
+        """The entry that charges the run's DP training (None before it is charged)."""
+        return next((e for e in self.entries if e.kind == TRAINING), None)
 
     def warnings(self) -> list[str]:
         out = []
@@ -81,6 +87,7 @@ class PrivacyLedger:
             "target_epsilon": self.target_epsilon,
             "target_delta": self.target_delta,
             "n_rows": self.n_rows,
+            "rows_public": self.rows_public,
             "spent_epsilon": self.spent_epsilon,
             "spent_delta": self.spent_delta,
             "composition": "basic (sum of entries)",
@@ -92,7 +99,8 @@ class PrivacyLedger:
     @classmethod
     def from_dict(cls, data: dict) -> "PrivacyLedger":
         ledger = cls(target_epsilon=data["target_epsilon"], target_delta=data["target_delta"],
-                     n_rows=data["n_rows"], schema_provenance=data.get("schema_provenance", {}))
+                     n_rows=data["n_rows"], schema_provenance=data.get("schema_provenance", {}),
+                     rows_public=bool(data.get("rows_public", True)))
         ledger.entries = [LedgerEntry(**{"kind": _legacy_kind(e), **e}) for e in data.get("entries", [])]
         return ledger
 

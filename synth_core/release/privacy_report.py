@@ -20,6 +20,7 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
     config = run.public_config()
     ledger = run.ledger()
     schema = run.schema()
+    provenance = ledger.schema_provenance or schema.provenance
     status = run.status()
     family = config.get("model")
     try:
@@ -39,21 +40,29 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
             "epsilon_target": ledger.target_epsilon,
             "epsilon_spent": ledger.spent_epsilon,
             "delta": ledger.target_delta,
-            "accountant": config.get("accountant"),
+            "accountant": plan.get("accountant", config.get("accountant")),
             "noise_multiplier": plan.get("noise_multiplier"),
             "sample_rate": plan.get("sample_rate"),
             "steps_planned": plan.get("steps"),
             "max_grad_norm": plan.get("max_grad_norm"),
             "training_rows": ledger.n_rows,
+            "training_rows_public": ledger.rows_public,
             "ledger": [asdict(e) for e in ledger.entries],
         },
-        "schema": schema.to_dict(),
-        "schema_provenance": schema.provenance,
+        # the public facts only: which columns a draft left out, and why, was read from the data
+        "schema": {k: v for k, v in schema.to_dict().items() if k != "excluded"},
+        "schema_provenance": provenance,
+        "notice": DRAFT_NOTICE if provenance.get("drafted_from_data") and not provenance.get("confirmed") else None,
         "warnings": ledger.warnings(),
         "sampling": dict(sampling or {}),
         "synthetic_rows": synthetic_rows,
     }
     return report
+
+
+DRAFT_NOTICE = ("The schema of this table was read from the private data and never confirmed as public by the data "
+                "steward, who accepted training on it: its bounds and category lists may disclose facts about the "
+                "private table beyond what the privacy budget accounts for.")
 
 
 def report_json(report: dict) -> str:
@@ -72,7 +81,8 @@ def report_markdown(report: dict) -> str:
     """The same report, for a person."""
     p, m = report["privacy"], report["model"]
     prov = report["schema_provenance"]
-    lines = [
+    lines = [f"**{report['notice']}**", ""] if report.get("notice") else []
+    lines += [
         "# Privacy report for a synthetic table",
         "",
         f"Generated {report['generated']} from run `{report['run']}` ({report['run_state']}).",
@@ -93,7 +103,9 @@ def report_markdown(report: dict) -> str:
         f"- What it is: {m['description'] or '—'}",
         f"- Noise multiplier σ = {_fmt(p['noise_multiplier'])}, sampling rate q = {_fmt(p['sample_rate'])}, "
         f"{_fmt(p['steps_planned'])} planned steps, clipping norm {_fmt(p['max_grad_norm'])}",
-        f"- Training rows: {_fmt(p['training_rows'])}",
+        f"- Training rows: {_fmt(p['training_rows'])}" + (" (declared public by the data steward)"
+                                                           if p.get("training_rows_public", True) else
+                                                           " (a noisy count, paid from the budget: see the ledger)"),
         "",
         "## Privacy ledger (every use of the private table)",
         "",

@@ -11,6 +11,7 @@ deletes them.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import subprocess
@@ -22,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..privacy import PrivacyLedger, check_run_budget, default_delta
+from ..privacy import PrivacyLedger, check_run_budget
 from ..privacy.ledger import charge_interrupted
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
-                "device", "review_rows", "holdout_share", "name")
+                "device", "review_rows", "holdout_share", "name", "accept_draft")
 
 
 def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
@@ -69,10 +70,15 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     if not request.get("model"):
         raise ValueError("the request names no model")
     schema.check()
+    if schema.provenance["warning"] and not request.get("accept_draft"):
+        raise SchemaError("the schema was drafted from the data and never confirmed: confirm it, or accept "
+                          "training on it as it is")
+    if schema.rows is not None and schema.rows != len(table):
+        raise SchemaError(f"the schema declares {schema.rows} rows as public, but the table has {len(table)}")
     train, holdout = split_holdout(table, float(request.get("holdout_share") or 0.0), request.get("seed"))
-    delta = request.get("delta")
-    check_run_budget(request.get("epsilon"), default_delta(len(train)) if delta is None else delta,
-                     request.get("bounds_epsilon") or 0.0)
+    if schema.rows is not None:  # the training rows' count follows from the public one and the public share
+        schema = dataclasses.replace(schema, rows=len(train))
+    check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))

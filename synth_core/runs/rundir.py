@@ -38,7 +38,7 @@ from ..files import open_private, write_atomic
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
 # keys of config.json that describe the private table itself: they stay with the steward, in no report
-PRIVATE_CONFIG_KEYS = ("private_validation_counts",)
+PRIVATE_CONFIG_KEYS = ("private_validation_counts", "rows")
 
 
 class RunError(RuntimeError):

@@ -191,6 +191,8 @@ class Schema:
     confirmed: the steward confirmed every fact is public. A drafted, unconfirmed schema is refused for
         training unless the steward accepts it explicitly, and is flagged in the run's ledger and every report.
     excluded: columns of the table that are not modelled, with the reason (validation ignores them).
+    rows: the number of rows, if the steward declares it public; a run then plans with it and reports it,
+        else it measures a noisy count paid from ε.
     """
 
     columns: list[ColumnSpec]
@@ -200,6 +202,8 @@ class Schema:
     version: int = SCHEMA_VERSION
     # columns of the table left out of the model, and why (a draft proposes identifiers, empty columns, ...)
     excluded: dict[str, str] = field(default_factory=dict)
+    # the table's number of rows, when the steward declares it public (else a run pays for a noisy count)
+    rows: int | None = None
 
     def __post_init__(self) -> None:
         self.columns = [c if isinstance(c, ColumnSpec) else ColumnSpec(**c) for c in self.columns]
@@ -266,6 +270,8 @@ class Schema:
             c.check()
         if self.version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")
+        if self.rows is not None and (isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 1):
+            raise SchemaError(f"the public number of rows must be a whole number of at least 1, not {self.rows!r}")
 
     def require_bounds(self) -> None:
         missing = [c.name for c in self.columns if c.is_numeric and not c.has_bounds]
@@ -285,6 +291,7 @@ class Schema:
             "columns": [{k: v for k, v in asdict(c).items() if v is not None or k in ("lower", "upper")}
                         for c in self.columns],
             **({"excluded": dict(self.excluded)} if self.excluded else {}),
+            **({"rows": self.rows} if self.rows is not None else {}),
         }
 
     @classmethod
@@ -311,6 +318,7 @@ class Schema:
             missing_markers=list(data.get("missing_markers", [])),
             version=data["version"],
             excluded={str(k): str(v) for k, v in (data.get("excluded") or {}).items()},
+            rows=data.get("rows"),
         )
 
     def to_json(self) -> str:
