@@ -122,7 +122,7 @@ if info.get("method") == "fairness control" and fair_result is not None:
                                       info["positive"], info["sensitive"]), key="fair_chart")
 st.dataframe(table.head(50), hide_index=True)
 
-report = privacy_report(run, sampling=info, synthetic_rows=len(table))
+report = privacy_report(run, sampling=info, synthetic_rows=len(table), budgets=state.budgets())
 stem = generated["file"].removesuffix(".csv")
 c1, c2, c3 = st.columns(3)
 c1.download_button("Download the synthetic table (CSV)", table.to_csv(index=False), file_name=f"{stem}.csv",

@@ -76,6 +76,21 @@ epsilon = HARM[harm]
 if epsilon is None:
     epsilon = st.number_input("ε", value=1.0, min_value=0.0, step=0.1, format="%.3f", key="epsilon_custom")
 
+# the table's budget across all its runs: every run draws from it
+book, table_key = state.budgets(), state.table_id()
+account = book.account(table_key)
+spent_before = account.spent_epsilon if account else 0.0
+table_total = st.number_input(
+    "Total ε for this table, across all its runs", min_value=0.0, step=0.5, format="%.3f", key="table_total",
+    value=float(account.total_epsilon) if account else float(max(epsilon or 0.0, 1.0)),
+    help="Every run on this table draws from this total (ε adds up across runs on the same rows). A run that "
+         "would exceed it is refused until you raise it, accepting the larger risk.")
+if account and account.charges:
+    st.caption(f"This table has spent ε = {spent_before:.3g} in {len(account.charges)} earlier run(s); "
+               f"{max(0.0, table_total - spent_before):.3g} remains of the total.")
+else:
+    st.caption("No run on this table has spent any of its budget yet.")
+
 holdout_share = st.slider("Rows kept aside for the review (never trained on)", 0.0, 0.3, 0.1, 0.05,
                           key="holdout_share",
                           help="They let the review compare how close synthetic rows come to training rows "
@@ -120,6 +135,10 @@ try:
         schema.require_bounds()
     if n_train < state.MIN_ROWS:
         raise BudgetError(f"only {n_train} rows would be left for training; keep fewer aside")
+    if epsilon > table_total - spent_before + 1e-12:
+        raise BudgetError(f"this run's ε = {epsilon:g} would exceed the table's budget: {spent_before:.3g} of "
+                          f"{table_total:g} is spent, {max(0.0, table_total - spent_before):.3g} remains. Lower ε, "
+                          "or raise the table's total above if you accept the larger risk.")
 except (BudgetError, SchemaError) as e:
     problems.append(str(e))
 
@@ -193,7 +212,8 @@ if schema.provenance["warning"]:
 if st.button("Start training", type="primary", disabled=plan is None or not accepted, key="start_training"):
     try:
         validate_table(table, schema)
-        run = start_fit_job(state.runs_root(), table, schema, request)
+        book.set_total(table_key, table_total)
+        run = start_fit_job(state.runs_root(), table, schema, request, budgets=book)
     except (SchemaError, ValueError, OSError) as e:
         st.error(f"Training could not start: {e}")
     else:

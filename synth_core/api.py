@@ -18,6 +18,7 @@ from .models import SynthModel, get_model_class
 from .privacy import BudgetError, PrivacyLedger, check_run_budget, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.measurements import count_epsilon, noisy_count, rows_upper_bound
+from .privacy.table_budget import TableCharge
 from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training.device import device_label
@@ -38,13 +39,15 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         seed: int | None = 0, device: str | None = None, run_dir: str | Path | None = None,
         overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
         should_stop: Callable[[], bool] | None = None, review_rows: int | None = None,
-        accept_draft: bool = False) -> FitResult:
+        accept_draft: bool = False, table_charge: TableCharge | None = None) -> FitResult:
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
 
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
     review_rows: also sample this many rows into the run's review sample before it is marked done.
     accept_draft: train on a schema drafted from the data and never confirmed (refused otherwise); the
     ledger and every report then say so first.
+    table_charge: draw from the table's budget across runs: the whole ε is reserved first (refused if the
+    table has less left) and what the ledger spent is settled however the run ends.
     If the run folder is deleted during training, training stops after the step and RunGone is raised;
     the folder is never re-created."""
     if not isinstance(schema, Schema):
@@ -69,85 +72,93 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     if not bounds_epsilon:
         schema.require_bounds()  # nothing pays for missing bounds: refuse before a run is made
     warnings = [schema.provenance["warning"]] if schema.provenance["warning"] else []
-    # the row count the run releases: declared public, or noisy (measured below); δ and the plan use it
     provenance = {**schema.provenance, **({"accepted_unconfirmed": True} if schema.provenance["warning"] else {})}
+    # n_rows: the row count the run releases, declared public or noisy (measured below); δ and the plan use it
     ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta if delta is not None else 0.0, n_rows=n,
                            schema_provenance=provenance, rows_public=schema.rows is not None)
-    prepared = isinstance(run_dir, RunDir)  # by a background job (synth_core.runs.jobs), with its schema
-    if prepared:
-        run = run_dir.require()
-    else:
-        run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
-    gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
-
-    def emit(event: dict) -> None:
-        if run is not None and not gone:
-            try:
-                run.append_event(event)
-            except RunGone as e:
-                gone.append(e)
-        if on_event is not None:
-            on_event(event)
-
-    def stop() -> bool:
-        return bool(gone) or (should_stop is not None and should_stop())
-
+    if table_charge is not None:
+        table_charge.reserve(epsilon, delta or 0.0)
     try:
-        # from here on whatever the private table pays is in `ledger`, and the ledger is in the run
-        if not ledger.rows_public:
-            ledger.n_rows = noisy_count(n, count_eps, ledger)
-        if delta is None:  # below 1/n for every n the count leaves plausible
-            delta = default_delta(rows_upper_bound(ledger.n_rows, None if ledger.rows_public else count_eps))
-        ledger.target_delta = delta
-        warnings += [w for w in [delta_warning(delta, ledger.n_rows)] if w]
-        estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
-        estimated.require_bounds()
-        if estimated is not schema:  # new bounds: clip and count against them
-            clean, report = validate_table(clean, estimated)
-        synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
-        sgd_epsilon = ledger.remaining_epsilon  # what the count and the bounds left for training
-        plan = synth.plan_privacy(ledger.n_rows, sgd_epsilon, delta, accountant)
-        if run is not None:
-            if not prepared or estimated is not schema:  # the schema the run trains with
-                run.write_schema(estimated)
-            run.write_config({
-                "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
-                "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
-                # counts of clipped or missing values describe the private table: for the steward, never exported
-                "created": time.time(), "private_validation_counts": report.to_dict(),
-                "plan": plan.to_dict(), "device": device_label(synth.device),
-            })
-            run.write_ledger(ledger)
-            run.set_status("running", "training")
-        # the model charges the steps it starts to the ledger, however it stops
-        synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=stop, plan=plan)
-        if gone:
-            raise gone[0]
-        result = synth.train_result
-        if run is not None:
-            run.save_model(synth)
-            run.write_ledger(ledger)
-            run.write_training({k: v for k, v in result.__dict__.items() if k != "events"})
-            if review_rows:
-                run.write_sample(synth.sample(int(review_rows), seed=seed), run.review_sample.name)
-            if result.cancelled:
-                run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} steps; "
-                               "the model trained so far was kept")
-            else:
-                run.set_status("completed", f"{result.steps_done} steps in {result.seconds:.0f} s on {result.device}")
-    except RunGone:
-        raise  # nothing can be written where the run was
-    except BaseException as e:
-        if run is not None:
-            try:
+        prepared = isinstance(run_dir, RunDir)  # by a background job (synth_core.runs.jobs), with its schema
+        if prepared:
+            run = run_dir.require()
+        else:
+            run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
+        gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
+
+        def emit(event: dict) -> None:
+            if run is not None and not gone:
+                try:
+                    run.append_event(event)
+                except RunGone as e:
+                    gone.append(e)
+            if on_event is not None:
+                on_event(event)
+
+        def stop() -> bool:
+            return bool(gone) or (should_stop is not None and should_stop())
+
+        try:
+            # from here on whatever the private table pays is in `ledger`, and the ledger is in the run
+            if not ledger.rows_public:
+                ledger.n_rows = noisy_count(n, count_eps, ledger)
+            if delta is None:  # below 1/n for every n the count leaves plausible
+                delta = default_delta(rows_upper_bound(ledger.n_rows, None if ledger.rows_public else count_eps))
+            ledger.target_delta = delta
+            warnings += [w for w in [delta_warning(delta, ledger.n_rows)] if w]
+            estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
+            estimated.require_bounds()
+            if estimated is not schema:  # new bounds: clip and count against them
+                clean, report = validate_table(clean, estimated)
+            synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
+            sgd_epsilon = ledger.remaining_epsilon  # what the count and the bounds left for training
+            plan = synth.plan_privacy(ledger.n_rows, sgd_epsilon, delta, accountant)
+            if run is not None:
+                if not prepared or estimated is not schema:  # the schema the run trains with
+                    run.write_schema(estimated)
+                run.write_config({
+                    "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
+                    "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
+                    # counts of clipped or missing values describe the private table: the steward's, never exported
+                    "created": time.time(), "private_validation_counts": report.to_dict(),
+                    "plan": plan.to_dict(), "device": device_label(synth.device),
+                })
                 run.write_ledger(ledger)
-                state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
-                run.set_status(state, f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=5))
-            except RunGone:
-                pass
-        raise
-    schema = estimated
-    return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
+                run.set_status("running", "training")
+            # the model charges the steps it starts to the ledger, however it stops
+            synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=stop,
+                      plan=plan)
+            if gone:
+                raise gone[0]
+            result = synth.train_result
+            if run is not None:
+                run.save_model(synth)
+                run.write_ledger(ledger)
+                run.write_training({k: v for k, v in result.__dict__.items() if k != "events"})
+                if review_rows:
+                    run.write_sample(synth.sample(int(review_rows), seed=seed), run.review_sample.name)
+                if result.cancelled:
+                    run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} "
+                                   "steps; the model trained so far was kept")
+                else:
+                    run.set_status("completed", f"{result.steps_done} steps in {result.seconds:.0f} s on "
+                                   f"{result.device}")
+        except RunGone:
+            raise  # nothing can be written where the run was
+        except BaseException as e:
+            if run is not None:
+                try:
+                    run.write_ledger(ledger)
+                    state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
+                    run.set_status(state, f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=5))
+                except RunGone:
+                    pass
+            raise
+        schema = estimated
+        return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
+    finally:
+        if table_charge is not None:
+            table_charge.settle(ledger)  # what the run spent, from the ledger in memory, however it ended
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:

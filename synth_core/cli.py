@@ -22,6 +22,8 @@ from tqdm import tqdm
 from . import api
 from .models import MODELS
 from .privacy import ACCOUNTANTS, BudgetError
+from .home import budgets_path
+from .privacy.table_budget import TableBudgets, TableCharge, fingerprint
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, draft_schema, read_table
 from .models.base import SamplingError
@@ -71,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--overwrite", action="store_true")
     f.add_argument("--accept-draft", action="store_true",
                    help="train on a schema drafted from the data and never confirmed (every report says so)")
+    f.add_argument("--table-epsilon", type=float, default=None,
+                   help="the total ε this table may spend across all its runs (default for a new table: this "
+                        "run's ε); a run beyond it is refused")
 
     s = sub.add_parser("sample", help="sample synthetic rows from a run")
     s.add_argument("--run", required=True)
@@ -153,6 +158,7 @@ def _demo(args) -> int:
     args.batch_size = args.lr = args.max_grad_norm = args.bins = None
     args.random_order = args.midpoint = False
     args.bounds_epsilon = 0.0
+    args.table_budget = False  # invented rows: no one to protect across runs, so no table budget to draw from
     code = _fit_table(args, demo_table(), demo_schema())
     run = RunDir(args.out)
     table, _ = api.sample(args.out, args.rows, seed=0)
@@ -189,13 +195,15 @@ def _fit_table(args, table, schema) -> int:
         bar.set_postfix(loss=f"{e['loss']:.3f}" if e["loss"] is not None else "-",
                         eps=f"{e['epsilon']:.3f}", rows_s=f"{e['samples_per_s']:.0f}", refresh=False)
 
+    charge = _table_charge(table, args)
     print(f"calibrating noise for ε = {args.epsilon:g} with the {args.accountant.upper()} accountant…", flush=True)
     try:
         result = api.fit(table, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                          accountant=args.accountant, preset=args.preset, options=options,
                          bounds_epsilon=args.bounds_epsilon, seed=args.seed, device=args.device,
                          run_dir=args.out, overwrite=args.overwrite, on_event=on_event,
-                         should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False))
+                         should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False),
+                         table_charge=charge)
     finally:
         signal.signal(signal.SIGINT, previous)
         if bar is not None:
@@ -209,8 +217,27 @@ def _fit_table(args, table, schema) -> int:
           f"{r.samples_per_second:.0f} rows/s")
     print(f"privacy: ε spent {result.ledger.spent_epsilon:.4f} of {args.epsilon:g} (δ = {result.ledger.target_delta:g}, "
           f"{args.accountant.upper()} accountant, σ = {result.model.plan.noise_multiplier:.3f})")
+    if charge is not None:
+        account = charge.book.account(charge.table_id)
+        print(f"this table: ε {account.spent_epsilon:.4g} spent of {account.total_epsilon:g} across its runs, "
+              f"{account.remaining_epsilon:.4g} left")
     print(f"run saved in {result.run.path}")
     return 0
+
+
+def _table_charge(table, args) -> TableCharge | None:
+    """The table's budget across runs, in the workbench home: set from --table-epsilon, or for a new table
+    from this run's ε."""
+    if not getattr(args, "table_budget", True):
+        return None
+    book = TableBudgets(budgets_path())
+    table_id = fingerprint(table)
+    total = getattr(args, "table_epsilon", None)
+    if total is not None:
+        book.set_total(table_id, total)
+    elif book.account(table_id) is None:
+        book.set_total(table_id, args.epsilon)
+    return TableCharge(book, table_id, str(Path(args.out).resolve()))
 
 
 def _sample(args) -> int:
@@ -333,7 +360,14 @@ def main(argv: list[str] | None = None) -> int:
             return _audit(args)
         if args.command == "runs":
             run = RunDir(args.run).require()
-            print(json.dumps({"summary": run.summary(), "ledger": run.ledger().to_dict()}, indent=2))
+            out = {"summary": run.summary(), "ledger": run.ledger().to_dict()}
+            book = TableBudgets(budgets_path())
+            table_id = book.table_of(str(run.path.resolve()))
+            if table_id is not None:
+                account = book.account(table_id)
+                out["table"] = {"epsilon_total": account.total_epsilon, "epsilon_spent": account.spent_epsilon,
+                                "epsilon_remaining": account.remaining_epsilon, "runs": len(account.charges)}
+            print(json.dumps(out, indent=2))
             return 0
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 
+from .privacy.table_budget import TableBudgets, TableCharge
 from .runs import RunDir, RunError, RunGone
 
 
@@ -41,13 +42,15 @@ def main(argv: list[str]) -> int:
             raise FileNotFoundError("the run's private rows are missing")
         schema = run.schema()
         rows = int(request.get("review_rows") or min(len(table), 20000))
+        charge = (TableCharge(TableBudgets(request["budgets"]), request["table"], str(run.path.resolve()))
+                  if request.get("table") and request.get("budgets") else None)
         print(f"{time.strftime('%H:%M:%S')} training {request['model']} on {len(table)} rows", flush=True)
         api.fit(table, schema, model=request["model"], epsilon=request["epsilon"],
                 delta=request.get("delta"), accountant=request.get("accountant", "prv"),
                 preset=request.get("preset", "cpu"), options=request.get("options") or {},
                 bounds_epsilon=request.get("bounds_epsilon", 0.0), seed=request.get("seed", 0),
                 device=request.get("device"), run_dir=run, review_rows=rows,
-                accept_draft=bool(request.get("accept_draft")),
+                accept_draft=bool(request.get("accept_draft")), table_charge=charge,
                 should_stop=lambda: bool(terminated) or cancel_requested(run))
         state = run.status()
         print(f"{time.strftime('%H:%M:%S')} {state['state']}: {state.get('message')}", flush=True)

@@ -16,6 +16,12 @@ from synth_core.schema import ColumnSpec, Schema
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own workbench home (runs, table budgets): none touches the steward's."""
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path_factory.mktemp("home")))
+
+
 @pytest.fixture
 def toy_schema() -> Schema:
     return Schema(columns=[

@@ -1,11 +1,12 @@
 """Where the app keeps things: the steward's table and schema in the session (memory only), runs on disk."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import streamlit as st
 
+from synth_core import home
+from synth_core.privacy.table_budget import TableBudgets, fingerprint
 from synth_core.runs import RunDir
 
 # a table smaller than this cannot be split, validated and trained on meaningfully
@@ -14,19 +15,23 @@ MIN_ROWS = 10
 FEW_ROWS = 1000
 
 
-def workspace() -> Path:
-    """The folder holding every run: $SYNTH_WORKBENCH_HOME, or ~/.synth-workbench. Owner-only."""
-    root = Path(os.environ.get("SYNTH_WORKBENCH_HOME") or Path.home() / ".synth-workbench")
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        os.chmod(root, 0o700)
-    except OSError:
-        pass
-    return root
-
-
 def runs_root() -> Path:
-    return workspace() / "runs"
+    return home.runs_root()
+
+
+def budgets() -> TableBudgets:
+    """The book of every table's privacy budget across its runs, in the workbench home."""
+    return TableBudgets(home.budgets_path())
+
+
+def table_id() -> str | None:
+    """The session table's fingerprint (its budget's key), computed once per table."""
+    if table() is None:
+        return None
+    if st.session_state.get("table_id_of") is not id(table()):
+        st.session_state["table_id"] = fingerprint(table())
+        st.session_state["table_id_of"] = id(table())
+    return st.session_state["table_id"]
 
 
 def set_dataset(table, name: str, source: str, schema, about: str = "") -> None:

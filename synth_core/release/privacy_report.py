@@ -12,10 +12,13 @@ import json
 from dataclasses import asdict
 
 from ..models import get_model_class
+from ..privacy.table_budget import TableBudgets
 from ..runs import RunDir
 
-def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: int | None = None) -> dict:
-    """Everything a recipient of the synthetic table may know about how it was made."""
+def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: int | None = None,
+                   budgets: TableBudgets | None = None) -> dict:
+    """Everything a recipient of the synthetic table may know about how it was made; with the book of table
+    budgets, also the ε spent on the same table by every run (cumulative: several releases add up)."""
     run.require()
     config = run.public_config()
     ledger = run.ledger()
@@ -56,7 +59,13 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         "warnings": ledger.warnings(),
         "sampling": dict(sampling or {}),
         "synthetic_rows": synthetic_rows,
+        "table": None,
     }
+    table_id = budgets.table_of(str(run.path.resolve())) if budgets is not None else None
+    if table_id is not None:
+        account = budgets.account(table_id)
+        report["table"] = {"epsilon_spent": account.spent_epsilon, "delta_spent": account.spent_delta,
+                           "epsilon_total": account.total_epsilon, "runs": len(account.charges)}
     return report
 
 
@@ -90,6 +99,10 @@ def report_markdown(report: dict) -> str:
     ]
     if report["warnings"]:
         lines += ["## Warnings", ""] + [f"- **{w}**" for w in report["warnings"]] + [""]
+    t = report.get("table")
+    cumulative = ([f"All releases from the same private table together: **ε = {_fmt(t['epsilon_spent'])}**, "
+                   f"δ = {_fmt(t['delta_spent'])} over {t['runs']} run(s) (basic composition), of a total of "
+                   f"{_fmt(t['epsilon_total'])} the data steward allows for it.", ""] if t else [])
     lines += [
         "## Guarantee",
         "",
@@ -97,6 +110,7 @@ def report_markdown(report: dict) -> str:
         f"**ε = {_fmt(p['epsilon_spent'])}** (budget {_fmt(p['epsilon_target'])}), **δ = {_fmt(p['delta'])}**, "
         f"measured with the {p['accountant']} accountant. Sampling more rows from the model costs no further privacy.",
         "",
+        *cumulative,
         "## Model",
         "",
         f"- Family: `{m['family']}` (size preset `{m['preset']}`)",

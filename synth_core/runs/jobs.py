@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import threading
@@ -23,13 +24,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..privacy import PrivacyLedger, check_run_budget
+from ..privacy import BudgetError, PrivacyLedger, check_run_budget
 from ..privacy.ledger import charge_interrupted
+from ..privacy.table_budget import TableBudgets, TableCharge, fingerprint
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
                 "device", "review_rows", "holdout_share", "name", "accept_draft")
+# added by start_fit_job: the table's fingerprint and the book of table budgets the run draws from
 
 
 def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
@@ -62,8 +65,11 @@ def split_holdout(table: pd.DataFrame, share: float, seed: int | None) -> tuple[
 
 
 def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, request: dict,
-                  python: str | None = None) -> RunDir:
-    """Create a run under `root`, store the private rows in it, and start the worker process."""
+                  python: str | None = None, budgets: TableBudgets | None = None) -> RunDir:
+    """Create a run under `root`, store the private rows in it, and start the worker process.
+
+    budgets: the book of table budgets; the run's whole ε is reserved from the table's (refused if the table
+    has less left), and the worker settles what it spent."""
     unknown = set(request) - set(REQUEST_KEYS)
     if unknown:
         raise ValueError(f"unknown request keys: {', '.join(sorted(unknown))}")
@@ -79,9 +85,17 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     if schema.rows is not None:  # the training rows' count follows from the public one and the public share
         schema = dataclasses.replace(schema, rows=len(train))
     check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
+    table_id = fingerprint(table) if budgets is not None else None
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
+    if budgets is not None:
+        try:
+            budgets.reserve(table_id, str(run.path.resolve()), request["epsilon"], request.get("delta") or 0.0)
+        except BudgetError:
+            shutil.rmtree(run.path)  # refused: nothing of it is left behind
+            raise
+        request = {**request, "table": table_id, "budgets": str(budgets.path)}
     _write_private(train, run.private_path("train"))
     if holdout is not None:
         _write_private(holdout, run.private_path("holdout"))
@@ -154,6 +168,9 @@ def _mark_dead(run: RunDir) -> None:
     if ledger is not None and plan is not None and not ledger.has_training():
         charge_interrupted(ledger, plan, steps=len(run.events()))
         run.write_ledger(ledger)
+    request = run.request()
+    if ledger is not None and request.get("table") and request.get("budgets"):
+        TableCharge(TableBudgets(request["budgets"]), request["table"], str(run.path.resolve())).settle(ledger)
     run.set_status("failed", "the training process stopped unexpectedly (it was killed or the machine "
                              "restarted); the ε of the steps it took is recorded in the ledger")
 

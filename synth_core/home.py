@@ -1,0 +1,29 @@
+"""Where the steward's work lives on this machine: $SYNTH_WORKBENCH_HOME, or ~/.synth-workbench (owner-only).
+
+    runs/          one folder per run (runs.rundir)
+    budgets.json   the privacy budget of each table across its runs (privacy.table_budget)
+
+The app, the CLI and the background worker all use this one home.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def home() -> Path:
+    root = Path(os.environ.get("SYNTH_WORKBENCH_HOME") or Path.home() / ".synth-workbench")
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        os.chmod(root, 0o700)
+    except OSError:
+        pass
+    return root
+
+
+def runs_root() -> Path:
+    return home() / "runs"
+
+
+def budgets_path() -> Path:
+    return home() / "budgets.json"
