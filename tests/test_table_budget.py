@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from conftest import PATIENCE_S
-from synth_core import api
 from synth_core.cli import main
 from synth_core.demo import demo_schema, demo_table
 from synth_core.home import budgets_path
