@@ -38,8 +38,8 @@ def render_sidebar() -> None:
         st.caption(f"Data: **{name}**" if name else "No data loaded.")
         account = state.budgets().account(state.table_id()) if name else None
         if account is not None:
-            st.metric("ε spent on this table", f"{account.spent_epsilon:.3g} of {account.total_epsilon:g}",
-                      help="All runs on this table together; a run beyond the total is refused.")
+            st.metric("This table's budget", f"{account.spent_epsilon:.3g} of ε {account.total_epsilon:g}",
+                      help="What all runs on this table spent together; a run beyond the total is refused.")
             st.caption(f"{account.remaining_epsilon:.3g} remains, across {len(account.charges)} run(s).")
         schema = state.schema()
         if schema is not None and schema.provenance["warning"]:
