@@ -228,11 +228,13 @@ def test_untrained_default_backbone_learns_links_between_columns_in_stage2():
     between columns (this table's P(>50K | Male) − P(>50K | Female) = 0.5 came out as 0.03); stage 2 trains
     its weights instead, every one with a per-row clipped gradient, except the position embeddings, which
     have no per-row gradient and keep what stage 1 learned from the public schema."""
-    # ε = 30 (σ = 0.46): with the DP noise secret (not replayed from the seed) five fits gave a gap of
-    # 0.32-0.47; at ε = 8 (σ = 0.75) ten epochs gave 0.02-0.11 (three of five below this test's 0.1) and
-    # twenty 0.17-0.45 in twice the time
-    eps = 30.0
-    model = new_model(stage1_rows=400, stage1_epochs=3, epochs=10)
+    # With the DP noise secret (not replayed from the seed), the gap learned varies from fit to fit; this test
+    # asks for 0.1 of the table's 0.5. Measured over fits on one thread: ε = 8, 10 epochs: 0.02-0.11 (3 of 5
+    # below); ε = 30, 10 epochs: 0.03-0.53 (2 of 12 below); ε = 100, 10 epochs: 0.11-0.47 (12); ε = 100,
+    # 15 epochs (469 steps of 64 rows): 0.33-0.54 (8 of 8, ~40 s each); batches of 256 (80 steps) learned no
+    # link at all. Learning the link takes steps; less noise only helps
+    eps = 100.0
+    model = new_model(stage1_rows=400, stage1_epochs=3, epochs=15)
     assert not model.pretrained and model.stage2_full
     model.learn_format()
     before = {n: p.detach().clone() for n, p in model.net.named_parameters()}
