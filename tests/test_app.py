@@ -344,3 +344,14 @@ def test_llm_backbone_directory_is_checked_before_training(workspace, tmp_path):
     assert wait_for_run(at) == "completed"
     config = json.loads((Path(at.session_state["run_path"]) / "model" / "model.json").read_text())
     assert config["config"]["backbone"] == str(lm)
+
+
+def test_an_unconfirmed_draft_trains_only_when_the_steward_accepts_it(workspace):
+    at = new_app()
+    upload(at, "people.csv", demo_table(300, seed=8).to_csv(index=False).encode())
+    at.switch_page("app_pages/model.py").run()
+    no_exceptions(at)
+    assert "unconfirmed draft" in texts(at.warning)
+    assert at.button(key="start_training").disabled  # not before the steward accepts it
+    at.checkbox(key="accept_draft").check().run()
+    assert not at.button(key="start_training").disabled
