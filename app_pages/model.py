@@ -6,6 +6,7 @@ import json
 
 import streamlit as st
 
+from synth_core.privacy.table_budget import check_within
 from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
 from synth_core.privacy import BudgetError, check_run_budget, default_delta, delta_warning
@@ -135,10 +136,7 @@ try:
         schema.require_bounds()
     if n_train < state.MIN_ROWS:
         raise BudgetError(f"only {n_train} rows would be left for training; keep fewer aside")
-    if epsilon > table_total - spent_before + 1e-12:
-        raise BudgetError(f"this run's ε = {epsilon:g} would exceed the table's budget: {spent_before:.3g} of "
-                          f"{table_total:g} is spent, {max(0.0, table_total - spent_before):.3g} remains. Lower ε, "
-                          "or raise the table's total above if you accept the larger risk.")
+    check_within(epsilon, table_total, spent_before)
 except (BudgetError, SchemaError) as e:
     problems.append(str(e))
 

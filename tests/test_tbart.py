@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -243,7 +244,8 @@ def test_missing_bounds_are_estimated_with_dp_and_paid_for(toy_schema, toy_table
 # --- the CLI end to end ----------------------------------------------------------------------------
 def run_cli(*args, cwd):
     return subprocess.run([sys.executable, "-m", "synth_core", *args], cwd=cwd, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2"})
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2",
+                               "SYNTH_WORKBENCH_HOME": os.environ["SYNTH_WORKBENCH_HOME"]})
 
 
 def test_cli_draft_fit_sample_end_to_end(toy_table, tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +36,15 @@ def fingerprint(table: pd.DataFrame) -> str:
     h = hashlib.sha256("\x1f".join(ordered.columns).encode())
     h.update(rows.tobytes())
     return h.hexdigest()[:32]
+
+
+def check_within(epsilon: float, total: float, spent: float) -> None:
+    """BudgetError unless a run's ε fits in what a table's total leaves after what its runs spent."""
+    remaining = max(0.0, total - spent)
+    if epsilon > remaining * (1 + 1e-9):
+        raise BudgetError(f"this run's ε = {epsilon:g} would exceed the table's budget: {spent:.4g} of {total:g} is "
+                          f"spent by earlier runs, {remaining:.4g} remains. Lower ε, or raise the table's total if "
+                          "you accept the larger risk")
 
 
 @dataclass
@@ -68,7 +78,8 @@ class TableBudgets:
     @contextmanager
     def _locked(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(f".{self.path.name}.lock"), "a") as lock:
+        fd = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -122,11 +133,7 @@ class TableBudgets:
                 raise BudgetError("this table has no total privacy budget yet: set one before its first run")
             account = TableAccount(float(entry["total_epsilon"]), dict(entry.get("charges", {})))
             account.charges.pop(str(run), None)
-            if epsilon > account.remaining_epsilon * (1 + 1e-9):
-                raise BudgetError(
-                    f"this run's ε = {epsilon:g} would exceed the table's budget: {account.spent_epsilon:.4g} of "
-                    f"{account.total_epsilon:g} is spent by earlier runs, {account.remaining_epsilon:.4g} remains. "
-                    "Lower ε, or raise the table's total if you accept the larger risk")
+            check_within(epsilon, account.total_epsilon, account.spent_epsilon)
             entry.setdefault("charges", {})[str(run)] = {"epsilon": float(epsilon), "delta": float(delta),
                                                          "settled": False, "time": time.time()}
             self._write(data)
