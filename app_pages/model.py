@@ -97,9 +97,13 @@ holdout_share = st.slider("Rows kept aside for the review (never trained on)", 0
                           help="They let the review compare how close synthetic rows come to training rows "
                                "with how close unseen real rows come. 0 keeps every row for training.")
 n_train = len(table) - int(round(len(table) * holdout_share))
-delta = st.number_input("δ (chance the ε guarantee fails)", value=float(default_delta(n_train)),
-                        min_value=0.0, max_value=1.0, format="%.1e", key="delta",
-                        help="Keep it well below 1 / (number of rows).")
+chosen_delta = st.number_input(
+    "δ (chance the ε guarantee fails)", value=None, min_value=0.0, max_value=1.0, format="%.1e", key="delta",
+    placeholder="automatic: a power of ten below 1 / (number of rows)",
+    help="Leave it empty: the run chooses δ below 1 / (number of rows) from the row count it releases (declared "
+         "public, or a noisy count), never from the exact count. Or type your own, well below 1 / (number of rows).")
+# what the run will choose, for the plan shown here (the run itself uses the count it releases)
+delta = float(chosen_delta) if chosen_delta is not None else default_delta(n_train)
 warning = delta_warning(delta, n_train) if delta > 0 else None
 if warning:
     st.warning(warning, icon=":material/warning:")
@@ -197,7 +201,8 @@ if estimate and estimate.get("key") == est_key:
             f"{estimate['per_step_s']:.2f} s), plus a few seconds to start.")
 
 # --- start ------------------------------------------------------------------------------------------
-request = {"model": family, "preset": preset, "options": options, "epsilon": float(epsilon), "delta": float(delta),
+request = {"model": family, "preset": preset, "options": options, "epsilon": float(epsilon),
+           "delta": None if chosen_delta is None else float(chosen_delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
            "holdout_share": float(holdout_share), "name": name.strip() or None}
 accepted = True
