@@ -69,6 +69,16 @@ def demo():
 PATIENCE_S = 1800
 
 
+def wait_until(until, what: str = "background work", timeout_s: float = PATIENCE_S) -> None:
+    """Poll `until()` until it holds; fail naming `what` after `timeout_s`."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if until():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def end_workers(root: Path) -> None:
     """End every training worker started for a run under `root` (a test that starts a process ends it,
     pass or fail)."""

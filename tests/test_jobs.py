@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import PATIENCE_S
+from conftest import PATIENCE_S, wait_until
 from synth_core import api
 from synth_core.api import fit
 from synth_core.runs import jobs
@@ -29,12 +29,10 @@ SLOW_REQUEST = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accounta
 
 
 def wait(run: RunDir, until, timeout_s: float = PATIENCE_S):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if until():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out; status {run.status()}; log {(run.path / 'worker.log').read_text()[-500:]}")
+    try:
+        wait_until(until, "the worker", timeout_s)
+    except AssertionError:
+        raise AssertionError(f"timed out; status {run.status()}; log {run.worker_log.read_text()[-500:]}") from None
 
 
 def test_cancel_keeps_the_model_and_charges_only_the_steps_taken(worker_root):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PATIENCE_S
+from conftest import wait_until
 from synth_core.cli import main
 from synth_core.demo import demo_schema, demo_table
 from synth_core.home import budgets_path
@@ -70,15 +70,6 @@ def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised
     assert "All releases from the same private table together" in report_markdown(report)
 
 
-def _wait(until, what: str):
-    deadline = time.time() + PATIENCE_S
-    while time.time() < deadline:
-        if until():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_jobs_reserve_from_the_table_and_a_deleted_run_is_still_charged(worker_root):
     table, schema = demo_table(400, seed=5), demo_schema()
     book = TableBudgets(worker_root / "budgets.json")
@@ -89,7 +80,7 @@ def test_jobs_reserve_from_the_table_and_a_deleted_run_is_still_charged(worker_r
     with pytest.raises(BudgetError, match="would exceed"):  # 1.0 of 1.5 is reserved by the first run
         jobs.start_fit_job(worker_root / "runs", table, schema, slow, budgets=book)
     assert len(list((worker_root / "runs").iterdir())) == 1  # the refused run left nothing behind
-    _wait(lambda: len(run.events()) >= 5, "five steps")
+    wait_until(lambda: len(run.events()) >= 5, "five steps")
     key = str(run.path.resolve())
     for _ in range(5):
         try:
@@ -97,7 +88,7 @@ def test_jobs_reserve_from_the_table_and_a_deleted_run_is_still_charged(worker_r
             break
         except OSError:
             time.sleep(0.1)
-    _wait(lambda: book.account(fingerprint(table)).charges[key]["settled"], "the run's charge to settle")
+    wait_until(lambda: book.account(fingerprint(table)).charges[key]["settled"], "the run's charge to settle")
     charge = book.account(fingerprint(table)).charges[key]
     assert 0 < charge["epsilon"] < 1.0 and not run.path.exists()  # the steps it took, counted in memory
 
