@@ -248,24 +248,27 @@ def run_cli(*args, cwd):
                                "SYNTH_WORKBENCH_HOME": os.environ["SYNTH_WORKBENCH_HOME"]})
 
 
-def test_cli_draft_fit_sample_end_to_end(toy_table, tmp_path):
+def test_cli_draft_fit_sample_end_to_end(toy_table, tmp_path, capsys, monkeypatch):
+    from synth_core.cli import main
     data = tmp_path / "people.csv"
     toy_table.to_csv(data, index=False)
+    # the module entry point in a process of its own, once; the other steps in-process (each process of its own
+    # spends seconds importing torch)
     r = run_cli("schema", "draft", "--data", str(data), "--out", str(tmp_path / "s.json"), cwd=tmp_path)
     assert r.returncode == 0 and "DRAFTED FROM THE DATA" in r.stdout
-    r = run_cli("schema", "confirm", str(tmp_path / "s.json"), cwd=tmp_path)
-    assert r.returncode == 0
-    r = run_cli("fit", "--data", str(data), "--schema", str(tmp_path / "s.json"), "--epsilon", "2",
-                "--preset", "tiny", "--out", str(tmp_path / "run"), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    assert "ε spent" in r.stdout and "DP-SGD" in r.stderr  # the progress bar goes to stderr
-    r = run_cli("sample", "--run", str(tmp_path / "run"), "--rows", "40", "--out", str(tmp_path / "synth.csv"),
-                "--condition", "sex=Female", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
+    monkeypatch.chdir(tmp_path)
+    assert main(["schema", "confirm", str(tmp_path / "s.json")]) == 0
+    assert main(["fit", "--data", str(data), "--schema", str(tmp_path / "s.json"), "--epsilon", "2",
+                 "--preset", "tiny", "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr()
+    assert "ε spent" in out.out and "DP-SGD" in out.err  # the progress bar goes to stderr
+    assert main(["sample", "--run", str(tmp_path / "run"), "--rows", "40", "--out", str(tmp_path / "synth.csv"),
+                 "--condition", "sex=Female"]) == 0
     synth = pd.read_csv(tmp_path / "synth.csv")
     assert len(synth) == 40 and (synth["sex"] == "Female").all()
-    r = run_cli("runs", str(tmp_path / "run"), cwd=tmp_path)
-    assert json.loads(r.stdout)["ledger"]["spent_epsilon"] <= 2.0
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path / "run")]) == 0
+    assert json.loads(capsys.readouterr().out)["ledger"]["spent_epsilon"] <= 2.0
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path):
