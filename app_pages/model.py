@@ -9,7 +9,9 @@ import streamlit as st
 from synth_core.privacy.table_budget import check_within
 from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
+from synth_core.api import preview_plan
 from synth_core.privacy import BudgetError, check_run_budget, default_delta, delta_warning
+from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.training.device import device_label
 from synth_core.training.timing import estimate_fit_seconds
@@ -116,6 +118,14 @@ if missing_bounds:
     bounds_epsilon = st.number_input("ε for estimating the missing bounds", value=round(0.1 * epsilon, 4),
                                      min_value=0.0, format="%.4f", key="bounds_epsilon")
 
+calibrate = st.toggle(
+    "Also measure the table's overall statistics, and match the synthetic rows to them", value=True,
+    key="calibrate",
+    help="Part of ε measures, with noise, how often each value (and each value together with the target and "
+         "sensitive columns) occurs. The synthetic rows are then drawn so that these counts match, as far as the "
+         "noise allows. The accountant combines this measurement with training, so it costs far less than its "
+         "share: on the benchmark tables it made the synthetic tables markedly more faithful.")
+
 # --- size -------------------------------------------------------------------------------------------
 st.subheader("Size")
 sizes = dict(klass.size_presets) or {p: p for p in klass.presets}
@@ -131,6 +141,12 @@ with st.expander("Advanced"):
                                help="Sets the starting weights only. The privacy noise is always drawn in "
                                     "secret, so two runs with the same seed differ."))
     name = st.text_input("Run name", value="", key="run_name", placeholder=family)
+    calibration_share = 0.0
+    if calibrate:
+        calibration_share = st.slider("Share of ε for measuring the statistics", 0.05, MAX_CALIBRATION_SHARE,
+                                      DEFAULT_CALIBRATION_SHARE, 0.05, key="calibration_share",
+                                      help="Measured alone it would cost this share of ε; composed with training "
+                                           "by the accountant, the training's noise grows only a little.")
 
 # --- the accountant's plan --------------------------------------------------------------------------
 problems = []
@@ -147,10 +163,11 @@ except (BudgetError, SchemaError) as e:
 
 @st.cache_data(show_spinner="Asking the accountant…", max_entries=64)
 def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: float, delta: float, accountant: str,
-               options_json: str = "{}"):
-    model = get_model_class(family)(Schema.from_json(schema_json), preset=preset, device="cpu", seed=0,
-                                    **json.loads(options_json))
-    plan = model.plan_privacy(n, epsilon, delta, accountant)
+               options_json: str, bounds_epsilon: float, calibration_share: float):
+    schema = Schema.from_json(schema_json)
+    model = get_model_class(family)(schema, preset=preset, device="cpu", seed=0, **json.loads(options_json))
+    plan = preview_plan(model, n, epsilon, delta, accountant, bounds_epsilon, calibration_share,
+                        rows_public=schema.rows is not None)
     return plan.to_dict(), model.train_config.epochs, model.n_parameters
 
 
@@ -163,8 +180,8 @@ elif backbone_problem:
     st.info("No plan until the backbone above can be used.")
 else:
     try:
-        plan, epochs, n_params = noise_plan(family, preset, schema.to_json(), n_train, epsilon - bounds_epsilon,
-                                            delta, accountant, json.dumps(options, sort_keys=True))
+        plan, epochs, n_params = noise_plan(family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
+                                            json.dumps(options, sort_keys=True), bounds_epsilon, calibration_share)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
@@ -173,10 +190,12 @@ else:
         c[1].metric("batch size (expected)", f"{plan['expected_batch_size']:,.0f}")
         c[2].metric("steps", f"{plan['steps']:,}")
         c[3].metric("sampling rate q", f"{plan['sample_rate']:.3g}")
-        c[4].metric("ε after all steps", f"{plan['planned_epsilon']:.3g}")
+        c[4].metric("training's ε alone", f"{plan['planned_epsilon']:.3g}")
         st.caption(f"{epochs} epochs over {n_train:,} training rows with Poisson sampling; each row's gradient is "
                    f"clipped to norm {plan['max_grad_norm']:g} and Gaussian noise of σ × that norm is added. "
-                   f"Model: {n_params:,} parameters. Accountant: {plan['accountant'].upper()}.")
+                   f"Model: {n_params:,} parameters. Accountant: {plan['accountant'].upper()}. The run's whole "
+                   f"ε, with the row count" + (", the bounds" if bounds_epsilon else "")
+                   + (" and the statistics" if calibration_share else "") + f" composed, stays within {epsilon:g}.")
         if plan["accountant"] != accountant:
             st.caption(f"The {plan['accountant'].upper()} accountant is used at this ε: "
                        f"{accountant.upper()} would take minutes to compute it.")
@@ -204,7 +223,8 @@ if estimate and estimate.get("key") == est_key:
 request = {"model": family, "preset": preset, "options": options, "epsilon": float(epsilon),
            "delta": None if chosen_delta is None else float(chosen_delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
-           "holdout_share": float(holdout_share), "name": name.strip() or None}
+           "holdout_share": float(holdout_share), "name": name.strip() or None,
+           "calibration_share": float(calibration_share)}
 accepted = True
 if schema.provenance["warning"]:
     st.warning("The schema is still an unconfirmed draft read from your data: its bounds and categories may "

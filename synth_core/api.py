@@ -15,9 +15,10 @@ from typing import Callable
 import pandas as pd
 
 from .models import SynthModel, get_model_class
-from .privacy import BudgetError, PrivacyLedger, check_run_budget, default_delta, delta_warning
+from .privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
-from .privacy.measurements import count_epsilon, noisy_count, rows_upper_bound
+from .privacy.accounting import NoisePlan
+from .privacy.measurements import count_epsilon, epsilon_left, marginals_alongside, marginals_epsilon, measure_marginals, noisy_count, rows_upper_bound
 from .privacy.table_budget import TableCharge
 from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
@@ -39,7 +40,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         seed: int | None = 0, device: str | None = None, run_dir: str | Path | None = None,
         overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
         should_stop: Callable[[], bool] | None = None, review_rows: int | None = None,
-        accept_draft: bool = False, table_charge: TableCharge | None = None) -> FitResult:
+        accept_draft: bool = False, table_charge: TableCharge | None = None,
+        calibration_share: float = 0.0) -> FitResult:
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
 
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
@@ -48,6 +50,9 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     ledger and every report then say so first.
     table_charge: draw from the table's budget across runs: the whole ε is reserved first (refused if the
     table has less left) and what the ledger spent is settled however the run ends.
+    calibration_share: measure the table's marginals with this share of what the count and bounds leave
+    of ε (privacy.measurements), composed with DP-SGD by the accountant; samples are then calibrated to
+    them (models.calibration). 0: no measurement.
     If the run folder is deleted during training, training stops after the step and RunGone is raised;
     the folder is never re-created."""
     if not isinstance(schema, Schema):
@@ -59,6 +64,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                           "as it is (--accept-draft; every report will say so)")
     klass = get_model_class(model)
     klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
+    check_calibration_share(calibration_share)
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
     n = len(clean)
     if n < 2:
@@ -111,14 +117,22 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             if estimated is not schema:  # new bounds: clip and count against them
                 clean, report = validate_table(clean, estimated)
             synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
-            sgd_epsilon = ledger.remaining_epsilon  # what the count and the bounds left for training
-            plan = synth.plan_privacy(ledger.n_rows, sgd_epsilon, delta, accountant)
+            # what the count and the bounds left: for training and the marginals, composed by the accountant
+            sgd_epsilon = ledger.remaining_epsilon
+            alongside = ()
+            if calibration_share:
+                synth.calibration, mechanism = measure_marginals(
+                    clean, estimated, marginals_epsilon(sgd_epsilon, calibration_share), delta, ledger,
+                    rows=ledger.n_rows, accountant=accountant)
+                alongside = (mechanism,)
+            plan = synth.plan_privacy(ledger.n_rows, sgd_epsilon, delta, accountant, alongside)
             if run is not None:
                 if not prepared or estimated is not schema:  # the schema the run trains with
                     run.write_schema(estimated)
                 run.write_config({
                     "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
                     "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
+                    "calibration_share": calibration_share,
                     # counts of clipped or missing values describe the private table: the steward's, never exported
                     "created": time.time(), "private_validation_counts": report.to_dict(),
                     "plan": plan.to_dict(), "device": device_label(synth.device),
@@ -159,6 +173,18 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     finally:
         if table_charge is not None:
             table_charge.settle(ledger)  # what the run spent, from the ledger in memory, however it ended
+
+
+def preview_plan(model: SynthModel, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
+                 bounds_epsilon: float = 0.0, calibration_share: float = 0.0, rows_public: bool = False) -> NoisePlan:
+    """The noise plan a run of `model` would train with on about n_rows rows, ε split as `fit` splits it (the
+    noisy count unless the rows are public, the bounds, the marginals): for a page to show before anything
+    is spent."""
+    check_run_budget(epsilon, delta, bounds_epsilon)
+    check_calibration_share(calibration_share)
+    left = epsilon_left(epsilon, bounds_epsilon, rows_public)
+    return model.plan_privacy(n_rows, left, delta, accountant, marginals_alongside(left, calibration_share, delta,
+                                                                                      accountant))
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:

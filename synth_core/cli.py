@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(e.g. --option backbone=/models/gpt2 --option lora_rank=16)")
     f.add_argument("--bounds-epsilon", type=float, default=0.0,
                    help="part of ε to spend estimating numeric bounds the schema lacks (a DP histogram)")
+    f.add_argument("--calibration-share", type=float, default=0.0,
+                   help="part of ε to spend measuring the table's marginals; samples are then calibrated to them "
+                        "(0 to 0.9; default 0: none)")
     f.add_argument("--seed", type=int, default=0,
                    help="initial weights and splits; the DP noise and batches are always secret")
     f.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
@@ -203,7 +206,7 @@ def _fit_table(args, table, schema) -> int:
                          bounds_epsilon=args.bounds_epsilon, seed=args.seed, device=args.device,
                          run_dir=args.out, overwrite=args.overwrite, on_event=on_event,
                          should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False),
-                         table_charge=charge)
+                         table_charge=charge, calibration_share=getattr(args, "calibration_share", 0.0))
     finally:
         signal.signal(signal.SIGINT, previous)
         if bar is not None:

@@ -51,6 +51,7 @@ def main(argv: list[str]) -> int:
                 bounds_epsilon=request.get("bounds_epsilon", 0.0), seed=request.get("seed", 0),
                 device=request.get("device"), run_dir=run, review_rows=rows,
                 accept_draft=bool(request.get("accept_draft")), table_charge=charge,
+                calibration_share=request.get("calibration_share") or 0.0,
                 should_stop=lambda: bool(terminated) or cancel_requested(run))
         state = run.status()
         print(f"{time.strftime('%H:%M:%S')} {state['state']}: {state.get('message')}", flush=True)

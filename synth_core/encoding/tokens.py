@@ -112,6 +112,22 @@ class TokenEncoder:
             out[:, j] = codec.offset + self._local_tokens(codec, table[codec.spec.name].to_numpy())
         return out
 
+    def cells(self, table: pd.DataFrame, columns) -> tuple[np.ndarray, tuple[int, ...]]:
+        """Each row's cell in the joint discretisation of `columns` (a flat index, C order) and the cells'
+        shape: public bins of numbers, public categories, a cell for missing values where allowed."""
+        flat = np.zeros(len(table), dtype=np.int64)
+        shape = []
+        for name in columns:
+            codec = self.codecs[self.column_index(name)]
+            values = table[name]
+            if codec.spec.is_numeric:
+                values = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+            else:
+                values = values.to_numpy()
+            flat = flat * codec.size + self._local_tokens(codec, values)
+            shape.append(codec.size)
+        return flat, tuple(shape)
+
     def encode_value(self, name: str, value) -> int:
         """The token of one value (a sampling condition), checked against the public facts first."""
         codec = self.codecs[self.column_index(name)]

@@ -23,9 +23,11 @@ from ..privacy import NoisePlan, PrivacyLedger
 from ..privacy import accounting
 from ..privacy.accounting import SamplingShape
 from ..privacy.ledger import record_training
+from ..privacy.measurements import Marginals
 from ..schema import Schema
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
+from .calibration import calibrate_weights, pool_size, resample
 
 MODELS: dict[str, type["SynthModel"]] = {}
 
@@ -87,6 +89,7 @@ class SynthModel:
         self.plan: NoisePlan | None = None
         self.train_result: TrainResult | None = None
         self.last_sample_info: dict = {}
+        self.calibration: Marginals | None = None  # the run's noisy marginals, if it measured any
         if seed is not None:
             torch.manual_seed(seed)  # the initial weights are part of what a seed reproduces
         self.build()
@@ -136,8 +139,10 @@ class SynthModel:
         batch = min(tc.batch_size, max(1, n_rows // 8))
         return SamplingShape(population=n_rows, expected_batch=batch, epochs=tc.epochs, max_grad_norm=tc.max_grad_norm)
 
-    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv") -> NoisePlan:
-        return accounting.plan(self.sampling_shape(n_rows), epsilon, delta, accountant)
+    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
+                     alongside: tuple = ()) -> NoisePlan:
+        """The noise plan; `alongside`: the run's Gaussian measurements, composed with the training."""
+        return accounting.plan(self.sampling_shape(n_rows), epsilon, delta, accountant, alongside)
 
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None,
@@ -184,9 +189,30 @@ class SynthModel:
         return {}
 
     # --- sampling -----------------------------------------------------------------------------------
-    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
-        """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}. A family
-        says how (`last_sample_info` reports the method). Sampling costs no privacy."""
+    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, calibrate: bool = True,
+               **options) -> pd.DataFrame:
+        """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}. Sampling
+        costs no privacy. A run that measured marginals (`calibration`) draws a pool of rows from the model
+        and resamples it towards them (models.calibration); calibrate=False returns the model's own rows.
+        `last_sample_info` reports the method, and the calibration."""
+        self._check_rows(n)
+        if not calibrate or self.calibration is None:
+            return self.draw(n, conditions, seed, **options)
+        conditions = self.schema.check_conditions(conditions)
+        try:
+            pool = self.draw(pool_size(n), conditions, seed, **options)
+        except SamplingError:  # the conditions are met too rarely for a pool: the rows asked for, uncalibrated
+            table = self.draw(n, conditions, seed, **options)
+            self.last_sample_info["calibration"] = {"note": "too few rows meet the conditions for a calibration pool"}
+            return table
+        weights, info = calibrate_weights(pool, self.calibration, self.schema, conditions)
+        rng = np.random.default_rng(None if seed is None else seed + 2)
+        table = pool.iloc[resample(weights, n, rng)].reset_index(drop=True)
+        self.last_sample_info = {**self.last_sample_info, "rows": n, "calibration": info}
+        return table
+
+    def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
+        """The family's sampler: n rows of the model meeting `conditions`; sets `last_sample_info`."""
         raise NotImplementedError
 
     def _sampling_randomness(self, seed: int | None) -> tuple[torch.Generator, np.random.Generator]:
@@ -208,6 +234,7 @@ class SynthModel:
             "config": dataclasses.asdict(self.config), "train_config": self.train_config.to_dict(),
             "schema": self.schema.to_dict(),
             "plan": self.plan.to_dict() if self.plan else None,
+            "calibration": self.calibration.to_dict() if self.calibration else None,
         }
 
     def weights_to_save(self) -> dict[str, torch.Tensor]:
@@ -276,4 +303,6 @@ class SynthModel:
         model.restore(state)
         if state.get("plan"):
             model.plan = NoisePlan.from_dict(state["plan"])
+        if state.get("calibration"):
+            model.calibration = Marginals.from_dict(state["calibration"])
         return model

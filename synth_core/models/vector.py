@@ -63,7 +63,7 @@ class VectorModel(SynthModel):
 
     # --- sampling -------------------------------------------------------------------------------------
     @torch.no_grad()
-    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
+    def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
                max_tries_factor: int = 200, chunk_size: int = 8192) -> pd.DataFrame:
         """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}.
 

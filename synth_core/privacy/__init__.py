@@ -7,10 +7,10 @@
     bounds       DP quantiles, and numeric bounds a schema lacks paid from the budget
 """
 from .accounting import ACCOUNTANTS, EpsilonCurve, NoisePlan, epsilon_after, plan_noise
-from .budget import BudgetError, check_budget, check_run_budget, default_delta, delta_warning
+from .budget import BudgetError, check_budget, check_calibration_share, check_run_budget, default_delta, delta_warning
 from .ledger import LedgerEntry, PrivacyLedger
 from .randomness import gaussian_noise, secret_generator, secret_rng
 
-__all__ = ["ACCOUNTANTS", "BudgetError", "EpsilonCurve", "LedgerEntry", "NoisePlan", "PrivacyLedger", "check_budget",
+__all__ = ["ACCOUNTANTS", "BudgetError", "EpsilonCurve", "LedgerEntry", "NoisePlan", "PrivacyLedger", "check_budget", "check_calibration_share",
            "check_run_budget", "default_delta", "delta_warning", "epsilon_after", "gaussian_noise", "plan_noise",
            "secret_generator", "secret_rng"]

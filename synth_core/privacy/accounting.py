@@ -5,6 +5,11 @@ batch, the epochs, the clipping norm, and how many of the mechanism's neighbours
 turns that and a budget into a `NoisePlan`: the noise multiplier σ that makes the planned Poisson-sampled
 steps end at the target (ε, δ). A plan then says what any number of its steps cost (`NoisePlan.spent`),
 group privacy included, and gives the live curve (`NoisePlan.curve`). Nothing else computes an ε.
+
+Mechanisms of one run compose here too (`compose`): every Gaussian mechanism (DP-SGD's subsampled steps, a
+Gaussian measurement of marginals, which is the same mechanism with sampling rate 1) is composed by the
+accountant exactly, and a plan may be calibrated with such measurements alongside it (`plan(alongside=...)`),
+so that the run as a whole, not each part, ends at the target.
 """
 from __future__ import annotations
 
@@ -61,6 +66,16 @@ class SamplingShape:
     min_noise_multiplier: float = 0.0
 
 
+@dataclass(frozen=True)
+class Gaussian:
+    """A Gaussian mechanism as an accountant composes it: `steps` draws, each of noise `noise_multiplier`
+    times the L2 sensitivity, on a Poisson sample of rate `sample_rate` (1: the whole table)."""
+
+    noise_multiplier: float
+    sample_rate: float = 1.0
+    steps: int = 1
+
+
 @dataclass
 class NoisePlan:
     """What the accountant computed before training: the run's DP-SGD parameters."""
@@ -100,23 +115,139 @@ class NoisePlan:
         return EpsilonCurve(self, points)
 
 
-def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "prv") -> NoisePlan:
-    """The noise plan for a model's sampling shape within (ε, δ)."""
+def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "prv",
+         alongside: tuple[Gaussian, ...] = ()) -> NoisePlan:
+    """The noise plan for a model's sampling shape within (ε, δ).
+
+    alongside: Gaussian mechanisms of the same run (measurements); σ is then calibrated so that the
+    training and they, composed by the accountant, end at (ε, δ). With a group size above 1 they are not
+    composable with the training, and the training gets what they leave by basic composition."""
     if shape.group_size < 1:
         raise BudgetError(f"the group size must be at least 1, not {shape.group_size}")
     check_budget(epsilon, delta)
+    alongside = tuple(alongside)
+    if alongside and shape.group_size > 1:
+        left = epsilon - compose(alongside, delta, accountant)
+        if left <= 0:
+            raise BudgetError("the measurements leave nothing of ε for training")
+        return plan(shape, left, delta, accountant)
     eps1, delta1 = member_budget(epsilon, delta, shape.group_size)
     batch = shape.expected_batch
-    inner = plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm)
+
+    def inner_plan(batch: float) -> NoisePlan:
+        if not alongside:
+            return plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm)
+        return _plan_composed(shape.population, batch, shape.epochs, eps1, delta1, accountant, alongside)
+
+    inner = inner_plan(batch)
     while inner.noise_multiplier < shape.min_noise_multiplier and batch * 2 <= shape.population / 2:
         batch *= 2
-        inner = plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm)
+        inner = inner_plan(batch)
     out = NoisePlan(noise_multiplier=inner.noise_multiplier, sample_rate=inner.sample_rate,
                     expected_batch_size=inner.expected_batch_size, steps=inner.steps, epsilon=epsilon, delta=delta,
                     accountant=inner.accountant, max_grad_norm=shape.max_grad_norm, planned_epsilon=0.0,
                     group_size=shape.group_size)
     out.planned_epsilon = out.spent(out.steps)[0]
     return out
+
+
+def _plan_composed(n_rows: int, expected_batch_size: float, epochs: float, epsilon: float, delta: float,
+                   accountant: str, alongside: tuple[Gaussian, ...]) -> NoisePlan:
+    """σ for DP-SGD such that it and the `alongside` mechanisms, composed, end at (ε, δ): RDP's answer for the
+    composition (RDP bounds ε from above, so its σ is enough), then with PRV a search below it."""
+    accountant = accountant_for(epsilon, accountant)
+    if n_rows < 2:
+        raise BudgetError("DP-SGD needs at least two rows")
+    if epochs <= 0:
+        raise BudgetError(f"epochs must be positive, not {epochs}")
+    if compose(alongside, delta, accountant) >= epsilon:
+        raise BudgetError(f"the measurements alone spend ε={compose(alongside, delta, accountant):.3g} of "
+                          f"{epsilon:g}: nothing is left for training; lower the share they take")
+    sample_rate = min(1.0, float(expected_batch_size) / n_rows)
+    steps = max(1, int(round(epochs / sample_rate)))
+
+    def total(sigma: float, how: str) -> float:
+        return compose((Gaussian(sigma, sample_rate, steps), *alongside), delta, how)
+
+    # RDP's σ for the composition (an upper bound on ε, so enough noise), by bisection: microseconds an evaluation
+    low, high = 0.05, 1e4
+    if total(high, "rdp") > epsilon:
+        raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} with the measurements alongside")
+    for _ in range(60):
+        mid = math.sqrt(low * high)
+        if total(mid, "rdp") > epsilon:
+            low = mid
+        else:
+            high = mid
+    if accountant == "prv":  # PRV, tighter, needs less noise: bracket it below RDP's σ, then narrow it
+        low = 0.85 * high
+        while total(low, "prv") <= epsilon and low > 0.05:
+            high, low = low, 0.85 * low
+        low, high = _search_down(lambda sigma: total(sigma, "prv") - epsilon, low, high, 0.005 * epsilon)
+    sigma = high
+    return NoisePlan(noise_multiplier=float(sigma), sample_rate=sample_rate, expected_batch_size=sample_rate * n_rows,
+                     steps=steps, epsilon=epsilon, delta=delta, accountant=accountant, max_grad_norm=1.0,
+                     planned_epsilon=epsilon_after(sigma, sample_rate, steps, delta, accountant))
+
+
+def _search_down(excess, low: float, high: float, tolerance: float, max_evaluations: int = 12) -> tuple[float, float]:
+    """Narrow [low, high] (excess(low) > 0 ≥ excess(high), excess decreasing) by regula falsi (Illinois), until
+    high spends within `tolerance` of the target. Returns the bracket; high is always safe."""
+    f_low, f_high = None, excess(high)
+    side = 0
+    for _ in range(max_evaluations):
+        if -f_high <= tolerance or high - low <= 1e-4 * high:
+            break
+        if f_low is None:
+            f_low = excess(low)
+        mid = high - f_high * (high - low) / (f_high - f_low) if f_low != f_high else (low + high) / 2
+        mid = min(max(mid, low + 0.02 * (high - low)), high - 0.02 * (high - low))
+        f_mid = excess(mid)
+        if f_mid > 0:
+            low, f_low = mid, f_mid
+            if side == -1:
+                f_high /= 2
+            side = -1
+        else:
+            high, f_high = mid, f_mid
+            if side == 1:
+                f_low /= 2
+            side = 1
+    return low, high
+
+
+def gaussian_for(epsilon: float, delta: float, accountant: str = "prv") -> Gaussian:
+    """One Gaussian mechanism on the whole table that alone spends (ε, δ): its noise multiplier."""
+    check_budget(epsilon, delta)
+    try:
+        return Gaussian(_calibrate(epsilon, delta, 1.0, 1, accountant_for(epsilon, accountant)), 1.0, 1)
+    except ValueError as e:
+        raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g}: {e}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def compose(mechanisms: tuple[Gaussian, ...], delta: float, accountant: str = "prv") -> float:
+    """ε of the composition of Gaussian mechanisms at δ, by the accountant (PRV composes heterogeneous
+    mechanisms numerically; RDP adds their Rényi curves). 0 for none."""
+    mechanisms = tuple(m for m in mechanisms if m.steps > 0)
+    if not mechanisms:
+        return 0.0
+    if accountant == "rdp":
+        curve = sum(_rdp_one_step(m.noise_multiplier, m.sample_rate) * m.steps for m in mechanisms)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            eps, _ = rdp_analysis.get_privacy_spent(orders=RDPAccountant.DEFAULT_ALPHAS, rdp=curve, delta=delta)
+        return float(eps)
+    acc = create_accountant(mechanism=accountant)
+    acc.history = [(m.noise_multiplier, m.sample_rate, m.steps) for m in mechanisms]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            prv = float(acc.get_epsilon(delta=delta))
+        except (ValueError, RuntimeError, MemoryError):
+            prv = float("inf")
+    # PRV's numerical bound, never above what RDP proves
+    return min(prv, compose(mechanisms, delta, "rdp"))
 
 
 def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: float, delta: float,

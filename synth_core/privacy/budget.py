@@ -52,3 +52,14 @@ def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float 
     if bounds_epsilon + count_epsilon >= epsilon:
         raise BudgetError(f"the ε for bound estimation ({bounds_epsilon:g}) leaves nothing for training once the "
                           f"noisy row count ({count_epsilon:.3g}) is paid; give it less")
+
+
+MAX_CALIBRATION_SHARE = 0.9
+# the share of ε a run spends measuring marginals unless told otherwise (benchmarks/RESULTS.md, issue 15)
+DEFAULT_CALIBRATION_SHARE = 0.3
+
+
+def check_calibration_share(share) -> None:
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= MAX_CALIBRATION_SHARE:
+        raise BudgetError(f"the calibration share is the part of ε measuring marginals takes, a number from 0 to "
+                          f"{MAX_CALIBRATION_SHARE:g}, not {share!r}")

@@ -1,6 +1,8 @@
 """The ledger of every mechanism that touched the private table, and what it cost.
 
-Its total is the basic-composition sum of the entries, which is an upper bound on the run's privacy loss.
+Each entry says what its mechanism would cost alone. The run's total is the tighter of two upper bounds on
+its privacy loss: the basic-composition sum of the entries, and the accountant's composition of its Gaussian
+mechanisms (DP-SGD, marginal measurements; `accounting.compose`) plus the sum of the others.
 Training is written by `record_training` from the noise plan and the steps taken, whether the training
 ended, was cancelled or failed; a training process that died is charged by `charge_interrupted`. Entries
 are told apart by their `kind`, never by their wording.
@@ -10,13 +12,14 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from .accounting import NoisePlan
+from .accounting import Gaussian, NoisePlan, accountant_for, compose
 from .budget import delta_warning
 
 # kinds of mechanisms in a ledger
 TRAINING = "dp-sgd"            # DP-SGD steps (any model's private training)
 BOUNDS = "dp-bounds"           # numeric bounds the schema lacked
 COUNT = "noisy-count"          # the row count, when the schema does not declare it public
+MARGINALS = "marginals"        # Gaussian measurements of marginals (calibration of the samples)
 
 
 @dataclass
@@ -29,12 +32,23 @@ class LedgerEntry:
     time: float = field(default_factory=time.time)
     kind: str | None = None
 
+    def gaussian(self) -> Gaussian | None:
+        """The entry as a Gaussian mechanism the accountant composes (None: counted by its ε alone)."""
+        d = self.details
+        if self.delta <= 0 or int(d.get("group_size", 1) or 1) > 1 or not d.get("steps"):
+            return None
+        try:
+            return Gaussian(float(d["noise_multiplier"]), float(d["sample_rate"]), int(d["steps"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
 
 @dataclass
 class PrivacyLedger:
     """Every mechanism that touched the private table, and what it cost.
 
-    total ε and δ are sums over entries (basic composition): an upper bound, and what reports show.
+    spent ε is the tighter of the entries' sum (basic composition) and their composition by the accountant
+    (`composed_epsilon`); what reports show.
     """
 
     target_epsilon: float
@@ -43,14 +57,59 @@ class PrivacyLedger:
     schema_provenance: dict = field(default_factory=dict)
     entries: list[LedgerEntry] = field(default_factory=list)
     rows_public: bool = True        # False: n_rows is a noisy count paid from ε (an entry of kind COUNT)
+    _composed: dict = field(default_factory=dict, repr=False, compare=False)  # signature -> composed ε
+
+    @property
+    def sum_epsilon(self) -> float:
+        """The entries' ε summed (basic composition)."""
+        return float(sum(e.epsilon for e in self.entries))
+
+    def _composition(self) -> tuple[tuple, float]:
+        gaussians = tuple(g for g in (e.gaussian() for e in self.entries) if g is not None)
+        rest = [e for e in self.entries if e.gaussian() is None]
+        delta_left = self.target_delta - sum(e.delta for e in rest)
+        return (gaussians, round(delta_left, 15), self.target_epsilon), sum(e.epsilon for e in rest)
+
+    @property
+    def composed_epsilon(self) -> float | None:
+        """ε of the run by the accountant: its Gaussian mechanisms composed (at what δ the other entries
+        leave of the target δ), plus the others' ε. None where there is nothing to compose."""
+        signature, rest = self._composition()
+        gaussians, delta_left, _ = signature
+        if len(gaussians) < 2 or delta_left <= 0:
+            return None
+        if signature not in self._composed:
+            self._composed.clear()
+            self._composed[signature] = compose(gaussians, delta_left, accountant_for(self.target_epsilon, "prv"))
+        return rest + self._composed[signature]
+
+    def _spent(self) -> tuple[float, float]:
+        """(ε, δ) spent: the accountant's composition (at the target δ) where the ledger has one, or the
+        sum, whichever has the smaller ε among those within the target δ."""
+        total = (self.sum_epsilon, float(sum(e.delta for e in self.entries)))
+        composed = self.composed_epsilon
+        if composed is None:
+            return total
+        if total[1] <= self.target_delta * (1 + 1e-9) and total[0] <= composed:
+            return total
+        return composed, float(self.target_delta)
+
+    @property
+    def composition(self) -> str:
+        """How the entries add up to what was spent, in words."""
+        if self.spent_epsilon == self.sum_epsilon:
+            return "basic composition (the entries' ε summed)"
+        return (f"the Gaussian mechanisms (DP-SGD, marginal measurements) composed by the "
+                f"{accountant_for(self.target_epsilon, 'prv').upper()} accountant, the other entries' ε added: less "
+                "than the entries' sum")
 
     @property
     def spent_epsilon(self) -> float:
-        return float(sum(e.epsilon for e in self.entries))
+        return self._spent()[0]
 
     @property
     def spent_delta(self) -> float:
-        return float(sum(e.delta for e in self.entries))
+        return self._spent()[1]
 
     @property
     def remaining_epsilon(self) -> float:
@@ -90,7 +149,10 @@ class PrivacyLedger:
             "rows_public": self.rows_public,
             "spent_epsilon": self.spent_epsilon,
             "spent_delta": self.spent_delta,
-            "composition": "basic (sum of entries)",
+            "composition": self.composition,
+            "sum_epsilon": self.sum_epsilon,
+            "composed_epsilon": self.composed_epsilon,
+            "composed_signature": _signature_json(self._composition()[0]),
             "schema_provenance": self.schema_provenance,
             "warnings": self.warnings(),
             "entries": [asdict(e) for e in self.entries],
@@ -102,7 +164,15 @@ class PrivacyLedger:
                      n_rows=data["n_rows"], schema_provenance=data.get("schema_provenance", {}),
                      rows_public=bool(data.get("rows_public", True)))
         ledger.entries = [LedgerEntry(**{"kind": _legacy_kind(e), **e}) for e in data.get("entries", [])]
+        signature, rest = ledger._composition()
+        if data.get("composed_epsilon") is not None and data.get("composed_signature") == _signature_json(signature):
+            ledger._composed[signature] = float(data["composed_epsilon"]) - rest  # computed when it was written
         return ledger
+
+
+def _signature_json(signature: tuple) -> list:
+    gaussians, delta_left, target = signature
+    return [[[g.noise_multiplier, g.sample_rate, g.steps] for g in gaussians], delta_left, target]
 
 
 def _legacy_kind(entry: dict) -> str | None:
@@ -137,5 +207,7 @@ def charge_interrupted(ledger: PrivacyLedger, plan: dict, steps: int) -> LedgerE
                              reason="the plan was saved without its group size")
     p = NoisePlan.from_dict(plan)
     epsilon, delta = p.spent(steps)
+    extra = {"group_size": p.group_size} if p.group_size > 1 else {}
     return ledger.record("DP-SGD (interrupted)", epsilon=epsilon, delta=delta, accountant=p.accountant, kind=TRAINING,
-                         steps=steps, steps_planned=p.steps)
+                         steps=steps, steps_planned=p.steps, noise_multiplier=p.noise_multiplier,
+                         sample_rate=p.sample_rate, **extra)

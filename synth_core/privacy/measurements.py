@@ -1,16 +1,30 @@
-"""Statistics of the private table released with noise and paid from the budget: the row count.
+"""Statistics of the private table released with noise and paid from the budget: the row count, and
+marginals for calibrating a model's samples.
 
 A run needs the number of rows n to plan its training (the sampling rate, the default δ) and a steward
 needs it for the synthetic table's size. Unless the steward declares n public (Schema.rows), it is measured
 once with the Laplace mechanism (sensitivity 1 when a row is added or removed) from a small share of ε and
 recorded in the ledger; everything downstream (the plan, δ, the report, the default number of synthetic
 rows) uses that noisy count, never the exact one.
+
+Marginals (`measure_marginals`) are counts of the table's rows in the cells of the public discretisation
+(`encoding.tokens.TokenEncoder.cells`: public categories, numbers in bins between public bounds), of every
+column alone and of the pairs `choose_marginals` picks from public facts, released together by one Gaussian
+mechanism (adding or removing a row moves one cell of each marginal by 1: L2 sensitivity √k for k
+marginals). The accountant composes it with the run's DP-SGD (`accounting.plan(alongside=...)`).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
-from .ledger import COUNT, PrivacyLedger
+import numpy as np
+import pandas as pd
+
+from ..encoding.tokens import TokenEncoder
+from ..schema import Schema
+from .accounting import Gaussian, gaussian_for
+from .ledger import COUNT, MARGINALS, PrivacyLedger
 from .randomness import secret_rng
 
 COUNT_SHARE = 0.02          # of ε, for the noisy row count (ε = 1: Laplace noise of scale 50 rows)
@@ -22,6 +36,12 @@ TAIL = 1e-3                 # the noisy count plus its (1 − TAIL) upper tail b
 def count_epsilon(epsilon: float) -> float:
     """The part of ε a noisy row count costs."""
     return min(max(COUNT_SHARE * epsilon, COUNT_EPSILON_FLOOR), COUNT_SHARE_CAP * epsilon)
+
+
+def epsilon_left(epsilon: float, bounds_epsilon: float = 0.0, rows_public: bool = False) -> float:
+    """What a run's ε leaves for training and marginals once the bounds and, unless the rows are public, the
+    noisy count are paid (what `api.fit` finds left in its ledger)."""
+    return epsilon - bounds_epsilon - (0.0 if rows_public else count_epsilon(epsilon))
 
 
 def noisy_count(n: int, epsilon: float, ledger: PrivacyLedger) -> int:
@@ -38,3 +58,84 @@ def rows_upper_bound(count: int, epsilon: float | None) -> int:
     if epsilon is None:
         return int(count)
     return int(count + math.ceil(math.log(1 / (2 * TAIL)) / epsilon))
+
+
+MARGINAL_BINS = 10          # public bins per numeric column in a measured marginal
+MAX_PAIR_CELLS = 5_000      # a pair with more cells than this is not measured (too noisy per cell)
+
+
+@dataclass
+class Marginal:
+    columns: tuple[str, ...]
+    shape: tuple[int, ...]
+    counts: np.ndarray      # noisy counts, flat over the cells (C order)
+
+
+@dataclass
+class Marginals:
+    """Noisy marginals of the private table on its public discretisation (see the module's docstring)."""
+
+    n_bins: int
+    noise_std: float        # the Gaussian noise's standard deviation on every cell
+    rows: int               # the row count as the run released it (public or noisy)
+    marginals: list[Marginal] = field(default_factory=list)
+
+    def encoder(self, schema: Schema) -> TokenEncoder:
+        return TokenEncoder(schema, self.n_bins)
+
+    def to_dict(self) -> dict:
+        return {"n_bins": self.n_bins, "noise_std": self.noise_std, "rows": self.rows,
+                "marginals": [{"columns": list(m.columns), "shape": list(m.shape),
+                               "counts": [round(float(c), 3) for c in m.counts]} for m in self.marginals]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Marginals":
+        return cls(n_bins=int(data["n_bins"]), noise_std=float(data["noise_std"]), rows=int(data["rows"]),
+                   marginals=[Marginal(tuple(m["columns"]), tuple(m["shape"]), np.asarray(m["counts"], float))
+                              for m in data["marginals"]])
+
+
+def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[str, ...]]:
+    """Which marginals to measure, from public facts only: every column alone, and every pair of a target
+    or sensitive column (the schema's roles) with another column, unless the pair has too many cells."""
+    encoder = TokenEncoder(schema, n_bins)
+    size = {c.spec.name: c.size for c in encoder.codecs}
+    chosen: list[tuple[str, ...]] = [(name,) for name in schema.names]
+    focus = [c.name for c in schema.columns if c.role in ("target", "sensitive")]
+    for a in focus:
+        for b in schema.names:
+            pair = tuple(sorted((a, b), key=schema.names.index))
+            if b != a and pair not in chosen and size[a] * size[b] <= MAX_PAIR_CELLS:
+                chosen.append(pair)
+    return chosen
+
+
+def marginals_epsilon(left: float, share: float) -> float:
+    """What measuring marginals spends alone: its share of the ε the count and bounds left."""
+    return share * left
+
+
+def marginals_alongside(left: float, share: float, delta: float, accountant: str = "prv") -> tuple[Gaussian, ...]:
+    """The measurement as the accountant composes it with training (none at share 0), for planning."""
+    return (gaussian_for(marginals_epsilon(left, share), delta, accountant),) if share else ()
+
+
+def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
+                      rows: int, accountant: str = "prv", n_bins: int = MARGINAL_BINS) -> tuple[Marginals, Gaussian]:
+    """The chosen marginals of a validated table, measured by one Gaussian mechanism that alone spends
+    (ε, δ), recorded in the ledger; and the mechanism, for the accountant to compose with the training."""
+    chosen = choose_marginals(schema, n_bins)
+    mechanism = gaussian_for(epsilon, delta, accountant)
+    sensitivity = math.sqrt(len(chosen))
+    std = mechanism.noise_multiplier * sensitivity
+    encoder = TokenEncoder(schema, n_bins)
+    rng = secret_rng()
+    out = Marginals(n_bins=n_bins, noise_std=std, rows=int(rows))
+    for columns in chosen:
+        cells, shape = encoder.cells(table, columns)
+        counts = np.bincount(cells, minlength=int(np.prod(shape))).astype(float)
+        out.marginals.append(Marginal(columns, shape, counts + rng.normal(0.0, std, size=counts.shape)))
+    ledger.record("Marginals (Gaussian mechanism)", epsilon=epsilon, delta=delta, accountant=accountant, kind=MARGINALS,
+                  noise_multiplier=mechanism.noise_multiplier, sample_rate=1.0, steps=1, noise_std=std,
+                  marginals=[list(c) for c in chosen], bins=n_bins)
+    return out, mechanism

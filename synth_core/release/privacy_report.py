@@ -42,6 +42,7 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         "privacy": {
             "epsilon_target": ledger.target_epsilon,
             "epsilon_spent": ledger.spent_epsilon,
+            "composition": ledger.composition,
             "delta": ledger.target_delta,
             "accountant": plan.get("accountant", config.get("accountant")),
             "noise_multiplier": plan.get("noise_multiplier"),
@@ -122,6 +123,8 @@ def report_markdown(report: dict) -> str:
                                                            " (a noisy count, paid from the budget: see the ledger)"),
         "",
         "## Privacy ledger (every use of the private table)",
+        "",
+        f"Each entry's ε is what its mechanism would cost alone; the run's total is {p.get('composition') or 'their sum'}.",
         "",
         "| mechanism | ε | δ | details |",
         "| --- | --- | --- | --- |",

@@ -24,14 +24,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..privacy import BudgetError, PrivacyLedger, check_run_budget
+from ..privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget
 from ..privacy.ledger import charge_interrupted
 from ..privacy.table_budget import TableBudgets, TableCharge, fingerprint
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
-                "device", "review_rows", "holdout_share", "name", "accept_draft")
+                "device", "review_rows", "holdout_share", "name", "accept_draft", "calibration_share")
 # added by start_fit_job: the table's fingerprint and the book of table budgets the run draws from
 
 
@@ -85,6 +85,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     if schema.rows is not None:  # the training rows' count follows from the public one and the public share
         schema = dataclasses.replace(schema, rows=len(train))
     check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
+    check_calibration_share(request.get("calibration_share") or 0.0)
     table_id = fingerprint(table) if budgets is not None else None
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)

@@ -465,7 +465,7 @@ class DPLLMTGen(SynthModel):
         seqs = self.generate_ids(prompts, states, generator, temperature)
         return self._decode_rows(seqs)
 
-    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
+    def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
                max_tries_factor: int = 20, chunk_size: int = 8192, constrained: bool | None = None) -> pd.DataFrame:
         """n rows. `conditions` ({"sex": "Female"}) become the prompt's prefix ("sex is Female, …"), so every
         row satisfies them. With constrained decoding (the default) every generated row is well formed;

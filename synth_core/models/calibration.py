@@ -1,0 +1,125 @@
+"""Calibration of a model's samples to the run's noisy marginals: post-processing, no privacy cost.
+
+A run that measured marginals (`privacy.measurements.measure_marginals`) samples a pool of candidate rows
+from its model, weights the pool so that its marginals move towards the measured ones, and resamples the
+rows asked for. The weights are found by mirror descent (multiplicative updates) from the uniform weights,
+on the noise-scaled squared error between the pool's weighted marginals and the measurements, and stop as
+soon as that error reaches what the measurements' own noise leaves (its expectation at the true table, one
+noise variance per cell): the pool is moved as far as the noise warrants and no further, which keeps it
+close to the model's own distribution (an information projection with early stopping, after Wang et al.,
+NeurIPS 2023, "Post-processing private synthetic data for improving utility on selected measures").
+
+With conditions, the pool holds only rows that meet them; a measured marginal then calibrates it only if it
+includes every conditioned column (its slice at the conditioned values), and only where that slice stands
+out of the noise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..privacy.measurements import Marginals
+from ..schema import Schema
+
+POOL_FACTOR = 3          # candidate rows per row asked for
+MIN_POOL = 5_000         # at least this many candidates, so that small requests are calibrated too
+MAX_ITERATIONS = 300
+
+
+@dataclass
+class _Target:
+    cells: np.ndarray     # each pool row's cell
+    counts: np.ndarray    # the noisy counts to reach
+    total: float          # the rows the counts stand for
+
+
+def pool_size(n: int) -> int:
+    return max(POOL_FACTOR * int(n), MIN_POOL)
+
+
+def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, conditions: dict) -> list[_Target]:
+    encoder = marginals.encoder(schema)
+    fixed = {name: int(encoder.cells(pd.DataFrame({name: [value]}), [name])[0][0])
+             for name, value in conditions.items()}
+    out = []
+    for m in marginals.marginals:
+        cells, shape = encoder.cells(pool, m.columns)
+        counts = m.counts
+        if fixed:
+            if not set(fixed) <= set(m.columns):
+                continue  # says nothing about the rows meeting the conditions
+            grid = counts.reshape(shape)
+            index = tuple(fixed[c] if c in fixed else slice(None) for c in m.columns)
+            counts = grid[index].ravel()
+            free = [c for c in m.columns if c not in fixed]
+            cells, _ = encoder.cells(pool, free) if free else (np.zeros(len(pool), np.int64), ())
+            total = float(counts.sum())
+            if total < 3 * marginals.noise_std * np.sqrt(counts.size):
+                continue  # the slice is lost in the noise
+        else:
+            total = float(marginals.rows)
+        out.append(_Target(cells=cells, counts=counts, total=total))
+    return out
+
+
+def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
+                      conditions: dict | None = None) -> tuple[np.ndarray, dict]:
+    """Weights (summing to 1) over the pool's rows, and what calibration did (for `last_sample_info`)."""
+    targets = _targets(pool, marginals, schema, dict(conditions or {}))
+    m = len(pool)
+    q = np.full(m, 1.0 / m)
+    info = {"pool_rows": m, "marginals": len(targets), "iterations": 0}
+    if not targets or m == 0:
+        info["note"] = "no measured marginal bears on these rows; the model's own rows are returned"
+        return q, info
+    var = marginals.noise_std ** 2
+    noise_level = float(sum(t.counts.size for t in targets))  # E[error] at the true table
+
+    def error(q: np.ndarray) -> tuple[float, list[np.ndarray]]:
+        residuals = [t.total * np.bincount(t.cells, weights=q, minlength=t.counts.size) - t.counts for t in targets]
+        return float(sum((r ** 2).sum() for r in residuals) / var), residuals
+
+    err, residuals = error(q)
+    info["error_before"] = err
+    info["noise_level"] = noise_level
+    log_q = np.log(q)
+    step = None
+    for it in range(MAX_ITERATIONS):
+        if err <= noise_level:
+            break
+        grad = sum(t.total * r[t.cells] for t, r in zip(targets, residuals)) / var
+        if step is None:
+            step = 0.5 / max(float(np.abs(grad).max()), 1e-12)
+        while True:
+            trial = log_q - step * grad
+            trial -= trial.max()
+            q_new = np.exp(trial)
+            q_new /= q_new.sum()
+            err_new, res_new = error(q_new)
+            if err_new < err or step < 1e-12:
+                break
+            step *= 0.5
+        if err_new >= err:
+            break
+        improvement = (err - err_new) / err
+        log_q, q, err, residuals = trial, q_new, err_new, res_new
+        step *= 1.5
+        info["iterations"] = it + 1
+        if improvement < 1e-5:
+            break
+    info["error_after"] = err
+    info["effective_rows"] = float(1.0 / (q ** 2).sum())
+    return q, info
+
+
+def resample(weights: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n pool indices drawn by systematic resampling over a shuffled pool: each row is kept about
+    n·weight times (few repeats), in random order."""
+    order = rng.permutation(len(weights))
+    cumulative = np.cumsum(weights[order])
+    cumulative /= cumulative[-1]
+    points = (rng.random() + np.arange(n)) / n
+    picked = order[np.minimum(np.searchsorted(cumulative, points), len(order) - 1)]
+    return rng.permutation(picked)

@@ -1,0 +1,165 @@
+"""Marginal measurement, one accountant for the run's mechanisms, and calibration of a model's samples."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from synth_core import api
+from synth_core.models.calibration import calibrate_weights, resample
+from synth_core.privacy import BudgetError, PrivacyLedger
+from synth_core.privacy.accounting import Gaussian, SamplingShape, compose, gaussian_for, plan
+from synth_core.privacy.ledger import MARGINALS, TRAINING
+from synth_core.privacy.measurements import Marginal, Marginals, choose_marginals, measure_marginals
+from synth_core.schema import ColumnSpec, Schema
+
+
+def _with_target(schema: Schema, name: str = "sex") -> Schema:
+    return Schema(columns=[dataclasses.replace(c, role="target" if c.name == name else None) for c in schema.columns])
+
+
+# --- the accountant -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sigma,delta", [(0.8, 1e-5), (2.0, 1e-6), (13.4, 1e-6)])
+def test_one_gaussian_mechanism_costs_its_closed_form(sigma, delta):
+    """The Gaussian mechanism's exact (ε, δ) curve (Balle & Wang 2018): the accountant's ε is an upper bound on
+    it, and tight."""
+    def delta_of(eps):
+        return norm.cdf(1 / (2 * sigma) - eps * sigma) - math.exp(eps) * norm.cdf(-1 / (2 * sigma) - eps * sigma)
+
+    exact = brentq(lambda e: delta_of(e) - delta, 1e-6, 100)
+    composed = compose((Gaussian(sigma),), delta)
+    assert exact <= composed <= exact + 0.02
+    assert compose((Gaussian(sigma),), delta, "rdp") >= composed  # RDP is the looser bound
+
+
+def test_composition_is_tighter_than_the_sum_and_plans_to_the_target():
+    shape = SamplingShape(population=20_000, expected_batch=512, epochs=5)
+    measurement = gaussian_for(0.3, 1e-6)
+    together = plan(shape, 1.0, 1e-6, alongside=(measurement,))
+    alone = plan(shape, 1.0, 1e-6)
+    split = plan(shape, 0.7, 1e-6)
+    total = compose((Gaussian(together.noise_multiplier, together.sample_rate, together.steps), measurement), 1e-6)
+    assert 0.98 <= total <= 1.0
+    assert together.planned_epsilon + 0.3 > 1.0  # the sum of the parts would exceed the target ...
+    assert alone.noise_multiplier < together.noise_multiplier < split.noise_multiplier  # ... composition costs less
+
+
+def test_measurements_that_leave_nothing_for_training_are_refused():
+    shape = SamplingShape(population=2_000, expected_batch=64, epochs=1)
+    with pytest.raises(BudgetError, match="nothing is left for training"):
+        plan(shape, 0.5, 1e-5, alongside=(gaussian_for(0.6, 1e-5),))
+
+
+def test_a_ledger_composes_its_gaussian_mechanisms_and_keeps_the_total_through_a_file():
+    ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-6, n_rows=20_000)
+    ledger.record("count", epsilon=0.02, kind="noisy-count")
+    m = gaussian_for(0.3, 1e-6)
+    ledger.record("marginals", epsilon=0.3, delta=1e-6, kind=MARGINALS, noise_multiplier=m.noise_multiplier,
+                  sample_rate=1.0, steps=1)
+    ledger.record("DP-SGD", epsilon=0.9, delta=1e-6, kind=TRAINING, noise_multiplier=3.3, sample_rate=0.025, steps=200)
+    assert ledger.sum_epsilon == pytest.approx(1.22)
+    assert ledger.spent_epsilon < ledger.sum_epsilon
+    assert ledger.spent_epsilon == pytest.approx(0.02 + compose((m, Gaussian(3.3, 0.025, 200)), 1e-6))
+    assert ledger.spent_delta == 1e-6
+    again = PrivacyLedger.from_dict(ledger.to_dict())
+    assert again.spent_epsilon == pytest.approx(ledger.spent_epsilon)
+    # a group entry (DTGAN_G) is not a plain Gaussian mechanism: summed, never composed
+    ledger.entries[-1].details["group_size"] = 2
+    assert ledger.spent_epsilon == pytest.approx(ledger.sum_epsilon)
+
+
+# --- measurement -----------------------------------------------------------------------------------------------
+def test_measured_marginals_follow_the_public_discretisation_only(toy_schema, toy_table):
+    schema = _with_target(toy_schema)
+    chosen = choose_marginals(schema)
+    assert chosen[:4] == [("age",), ("sex",), ("job",), ("hours",)]
+    assert set(chosen[4:]) == {("age", "sex"), ("sex", "job"), ("sex", "hours")}
+    other = toy_table.assign(age=30, hours=55.5, job="clerk", sex="Male")  # other values, same schema
+    shapes = []
+    for table in (toy_table, other):
+        ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=len(table))
+        measured, mechanism = measure_marginals(table, schema, 0.5, 1e-5, ledger, rows=len(table))
+        shapes.append([(m.columns, m.shape) for m in measured.marginals])
+        entry = ledger.entries[-1]
+        assert entry.kind == MARGINALS and entry.epsilon == 0.5 and entry.gaussian() == mechanism
+        assert measured.noise_std == pytest.approx(mechanism.noise_multiplier * math.sqrt(len(chosen)))
+    assert shapes[0] == shapes[1]
+    # cells: public categories (+ missing for a nullable column), public bins between the bounds
+    assert dict(shapes[0])[("job",)] == (4,) and dict(shapes[0])[("hours",)] == (10,)
+
+
+def test_measurement_noise_is_secret(toy_schema, toy_table):
+    draws = []
+    for _ in range(2):
+        ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=len(toy_table))
+        measured, _ = measure_marginals(toy_table, toy_schema, 0.5, 1e-5, ledger, rows=len(toy_table))
+        draws.append(measured.marginals[1].counts)
+    assert not np.array_equal(*draws)
+
+
+# --- calibration ---------------------------------------------------------------------------------------------
+def test_calibration_moves_a_pool_to_the_measured_marginals():
+    schema = Schema(columns=[ColumnSpec("g", "categorical", categories=["a", "b"]),
+                             ColumnSpec("x", "integer", lower=0, upper=3)])
+    rng = np.random.default_rng(0)
+    pool = pd.DataFrame({"g": rng.choice(["a", "b"], 4000), "x": rng.integers(0, 4, 4000)})
+    target = Marginals(n_bins=10, noise_std=5.0, rows=10_000, marginals=[
+        Marginal(("g",), (2,), np.array([8000.0, 2000.0])),
+        Marginal(("x",), (4,), np.array([1000.0, 2000.0, 3000.0, 4000.0]))])
+    weights, info = calibrate_weights(pool, target, schema)
+    assert weights.sum() == pytest.approx(1.0) and info["error_after"] < info["error_before"] / 100
+    picked = pool.iloc[resample(weights, 10_000, np.random.default_rng(1))]
+    assert picked["g"].eq("a").mean() == pytest.approx(0.8, abs=0.01)
+    assert picked["x"].value_counts(normalize=True).sort_index().tolist() == pytest.approx([.1, .2, .3, .4], abs=0.01)
+    # with a condition, only the marginals that include the conditioned column bear on the pool
+    female = pool[pool["g"] == "a"].reset_index(drop=True)
+    w, info = calibrate_weights(female, target, schema, {"g": "a"})
+    assert info["marginals"] == 1 and np.allclose(w, 1 / len(female))
+
+
+def test_calibration_stops_at_the_noise_level():
+    """Targets that differ from the pool by no more than their noise leave the pool as it is."""
+    schema = Schema(columns=[ColumnSpec("g", "categorical", categories=["a", "b"])])
+    pool = pd.DataFrame({"g": ["a"] * 500 + ["b"] * 500})
+    target = Marginals(n_bins=10, noise_std=50.0, rows=1000, marginals=[Marginal(("g",), (2,), np.array([520.0, 480.0]))])
+    weights, info = calibrate_weights(pool, target, schema)
+    assert info["iterations"] == 0 and np.allclose(weights, 1 / 1000)
+
+
+def test_a_calibrated_run_through_the_user_path(toy_schema, toy_table, tmp_path):
+    """fit with a calibration share -> run folder -> api.sample -> reload: the ledger lists the measurement, the
+    composed total stays within the target, samples are calibrated and conditions hold."""
+    schema = _with_target(toy_schema)
+    result = api.fit(toy_table, schema, model="dp-tbart", epsilon=2.0, preset="tiny", accountant="rdp",
+                     options={"epochs": 1, "batch_size": 64}, run_dir=tmp_path / "run", calibration_share=0.3)
+    ledger = result.ledger
+    assert [e.kind for e in ledger.entries] == ["noisy-count", MARGINALS, TRAINING]
+    assert ledger.spent_epsilon <= 2.0 and ledger.spent_delta == ledger.target_delta
+    table, info = api.sample(tmp_path / "run", 200, seed=3)
+    assert len(table) == 200 and info["calibration"]["marginals"] == 7 and info["calibration"]["pool_rows"] >= 600
+    reloaded = api.load_model(tmp_path / "run")
+    assert reloaded.calibration is not None
+    pd.testing.assert_frame_equal(reloaded.sample(50, seed=4), result.model.sample(50, seed=4))
+    fixed, info = api.sample(tmp_path / "run", 40, conditions={"sex": "Female"}, seed=2)
+    assert (fixed["sex"] == "Female").all() and info["calibration"]["marginals"] >= 1
+    own = reloaded.sample(50, seed=4, calibrate=False)
+    assert "calibration" not in reloaded.last_sample_info and len(own) == 50
+
+
+def test_share_zero_measures_nothing_and_samples_are_the_models_own(toy_schema, toy_table, tmp_path):
+    result = api.fit(toy_table, toy_schema, model="tablediffusion", epsilon=2.0, preset="tiny", accountant="rdp",
+                     options={"epochs": 1, "batch_size": 64}, run_dir=tmp_path / "run")
+    assert all(e.kind != MARGINALS for e in result.ledger.entries) and result.model.calibration is None
+    pd.testing.assert_frame_equal(result.model.sample(40, seed=5), result.model.draw(40, seed=5))
+
+
+@pytest.mark.parametrize("share", [-0.1, 0.95, float("nan"), "half", True])
+def test_a_bad_calibration_share_is_refused_before_anything_is_spent(share, toy_schema, toy_table, tmp_path):
+    with pytest.raises(BudgetError, match="calibration share"):
+        api.fit(toy_table, toy_schema, epsilon=1.0, preset="tiny", run_dir=tmp_path / "run", calibration_share=share)
+    assert not (tmp_path / "run").exists()
