@@ -22,6 +22,7 @@ from tqdm import tqdm
 from . import api
 from .models import MODELS
 from .privacy import ACCOUNTANTS, BudgetError
+from .privacy.budget import DEFAULT_CALIBRATION_SHARE
 from .home import budgets_path
 from .privacy.table_budget import TableBudgets, TableCharge, fingerprint
 from .runs import RunDir, RunError
@@ -66,9 +67,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(e.g. --option backbone=/models/gpt2 --option lora_rank=16)")
     f.add_argument("--bounds-epsilon", type=float, default=0.0,
                    help="part of ε to spend estimating numeric bounds the schema lacks (a DP histogram)")
-    f.add_argument("--calibration-share", type=float, default=0.0,
-                   help="part of ε to spend measuring the table's marginals; samples are then calibrated to them "
-                        "(0 to 0.9; default 0: none)")
+    f.add_argument("--calibration-share", type=float, default=DEFAULT_CALIBRATION_SHARE,
+                   help="share of ε for measuring the table's marginals, composed with training by the accountant; "
+                        f"samples are then calibrated to them (0 to 0.9, 0 for none; default {DEFAULT_CALIBRATION_SHARE:g})")
     f.add_argument("--seed", type=int, default=0,
                    help="initial weights and splits; the DP noise and batches are always secret")
     f.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
@@ -161,6 +162,7 @@ def _demo(args) -> int:
     args.batch_size = args.lr = args.max_grad_norm = args.bins = None
     args.random_order = args.midpoint = False
     args.bounds_epsilon = 0.0
+    args.calibration_share = DEFAULT_CALIBRATION_SHARE
     args.table_budget = False  # invented rows: no one to protect across runs, so no table budget to draw from
     code = _fit_table(args, demo_table(), demo_schema())
     run = RunDir(args.out)
@@ -206,7 +208,7 @@ def _fit_table(args, table, schema) -> int:
                          bounds_epsilon=args.bounds_epsilon, seed=args.seed, device=args.device,
                          run_dir=args.out, overwrite=args.overwrite, on_event=on_event,
                          should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False),
-                         table_charge=charge, calibration_share=getattr(args, "calibration_share", 0.0))
+                         table_charge=charge, calibration_share=args.calibration_share)
     finally:
         signal.signal(signal.SIGINT, previous)
         if bar is not None:
@@ -220,6 +222,9 @@ def _fit_table(args, table, schema) -> int:
           f"{r.samples_per_second:.0f} rows/s")
     print(f"privacy: ε spent {result.ledger.spent_epsilon:.4f} of {args.epsilon:g} (δ = {result.ledger.target_delta:g}, "
           f"{args.accountant.upper()} accountant, σ = {result.model.plan.noise_multiplier:.3f})")
+    if result.model.calibration is not None:
+        print(f"marginals: {len(result.model.calibration.marginals)} measured with noise (share "
+              f"{args.calibration_share:g} of ε, composed with training); samples are calibrated to them")
     if charge is not None:
         account = charge.book.account(charge.table_id)
         print(f"this table: ε {account.spent_epsilon:.4g} spent of {account.total_epsilon:g} across its runs, "
@@ -251,6 +256,10 @@ def _sample(args) -> int:
     msg = f"wrote {len(table)} rows to {args.out}"
     if info.get("method") == "rejection":
         msg += f" (rejection sampling on {', '.join(info['rejection_columns'])}: acceptance rate {info['acceptance_rate']:.1%})"
+    calibration = info.get("calibration") or {}
+    if calibration.get("marginals"):
+        msg += (f"; calibrated to {calibration['marginals']} measured marginals from a pool of "
+                f"{calibration['pool_rows']:,} rows")
     print(msg)
     return 0
 

@@ -63,7 +63,7 @@ def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised
     with contextlib.redirect_stdout(buf):
         assert main(["runs", "r2"]) == 0
     table = json.loads(buf.getvalue())["table"]
-    assert table["epsilon_total"] == 2.0 and table["runs"] == 2 and 1.3 < table["epsilon_spent"] <= 1.5
+    assert table["epsilon_total"] == 2.0 and table["runs"] == 2 and 1.0 < table["epsilon_spent"] <= 1.5  # composed within each run: below the sum
     book = TableBudgets(budgets_path())
     report = privacy_report(RunDir("r2"), budgets=book)
     assert report["table"]["epsilon_spent"] == pytest.approx(table["epsilon_spent"])
