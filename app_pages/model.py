@@ -9,6 +9,7 @@ import streamlit as st
 from synth_core.privacy.table_budget import check_within
 from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
+from synth_core.models.recommend import AUTO, recommend
 from synth_core.api import preview_plan
 from synth_core.privacy import BudgetError, check_run_budget, default_delta, delta_warning
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE
@@ -23,10 +24,13 @@ table, schema = state.require_table()
 
 # --- model ------------------------------------------------------------------------------------------
 st.subheader("Model")
-families = sorted(MODELS)
-family = st.radio("Model family", families, index=families.index("dp-tbart") if "dp-tbart" in families else 0,
-                  format_func=lambda f: f"{f}: {get_model_class(f).description.split('.')[0]}", key="family")
-klass = get_model_class(family)
+families = [AUTO, *sorted(MODELS)]
+family = st.radio("Model family", families, index=0, key="family",
+                  format_func=lambda f: ("auto: the recommended model for this table" if f == AUTO else
+                                         f"{f}: {get_model_class(f).description.split('.')[0]}"))
+auto = family == AUTO
+auto_note = st.empty()  # auto's choice and why, once ε is chosen below
+klass = get_model_class(recommend(schema, len(table), 1.0).family if auto else family)
 st.caption(f"**What it is.** {klass.description}")
 if klass.when_to_pick:
     st.caption(f"**Pick it for.** {klass.when_to_pick}")
@@ -110,6 +114,12 @@ warning = delta_warning(delta, n_train) if delta > 0 else None
 if warning:
     st.warning(warning, icon=":material/warning:")
 
+choice = recommend(schema, n_train, epsilon) if auto else None
+if choice is not None:
+    klass = get_model_class(choice.family)
+    auto_note.info(f"**Auto's choice.** {choice.reason} The run makes the same choice from the row count it "
+                   "releases, and records it.", icon=":material/auto_awesome:")
+
 missing_bounds = [c.name for c in schema.columns if c.is_numeric and not c.has_bounds]
 bounds_epsilon = 0.0
 if missing_bounds:
@@ -144,7 +154,8 @@ with st.expander("Advanced"):
     calibration_share = 0.0
     if calibrate:
         calibration_share = st.slider("Share of ε for measuring the statistics", 0.05, MAX_CALIBRATION_SHARE,
-                                      DEFAULT_CALIBRATION_SHARE, 0.05, key="calibration_share",
+                                      choice.calibration_share if choice else DEFAULT_CALIBRATION_SHARE, 0.05,
+                                      key=f"calibration_share_{choice.calibration_share if choice else 'named'}",
                                       help="Measured alone it would cost this share of ε; composed with training "
                                            "by the accountant, the training's noise grows only a little.")
 
@@ -180,7 +191,7 @@ elif backbone_problem:
     st.info("No plan until the backbone above can be used.")
 else:
     try:
-        plan, epochs, n_params = noise_plan(family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
+        plan, epochs, n_params = noise_plan(klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
                                             json.dumps(options, sort_keys=True), bounds_epsilon, calibration_share)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
@@ -209,7 +220,7 @@ estimate = st.session_state.get("estimate")
 if st.button(f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
-            result = estimate_fit_seconds(family, schema, preset, n_train, max(epsilon - bounds_epsilon, 1e-3),
+            result = estimate_fit_seconds(klass.family, schema, preset, n_train, max(epsilon - bounds_epsilon, 1e-3),
                                           delta, options=options, probe_steps=3)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:

@@ -15,6 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from .models import SynthModel, get_model_class
+from .models.recommend import AUTO, CANDIDATES, recommend
 from .privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.accounting import NoisePlan
@@ -35,13 +36,13 @@ class FitResult:
 
 
 def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: float = 1.0,
-        delta: float | None = None, accountant: str = "prv", preset: str = "cpu", options: dict | None = None,
+        delta: float | None = None, accountant: str = "prv", preset: str | None = None, options: dict | None = None,
         bounds_epsilon: float = 0.0, coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE,
         seed: int | None = 0, device: str | None = None, run_dir: str | Path | None = None,
         overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
         should_stop: Callable[[], bool] | None = None, review_rows: int | None = None,
         accept_draft: bool = False, table_charge: TableCharge | None = None,
-        calibration_share: float = 0.0) -> FitResult:
+        calibration_share: float | None = None) -> FitResult:
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
 
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
@@ -52,7 +53,9 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     table has less left) and what the ledger spent is settled however the run ends.
     calibration_share: measure the table's marginals with this share of what the count and bounds leave
     of ε (privacy.measurements), composed with DP-SGD by the accountant; samples are then calibrated to
-    them (models.calibration). 0: no measurement.
+    them (models.calibration). 0: no measurement; None: 0 for a named family, the recommendation's for auto.
+    model "auto": the family, preset (unless given) and share are recommended (models.recommend) from the
+    public schema and the row count the run releases; the run's config records the choice and why.
     If the run folder is deleted during training, training stops after the step and RunGone is raised;
     the folder is never re-created."""
     if not isinstance(schema, Schema):
@@ -62,9 +65,20 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         raise SchemaError("the schema was drafted by reading the private table and never confirmed as public: "
                           "edit it into public facts and confirm it (`schema confirm`), or accept training on it "
                           "as it is (--accept-draft; every report will say so)")
-    klass = get_model_class(model)
-    klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
-    check_calibration_share(calibration_share)
+    auto = model == AUTO
+    if auto:
+        if options:
+            raise ValueError("options belong to a model family; with --model auto the family is chosen for you: "
+                             "name a family to set its options")
+        klass = None
+        for family in CANDIDATES if preset else ():  # a size every family auto may pick has
+            get_model_class(family).configure(preset, None, seed=seed, device=device)
+    else:
+        klass = get_model_class(model)
+        preset = preset or "cpu"
+        klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
+    if calibration_share is not None:
+        check_calibration_share(calibration_share)
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
     n = len(clean)
     if n < 2:
@@ -114,6 +128,14 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             warnings += [w for w in [delta_warning(delta, ledger.n_rows)] if w]
             estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
             estimated.require_bounds()
+            choice = recommend(estimated, ledger.n_rows, epsilon) if auto else None
+            if choice is not None:  # from public facts and the released count only
+                model, klass = choice.family, get_model_class(choice.family)
+                preset = preset or choice.preset
+                klass.configure(preset, options, seed=seed, device=device)
+                if calibration_share is None:
+                    calibration_share = choice.calibration_share
+            calibration_share = calibration_share or 0.0
             if estimated is not schema:  # new bounds: clip and count against them
                 clean, report = validate_table(clean, estimated)
             synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
@@ -133,6 +155,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                     "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
                     "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
                     "calibration_share": calibration_share,
+                    **({"auto": choice.to_dict()} if choice is not None else {}),
                     # counts of clipped or missing values describe the private table: the steward's, never exported
                     "created": time.time(), "private_validation_counts": report.to_dict(),
                     "plan": plan.to_dict(), "device": device_label(synth.device),

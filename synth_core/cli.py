@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from . import api
 from .models import MODELS
+from .models.recommend import AUTO
 from .privacy import ACCOUNTANTS, BudgetError
 from .privacy.budget import DEFAULT_CALIBRATION_SHARE
 from .home import budgets_path
@@ -50,11 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="train a DP model and save it as a run")
     f.add_argument("--data", required=True, help="the private table (CSV or Parquet)")
     f.add_argument("--schema", required=True, help="the public schema (JSON)")
-    f.add_argument("--model", default="dp-tbart", choices=sorted(MODELS))
+    f.add_argument("--model", default="dp-tbart", choices=[AUTO, *sorted(MODELS)],
+                   help="a model family, or auto: chosen from the public schema and the row count (it says why)")
     f.add_argument("--epsilon", type=float, required=True, help="total privacy budget ε")
     f.add_argument("--delta", type=float, default=None, help="δ (default: a power of ten below 1/rows)")
     f.add_argument("--accountant", default="prv", choices=ACCOUNTANTS)
-    f.add_argument("--preset", default="cpu", help="model size preset (cpu, paper, tiny)")
+    f.add_argument("--preset", default=None, help="model size preset (default cpu; with --model auto, auto's)")
     f.add_argument("--epochs", type=float)
     f.add_argument("--batch-size", type=int, help="expected Poisson batch size")
     f.add_argument("--lr", type=float)
@@ -67,9 +69,10 @@ def _parser() -> argparse.ArgumentParser:
                         "(e.g. --option backbone=/models/gpt2 --option lora_rank=16)")
     f.add_argument("--bounds-epsilon", type=float, default=0.0,
                    help="part of ε to spend estimating numeric bounds the schema lacks (a DP histogram)")
-    f.add_argument("--calibration-share", type=float, default=DEFAULT_CALIBRATION_SHARE,
+    f.add_argument("--calibration-share", type=float, default=None,
                    help="share of ε for measuring the table's marginals, composed with training by the accountant; "
-                        f"samples are then calibrated to them (0 to 0.9, 0 for none; default {DEFAULT_CALIBRATION_SHARE:g})")
+                        f"samples are then calibrated to them (0 to 0.9, 0 for none; default {DEFAULT_CALIBRATION_SHARE:g}, "
+                        "with --model auto auto's)")
     f.add_argument("--seed", type=int, default=0,
                    help="initial weights and splits; the DP noise and batches are always secret")
     f.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
@@ -208,7 +211,7 @@ def _fit_table(args, table, schema) -> int:
                          bounds_epsilon=args.bounds_epsilon, seed=args.seed, device=args.device,
                          run_dir=args.out, overwrite=args.overwrite, on_event=on_event,
                          should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False),
-                         table_charge=charge, calibration_share=args.calibration_share)
+                         table_charge=charge, calibration_share=_calibration_share(args))
     finally:
         signal.signal(signal.SIGINT, previous)
         if bar is not None:
@@ -222,15 +225,26 @@ def _fit_table(args, table, schema) -> int:
           f"{r.samples_per_second:.0f} rows/s")
     print(f"privacy: ε spent {result.ledger.spent_epsilon:.4f} of {args.epsilon:g} (δ = {result.ledger.target_delta:g}, "
           f"{args.accountant.upper()} accountant, σ = {result.model.plan.noise_multiplier:.3f})")
+    config = result.run.public_config()
+    auto = config.get("auto")
+    if auto:
+        print(f"auto chose {auto['family']} ({auto['preset']}, calibration share {auto['calibration_share']:g}): "
+              f"{auto['reason']}")
     if result.model.calibration is not None:
         print(f"marginals: {len(result.model.calibration.marginals)} measured with noise (share "
-              f"{args.calibration_share:g} of ε, composed with training); samples are calibrated to them")
+              f"{config['calibration_share']:g} of ε, composed with training); samples are calibrated to them")
     if charge is not None:
         account = charge.book.account(charge.table_id)
         print(f"this table: ε {account.spent_epsilon:.4g} spent of {account.total_epsilon:g} across its runs, "
               f"{account.remaining_epsilon:.4g} left")
     print(f"run saved in {result.run.path}")
     return 0
+
+
+def _calibration_share(args) -> float | None:
+    if args.calibration_share is not None or args.model == AUTO:
+        return args.calibration_share  # None with auto: the recommendation's
+    return DEFAULT_CALIBRATION_SHARE
 
 
 def _table_charge(table, args) -> TableCharge | None:

@@ -12,6 +12,7 @@ from scipy.stats import norm
 
 from synth_core import api
 from synth_core.models.calibration import calibrate_weights, resample
+from synth_core.models.recommend import recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import Gaussian, SamplingShape, compose, gaussian_for, plan
 from synth_core.privacy.ledger import MARGINALS, TRAINING
@@ -163,3 +164,37 @@ def test_a_bad_calibration_share_is_refused_before_anything_is_spent(share, toy_
     with pytest.raises(BudgetError, match="calibration share"):
         api.fit(toy_table, toy_schema, epsilon=1.0, preset="tiny", run_dir=tmp_path / "run", calibration_share=share)
     assert not (tmp_path / "run").exists()
+
+
+# --- auto -------------------------------------------------------------------------------------------------------
+def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path):
+    """Two tables with the same public schema and row count, but other values, get the same choice; the run
+    records it and why."""
+    schema = dataclasses.replace(_with_target(toy_schema), rows=len(toy_table))
+    other = toy_table.assign(sex=toy_table["sex"].iloc[::-1].to_numpy(), age=45, hours=12.5)
+    configs = []
+    for i, table in enumerate((toy_table, other)):
+        result = api.fit(table, schema, model="auto", epsilon=2.0, preset="tiny", accountant="rdp",
+                         run_dir=tmp_path / f"run{i}")
+        configs.append(result.run.public_config())
+    assert configs[0]["auto"] == configs[1]["auto"]
+    choice = configs[0]["auto"]
+    assert configs[0]["model"] == choice["family"] == "dp-tbart" and configs[0]["preset"] == "tiny"
+    assert configs[0]["calibration_share"] == choice["calibration_share"] > 0 and "600 rows" in choice["reason"]
+    assert recommend(schema, 600, 2.0) == recommend(schema, 600, 2.0)
+    assert recommend(schema, 600, 2.0).calibration_share > recommend(schema, 40_000, 2.0).calibration_share
+
+
+def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema, toy_table, tmp_path, capsys,
+                                                                       monkeypatch):
+    with pytest.raises(ValueError, match="name a family"):
+        api.fit(toy_table, toy_schema, model="auto", options={"epochs": 1}, run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+    from synth_core.cli import main
+    toy_table.to_csv(tmp_path / "t.csv", index=False)
+    toy_schema.confirm().save(tmp_path / "s.json")
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--model", "auto", "--preset", "tiny",
+                 "--accountant", "rdp", "--epsilon", "2", "--out", "run"]) == 0
+    out = capsys.readouterr().out
+    assert "auto chose dp-tbart (cpu, calibration share 0.5)" in out and "marginals: 4 measured" in out

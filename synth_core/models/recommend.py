@@ -1,0 +1,48 @@
+"""`auto`: the family, size and calibration share a run should use, from public facts only.
+
+The choice reads the public schema (its columns and their domain sizes), the row count as the run releases
+it (declared public, or the noisy count) and ε; never the table's values, so two tables with the same schema
+and row count get the same choice. The rule is fitted on the benchmarks of `benchmarks/RESULTS.md` (issue 15):
+DP-TBART with calibration had the best or near-best 2-way TVD and detection on every table measured (Adult,
+CPS1988, HMDA, SLID, Wages1 and the demo table), and calibration helped more, the fewer rows per unit of ε.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..privacy.budget import DEFAULT_CALIBRATION_SHARE
+from ..schema import Schema
+
+AUTO = "auto"
+CANDIDATES = ("dp-tbart",)  # the families `recommend` may choose
+# below this many rows × ε, DP-SGD learns little and the measured marginals carry more of the signal
+SMALL_SIGNAL = 5_000
+SMALL_TABLE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    family: str
+    preset: str
+    calibration_share: float
+    reason: str               # one sentence, for the steward
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
+    """The recommended family, preset and calibration share for a table of `rows` rows (public or noisy) with
+    this public schema, at this ε."""
+    rows, epsilon = max(int(rows), 0), float(epsilon)
+    columns = len(schema.columns)
+    if rows * epsilon < SMALL_SIGNAL:
+        share = SMALL_TABLE_SHARE
+        why = (f"with {rows:,} rows at ε = {epsilon:g} the training alone learns little, so half of ε measures the "
+               "table's overall statistics and the rows are matched to them")
+    else:
+        share = DEFAULT_CALIBRATION_SHARE
+        why = (f"for {rows:,} rows and {columns} columns it gave the most faithful tables in our benchmarks, with "
+               f"{share:.0%} of ε measuring the table's overall statistics to match the rows to them")
+    return Recommendation(family="dp-tbart", preset="cpu", calibration_share=share,
+                          reason=f"DP-TBART, standard size: {why}.")
