@@ -1,4 +1,5 @@
-"""Refresh the README's screenshots: docs/train.png (a run mid-training) and docs/review.png.
+"""Refresh the README's screenshots: docs/model.png (step 3), docs/train.png (a run mid-training) and
+docs/review.png.
 
     python docs/screenshots.py          # needs Debian's chromium and playwright (see .ci/run)
 
@@ -50,6 +51,9 @@ def main() -> None:
             expect(page.get_by_text("Loaded invented census")).to_be_visible()
             page.get_by_role("link", name="3 · Model and budget").click()
             expect(page.get_by_text("noise multiplier σ")).to_be_visible()
+            expect(page.get_by_text("Auto's choice")).to_be_visible()
+            page.wait_for_timeout(1000)
+            page.screenshot(path=str(ROOT / "docs" / "model.png"), full_page=True)
             page.get_by_role("button", name="Start training").click()
             expect(page.get_by_text("Privacy spent per step").first).to_be_visible()
             page.wait_for_timeout(8000)  # some steps into the run
@@ -63,7 +67,7 @@ def main() -> None:
     finally:
         server.terminate()
         shutil.rmtree(home, ignore_errors=True)
-    print("wrote docs/train.png and docs/review.png")
+    print("wrote docs/model.png, docs/train.png and docs/review.png")
 
 
 if __name__ == "__main__":

@@ -79,7 +79,12 @@ def test_measured_marginals_follow_the_public_discretisation_only(toy_schema, to
     schema = _with_target(toy_schema)
     chosen = choose_marginals(schema)
     assert chosen[:4] == [("age",), ("sex",), ("job",), ("hours",)]
-    assert set(chosen[4:]) == {("age", "sex"), ("sex", "job"), ("sex", "hours")}
+    assert len(chosen) == 10 and set(chosen[4:]) >= {("age", "sex"), ("age", "hours"), ("job", "hours")}
+    # a wider table: every column alone, and the pairs of the target and sensitive columns with the others
+    wide = Schema(columns=[*schema.columns, *[ColumnSpec(f"c{i}", "categorical", categories=["a", "b"],
+                                                         role="sensitive" if i == 0 else None) for i in range(6)]])
+    pairs = choose_marginals(wide)[10:]
+    assert len(pairs) == 9 + 8 and all({"sex", "c0"} & set(p) for p in pairs)
     other = toy_table.assign(age=30, hours=55.5, job="clerk", sex="Male")  # other values, same schema
     shapes = []
     for table in (toy_table, other):
@@ -142,7 +147,7 @@ def test_a_calibrated_run_through_the_user_path(toy_schema, toy_table, tmp_path)
     assert [e.kind for e in ledger.entries] == ["noisy-count", MARGINALS, TRAINING]
     assert ledger.spent_epsilon <= 2.0 and ledger.spent_delta == ledger.target_delta
     table, info = api.sample(tmp_path / "run", 200, seed=3)
-    assert len(table) == 200 and info["calibration"]["marginals"] == 7 and info["calibration"]["pool_rows"] >= 600
+    assert len(table) == 200 and info["calibration"]["marginals"] == 10 and info["calibration"]["pool_rows"] >= 600
     reloaded = api.load_model(tmp_path / "run")
     assert reloaded.calibration is not None
     pd.testing.assert_frame_equal(reloaded.sample(50, seed=4), result.model.sample(50, seed=4))
@@ -197,4 +202,4 @@ def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema,
     assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--model", "auto", "--preset", "tiny",
                  "--accountant", "rdp", "--epsilon", "2", "--out", "run"]) == 0
     out = capsys.readouterr().out
-    assert "auto chose dp-tbart (cpu, calibration share 0.5)" in out and "marginals: 4 measured" in out
+    assert "auto chose dp-tbart (cpu, calibration share 0.5)" in out and "marginals: 10 measured" in out

@@ -62,6 +62,7 @@ def rows_upper_bound(count: int, epsilon: float | None) -> int:
 
 MARGINAL_BINS = 10          # public bins per numeric column in a measured marginal
 MAX_PAIR_CELLS = 5_000      # a pair with more cells than this is not measured (too noisy per cell)
+ALL_PAIRS_UP_TO = 40        # measure every pair when the marginals then number at most this
 
 
 @dataclass
@@ -96,12 +97,17 @@ class Marginals:
 
 
 def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[str, ...]]:
-    """Which marginals to measure, from public facts only: every column alone, and every pair of a target
-    or sensitive column (the schema's roles) with another column, unless the pair has too many cells."""
+    """Which marginals to measure, from public facts only: every column alone; every pair of columns if that
+    makes at most ALL_PAIRS_UP_TO marginals, else every pair of a target or sensitive column (the schema's
+    roles) with another column; never a pair with more than MAX_PAIR_CELLS cells."""
     encoder = TokenEncoder(schema, n_bins)
     size = {c.spec.name: c.size for c in encoder.codecs}
     chosen: list[tuple[str, ...]] = [(name,) for name in schema.names]
-    focus = [c.name for c in schema.columns if c.role in ("target", "sensitive")]
+    d = len(schema.names)
+    if d + d * (d - 1) // 2 <= ALL_PAIRS_UP_TO:
+        focus = list(schema.names)
+    else:
+        focus = [c.name for c in schema.columns if c.role in ("target", "sensitive")]
     for a in focus:
         for b in schema.names:
             pair = tuple(sorted((a, b), key=schema.names.index))
