@@ -11,7 +11,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from synth_core import api
-from synth_core.models.calibration import calibrate_weights, resample
+from synth_core.models.calibration import calibrate_weights, pool_size, resample
 from synth_core.models.recommend import recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import Gaussian, SamplingShape, compose, gaussian_for, plan
@@ -126,6 +126,10 @@ def test_calibration_moves_a_pool_to_the_measured_marginals():
     female = pool[pool["g"] == "a"].reset_index(drop=True)
     w, info = calibrate_weights(female, target, schema, {"g": "a"})
     assert info["marginals"] == 1 and np.allclose(w, 1 / len(female))
+
+
+def test_the_pool_grows_with_the_request():
+    assert [pool_size(n) for n in (10, 200, 10_000)] == [500, 5_000, 30_000]
 
 
 def test_calibration_stops_at_the_noise_level():

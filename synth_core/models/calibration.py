@@ -24,7 +24,8 @@ from ..privacy.measurements import Marginals
 from ..schema import Schema
 
 POOL_FACTOR = 3          # candidate rows per row asked for
-MIN_POOL = 5_000         # at least this many candidates, so that small requests are calibrated too
+MIN_POOL = 5_000         # at least this many candidates (or 50 per row asked for, if fewer), so that small
+SMALL_REQUEST_FACTOR = 50  # requests are calibrated too, without a slow sampler drawing thousands for ten rows
 MAX_ITERATIONS = 300
 
 
@@ -36,7 +37,7 @@ class _Target:
 
 
 def pool_size(n: int) -> int:
-    return max(POOL_FACTOR * int(n), MIN_POOL)
+    return max(POOL_FACTOR * int(n), min(MIN_POOL, SMALL_REQUEST_FACTOR * int(n)))
 
 
 def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, conditions: dict) -> list[_Target]:
