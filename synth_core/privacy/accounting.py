@@ -173,7 +173,7 @@ def _plan_composed(n_rows: int, expected_batch_size: float, epochs: float, epsil
     low, high = 0.05, 1e4
     if total(high, "rdp") > epsilon:
         raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} with the measurements alongside")
-    for _ in range(60):
+    while high / low > 1.002:
         mid = math.sqrt(low * high)
         if total(mid, "rdp") > epsilon:
             low = mid
