@@ -29,6 +29,7 @@ with upload_tab:
                 raise SchemaError(f"{uploaded.name} has only {len(table)} row{'s' if len(table) != 1 else ''}; "
                                   f"at least {state.MIN_ROWS} are needed, and differential privacy needs thousands "
                                   "of rows to learn much")
+            read_as = table.attrs.get("read_as")
             table.columns = [str(c) for c in table.columns]
             draft = draft_schema(table, missing_markers=markers)
         except SchemaError as e:
@@ -36,7 +37,8 @@ with upload_tab:
         else:
             state.set_dataset(table, uploaded.name, "upload", draft)
             st.session_state["loaded_upload_id"] = uploaded.file_id
-            st.success(f"Loaded {uploaded.name}: {len(table):,} rows, {len(table.columns)} columns. "
+            st.success(f"Loaded {uploaded.name}: {len(table):,} rows, {len(table.columns)} columns"
+                       + (f" (read as {read_as})" if read_as else "") + ". "
                        "A schema was drafted from the data: review and confirm it on step 2.")
 
 with demo_tab:

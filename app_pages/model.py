@@ -140,8 +140,17 @@ calibrate = st.toggle(
 st.subheader("Size")
 sizes = dict(klass.size_presets) or {p: p for p in klass.presets}
 SIZE_HELP = {"quick": "a first look", "standard": "the default", "best": "the largest model, for a GPU"}
+
+
+def _size_clicked() -> None:
+    """The size clicked is the size trained: the Advanced preset follows it (and may then be changed there)."""
+    st.session_state["preset"] = sizes[st.session_state["size"]]
+
+
 size = st.radio("Model size", list(sizes), index=min(1, len(sizes) - 1), horizontal=True, key="size",
-                format_func=lambda s: f"{s} ({SIZE_HELP.get(s, sizes[s])})")
+                format_func=lambda s: f"{s} ({SIZE_HELP.get(s, sizes[s])})", on_change=_size_clicked)
+if st.session_state.get("preset") not in klass.presets:  # another family was picked: its own size
+    st.session_state["preset"] = sizes[size]
 with st.expander("Advanced"):
     preset = st.selectbox("Preset", list(klass.presets), index=list(klass.presets).index(sizes[size]),
                           key="preset", help="'tiny' trains in seconds: for trying the app, not for release.")

@@ -355,3 +355,34 @@ def test_an_unconfirmed_draft_trains_only_when_the_steward_accepts_it(workspace)
     assert at.button(key="start_training").disabled  # not before the steward accepts it
     at.checkbox(key="accept_draft").check().run()
     assert not at.button(key="start_training").disabled
+
+
+def test_the_size_clicked_is_the_size_trained(workspace):
+    """Clicking a size sets the preset the run trains with (it kept its first value before), and the Advanced
+    preset can still override it."""
+    from synth_core.runs import RunDir
+    at = new_app()
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()
+    at.switch_page("app_pages/model.py").run()
+    at.radio(key="family").set_value("dp-tbart").run()
+    assert at.selectbox(key="preset").value == "cpu"
+    at.radio(key="size").set_value("quick").run()
+    no_exceptions(at)
+    assert at.selectbox(key="preset").value == "quick"
+    at.radio(key="size").set_value("standard").run()
+    assert at.selectbox(key="preset").value == "cpu"
+    at.radio(key="size").set_value("quick").run()
+    at.button(key="start_training").click().run()
+    no_exceptions(at)
+    assert RunDir(at.session_state["run_path"]).request()["preset"] == "quick"
+
+
+def test_a_semicolon_csv_from_excel_loads_and_the_page_says_how_it_was_read(workspace):
+    at = new_app()
+    table = demo_table(300, seed=3)
+    upload(at, "people.csv", table.to_csv(sep=";", index=False).encode("cp1252"))
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    assert f"{len(table.columns)} columns" in texts(at.success) and "separated by semicolons" in texts(at.success)
+    assert list(at.session_state["schema"].names) == [c for c in table.columns if c in at.session_state["schema"]]

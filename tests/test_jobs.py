@@ -186,7 +186,7 @@ def test_schema_table_round_trip_and_reconfirmation():
 
 
 def test_unreadable_uploads_are_schema_errors():
-    with pytest.raises(SchemaError, match="not UTF-8"):
+    with pytest.raises(SchemaError, match="not text"):
         read_table_bytes(bytes(range(256)), "x.csv")
     with pytest.raises(SchemaError, match="cannot read x.parquet"):
         read_table_bytes(b"not parquet at all", "x.parquet")

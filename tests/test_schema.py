@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synth_core.schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table, validate_table
+from synth_core.schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table, read_table_bytes, validate_table
 
 
 def small_schema(**kw) -> Schema:
@@ -271,3 +271,18 @@ def test_files_holding_statistics_of_the_private_table_are_owner_only(tmp_path, 
     for f in run.path.rglob("*"):
         if f.is_file():
             assert stat.S_IMODE(os.stat(f).st_mode) & 0o077 == 0, f
+
+
+@pytest.mark.parametrize("content,encoding,detected", [
+    ("name;city;n\nJosé;Zürich;1\nAnna;Köln;2\n", "utf-8", "UTF-8 text, columns separated by semicolons"),
+    ("name,city,n\nJosé,Zürich,1\nAnna,Köln,2\n", "cp1252", "Windows-1252 (Excel) text, columns separated by commas"),
+    ("name\tcity\tn\nJosé\tZürich\t1\nAnna\tKöln\t2\n", "utf-16", "UTF-16 text, columns separated by tabs"),
+    ("name,city,n\nJosé,Zürich,1\nAnna,Köln,2\n", "utf-8-sig", "UTF-8 text, columns separated by commas"),
+    ("name|city|n\nJosé|Zürich|1\nAnna|Köln|2\n", "latin-1", "Windows-1252 (Excel) text, columns separated by vertical bars"),
+])
+def test_common_csv_dialects_and_encodings_are_read_and_said(content, encoding, detected):
+    """Excel's semicolons and Windows-1252, UTF-16 and byte-order marks: read right, and the steward is told how."""
+    table = read_table_bytes(content.encode(encoding), "people.csv")
+    assert list(table.columns) == ["name", "city", "n"]
+    assert table["city"].tolist() == ["Zürich", "Köln"] and table["n"].tolist() == [1, 2]
+    assert table.attrs["read_as"] == detected
