@@ -141,6 +141,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
             # what the count and the bounds left: for training and the marginals, composed by the accountant
             sgd_epsilon = ledger.remaining_epsilon
+            spent_before = ledger.spent_epsilon  # the count and the bounds
             alongside = ()
             if calibration_share:
                 synth.calibration, mechanism = measure_marginals(
@@ -148,6 +149,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                     rows=ledger.n_rows, accountant=accountant)
                 alongside = (mechanism,)
             plan = synth.plan_privacy(ledger.n_rows, sgd_epsilon, delta, accountant, alongside)
+            plan.prior_epsilon = spent_before  # the live ε is the whole run's
             if run is not None:
                 if not prepared or estimated is not schema:  # the schema the run trains with
                     run.write_schema(estimated)

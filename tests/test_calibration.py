@@ -207,3 +207,15 @@ def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema,
                  "--accountant", "rdp", "--epsilon", "2", "--out", "run"]) == 0
     out = capsys.readouterr().out
     assert "auto chose dp-tbart (cpu, calibration share 0.5)" in out and "marginals: 10 measured" in out
+
+
+def test_the_live_epsilon_is_the_whole_runs_and_ends_where_the_ledger_does(toy_schema, toy_table):
+    """The count and the measurement are spent before the first step; the last step's ε is the ledger's total."""
+    result = api.fit(toy_table, toy_schema, model="dp-tbart", epsilon=2.0, preset="tiny",
+                     options={"epochs": 1, "batch_size": 64}, calibration_share=0.3)
+    events, ledger = result.model.train_result.events, result.ledger
+    assert ledger.spent_epsilon < ledger.sum_epsilon  # composed
+    first = result.model.plan.curve().at(0)
+    assert first == pytest.approx(ledger.entries[0].epsilon + ledger.entries[1].epsilon, rel=1e-3)
+    assert first < events[0]["epsilon"] <= events[-1]["epsilon"]
+    assert events[-1]["epsilon"] == pytest.approx(ledger.spent_epsilon, rel=1e-6)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 from opacus.accountants import RDPAccountant, create_accountant
 from opacus.accountants.analysis import rdp as rdp_analysis
@@ -90,6 +90,11 @@ class NoisePlan:
     max_grad_norm: float
     planned_epsilon: float  # the accountant's ε after all planned steps (≤ target)
     group_size: int = 1     # see SamplingShape; σ is calibrated to the member budget (member_budget)
+    # the run's other mechanisms, for what the whole run has spent after k steps (`run_epsilon`, the live
+    # curve): Gaussian measurements composed with training ([σ, q, steps] each), and the ε spent before
+    # (the noisy count, DP bounds)
+    alongside: list = field(default_factory=list)
+    prior_epsilon: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -111,6 +116,9 @@ class NoisePlan:
         e1 = epsilon_after(self.noise_multiplier, self.sample_rate, steps, self.mechanism_delta, self.accountant)
         return group_privacy(e1, self.mechanism_delta, self.group_size)
 
+    def gaussians_alongside(self) -> tuple[Gaussian, ...]:
+        return tuple(Gaussian(float(a), float(b), int(c)) for a, b, c in self.alongside)
+
     def curve(self, points: int = 8) -> "EpsilonCurve":
         return EpsilonCurve(self, points)
 
@@ -130,7 +138,9 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
         left = epsilon - compose(alongside, delta, accountant)
         if left <= 0:
             raise BudgetError("the measurements leave nothing of ε for training")
-        return plan(shape, left, delta, accountant)
+        out = plan(shape, left, delta, accountant)
+        out.alongside = [[g.noise_multiplier, g.sample_rate, g.steps] for g in alongside]
+        return out
     eps1, delta1 = member_budget(epsilon, delta, shape.group_size)
     batch = shape.expected_batch
 
@@ -146,7 +156,8 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
     out = NoisePlan(noise_multiplier=inner.noise_multiplier, sample_rate=inner.sample_rate,
                     expected_batch_size=inner.expected_batch_size, steps=inner.steps, epsilon=epsilon, delta=delta,
                     accountant=inner.accountant, max_grad_norm=shape.max_grad_norm, planned_epsilon=0.0,
-                    group_size=shape.group_size)
+                    group_size=shape.group_size,
+                    alongside=[[g.noise_multiplier, g.sample_rate, g.steps] for g in alongside])
     out.planned_epsilon = out.spent(out.steps)[0]
     return out
 
@@ -309,37 +320,52 @@ def epsilon_after(noise_multiplier: float, sample_rate: float, steps: int, delta
 
 
 class EpsilonCurve:
-    """ε spent after each step of a plan, for live display without an expensive accountant call per step.
+    """ε the run has spent after each step of a plan, for live display without an expensive accountant call
+    per step: the ε spent before training (`NoisePlan.prior_epsilon`) plus the training's, composed with
+    the plan's measurements alongside when there are any.
 
     A PRV accountant call takes 0.1-0.6 s, so the chosen accountant is evaluated exactly on a grid of
     steps (the final step included, so the last value is exact). Between grid points the curve reports
     the smaller of two upper bounds on ε(step): the accountant's value at the next grid point (ε grows
     with steps) and the RDP bound at this step (RDP composes linearly, so the whole RDP curve costs one
-    call). Group privacy is applied to every value (NoisePlan.group_size).
+    call). Group privacy is applied to the training's ε (NoisePlan.group_size); measurements alongside a
+    group are then added by their own ε.
     """
 
     def __init__(self, plan: NoisePlan, points: int = 8):
         self.plan = plan
+        self.alongside = plan.gaussians_alongside()
+        self.composed = bool(self.alongside) and plan.group_size == 1
         self.grid = sorted({max(1, round(plan.steps * (i + 1) / points)) for i in range(points)} | {plan.steps})
-        self.values = [self._mechanism(k) for k in self.grid]
         self._orders = RDPAccountant.DEFAULT_ALPHAS
         self._rdp_one_step = _rdp_one_step(plan.noise_multiplier, plan.sample_rate)
+        self._rdp_alongside = sum((_rdp_one_step(g.noise_multiplier, g.sample_rate) * g.steps
+                                   for g in self.alongside), 0.0) if self.composed else 0.0
+        self._separate = 0.0 if self.composed or not self.alongside else compose(
+            self.alongside, plan.delta, plan.accountant)
+        self.values = [self._mechanism(k) for k in self.grid]
 
     def _mechanism(self, step: int) -> float:
         p = self.plan
+        if self.composed:
+            return compose((Gaussian(p.noise_multiplier, p.sample_rate, step), *self.alongside), p.mechanism_delta,
+                           p.accountant)
         return epsilon_after(p.noise_multiplier, p.sample_rate, step, p.mechanism_delta, p.accountant)
 
     def rdp_bound(self, step: int) -> float:
-        """The RDP accountant's bound on the mechanism's ε after `step` steps (no group privacy)."""
+        """The RDP accountant's bound on the mechanism's ε after `step` steps (with the measurements composed;
+        no group privacy)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            eps, _ = rdp_analysis.get_privacy_spent(orders=self._orders, rdp=self._rdp_one_step * step,
+            eps, _ = rdp_analysis.get_privacy_spent(orders=self._orders,
+                                                    rdp=self._rdp_one_step * step + self._rdp_alongside,
                                                     delta=self.plan.mechanism_delta)
         return float(eps)
 
     def at(self, step: int) -> float:
+        before = self.plan.prior_epsilon
         if step <= 0:
-            return 0.0
+            return before + (compose(self.alongside, self.plan.delta, self.plan.accountant) if self.alongside else 0.0)
         e1 = None
         for k, v in zip(self.grid, self.values):
             if k == step:
@@ -350,4 +376,4 @@ class EpsilonCurve:
                 break
         if e1 is None:
             e1 = self._mechanism(step)
-        return group_privacy(e1, self.plan.mechanism_delta, self.plan.group_size)[0]
+        return before + self._separate + group_privacy(e1, self.plan.mechanism_delta, self.plan.group_size)[0]
