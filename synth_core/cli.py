@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--epsilon", type=float, required=True, help="total privacy budget ε")
     f.add_argument("--delta", type=float, default=None, help="δ (default: a power of ten below 1/rows)")
     f.add_argument("--accountant", default="prv", choices=ACCOUNTANTS)
-    f.add_argument("--preset", default=None, help="model size preset (default cpu; with --model auto, auto's)")
+    f.add_argument("--preset", default=None,
+                   help="model size preset (default cpu; with --model auto, auto's): "
+                        + "; ".join(f"{name}: {', '.join(cls.presets)}" for name, cls in sorted(MODELS.items())))
     f.add_argument("--epochs", type=float)
     f.add_argument("--batch-size", type=int, help="expected Poisson batch size")
     f.add_argument("--lr", type=float)
@@ -97,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     dm.add_argument("--out", default="runs/demo", help="run directory (default runs/demo)")
     dm.add_argument("--rows", type=int, default=1000, help="synthetic rows to write to <out>/samples/synthetic.csv")
     dm.add_argument("--preset", default="cpu")
+    dm.add_argument("--csv", metavar="PATH", help="only write the demo table to PATH and its public schema beside it "
+                                                  "(PATH with .schema.json), for trying `schema` and `fit` on files")
     dm.add_argument("--epochs", type=float)
     dm.add_argument("--device", default=None)
 
@@ -132,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("runs", help="show a run's status and ledger")
     r.add_argument("run")
+    r.add_argument("--json", action="store_true", help="print it as JSON")
     return p
 
 
@@ -157,6 +162,16 @@ def _fit(args) -> int:
 
 def _demo(args) -> int:
     from .demo import demo_schema, demo_table
+    if args.csv:
+        path = Path(args.csv)
+        if path.is_dir():
+            raise RunError(f"{path} is a folder; give the name of the CSV file to write")
+        schema_path = path.with_suffix(".schema.json")
+        demo_table().to_csv(path, index=False)
+        demo_schema().save(schema_path)
+        print(f"wrote {path} (4,000 invented census-like rows) and its public schema {schema_path}; try:\n"
+              f"  python -m synth_core fit --data {path} --schema {schema_path} --model auto --epsilon 1 --out runs/demo")
+        return 0
     if args.rows < 1:
         raise ValueError(f"--rows must be a positive integer, not {args.rows}")
     print("demo: 4,000 invented census-like rows (age, sex, education, job, hours, capital gain, income); "
@@ -349,6 +364,58 @@ def _audit(args) -> int:
     return 1 if result.violation else 0
 
 
+def _runs(args) -> int:
+    run = RunDir(args.run).require()
+    ledger = run.ledger()
+    out = {"summary": run.summary(), "ledger": ledger.to_dict()}
+    book = TableBudgets(budgets_path())
+    table_id = book.table_of(str(run.path.resolve()))
+    if table_id is not None:
+        account = book.account(table_id)
+        out["table"] = {"epsilon_total": account.total_epsilon, "epsilon_spent": account.spent_epsilon,
+                        "epsilon_remaining": account.remaining_epsilon, "runs": len(account.charges)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    summary = out["summary"]
+    print(f"run {run.path}: {summary.get('state')}" + (f" ({summary['message']})" if summary.get("message") else ""))
+    if summary.get("model"):
+        print(f"model: {summary['model']}")
+    print(f"privacy: ε {ledger.spent_epsilon:.4g} spent of {ledger.target_epsilon:g}, δ = {ledger.target_delta:.1e}; "
+          f"{ledger.composition}")
+    width = max((len(e.mechanism) for e in ledger.entries), default=0)
+    for e in ledger.entries:
+        print(f"  {e.mechanism:<{width}}  ε {e.epsilon:<8.4g} δ {e.delta:.1e}")
+    for w in ledger.warnings():
+        print(f"warning: {w}")
+    if "table" in out:
+        t = out["table"]
+        print(f"this table: ε {t['epsilon_spent']:.4g} spent of {t['epsilon_total']:g} across {t['runs']} run(s), "
+              f"{t['epsilon_remaining']:.4g} left")
+    return 0
+
+
+def _describe(schema: Schema) -> list[str]:
+    """The facts of a schema, one line per column, for a steward to read before confirming them."""
+    lines = []
+    for c in schema.columns:
+        if c.is_numeric:
+            facts = f"{c.kind}, from {c.lower:g} to {c.upper:g}" if c.has_bounds else f"{c.kind}, NO BOUNDS"
+            if c.binning == "log":
+                facts += " (log scale)"
+        else:
+            cats = c.vocabulary()
+            facts = f"categories: {', '.join(cats[:8])}" + (f", … ({len(cats)} in all)" if len(cats) > 8 else "")
+        extra = [x for x in ("missing values allowed" if c.nullable else "", f"role {c.role}" if c.role else "",
+                             "read from dates (years)" if c.date else "") if x]
+        lines.append(f"  {c.name}: {facts}" + (f"; {'; '.join(extra)}" if extra else ""))
+    if schema.rows is not None:
+        lines.append(f"  the number of rows, {schema.rows:,}, is declared public")
+    for name, why in schema.excluded.items():
+        lines.append(f"  left out: {name} ({why})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -363,8 +430,11 @@ def main(argv: list[str] | None = None) -> int:
                 for name, why in schema.excluded.items():
                     print(f"left out: {name}: {why}")
             elif args.schema_command == "confirm":
-                schema = Schema.load(args.schema).confirm()
-                schema.save(args.schema)
+                schema = Schema.load(args.schema)
+                print(f"{args.schema} states these facts about the table; confirming says each is public "
+                      "(published, or known to anyone without the data):")
+                print("\n".join(_describe(schema)))
+                schema.confirm().save(args.schema)
                 print(f"{args.schema}: confirmed as public")
             else:
                 schema = Schema.load(args.schema)
@@ -385,16 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "audit":
             return _audit(args)
         if args.command == "runs":
-            run = RunDir(args.run).require()
-            out = {"summary": run.summary(), "ledger": run.ledger().to_dict()}
-            book = TableBudgets(budgets_path())
-            table_id = book.table_of(str(run.path.resolve()))
-            if table_id is not None:
-                account = book.account(table_id)
-                out["table"] = {"epsilon_total": account.total_epsilon, "epsilon_spent": account.spent_epsilon,
-                                "epsilon_remaining": account.remaining_epsilon, "runs": len(account.charges)}
-            print(json.dumps(out, indent=2))
-            return 0
+            return _runs(args)
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

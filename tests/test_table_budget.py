@@ -61,8 +61,14 @@ def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised
     assert main([*common, "--epsilon", "0.5", "--out", "r2", "--table-epsilon", "2"]) == 0
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert main(["runs", "r2"]) == 0
+        assert main(["runs", "r2", "--json"]) == 0
     table = json.loads(buf.getvalue())["table"]
+    words = io.StringIO()
+    with contextlib.redirect_stdout(words):  # for a person: the state, what was spent, each mechanism, the table
+        assert main(["runs", "r2"]) == 0
+    text = words.getvalue()
+    assert "completed" in text and "privacy: ε" in text and "Noisy row count" in text
+    assert f"this table: ε {table['epsilon_spent']:.4g} spent of 2 across 2 run(s)" in text
     assert table["epsilon_total"] == 2.0 and table["runs"] == 2 and 1.0 < table["epsilon_spent"] <= 1.5  # composed within each run: below the sum
     book = TableBudgets(budgets_path())
     report = privacy_report(RunDir("r2"), budgets=book)

@@ -13,7 +13,7 @@ from synth_core import api
 from synth_core.encoding import TokenEncoder
 from synth_core.models import SamplingError
 from synth_core.runs import RunDir, RunError
-from synth_core.schema import ColumnSpec, SchemaError, validate_table
+from synth_core.schema import ColumnSpec, Schema, SchemaError, validate_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -289,3 +289,16 @@ def test_demo_command_trains_and_samples_on_the_built_in_table(tmp_path, capsys)
     synth = pd.read_csv(tmp_path / "demo" / "samples" / "synthetic.csv")
     assert len(synth) == 30 and list(synth.columns) == demo_schema().names
     assert "ε spent" in capsys.readouterr().out
+
+
+def test_the_demo_csv_and_a_confirm_that_shows_what_it_confirms(tmp_path, monkeypatch, capsys):
+    """README's example needs files: `demo --csv` writes the demo table and its schema; `schema confirm` lists
+    every fact it confirms."""
+    from synth_core.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--csv", "demo.csv"]) == 0
+    assert len(pd.read_csv("demo.csv")) == 4000 and "fit --data demo.csv --schema demo.schema.json" in capsys.readouterr().out
+    assert main(["schema", "confirm", "demo.schema.json"]) == 0
+    out = capsys.readouterr().out
+    assert "age: integer, from 17 to 90" in out and "income: categories: <=50K, >50K; role target" in out
+    assert Schema.load("demo.schema.json").confirmed
