@@ -8,10 +8,13 @@ Each step is a page under app_pages/; the sidebar always shows the current run's
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import streamlit as st
 
-st.set_page_config(page_title="DP synthetic tables", page_icon=":material/shield_lock:", layout="wide")
+# a local icon: a :material/...: page icon is fetched from a font server on every load
+st.set_page_config(page_title="DP synthetic tables", page_icon=str(Path(__file__).parent / "workbench" / "icon.png"),
+                   layout="wide")
 
 from workbench import state  # noqa: E402  (pages import after set_page_config)
 from workbench.sidebar import render_sidebar  # noqa: E402

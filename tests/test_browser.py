@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from urllib.parse import urlsplit
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,9 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(WAIT_MS)
+        outside = []  # the app promises to send nothing out: every request the page makes stays on this machine
+        page.on("request", lambda r: outside.append(r.url) if urlsplit(r.url).scheme in ("http", "https", "ws", "wss")
+                and urlsplit(r.url).hostname not in ("localhost", "127.0.0.1") else None)
         page.goto(server)
         expect(page.get_by_text("1 · Your data")).to_be_visible()
 
@@ -131,3 +135,4 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         expect(page.get_by_test_id("stSidebar").get_by_text("ε spent")).to_be_visible()
         browser.close()
     assert (tmp_path / "review.png").stat().st_size > 10_000
+    assert outside == [], f"the page asked for addresses outside this machine: {sorted(set(outside))[:5]}"
