@@ -111,7 +111,11 @@ st.success(f"{len(table):,} synthetic rows ({info.get('method', 'unconditional')
 if info.get("acceptance_rate") is not None and info.get("method") == "rejection":
     st.caption(f"Conditions met by rejection sampling; {info['acceptance_rate']:.1%} of tried rows were kept.")
 fair_result = st.session_state.get("fair_result")
-if info.get("method") == "fairness control" and fair_result is not None:
+if info.get("method") == "fairness control" and fair_result is not None and fair_result.share == 0:
+    st.info(f"No change needed: the synthetic rows' demographic-parity gap is {fair_result.gap_after:.3f}, within "
+            f"the {info['target_gap']:g} you accept, so no row was generated with conditions.",
+            icon=":material/check_circle:")
+elif info.get("method") == "fairness control" and fair_result is not None:
     c1, c2, c3 = st.columns(3)
     c1.metric("demographic-parity gap before", f"{fair_result.gap_before:.3f}")
     c2.metric("after", f"{fair_result.gap_after:.3f}", delta=f"{fair_result.gap_after - fair_result.gap_before:+.3f}",

@@ -184,6 +184,13 @@ def test_fairness_control_on_the_generate_page(workspace):
     assert "demographic-parity gap before" in labels and "after" in labels
     info = at.session_state["generated"]["info"]
     assert info["method"] == "fairness control" and info["fairness_share"] == result.share
+    # a gap the model's own rows already meet: nothing is conditioned, and the page says so instead of a
+    # before/after that would only show resampling noise
+    at.slider(key="target_gap").set_value(0.5)
+    at.button(key="generate").click().run(timeout=RUN_S)
+    no_exceptions(at)
+    assert at.session_state["fair_result"].share == 0
+    assert "No change needed" in texts(at.info) and "demographic-parity gap before" not in {m.label for m in at.metric}
 
 
 @pytest.mark.parametrize("name,content,message", [
