@@ -13,6 +13,18 @@ st.write("Start from the sensitive table you want a synthetic version of, or fro
          "The table stays on this machine: in memory while you work, and inside the owner-only run folder "
          "once you train. The app never offers it for download.")
 
+
+
+def loaded(message: str) -> None:
+    """A new table is in: run the app again so the sidebar (drawn before this page) shows it, and say so then."""
+    st.session_state["data_notice"] = (st.session_state["table_name"], message)
+    st.rerun()
+
+
+notice = st.session_state.get("data_notice")
+if notice and notice[0] == st.session_state.get("table_name"):
+    st.success(notice[1])
+
 limit_mb = st.get_option("server.maxUploadSize")
 upload_tab, demo_tab = st.tabs(["Upload a file", "Use a demo table"])
 
@@ -37,9 +49,9 @@ with upload_tab:
         else:
             state.set_dataset(table, uploaded.name, "upload", draft)
             st.session_state["loaded_upload_id"] = uploaded.file_id
-            st.success(f"Loaded {uploaded.name}: {len(table):,} rows, {len(table.columns)} columns"
-                       + (f" (read as {read_as})" if read_as else "") + ". "
-                       "A schema was drafted from the data: review and confirm it on step 2.")
+            loaded(f"Loaded {uploaded.name}: {len(table):,} rows, {len(table.columns)} columns"
+                   + (f" (read as {read_as})" if read_as else "") + ". "
+                   "A schema was drafted from the data: review and confirm it on step 2.")
 
 with demo_tab:
     choice = st.selectbox("Demo table", list(DEMOS), key="demo_choice")
@@ -51,7 +63,7 @@ with demo_tab:
             st.error(f"The demo table could not be loaded: {e}")
         else:
             state.set_dataset(table, choice, "demo", schema, about)
-            st.success(f"Loaded {choice}, with a schema declared from its public documentation.")
+            loaded(f"Loaded {choice}, with a schema declared from its public documentation.")
 
 table = state.table()
 if table is None:

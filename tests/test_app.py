@@ -79,6 +79,7 @@ def test_walk_through_from_upload_to_export(workspace):
     upload(at, "people.csv", csv)
     no_exceptions(at)
     assert "300 rows" in texts(at.success)
+    assert "people.csv" in texts(at.sidebar.caption)  # the sidebar shows what was just loaded
 
     # 2. schema: drafted from the data, so flagged until confirmed; edit one column's public facts
     at.switch_page("app_pages/schema.py").run()
