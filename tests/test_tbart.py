@@ -267,7 +267,7 @@ def test_cli_draft_fit_sample_end_to_end(toy_table, tmp_path, capsys, monkeypatc
     synth = pd.read_csv(tmp_path / "synth.csv")
     assert len(synth) == 40 and (synth["sex"] == "Female").all()
     capsys.readouterr()
-    assert main(["runs", str(tmp_path / "run")]) == 0
+    assert main(["runs", str(tmp_path / "run"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ledger"]["spent_epsilon"] <= 2.0
 
 
