@@ -90,8 +90,8 @@ class NoisePlan:
     max_grad_norm: float
     planned_epsilon: float  # the accountant's ε after all planned steps (≤ target)
     group_size: int = 1     # see SamplingShape; σ is calibrated to the member budget (member_budget)
-    # the run's other mechanisms, for what the whole run has spent after k steps (`run_epsilon`, the live
-    # curve): Gaussian measurements composed with training ([σ, q, steps] each), and the ε spent before
+    # the run's other mechanisms, for what the whole run has spent after k steps (the live curve): Gaussian
+    # measurements composed with training ([σ, q, steps] each), and the ε spent before
     # (the noisy count, DP bounds)
     alongside: list = field(default_factory=list)
     prior_epsilon: float = 0.0
@@ -144,15 +144,11 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
     eps1, delta1 = member_budget(epsilon, delta, shape.group_size)
     batch = shape.expected_batch
 
-    def inner_plan(batch: float) -> NoisePlan:
-        if not alongside:
-            return plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm)
-        return _plan_composed(shape.population, batch, shape.epochs, eps1, delta1, accountant, alongside)
-
-    inner = inner_plan(batch)
+    inner = plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm, alongside)
     while inner.noise_multiplier < shape.min_noise_multiplier and batch * 2 <= shape.population / 2:
         batch *= 2
-        inner = inner_plan(batch)
+        inner = plan_noise(shape.population, batch, shape.epochs, eps1, delta1, accountant, shape.max_grad_norm,
+                           alongside)
     out = NoisePlan(noise_multiplier=inner.noise_multiplier, sample_rate=inner.sample_rate,
                     expected_batch_size=inner.expected_batch_size, steps=inner.steps, epsilon=epsilon, delta=delta,
                     accountant=inner.accountant, max_grad_norm=shape.max_grad_norm, planned_epsilon=0.0,
@@ -162,20 +158,13 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
     return out
 
 
-def _plan_composed(n_rows: int, expected_batch_size: float, epochs: float, epsilon: float, delta: float,
-                   accountant: str, alongside: tuple[Gaussian, ...]) -> NoisePlan:
+def _calibrate_composed(epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str,
+                        alongside: tuple[Gaussian, ...]) -> float:
     """σ for DP-SGD such that it and the `alongside` mechanisms, composed, end at (ε, δ): RDP's answer for the
     composition (RDP bounds ε from above, so its σ is enough), then with PRV a search below it."""
-    accountant = accountant_for(epsilon, accountant)
-    if n_rows < 2:
-        raise BudgetError("DP-SGD needs at least two rows")
-    if epochs <= 0:
-        raise BudgetError(f"epochs must be positive, not {epochs}")
     if compose(alongside, delta, accountant) >= epsilon:
         raise BudgetError(f"the measurements alone spend ε={compose(alongside, delta, accountant):.3g} of "
                           f"{epsilon:g}: nothing is left for training; lower the share they take")
-    sample_rate = min(1.0, float(expected_batch_size) / n_rows)
-    steps = max(1, int(round(epochs / sample_rate)))
 
     def total(sigma: float, how: str) -> float:
         return compose((Gaussian(sigma, sample_rate, steps), *alongside), delta, how)
@@ -195,10 +184,7 @@ def _plan_composed(n_rows: int, expected_batch_size: float, epochs: float, epsil
         while total(low, "prv") <= epsilon and low > 0.05:
             high, low = low, 0.85 * low
         low, high = _search_down(lambda sigma: total(sigma, "prv") - epsilon, low, high, 0.005 * epsilon)
-    sigma = high
-    return NoisePlan(noise_multiplier=float(sigma), sample_rate=sample_rate, expected_batch_size=sample_rate * n_rows,
-                     steps=steps, epsilon=epsilon, delta=delta, accountant=accountant, max_grad_norm=1.0,
-                     planned_epsilon=epsilon_after(sigma, sample_rate, steps, delta, accountant))
+    return high
 
 
 def _search_down(excess, low: float, high: float, tolerance: float, max_evaluations: int = 12) -> tuple[float, float]:
@@ -262,8 +248,9 @@ def compose(mechanisms: tuple[Gaussian, ...], delta: float, accountant: str = "p
 
 
 def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: float, delta: float,
-               accountant: str = "prv", max_grad_norm: float = 1.0) -> NoisePlan:
-    """Calibrate σ so that `epochs` worth of Poisson-sampled steps end at (ε, δ)."""
+               accountant: str = "prv", max_grad_norm: float = 1.0, alongside: tuple[Gaussian, ...] = ()) -> NoisePlan:
+    """Calibrate σ so that `epochs` worth of Poisson-sampled steps end at (ε, δ); with Gaussian measurements
+    `alongside`, so that the steps and they, composed by the accountant, do."""
     check_budget(epsilon, delta)
     accountant = accountant_for(epsilon, accountant)
     if n_rows < 2:
@@ -273,7 +260,8 @@ def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: 
     sample_rate = min(1.0, float(expected_batch_size) / n_rows)
     steps = max(1, int(round(epochs / sample_rate)))
     try:
-        sigma = _calibrate(epsilon, delta, sample_rate, steps, accountant)
+        sigma = (_calibrate_composed(epsilon, delta, sample_rate, steps, accountant, tuple(alongside)) if alongside
+                 else _calibrate(epsilon, delta, sample_rate, steps, accountant))
     except ValueError as e:
         raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} in {steps} steps: {e}") from None
     planned = epsilon_after(sigma, sample_rate, steps, delta, accountant)
