@@ -152,8 +152,9 @@ size = st.radio("Model size", list(sizes), index=min(1, len(sizes) - 1), horizon
 if st.session_state.get("preset") not in klass.presets:  # another family was picked: its own size
     st.session_state["preset"] = sizes[size]
 with st.expander("Advanced"):
-    preset = st.selectbox("Preset", list(klass.presets), index=list(klass.presets).index(sizes[size]),
-                          key="preset", help="'tiny' trains in seconds: for trying the app, not for release.")
+    # its value is in session state already (set above, from the size): no default here
+    preset = st.selectbox("Preset", list(klass.presets), key="preset",
+                          help="'tiny' trains in seconds: for trying the app, not for release.")
     accountant = st.selectbox("Accountant", ["prv", "rdp"], key="accountant",
                               help="PRV gives the tighter ε for the same noise; RDP is the classic bound.")
     seed = int(st.number_input("Seed", value=0, min_value=0, step=1, key="seed",

@@ -1,6 +1,7 @@
 """Step 5: the synthetic table against the real one, column by column and as a whole; two runs side by side."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -172,5 +173,7 @@ if full and full["key"] == key and os.path.exists(full["html"]):
                        mime="text/html", key="download_full_html")
     c2.download_button("Download its figures (JSON)", Path(full["json"]).read_bytes(),
                        file_name="review-report.json", mime="application/json", key="download_full_json")
+    for note in json.loads(Path(full["json"]).read_text()).get("notes", []):
+        st.info(note)
 
 st.page_link("app_pages/generate.py", label="Next: generate and export", icon=":material/arrow_forward:")

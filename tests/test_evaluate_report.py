@@ -159,6 +159,21 @@ def test_report_without_holdout_says_what_is_missing(demo, tmp_path):
     assert "Membership-inference ROC-AUC" not in names and "1-way TVD" in names
 
 
+def test_report_with_a_collapsed_target_is_built_and_says_so(demo, tmp_path):
+    """A synthetic table whose target collapsed to one class (a small model at a small ε can) is a
+    finding of the review, not a failure of it: the report is built, says why utility is absent."""
+    schema, train, holdout = demo
+    train, holdout = train.iloc[:400], holdout.iloc[:200]
+    collapsed = train.assign(income="<=50K")
+    _, json_path = build_report(train, collapsed, schema, holdout=holdout, out_dir=tmp_path, include_umap=False)
+    data = json.loads(json_path.read_text())
+    note = next(n for n in data["notes"] if "one class only" in n)
+    assert "'<=50K'" in note and "utility and fairness figures could not be computed" in note
+    names = {f["name"] for f in data["results"]["synthetic"]["figures"]}
+    assert "1-way TVD" in names and "Utility ratio (ROC-AUC)" not in names
+    assert "one class" in data["results"]["synthetic"]["errors"]["utility"]
+
+
 def test_cli_evaluate_quick_and_bad_input(demo, tmp_path, capsys):
     from synth_core.cli import main
     schema, train, holdout = demo

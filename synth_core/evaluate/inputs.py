@@ -60,12 +60,24 @@ def _check_target(df: pd.DataFrame, schema: Schema, target: str, name: str) -> N
             "a classifier needs at least two")
 
 
+def target_problem(df: pd.DataFrame, schema: Schema, target: str, name: str) -> str | None:
+    """Why `target` in `df` cannot train a classifier (missing everywhere, one class), or None."""
+    try:
+        _check_target(df, schema, target, name)
+    except EvaluationError as e:
+        return str(e)
+    return None
+
+
 def check_comparable(real: Any, synthetic: Any, schema: Schema, target: str | None = None,
-                     sensitive: str | None = None) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+                     sensitive: str | None = None, synthetic_target: bool = True
+                     ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """Check that the real table and the synthetic table(s) can be compared under `schema`.
 
     `synthetic` is a DataFrame or a dict {label: DataFrame}. Raises EvaluationError naming the table
-    and the problem; returns the canonical real table and {label: canonical synthetic table}."""
+    and the problem; returns the canonical real table and {label: canonical synthetic table}.
+    `synthetic_target=False` checks the target in the real table only (a report lists a synthetic
+    table whose target collapsed to one class as a finding, see `target_problem`)."""
     real_c = canonical(real, schema, "real")
     synths = as_dict(synthetic)
     out = {}
@@ -74,7 +86,7 @@ def check_comparable(real: Any, synthetic: Any, schema: Schema, target: str | No
         out[label] = canonical(df, schema, name)
     if target is not None:
         _check_target(real_c, schema, target, "real")
-        for label, df in out.items():
+        for label, df in (out.items() if synthetic_target else ()):
             _check_target(df, schema, target, "synthetic" if label == "synthetic" else f"synthetic ({label})")
     if sensitive is not None and sensitive not in schema:
         raise EvaluationError(f"the sensitive column {sensitive!r} is not a column of the schema")

@@ -26,7 +26,7 @@ from .charts import (association_chart, column_scores_chart, dcr_chart, group_ra
 from .fairness import fairness_figures
 from .fidelity import detection_auc
 from .figures import Figure, MEANINGS, column_figures, make_figure, quick_figures
-from .inputs import EvaluationError, canonical, check_comparable
+from .inputs import EvaluationError, canonical, check_comparable, target_problem
 from .privacy_risk import attribute_inference, distance_to_closest_record, membership_inference
 from .projections import pca_projection, umap_projection
 from .structure import alpha_beta_authenticity, association_difference, pmse_ratio
@@ -188,7 +188,8 @@ def evaluate(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdout: 
     t0 = time.perf_counter()
     target = target if target is not None else _role(schema, "target")
     sensitive = sensitive if sensitive is not None else _role(schema, "sensitive")
-    real_c, synths = check_comparable(real_train, synthetic, schema, target=target, sensitive=sensitive)
+    real_c, synths = check_comparable(real_train, synthetic, schema, target=target, sensitive=sensitive,
+                                      synthetic_target=False)
     hold_c = None
     if holdout is not None:
         hold_c = canonical(holdout, schema, "held-out real")
@@ -216,6 +217,13 @@ def evaluate(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdout: 
                      "need real rows the model never saw, so they are not in this report.")
     if target is None:
         notes.append("No target column: utility and fairness figures are not in this report.")
+    for label, df in synths.items():
+        problem = target_problem(df, schema, target, "synthetic" if len(synths) == 1 else f"synthetic ({label})") \
+            if target is not None else None
+        if problem:
+            notes.append(f"{problem[0].upper()}{problem[1:]}. Its utility and fairness figures could not be "
+                         "computed: the model did not learn the target's other classes; more ε, more rows or a "
+                         "larger model usually helps.")
     if sensitive is None:
         notes.append("No sensitive column: the attribute-inference attack and fairness figures are not in this report.")
     return {
