@@ -6,14 +6,17 @@ import json
 import streamlit as st
 
 from synth_core.schema import KINDS, Schema, SchemaError, validate_table
+from synth_core.schema.derived import describe
 from workbench import state
 from workbench.schema_table import (
     ROLE_CHOICES,
     categories_to_text,
     clear_drafted_bounds,
     frame_to_schema,
+    lines_to_categories,
     schema_to_frame,
-    text_to_categories,
+    text_to_numbers,
+    with_rule,
 )
 
 st.title("2 · What is public about the table")
@@ -58,6 +61,9 @@ edited = st.data_editor(
         "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"],
                                                     help="log: finer bins near the minimum, for skewed amounts"),
         "decimals": st.column_config.NumberColumn("decimals", min_value=0, max_value=10, step=1),
+        "derived": st.column_config.TextColumn("derived by a public rule", disabled=True,
+                                               help="computed from another column after sampling, never modelled; "
+                                                    "declare it below (Edit one column in detail) or in the JSON"),
         "source": st.column_config.TextColumn("where the facts come from", disabled=True),
     },
 )
@@ -78,21 +84,49 @@ with st.expander("Edit one column in detail"):
         c1, c2 = st.columns(2)
         lower = c1.text_input("Public minimum", value="" if spec.lower is None else f"{spec.lower:g}")
         upper = c2.text_input("Public maximum", value="" if spec.upper is None else f"{spec.upper:g}")
-        cats = st.text_area("Public categories (comma-separated)", value=categories_to_text(spec.categories))
+        cats = st.text_area("Public categories, one per line, in their order",
+                            value="\n".join(spec.categories or []))
         nullable = st.checkbox("Values may be missing", value=spec.nullable)
         role = st.selectbox("Role", ROLE_CHOICES, index=ROLE_CHOICES.index(spec.role or ""))
         if st.form_submit_button("Apply to this column"):
             frame = schema_to_frame(schema).astype(object)
             i = schema.names.index(name)
             frame.loc[i, ["kind", "lower", "upper", "categories", "nullable", "role"]] = [
-                kind, lower.strip() or None, upper.strip() or None, ", ".join(
-                    f'"{c}"' if "," in c else c for c in text_to_categories(cats)), nullable, role]
+                kind, lower.strip() or None, upper.strip() or None,
+                categories_to_text(lines_to_categories(cats)), nullable, role]
             try:
                 state.set_schema(frame_to_schema(frame, schema))
             except SchemaError as e:
                 st.error(f"Not applied: {e}")
             else:
                 st.rerun()
+
+    st.markdown("**Derived by a public rule**: a column computed from another (an age group from the age) is "
+                "never modelled; every synthetic row gets it from the rule, so the two always agree.")
+    if spec.derived:
+        st.info(f"{name} is derived: {describe(spec.derived)}.", icon=":material/function:")
+        if st.button("Model it again instead (remove the rule)", key="remove_rule"):
+            state.set_schema(with_rule(schema, name, None))
+            st.rerun()
+    sources = [c.name for c in schema.columns if c.is_numeric and not c.derived and c.name != name]
+    if sources:
+        with st.form("derived_form"):
+            rule = spec.derived if spec.derived and "bins" in spec.derived else {}
+            source = st.selectbox("Cut into bins of", sources, index=sources.index(rule["from"])
+                                  if rule.get("from") in sources else 0)
+            edges = st.text_input("Edges (bin i runs from edge i up to, not including, edge i+1; the last bin "
+                                  "includes its upper edge)", value=", ".join(f"{e:g}" for e in rule.get("bins", [])),
+                                  placeholder="17, 25, 45, 65, 90")
+            labels = st.text_area("Labels, one per line (one fewer than the edges): the column's categories",
+                                  value="\n".join(rule.get("labels", [])), placeholder="17-24\n25-44\n45-64\n65+")
+            if st.form_submit_button(f"Derive {name} from these bins"):
+                try:
+                    state.set_schema(with_rule(schema, name, {"from": source, "bins": text_to_numbers(edges),
+                                                              "labels": lines_to_categories(labels)}))
+                except SchemaError as e:
+                    st.error(f"Not applied: {e}")
+                else:
+                    st.rerun()
 
 schema = state.schema()
 st.subheader("Confirm")
@@ -143,14 +177,15 @@ with c2:
         try:
             new = Schema.from_json(imported.getvalue().decode("utf-8"))
             missing = [n for n in table.columns if n not in new]
-            extra = [n for n in new.names if n not in table.columns]
+            extra = [c.name for c in new.columns if c.name not in table.columns and not c.derived]
             if missing or extra:
                 raise SchemaError("the schema does not match the table: "
                                   + "; ".join(p for p in (
                                       f"columns of the table it lacks: {', '.join(map(str, missing))}" if missing else "",
                                       f"columns it names that the table lacks: {', '.join(extra)}" if extra else "")
                                       if p))
-            new.columns = [new[n] for n in table.columns]  # the table's column order
+            # the table's column order, then derived columns the table lacks (computed from their rules)
+            new.columns = [new[n] for n in table.columns] + [c for c in new.derived_columns if c.name not in table.columns]
             validate_table(table, new)
         except (SchemaError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
             st.error(f"This schema cannot be used: {e}")

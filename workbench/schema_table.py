@@ -1,7 +1,9 @@
 """The public schema as a table the steward edits (one row per column), and back.
 
-Categories are written comma-separated; a category that itself holds a comma is written in double
-quotes, as in a CSV line. Pure functions: no Streamlit here, so they are tested directly.
+Categories are written comma-separated in the table (a category that itself holds a comma is written in
+double quotes, as in a CSV line) and one per line in the column form; their order is the steward's. A derived
+column shows its rule in words; `with_rule` makes a column derived (the rule's checks are the core's,
+synth_core/schema/derived.py). Pure functions: no Streamlit here, so they are tested directly.
 """
 from __future__ import annotations
 
@@ -13,18 +15,20 @@ import math
 import pandas as pd
 
 from synth_core.schema import KINDS, ColumnSpec, Schema, SchemaError
+from synth_core.schema.derived import describe
 
 EDITOR_COLUMNS = ["column", "kind", "lower", "upper", "categories", "nullable", "role", "binning", "decimals",
-                  "source"]
+                  "derived", "source"]
 ROLE_CHOICES = ["", "sensitive", "target"]
 
 
 def categories_to_text(categories: list[str] | None) -> str:
-    if not categories:
-        return ""
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="").writerow(categories)
-    return buf.getvalue().replace(",", ", ")
+    """Categories comma-separated, each quoted as a CSV field where it needs it ("a,b" keeps its comma)."""
+    def field(category: str) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="").writerow([category])
+        return buf.getvalue()
+    return ", ".join(field(c) for c in categories or [])
 
 
 def text_to_categories(text: str | None) -> list[str]:
@@ -32,6 +36,20 @@ def text_to_categories(text: str | None) -> list[str]:
         return []
     row = next(csv.reader([str(text)], skipinitialspace=True))
     return [c.strip() for c in row if c.strip()]
+
+
+def lines_to_categories(text: str | None) -> list[str]:
+    """Categories written one per line, in their order (blank lines skipped)."""
+    return [line.strip() for line in str(text or "").splitlines() if line.strip()]
+
+
+def text_to_numbers(text: str | None) -> list[float]:
+    """Numbers written with commas or spaces between them ("0, 25, 45"); whole numbers as integers."""
+    try:
+        numbers = [float(x) for x in str(text or "").replace(",", " ").split()]
+        return [int(x) if x.is_integer() else x for x in numbers]
+    except ValueError:
+        raise SchemaError(f"the edges must be numbers separated by commas, not {text!r}") from None
 
 
 def source_label(schema: Schema) -> str:
@@ -53,6 +71,7 @@ def schema_to_frame(schema: Schema) -> pd.DataFrame:
             "categories": categories_to_text(c.categories) if c.kind == "categorical" else "",
             "nullable": bool(c.nullable), "role": c.role or "", "binning": c.binning,
             "decimals": None if c.decimals is None else float(c.decimals),
+            "derived": describe(c.derived) if c.derived else "",
             "source": label,
         })
     return pd.DataFrame(rows, columns=EDITOR_COLUMNS)
@@ -91,7 +110,7 @@ def frame_to_schema(frame: pd.DataFrame, base: Schema) -> Schema:
             raise SchemaError(f"column {name!r}: {e}") from None
         spec = ColumnSpec(name=name, kind=kind, nullable=bool(row.get("nullable")),
                           role=(str(row.get("role") or "").strip() or None),
-                          binning=str(row.get("binning") or "uniform"))
+                          binning=str(row.get("binning") or "uniform"), derived=old.derived)
         if kind == "categorical":
             spec.categories = text_to_categories(row.get("categories"))
             spec.unknown = old.unknown if old.kind == "categorical" else None
@@ -104,8 +123,29 @@ def frame_to_schema(frame: pd.DataFrame, base: Schema) -> Schema:
             spec.date = old.date if kind == "integer" else None  # a column read from dates stays so
         spec.check()
         specs.append(spec)
+    return _edited(base, specs)
+
+
+def with_rule(schema: Schema, name: str, rule: dict | None) -> Schema:
+    """The schema with column `name` derived by `rule` (see synth_core/schema/derived.py), or modelled again
+    (rule None). A column cut into bins becomes categorical, its categories the labels in their order, and
+    may be missing where its source may."""
+    specs = [copy.deepcopy(c) for c in schema.columns]
+    spec = next(c for c in specs if c.name == name)
+    spec.derived = rule
+    if rule and "bins" in rule:
+        source = schema[rule["from"]] if rule["from"] in schema else None
+        spec.kind, spec.lower, spec.upper, spec.decimals, spec.date, spec.binning = \
+            "categorical", None, None, None, None, "uniform"
+        spec.categories = [str(label) for label in rule.get("labels") or []]
+        spec.nullable = bool(source and source.nullable)
+    return _edited(schema, specs)
+
+
+def _edited(base: Schema, specs: list[ColumnSpec]) -> Schema:
+    """The schema with edited columns, checked; a confirmed draft whose facts changed needs confirming again."""
     new = Schema(columns=specs, drafted_from_data=base.drafted_from_data, confirmed=base.confirmed,
-                 missing_markers=list(base.missing_markers), excluded=dict(base.excluded))
+                 missing_markers=list(base.missing_markers), excluded=dict(base.excluded), rows=base.rows)
     roles = [c.role for c in specs if c.role]
     for role in ("sensitive", "target"):
         if roles.count(role) > 1:
@@ -117,7 +157,8 @@ def frame_to_schema(frame: pd.DataFrame, base: Schema) -> Schema:
 
 
 def _facts(schema: Schema) -> list:
-    return [(c.kind, c.lower, c.upper, c.categories, c.nullable, c.binning, c.decimals) for c in schema.columns]
+    return [(c.kind, c.lower, c.upper, c.categories, c.nullable, c.binning, c.decimals, c.derived)
+            for c in schema.columns]
 
 
 def clear_drafted_bounds(schema: Schema) -> Schema:

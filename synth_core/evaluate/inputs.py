@@ -22,7 +22,7 @@ class EvaluationError(ValueError):
 
 def _columns_problem(df: pd.DataFrame, schema: Schema, name: str) -> str | None:
     cols = [str(c) for c in df.columns]
-    missing = [c for c in schema.names if c not in cols]
+    missing = [c.name for c in schema.columns if c.name not in cols and not c.derived]  # derived: computed
     extra = [c for c in cols if c not in schema.names]
     parts = []
     if missing:
@@ -39,7 +39,8 @@ def canonical(df: Any, schema: Schema, name: str = "table", allow_extra: bool = 
     if len(df) == 0:
         raise EvaluationError(f"the {name} table has zero rows")
     problem = _columns_problem(df, schema, name)
-    if problem and not (allow_extra and all(c in [str(x) for x in df.columns] for c in schema.names)):
+    present = {str(x) for x in df.columns}
+    if problem and not (allow_extra and all(c.name in present or c.derived for c in schema.columns)):
         raise EvaluationError(problem)
     try:
         clean, _ = validate_table(df, schema)

@@ -73,6 +73,7 @@ class SamplingError(RuntimeError):
 
 class SynthModel:
     family = "base"
+    label = ""              # a plain-language name, shown before the family's technical name
     description = ""        # one plain-language line: what the model is
     when_to_pick = ""       # one plain-language line: when a steward should choose it
     config_class: type = object
@@ -80,11 +81,19 @@ class SynthModel:
     # the app's size choice -> a preset name in `presets`
     size_presets: dict[str, str] = {}
 
+    @classmethod
+    def summary(cls) -> str:
+        """The description's first sentence, without its technical aside in parentheses: a caption."""
+        return cls.description.split(". ")[0].split(" (")[0].rstrip(".")
+
     def __init__(self, schema: Schema, preset: str = "cpu", device: str | None = None, seed: int | None = 0,
                  **overrides: Any):
         self.config, self.train_config = self.configure(preset, overrides, seed=seed, device=device)
         self.preset = preset
-        self.schema = schema
+        # the steward's schema, saved with the model; a family learns (and encodes) its modelled columns only:
+        # derived columns are computed from their public rules after sampling (`sample`)
+        self.full_schema = schema
+        self.schema = schema.modelled()
         self.device = pick_device(device)
         self.plan: NoisePlan | None = None
         self.train_result: TrainResult | None = None
@@ -194,22 +203,23 @@ class SynthModel:
         """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}. Sampling
         costs no privacy. A run that measured marginals (`calibration`) draws a pool of rows from the model
         and resamples it towards them (models.calibration); calibrate=False returns the model's own rows.
+        Derived columns are then computed from their rules (`Schema.derive`); they cannot be conditioned on.
         `last_sample_info` reports the method, and the calibration."""
         self._check_rows(n)
+        conditions = self.full_schema.check_conditions(conditions)  # refuses a derived column, naming its source
         if not calibrate or self.calibration is None:
-            return self.draw(n, conditions, seed, **options)
-        conditions = self.schema.check_conditions(conditions)
+            return self.full_schema.derive(self.draw(n, conditions, seed, **options))
         try:
             pool = self.draw(pool_size(n), conditions, seed, **options)
         except SamplingError:  # the conditions are met too rarely for a pool: the rows asked for, uncalibrated
             table = self.draw(n, conditions, seed, **options)
             self.last_sample_info["calibration"] = {"note": "too few rows meet the conditions for a calibration pool"}
-            return table
+            return self.full_schema.derive(table)
         weights, info = calibrate_weights(pool, self.calibration, self.schema, conditions)
         rng = np.random.default_rng(None if seed is None else seed + 2)
         table = pool.iloc[resample(weights, n, rng)].reset_index(drop=True)
         self.last_sample_info = {**self.last_sample_info, "rows": n, "calibration": info}
-        return table
+        return self.full_schema.derive(table)
 
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
         """The family's sampler: n rows of the model meeting `conditions`; sets `last_sample_info`."""
@@ -232,7 +242,7 @@ class SynthModel:
         return {
             "family": self.family, "preset": self.preset,
             "config": dataclasses.asdict(self.config), "train_config": self.train_config.to_dict(),
-            "schema": self.schema.to_dict(),
+            "schema": self.full_schema.to_dict(),
             "plan": self.plan.to_dict() if self.plan else None,
             "calibration": self.calibration.to_dict() if self.calibration else None,
         }

@@ -9,7 +9,8 @@ rows) uses that noisy count, never the exact one.
 
 Marginals (`measure_marginals`) are counts of the table's rows in the cells of the public discretisation
 (`encoding.tokens.TokenEncoder.cells`: public categories, numbers in bins between public bounds), of every
-column alone and of the pairs `choose_marginals` picks from public facts, released together by one Gaussian
+modelled column alone (`Schema.modelled`: a derived column is computed from its public rule, never measured) and
+of the pairs `choose_marginals` picks from public facts, released together by one Gaussian
 mechanism (adding or removing a row moves one cell of each marginal by 1: L2 sensitivity √k for k
 marginals). The accountant composes it with the run's DP-SGD (`accounting.plan(alongside=...)`).
 """
@@ -82,7 +83,7 @@ class Marginals:
     marginals: list[Marginal] = field(default_factory=list)
 
     def encoder(self, schema: Schema) -> TokenEncoder:
-        return TokenEncoder(schema, self.n_bins)
+        return TokenEncoder(schema.modelled(), self.n_bins)
 
     def to_dict(self) -> dict:
         return {"n_bins": self.n_bins, "noise_std": self.noise_std, "rows": self.rows,
@@ -99,7 +100,8 @@ class Marginals:
 def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[str, ...]]:
     """Which marginals to measure, from public facts only: every column alone; every pair of columns if that
     makes at most ALL_PAIRS_UP_TO marginals, else every pair of a target or sensitive column (the schema's
-    roles) with another column; never a pair with more than MAX_PAIR_CELLS cells."""
+    roles) with another column; never a pair with more than MAX_PAIR_CELLS cells. Modelled columns only."""
+    schema = schema.modelled()
     encoder = TokenEncoder(schema, n_bins)
     size = {c.spec.name: c.size for c in encoder.codecs}
     chosen: list[tuple[str, ...]] = [(name,) for name in schema.names]
@@ -130,6 +132,7 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
                       rows: int, accountant: str = "prv", n_bins: int = MARGINAL_BINS) -> tuple[Marginals, Gaussian]:
     """The chosen marginals of a validated table, measured by one Gaussian mechanism that alone spends
     (ε, δ), recorded in the ledger; and the mechanism, for the accountant to compose with the training."""
+    schema = schema.modelled()
     chosen = choose_marginals(schema, n_bins)
     mechanism = gaussian_for(epsilon, delta, accountant)
     sensitivity = math.sqrt(len(chosen))

@@ -1,5 +1,6 @@
-"""The public schema (spec: what the steward declares public, and the scales it owns) and the tables read
-against it (tables: reading, validation, drafting, random rows from the schema alone)."""
+"""The public schema (spec: what the steward declares public, and the scales it owns; derived: the rules of
+columns computed from others) and the tables read against it (tables: reading, validation, drafting, random
+rows from the schema alone)."""
 from .spec import BINNINGS, DATES, KINDS, MAX_MAGNITUDE, ROLES, SCHEMA_VERSION, ColumnSpec, Schema, SchemaError
 from .tables import (ColumnReport, ValidationReport, draft_schema, random_table, read_table, read_table_bytes,
                      validate_table)

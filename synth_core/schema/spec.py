@@ -2,12 +2,13 @@
 
 Everything a model, an encoder or a sampler may know about the private table without paying for it
 from the privacy budget lives here: column names, kinds, numeric bounds, category lists, whether a
-column may be missing. `validate_table` checks a private table against a schema and never drops a row
-silently; `draft_schema` proposes a schema by *reading the data*, and marks it as such until the
-steward confirms that every fact in it is public.
+column may be missing, the rules of derived columns (schema/derived.py). `validate_table` checks a private
+table against a schema and never drops a row silently; `draft_schema` proposes a schema by *reading the
+data*, and marks it as such until the steward confirms that every fact in it is public.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
+import pandas as pd
 
 from ..files import write_atomic
 
@@ -44,7 +46,8 @@ class ColumnSpec:
     """One column's public facts.
 
     lower/upper: public bounds of a numeric column; values outside are clipped (and counted).
-    categories: the public list of a categorical column's values, compared as strings.
+    categories: the public list of a categorical column's values, compared as strings, in the steward's order
+        (kept by the encoders, the charts and the app; a draft lists numbers by their value: 1-5, 6-10, 10-20).
     unknown: if set, a category outside the public list is mapped to this reserved category
         instead of being an error.
     binning: how a discretising model cuts the public range: "uniform" or "log" (log1p of the
@@ -53,6 +56,8 @@ class ColumnSpec:
     role: "sensitive" or "target" for fairness tooling; no effect on privacy.
     date: "year" for an integer column read from dates (validation keeps each date's year, a
         generalisation a drafted schema proposes for a date column).
+    derived: the public rule that computes this categorical column from another ({"from", "bins", "labels"}
+        or {"from", "map"}, see schema/derived.py): never modelled, computed after sampling.
     """
 
     name: str
@@ -66,6 +71,7 @@ class ColumnSpec:
     decimals: int | None = None
     role: str | None = None
     date: str | None = None
+    derived: dict | None = None
 
     @property
     def is_numeric(self) -> bool:
@@ -113,6 +119,9 @@ class ColumnSpec:
             self.categories = cats
             if self.unknown is not None:
                 self.unknown = str(self.unknown)
+        if self.derived is not None:
+            from .derived import canonical
+            self.derived = canonical(self)
 
     def vocabulary(self) -> list[str]:
         """The categories a model may emit: the public list plus the reserved unknown category."""
@@ -182,6 +191,26 @@ class ColumnSpec:
             return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
         return np.linspace(lo, hi, n_bins + 1)
 
+    def chart_bins(self, n_bins: int = 20, bounds: tuple[float, float] | None = None
+                   ) -> tuple[float | None, np.ndarray]:
+        """How a chart shows the column: a point with a bar of its own, and the edges of at most n_bins bins over
+        the rest of the public range, even on the column's scale (see `to_unit`).
+
+        The point is the lower bound when it is zero or the scale is log (the bound a heavy-tailed amount
+        starts from): zero-inflated and clipped values pile up there and would dwarf every other bar; None
+        otherwise. An integer column's bins hold whole numbers, at least one each (edges halfway between)."""
+        lo, hi = self._range(bounds)
+        point = lo if lo == 0 or self.binning == "log" else None
+        if self.kind != "integer":
+            return point, self.edges(n_bins, bounds=(lo, hi), per_integer=False)
+        start = lo + 1 if point is not None else lo  # the whole numbers the bins hold: start..hi
+        if self.binning == "log":
+            cuts = np.floor(self.edges(n_bins, bounds=(lo, hi), per_integer=False)) + 0.5
+            inner = cuts[(cuts > start - 0.5) & (cuts < hi + 0.5)]
+            return point, np.unique(np.r_[start - 0.5, inner, hi + 0.5])
+        width = max(1, math.ceil((hi - start + 1) / n_bins))
+        return point, np.r_[np.arange(start - 0.5, hi + 0.5, width), hi + 0.5]
+
 
 @dataclass
 class Schema:
@@ -231,6 +260,29 @@ class Schema:
     def categorical_columns(self) -> list[str]:
         return [c.name for c in self.columns if not c.is_numeric]
 
+    # --- derived columns (schema/derived.py): computed from a public rule, never modelled -----------------
+    @property
+    def derived_columns(self) -> list[ColumnSpec]:
+        return [c for c in self.columns if c.derived]
+
+    def modelled(self) -> "Schema":
+        """The schema a model learns, its encoders read and measured marginals count: this one without its
+        derived columns (itself if it has none)."""
+        if not self.derived_columns:
+            return self
+        return dataclasses.replace(self, columns=[c for c in self.columns if not c.derived])
+
+    def derive(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The table with every derived column computed from its rule (added, or replaced), the schema's
+        columns in the schema's order: how sampled rows get their derived columns."""
+        if not self.derived_columns:
+            return table
+        from .derived import apply
+        out = table.copy()
+        for c in self.derived_columns:
+            out[c.name] = apply(c.derived, out[c.derived["from"]])
+        return out[self.names]
+
     @property
     def provenance(self) -> dict:
         """What the ledger and reports say about where the public facts came from."""
@@ -251,6 +303,10 @@ class Schema:
         for name, value in (conditions or {}).items():
             if name not in self:
                 raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
+            if self[name].derived:
+                source = self[name].derived["from"]
+                raise SchemaError(f"cannot condition on {name!r}: it is computed from {source!r} after sampling; "
+                                  f"condition on {source!r} instead")
             checked[name] = self[name].check_value(value)
         return checked
 
@@ -268,6 +324,13 @@ class Schema:
             raise SchemaError(f"the schema names a column twice: {_preview(dupes)}")
         for c in self.columns:
             c.check()
+        if self.derived_columns:
+            from .derived import check_source
+            for c in self.derived_columns:
+                if c.derived["from"] not in self:
+                    raise SchemaError(f"column {c.name!r} is derived from {c.derived['from']!r}, which is not a "
+                                      "column of the schema")
+                check_source(c, self[c.derived["from"]])
         if self.version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")
         if self.rows is not None and (isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 1):

@@ -26,6 +26,7 @@ class ColumnReport:
     rounded: int = 0
     mapped_unknown: int = 0
     missing: int = 0
+    inconsistent: int = 0    # a derived column: rows whose value is not what its rule gives
 
 
 @dataclass
@@ -45,6 +46,9 @@ class ValidationReport:
                 lines.append(f"{name}: {r.rounded} non-integer values were rounded")
             if r.mapped_unknown:
                 lines.append(f"{name}: {r.mapped_unknown} values outside the public categories were mapped to the unknown category")
+            if r.inconsistent:
+                lines.append(f"{name}: {r.inconsistent} rows disagree with the rule it is derived by; the model never "
+                             "sees this column, and every synthetic row follows the rule")
         if self.ignored_columns:
             lines.append(f"columns not in the schema, ignored: {', '.join(self.ignored_columns)}")
         return lines
@@ -66,7 +70,9 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
     """Check a private table against the public schema and return it in canonical form.
 
     Canonical form: the schema's columns in the schema's order; categoricals as strings (missing as NA
-    ); numbers as float (integers rounded), clipped to the public bounds, missing as NaN.
+    ); numbers as float (integers rounded), clipped to the public bounds, missing as NaN. A derived column
+    the table lacks is computed from its rule; one it has is kept, and its rows that disagree with the rule
+    are counted.
     Raises SchemaError for anything that cannot be fixed without inventing or dropping data.
     """
     if not isinstance(table, pd.DataFrame):
@@ -77,7 +83,7 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
     dupes = sorted({c for c in cols if cols.count(c) > 1})
     if dupes:
         raise SchemaError(f"the table has duplicated column names: {_preview(dupes)}")
-    missing_cols = [n for n in schema.names if n not in cols]
+    missing_cols = [c.name for c in schema.columns if c.name not in cols and not c.derived]
     if missing_cols:
         raise SchemaError(f"the table lacks columns the schema declares: {_preview(missing_cols)}")
     table = table.copy()
@@ -86,8 +92,10 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
     out: dict[str, Any] = {}
     reports: dict[str, ColumnReport] = {}
     for spec in schema.columns:
+        rep = reports[spec.name] = ColumnReport()
+        if spec.name not in cols:  # a derived column, computed below
+            continue
         raw = table[spec.name]
-        rep = ColumnReport()
         miss = _is_missing(raw, markers)
         rep.missing = int(miss.sum())
         if rep.missing and not spec.nullable:
@@ -143,8 +151,11 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
             col = pd.Series([None] * len(values), index=values.index, dtype=object)
             col[~miss] = present
             out[spec.name] = col.to_numpy(dtype=object)
-        reports[spec.name] = rep
-    clean = pd.DataFrame(out, columns=schema.names)
+    clean = schema.derive(pd.DataFrame(out))
+    for spec in schema.derived_columns:
+        if spec.name in out:  # the table's own values are kept: the model never sees them
+            reports[spec.name].inconsistent = int((out[spec.name] != clean[spec.name].to_numpy(dtype=object)).sum())
+            clean[spec.name] = out[spec.name]
     ignored = [c for c in cols if c not in schema.names]
     return clean, ValidationReport(rows=len(clean), columns=reports, ignored_columns=ignored)
 
@@ -264,6 +275,18 @@ _ROLE_NAMES = {
 }
 
 
+_LEADING_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
+
+
+def natural_order(values: Iterable[str]) -> list[str]:
+    """Categories in the order a draft proposes them: those that start with a number by that number ("1-5",
+    "6-10", "10-20", "65+"), then the others alphabetically. Ties and the rest sort as text."""
+    def key(value: str):
+        number = _LEADING_NUMBER.match(value)
+        return (0, float(number.group(1)), value) if number else (1, 0.0, value)
+    return sorted((str(v) for v in values), key=key)
+
+
 def _round_out(lo: float, hi: float) -> tuple[float, float]:
     """Bounds rounded outward to a round step about a tenth of the range (1, 2 or 5 × 10^k): a draft proposes
     no exact extreme. Ages 17-90 become 10-90, years 1900-2015 become 1900-2020."""
@@ -297,11 +320,12 @@ def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None)
 
 
 def _dates(present: pd.Series) -> pd.Series | None:
-    """The parsed dates if (nearly) every value of a text column is a date."""
+    """The parsed dates if (nearly) every value of a text column is a date that shows its year (four digits:
+    ranges such as "1-5" or "10-20" parse as days of this year, and a date column is kept as its year)."""
     if len(present) == 0 or pd.api.types.is_numeric_dtype(present):
         return None
     text = present.astype(str).str.strip()
-    if not text.str.contains(r"\d", regex=True).all() or not text.str.contains(r"[-/:T ]", regex=True).mean() > 0.95:
+    if not text.str.contains(r"\d{4}", regex=True).all() or not text.str.contains(r"[-/:T ]", regex=True).mean() > 0.95:
         return None
     parsed = _parse_dates(text)
     return parsed if parsed.notna().mean() >= 0.95 else None
@@ -315,7 +339,8 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
     identifiers (names, near-unique codes, row numbers, keys) or hold no values are left out (`excluded`,
     with the reason); a date column is generalised to its year, with bounds rounded to decades; numeric
     bounds are rounded outward to round numbers (0, ±1, 2, 5 × 10^k); a category seen in fewer than
-    `min_category_count` rows is never proposed (its rows map to "(other)"); sensitive and target roles
+    `min_category_count` rows is never proposed (its rows map to "(other)"); categories are listed in their
+    natural order (`natural_order`: by a leading number, else alphabetically); sensitive and target roles
     are suggested by the column's name. The schema is marked drafted_from_data and unconfirmed: the steward
     edits it into public facts and confirms it, or accepts explicitly to train on it (then every report says
     the schema was read from the data).
@@ -370,7 +395,7 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
                       else present.astype(str).str.strip())
             counts = values.value_counts()
             common = counts[counts >= min_category_count]
-            cats = sorted(common.index[:max_categories])
+            cats = natural_order(common.index[:max_categories])
             if not cats:
                 excluded[name] = (f"no value occurs in {min_category_count} rows or more: proposing any would "
                                   "disclose single rows")
@@ -388,7 +413,8 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
 
 def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05) -> pd.DataFrame:
     """n rows drawn from the public schema alone: uniform over each column's public categories, uniform
-    within its public bounds (log-uniform for log binning), some missing values in nullable columns.
+    within its public bounds (log-uniform for log binning), some missing values in nullable columns; derived
+    columns computed from their rules.
 
     It reads no private data, so it may be used freely: timing a model before training, format learning
     for language models (DP-LLMTGen stage 1), tests."""
@@ -396,7 +422,7 @@ def random_table(schema: Schema, n: int, seed: int | None = None, missing_share:
     schema.require_bounds()
     rng = np.random.default_rng(seed)
     out = {}
-    for spec in schema.columns:
+    for spec in schema.modelled().columns:
         if spec.is_numeric:
             lo, hi = float(spec.lower), float(spec.upper)
             values = spec.from_unit(rng.uniform(0.0, 1.0, n))  # uniform on the column's public scale
@@ -411,4 +437,4 @@ def random_table(schema: Schema, n: int, seed: int | None = None, missing_share:
         if spec.nullable and missing_share > 0:
             col = col.mask(pd.Series(rng.random(n) < missing_share))
         out[spec.name] = col.reset_index(drop=True)
-    return pd.DataFrame(out)
+    return schema.derive(pd.DataFrame(out))

@@ -1,0 +1,149 @@
+"""Derived columns: a column the steward declares computed from another column by a public rule.
+
+A derived column is never modelled: models, their encoders and the measured marginals see
+`Schema.modelled()`, and sampling computes the column from its rule once the model's rows are drawn
+(`Schema.derive`), so every synthetic row agrees with the rule. The rule is a public declaration, like a
+category list: computing it costs no privacy. In the schema JSON (`ColumnSpec.derived`):
+
+    {"from": "age", "bins": [0, 25, 45, 65, 120], "labels": ["0-24", "25-44", "45-64", "65+"]}
+        a numeric source cut at the edges: label i for edges[i] <= x < edges[i+1] (right-open intervals;
+        the last one also holds its upper edge). The edges cover the source's public bounds; a value
+        beyond them (bounds estimated with DP) falls in the nearest outer bin.
+    {"from": "state", "map": {"CA": "West", "NY": "East"}}
+        a categorical source looked up: every public category of the source (and its unknown category)
+        has a value.
+
+A derived column is categorical and lists every value its rule gives among its public categories; its
+source is a column of the schema that is not itself derived (so rules neither chain nor loop). A missing
+source value gives a missing value: a column derived from a nullable source is nullable.
+
+`spec.py` asks here (ColumnSpec.check, Schema.check, Schema.derive); this module is the rule's one home.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .spec import ColumnSpec, SchemaError, _preview
+
+RULE_KEYS = ("from", "bins", "labels", "map")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def canonical(spec: ColumnSpec) -> dict:
+    """The rule of a derived column checked on its own, its labels and lookup values as strings (the form the
+    JSON keeps); SchemaError saying what is wrong. The column's categories are checked already."""
+    rule, where = spec.derived, f"column {spec.name!r}"
+    if not isinstance(rule, dict):
+        raise SchemaError(f"{where}: 'derived' is an object, {{\"from\": column, \"bins\": [...], \"labels\": [...]}} "
+                          "or {\"from\": column, \"map\": {...}}")
+    unknown = sorted(set(rule) - set(RULE_KEYS))
+    if unknown:
+        raise SchemaError(f"{where}: 'derived' has unknown fields {_preview(unknown)} (it takes {', '.join(RULE_KEYS)})")
+    source = rule.get("from")
+    if not isinstance(source, str) or not source:
+        raise SchemaError(f"{where}: 'derived' needs 'from', the name of the column it is computed from")
+    if source == spec.name:
+        raise SchemaError(f"{where} cannot be derived from itself")
+    binned, mapped = "bins" in rule or "labels" in rule, "map" in rule
+    if binned == mapped:
+        raise SchemaError(f"{where}: 'derived' takes either 'bins' with 'labels' (of a numeric column) or a 'map' "
+                          "(of a categorical column)" + (", not both" if binned else ""))
+    if spec.kind != "categorical":
+        raise SchemaError(f"{where}: a derived column is categorical (its values are its rule's), not {spec.kind}")
+    if binned:
+        edges, labels = rule.get("bins"), rule.get("labels")
+        if not isinstance(edges, list) or len(edges) < 2 or not all(_is_number(e) for e in edges):
+            raise SchemaError(f"{where}: 'bins' must be a list of at least 2 finite numbers (the edges), not {edges!r}")
+        for a, b in zip(edges, edges[1:]):
+            if b <= a:
+                raise SchemaError(f"{where}: the edges in 'bins' must increase, but {a:g} is followed by {b:g}")
+        if not isinstance(labels, list) or len(labels) != len(edges) - 1:
+            got = len(labels) if isinstance(labels, list) else repr(labels)
+            raise SchemaError(f"{where}: {len(edges)} edges make {len(edges) - 1} bins, so 'labels' needs "
+                              f"{len(edges) - 1} labels, not {got}")
+        rule = {"from": source, "bins": list(edges), "labels": [str(x) for x in labels]}
+        values = rule["labels"]
+    else:
+        mapping = rule["map"]
+        if not isinstance(mapping, dict) or not mapping:
+            raise SchemaError(f"{where}: 'map' must be a non-empty object {{source value: derived value}}")
+        empty = [k for k, v in mapping.items() if v is None]
+        if empty:
+            raise SchemaError(f"{where}: 'map' gives no value for {_preview(empty)}")
+        rule = {"from": source, "map": {str(k): str(v) for k, v in mapping.items()}}
+        values = list(rule["map"].values())
+    outside = [v for v in dict.fromkeys(values) if v not in spec.vocabulary()]
+    if outside:
+        raise SchemaError(f"{where}: its rule gives values that are not among its public categories: {_preview(outside)}")
+    return rule
+
+
+def check_source(spec: ColumnSpec, source: ColumnSpec) -> None:
+    """SchemaError if a derived column's rule does not fit its source column: the source's kind, the bounds
+    the edges must cover, the categories the map must cover, missing values the derived column must allow."""
+    rule, where, src = spec.derived, f"column {spec.name!r}", source.name
+    if source.derived:
+        raise SchemaError(f"{where} is derived from {src!r}, which is derived itself: derive it from "
+                          f"{source.derived['from']!r} instead")
+    if "bins" in rule:
+        if not source.is_numeric:
+            raise SchemaError(f"{where}: 'bins' need a numeric source, and {src!r} is categorical: use a 'map'")
+        edges = rule["bins"]
+        if (source.lower is not None and edges[0] > source.lower) or (source.upper is not None and edges[-1] < source.upper):
+            lo, hi = ("…" if v is None else f"{v:g}" for v in (source.lower, source.upper))
+            raise SchemaError(f"{where}: its edges {edges[0]:g} … {edges[-1]:g} must cover the public bounds of "
+                              f"{src!r}, {lo} to {hi}")
+    else:
+        if source.is_numeric:
+            raise SchemaError(f"{where}: a 'map' needs a categorical source, and {src!r} is {source.kind}: use 'bins'")
+        vocabulary = source.vocabulary()
+        missing = [v for v in vocabulary if v not in rule["map"]]
+        if missing:
+            raise SchemaError(f"{where}: its map gives no value for these categories of {src!r}: {_preview(missing)}")
+        extra = [k for k in rule["map"] if k not in vocabulary]
+        if extra:
+            raise SchemaError(f"{where}: its map names values that are not categories of {src!r}: {_preview(extra)}")
+    if source.nullable and not spec.nullable:
+        raise SchemaError(f"{where} is derived from {src!r}, which may be missing: mark {spec.name!r} nullable too")
+
+
+def apply(rule: dict, values: pd.Series | np.ndarray) -> np.ndarray:
+    """The derived values (strings; None where the source is missing) of a source column's values."""
+    values = pd.Series(values).reset_index(drop=True)
+    missing = values.isna().to_numpy()
+    out = np.full(len(values), None, dtype=object)
+    if "bins" in rule:
+        x = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        edges, labels = np.asarray(rule["bins"], dtype=float), np.asarray(rule["labels"], dtype=object)
+        idx = np.clip(np.searchsorted(edges, np.where(missing, edges[0], x), side="right") - 1, 0, len(labels) - 1)
+        out[~missing] = labels[idx[~missing]]
+    else:
+        present = values[~missing].astype(str)
+        looked_up = present.map(rule["map"])
+        if looked_up.isna().any():
+            raise SchemaError(f"values the map of {rule['from']!r} does not cover: "
+                              f"{_preview(pd.unique(present[looked_up.isna()]))}")
+        out[~missing] = looked_up.to_numpy(dtype=object)
+    return out
+
+
+def describe(rule: dict, limit: int = 4) -> str:
+    """The rule in words, for the steward: 'bins of age: [0, 25) → 0-24, …, [65, 120] → 65+'."""
+    if "bins" in rule:
+        edges, labels = rule["bins"], rule["labels"]
+        parts = [f"[{a:g}, {b:g}{']' if i == len(labels) - 1 else ')'} → {label}"
+                 for i, (a, b, label) in enumerate(zip(edges, edges[1:], labels))]
+        kind = "bins"
+    else:
+        parts = [f"{k} → {v}" for k, v in rule["map"].items()]
+        kind = "lookup"
+    if len(parts) > limit:
+        parts = parts[:limit - 1] + ["…", parts[-1]]
+    return f"{kind} of {rule['from']}: " + ", ".join(parts)
