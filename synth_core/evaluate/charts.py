@@ -19,50 +19,102 @@ def layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
     return fig
 
 
-def _numeric_edges(spec: ColumnSpec, values: list[pd.Series], bins: int = 30) -> np.ndarray:
-    lo, hi = spec.lower, spec.upper
-    if lo is None or hi is None:  # no public bounds: use what is shown (the steward's own screen)
-        both = pd.concat([pd.to_numeric(v, errors="coerce") for v in values]).dropna()
-        lo, hi = (float(both.min()), float(both.max())) if len(both) else (0.0, 1.0)
-    if spec.kind == "integer" and spec.binning != "log":
-        # whole numbers per bin, edges between integers: no bin catches one more value than its neighbour
-        width = max(1, int(np.ceil((hi - lo + 1) / bins)))
-        return np.arange(lo - 0.5, hi + width + 0.5, width)
-    return spec.edges(bins, bounds=(lo, hi), per_integer=False)
+def _color(i: int, label: str) -> str:
+    return REAL_COLOR if label == "real" else SYNTH_COLORS[(i - 1) % len(SYNTH_COLORS)]
+
+
+def _shows_missing(spec: ColumnSpec, series: dict[str, pd.Series]) -> bool:
+    return spec.nullable or any(values.isna().any() for values in series.values())
 
 
 def marginal_chart(spec: ColumnSpec, real: pd.Series, synthetic: dict[str, pd.Series]) -> go.Figure:
-    """Real vs synthetic shares for one column: bars over the public categories or the same numeric bins."""
-    fig = go.Figure()
+    """Real vs synthetic shares for one column: bars over the public categories or the public numeric bins."""
     series = {"real": real, **synthetic}
-    if spec.kind == "categorical":
-        cats = spec.vocabulary()
-        for i, (label, values) in enumerate(series.items()):
-            counts = values.astype("string").value_counts(dropna=False)
-            total = max(len(values), 1)
-            shares = [counts.get(c, 0) / total for c in cats]
-            missing = int(values.isna().sum())
-            x = cats + (["(missing)"] if spec.nullable else [])
-            y = shares + ([missing / total] if spec.nullable else [])
-            fig.add_trace(go.Bar(x=x, y=y, name=label,
-                                 marker_color=REAL_COLOR if label == "real" else SYNTH_COLORS[(i - 1) % 4]))
-        fig.update_layout(barmode="group")
-        fig.update_yaxes(title="share of rows")
-    else:
-        edges = _numeric_edges(spec, list(series.values()))
-        for i, (label, values) in enumerate(series.items()):
-            v = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)
-            counts, _ = np.histogram(np.clip(v, edges[0], edges[-1]), bins=edges)
-            shares = counts / max(len(values), 1)
-            centers = (edges[:-1] + edges[1:]) / 2
-            fig.add_trace(go.Bar(x=centers, y=shares, width=np.diff(edges), name=label, opacity=0.6,
-                                 marker_color=REAL_COLOR if label == "real" else SYNTH_COLORS[(i - 1) % 4]))
-        fig.update_layout(barmode="overlay")
-        fig.update_yaxes(title="share of rows")
-        if spec.binning == "log":
-            fig.update_xaxes(type="log" if (spec.lower or 0) > 0 else "linear")
-    fig.update_xaxes(title=spec.name)
+    if spec.is_numeric:
+        return _numeric_chart(spec, series)
+    fig = go.Figure()
+    cats = spec.vocabulary()
+    missing = _shows_missing(spec, series)
+    for i, (label, values) in enumerate(series.items()):
+        counts = values.astype("string").value_counts()
+        total = max(len(values), 1)
+        y = [counts.get(c, 0) / total for c in cats] + ([values.isna().sum() / total] if missing else [])
+        fig.add_trace(go.Bar(x=cats + (["(missing)"] if missing else []), y=y, name=label,
+                             marker_color=_color(i, label)))
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title=spec.name, type="category")
+    fig.update_yaxes(title="share of rows", rangemode="tozero", autorange=True)
     return layout(fig, spec.name, height=300)
+
+
+# --- numeric columns: the public bins (ColumnSpec.chart_bins) as categories, so that log-spaced and whole-number
+# bins are all wide enough to see; the point at zero (or the lower bound) and the missing values, which can hold
+# most rows, get bars of their own in a side panel with its own y-axis, so they never flatten the rest.
+def _bounds(spec: ColumnSpec, series: dict[str, pd.Series]) -> tuple[float, float]:
+    """The public bounds; a bound the schema lacks is read from what is shown (the steward's own screen)."""
+    lo, hi = spec.lower, spec.upper
+    if lo is None or hi is None:
+        shown = pd.concat([pd.to_numeric(v, errors="coerce") for v in series.values()]).dropna()
+        lo = lo if lo is not None else (float(shown.min()) if len(shown) else 0.0)
+        hi = hi if hi is not None else (float(shown.max()) if len(shown) else lo + 1.0)
+    return float(lo), max(float(hi), float(lo) + 1.0)
+
+
+def _num(x: float, digits: int) -> str:
+    """A number for an axis label: `digits` significant digits, thousands as k and millions as M."""
+    x = float(f"{x:.{digits}g}")
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.{digits}g}{suffix}"
+    return f"{x:.{digits}g}"
+
+
+def _bin_labels(edges: np.ndarray, integer: bool) -> list[str]:
+    """"5", "5–9" (whole numbers, both ends included) or "0.5–1.2"; more digits where 3 would repeat a label."""
+    lows, highs = (edges[:-1] + 0.5, edges[1:] - 0.5) if integer else (edges[:-1], edges[1:])
+    dash = " to " if lows[0] < 0 else "–"
+    for digits in (3, 6, 12):
+        labels = [_num(a, digits) if integer and a == b else f"{_num(a, digits)}{dash}{_num(b, digits)}"
+                  for a, b in zip(lows, highs)]
+        if len(set(labels)) == len(labels):
+            break
+    return labels
+
+
+def _numeric_chart(spec: ColumnSpec, series: dict[str, pd.Series]) -> go.Figure:
+    lo, hi = _bounds(spec, series)
+    point, edges = spec.chart_bins(bounds=(lo, hi))
+    bins = _bin_labels(edges, spec.kind == "integer")
+    missing = _shows_missing(spec, series)
+    side = ([f"= {_num(point, 6)}" + ("" if point == 0 else " (lower bound)")] if point is not None else []) + (
+        ["(missing)"] if missing else [])
+    if side:
+        fig = make_subplots(rows=1, cols=2, column_widths=[0.12 * len(side), 1 - 0.12 * len(side)],
+                            horizontal_spacing=0.1)
+    else:
+        fig = go.Figure()
+    for i, (label, values) in enumerate(series.items()):
+        v = pd.to_numeric(values, errors="coerce")
+        total = max(len(v), 1)
+        x = np.clip(v.dropna().to_numpy(dtype=float), lo, hi)
+        at_point = x == point if point is not None else np.zeros(len(x), dtype=bool)
+        counts, _ = np.histogram(np.clip(x[~at_point], edges[0], edges[-1]), bins=edges)
+        style = dict(name=label, legendgroup=label, marker_color=_color(i, label),
+                     hovertemplate="%{x}: %{y:.2%} of rows")
+        bars = go.Bar(x=bins, y=counts / total, **style)
+        if not side:
+            fig.add_trace(bars)
+            continue
+        side_y = ([at_point.sum() / total] if point is not None else []) + ([v.isna().sum() / total] if missing else [])
+        fig.add_trace(go.Bar(x=side, y=side_y, showlegend=False, **style), row=1, col=1)
+        fig.add_trace(bars, row=1, col=2)
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(type="category", automargin=True)
+    fig.update_yaxes(rangemode="tozero", autorange=True)  # never a fixed range: the tallest bar shows whole
+    left, main = (dict(row=1, col=1), dict(row=1, col=2)) if side else ({}, {})
+    fig.update_yaxes(title="share of rows", **left)
+    fig.update_xaxes(title=spec.name + (" (bins on a log scale)" if spec.binning == "log" else ""), **main)
+    return layout(fig, spec.name, height=320)
 
 
 def projection_chart(points: pd.DataFrame, title: str, bins: int = 40) -> go.Figure:
