@@ -7,7 +7,7 @@ import json
 import streamlit as st
 
 from synth_core.privacy.table_budget import check_within
-from synth_core.runs.jobs import start_fit_job
+from synth_core.runs.jobs import review_rows_for, start_fit_job
 from synth_core.models import MODELS, get_model_class
 from synth_core.models.recommend import AUTO, recommend
 from synth_core.api import preview_plan
@@ -15,8 +15,9 @@ from synth_core.privacy import BudgetError, check_run_budget, default_delta, del
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.training.device import device_label
-from synth_core.training.timing import estimate_fit_seconds
+from synth_core.training.timing import estimate_fit_seconds, stored_costs
 from workbench import state
+from workbench.format import duration
 
 st.title("3 · Model and privacy budget")
 
@@ -26,8 +27,12 @@ table, schema = state.require_table()
 st.subheader("Model")
 families = [AUTO, *sorted(MODELS)]
 family = st.radio("Model family", families, index=0, key="family",
-                  format_func=lambda f: ("auto: the recommended model for this table" if f == AUTO else
-                                         f"{f}: {get_model_class(f).description.split('.')[0]}"))
+                  format_func=lambda f: ("Recommended for this table · auto" if f == AUTO else
+                                         f"{get_model_class(f).label} · {f}"),
+                  captions=["Picked from the table's public facts, its size and ε" if f == AUTO else
+                            get_model_class(f).summary() for f in families],
+                  help="The plain name first, the technical one after the dot. Each model's line says what it "
+                       "does; 'auto' picks the one that did best on our benchmark tables for a table like yours.")
 auto = family == AUTO
 auto_note = st.empty()  # auto's choice and why, once ε is chosen below
 klass = get_model_class(recommend(schema, len(table), 1.0).family if auto else family)
@@ -207,11 +212,18 @@ else:
         st.error(f"No noise plan: {e}")
     else:
         c = st.columns(5)
-        c[0].metric("noise multiplier σ", f"{plan['noise_multiplier']:.3g}")
-        c[1].metric("batch size (expected)", f"{plan['expected_batch_size']:,.0f}")
-        c[2].metric("steps", f"{plan['steps']:,}")
-        c[3].metric("sampling rate q", f"{plan['sample_rate']:.3g}")
-        c[4].metric("training's ε alone", f"{plan['planned_epsilon']:.3g}")
+        c[0].metric("Noise added (σ)", f"{plan['noise_multiplier']:.3g}",
+                    help="The noise multiplier: the random noise added at each step, in units of the most one "
+                         "row may move the model. Larger means more private and less faithful.")
+        c[1].metric("Rows per step (batch)", f"{plan['expected_batch_size']:,.0f}",
+                    help="The expected batch size: each row joins a step at random, so the count varies a little.")
+        c[2].metric("Training steps", f"{plan['steps']:,}",
+                    help="How many times the model is updated. Each step spends a little of ε.")
+        c[3].metric("Share of rows per step (q)", f"{plan['sample_rate']:.3g}",
+                    help="The sampling rate: the chance that a given row joins a step (Poisson sampling).")
+        c[4].metric("Training's ε alone", f"{plan['planned_epsilon']:.3g}",
+                    help="What training would cost if it were the only use of the data; combined with the row "
+                         "count and the statistics, the whole run stays within your ε.")
         st.caption(f"{epochs} epochs over {n_train:,} training rows with Poisson sampling; each row's gradient is "
                    f"clipped to norm {plan['max_grad_norm']:g} and Gaussian noise of σ × that norm is added. "
                    f"Model: {n_params:,} parameters. Accountant: {plan['accountant'].upper()}. The run's whole "
@@ -225,27 +237,34 @@ else:
                        "more rows or the quick size helps.")
 
 device = device_label()
-est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(options, sort_keys=True))
+est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(options, sort_keys=True),
+           calibration_share)
 estimate = st.session_state.get("estimate")
-if st.button(f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
+known = plan is not None and stored_costs(klass.family, preset, schema) is not None  # a lookup: no button needed
+if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
+        f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
             result = estimate_fit_seconds(klass.family, schema, preset, n_train, max(epsilon - bounds_epsilon, 1e-3),
-                                          delta, options=options, probe_steps=3)
+                                          delta, options=options, review_rows=review_rows_for(n_train),
+                                          calibrated=calibration_share > 0)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:
             st.error(f"Could not time the model: {e}")
 if estimate and estimate.get("key") == est_key:
-    minutes = estimate["seconds"] / 60
-    st.info(f"About {minutes:.1f} minutes on {estimate['device']} ({estimate['steps']} steps of "
-            f"{estimate['per_step_s']:.2f} s), plus a few seconds to start.")
+    phases = estimate["phases"]
+    st.info(f"About **{duration(estimate['seconds'])}** on {estimate['device']}: "
+            f"{estimate['steps']} training steps of {estimate['per_step_s']:.2f} s ({duration(phases['training'])}), "
+            f"drawing the synthetic rows for the review ({duration(phases['sampling'])}), starting and planning "
+            f"({duration(phases['start'] + phases['setup'])}). Costs {estimate['measured']}; the training page refines "
+            "the time left from the run's own steps.")
 
 # --- start ------------------------------------------------------------------------------------------
 request = {"model": family, "preset": preset, "options": options, "epsilon": float(epsilon),
            "delta": None if chosen_delta is None else float(chosen_delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
            "holdout_share": float(holdout_share), "name": name.strip() or None,
-           "calibration_share": float(calibration_share)}
+           "calibration_share": float(calibration_share), "table_name": st.session_state.get("table_name")}
 accepted = True
 if schema.provenance["warning"]:
     st.warning("The schema is still an unconfirmed draft read from your data: its bounds and categories may "

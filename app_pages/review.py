@@ -72,8 +72,9 @@ target = next((c.name for c in schema.columns if c.role == "target"), None)
 @st.cache_data(show_spinner="Computing the fidelity figures…", max_entries=16)
 def figures_for(key: str, _real, _synth, _schema, target):
     figs = quick_figures(_real, _synth, _schema, target=target)
-    return pd.DataFrame([{"figure": f.name, "value": f.value, "verdict": f.verdict, "better": f.better,
-                          "meaning": f.meaning} for f in figs]), column_figures(_real, _synth, _schema)
+    return pd.DataFrame([{"figure": f.label, "technical name": f.name, "value": f.value, "verdict": f.verdict,
+                          "better": f"{f.better} is better", "meaning": f.meaning} for f in figs]), \
+        column_figures(_real, _synth, _schema)
 
 
 st.subheader("Fidelity figures")
@@ -85,10 +86,15 @@ try:
 except EvaluationError as e:
     st.error(f"The synthetic table cannot be compared with the real one: {e}")
     st.stop()
-base = tables[names[primary]][["figure", "meaning", "better"]].copy()
+base = tables[names[primary]][["figure"]].copy()
 for label_, t in tables.items():
-    base[f"{label_}"] = t["value"].round(4).astype(str) + " (" + t["verdict"] + ")"
-st.dataframe(base, hide_index=True)
+    base[f"{label_}"] = [f"{v:.3g} ({verdict})" if pd.notna(v) else "not computed"
+                         for v, verdict in zip(t["value"], t["verdict"])]
+base[["better", "technical name"]] = tables[names[primary]][["better", "technical name"]]
+st.dataframe(base, hide_index=True, column_config={"figure": st.column_config.TextColumn(width="large")})
+with st.expander("What each figure means"):
+    st.markdown("\n".join(f"- **{r['figure']}** ({r['technical name']}): {r['meaning']} "
+                          f"{r['better'].capitalize()}." for r in tables[names[primary]].to_dict("records")))
 verdicts = tables[names[primary]]["verdict"].value_counts()
 if verdicts.get("poor", 0):
     st.warning(f"{verdicts['poor']} figure(s) are poor: the synthetic table misses some structure of the real one. "
@@ -97,13 +103,30 @@ elif verdicts.get("fair", 0):
     st.info("Fair overall: the main patterns are kept, some detail is lost to the privacy noise.")
 else:
     st.success("Good: the synthetic table follows the real one closely on every figure shown.")
+
+
+def per_column(t: pd.DataFrame) -> pd.DataFrame:
+    """The per-column figures with headers and cells a person reads (blank where a figure does not apply)."""
+    p = t["chi_square_p"]
+    return pd.DataFrame({
+        "column": t["column"], "kind": t["kind"],
+        "match (1 = same)": t["score"].round(3), "match measured by": t["metric"],
+        "distance (0 = same)": t["distance"].round(3), "distance measured by": t["distance_metric"],
+        "could the gap be chance? (categories)": ["" if pd.isna(v) else "no (p < 0.001)" if v < 0.001
+                                                  else f"unlikely (p = {v:.3f})" if v < 0.05 else f"yes (p = {v:.2f})"
+                                                  for v in p],
+        "missing, real": t["missing_real"].map("{:.1%}".format),
+        "missing, synthetic": t["missing_synthetic"].map("{:.1%}".format)})
+
+
 with st.expander("Figures per column"):
     for label_, t in col_tables.items():
         st.caption(label_)
-        st.dataframe(t, hide_index=True)
+        st.dataframe(per_column(t), hide_index=True)
 
 st.subheader("Column by column")
-st.caption("Real (blue) and synthetic shares on the same axes; numbers are binned between the public bounds.")
+st.caption("Real (blue) and synthetic shares of rows; numbers are binned on the public scale, and a spike at zero "
+           "(or at the lower bound) and the missing values get a panel of their own, with its own axis.")
 cols = st.columns(2)
 for k, spec in enumerate(schema.columns):
     with cols[k % 2]:

@@ -4,14 +4,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from synth_core.runs.jobs import cancel_job, cancel_requested, job_state, ledger_of, list_runs, progress
+from synth_core.runs.jobs import cancel_job, cancel_requested, job_state, ledger_of, list_runs, progress, run_summary
 from synth_core.runs import RunDir, RunError
 from workbench import state
+from workbench.format import duration
 from workbench.charts import epsilon_chart, loss_chart
 
 st.title("4 · Train")
 
-runs = list_runs(state.runs_root())
+runs = state.visible_runs(list_runs(state.runs_root()))
 if not runs:
     st.info("No runs yet. Choose a model and ε on step 3 and start training.")
     st.page_link("app_pages/model.py", label="Go to step 3", icon=":material/arrow_back:")
@@ -34,13 +35,6 @@ if current is None or current.path.name != chosen:
 run = RunDir(by_id[chosen]["path"])
 
 
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "…"
-    s = int(round(s))
-    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
-
-
 def show_run(run: RunDir) -> None:
     try:
         status = job_state(run)
@@ -53,23 +47,27 @@ def show_run(run: RunDir) -> None:
     except RunError:
         config = {}
     request = run.request()
-    target = float(config.get("epsilon") or request.get("epsilon") or 0)
+    summary = run_summary(run)
+    target = float(summary.get("epsilon") or 0)
     prog = progress(run)
     events = run.events()
 
     c = st.columns(4)
     c[0].metric("state", status.get("state"))
     c[1].metric("steps", f"{prog['steps_done']} / {prog['steps_planned'] or '…'}")
-    last_eps = events[-1]["epsilon"] if events and events[-1].get("epsilon") is not None else 0.0
-    c[2].metric("ε spent", f"{last_eps:.3g} of {target:g}")
+    c[2].metric("ε spent", f"{summary.get('spent_epsilon') or 0.0:.3g} of {target:g}")
     c[3].metric("time left" if live else "training time",
-                fmt_seconds(prog["remaining_s"] if live else prog["elapsed_s"]))
+                duration(prog["remaining_s"] if live else prog["elapsed_s"]))
     st.caption(f"Device: {config.get('device', 'starting…')} · model `{request.get('model', '?')}`, size "
                f"`{request.get('preset', '?')}` · {request.get('rows', '?')} training rows")
     if live:
+        drawing = bool(prog["steps_planned"]) and prog["steps_done"] >= prog["steps_planned"]
+        text = ("Training done; drawing the synthetic rows for the review"
+                + (f", about {duration(prog['remaining_s'])} left" if prog["sampling_s"] is not None else "…")
+                if drawing else
+                f"{duration(prog['elapsed_s'])} elapsed, about {duration(prog['remaining_s'])} left")
         st.progress(min(1.0, prog["fraction"]),
-                    text=f"{fmt_seconds(prog['elapsed_s'])} elapsed, about {fmt_seconds(prog['remaining_s'])} left"
-                    + (" · stopping after this step" if cancel_requested(run) else ""))
+                    text=text + (" · stopping after this step" if cancel_requested(run) else ""))
         if st.button("Cancel training", key=f"cancel_{run.path.name}", disabled=cancel_requested(run)):
             cancel_job(run)
             st.toast("Stopping after the current step; the model trained so far is kept.")
@@ -103,10 +101,17 @@ initial = job_state(run).get("state") if run.exists() else None
 
 def runs_table() -> None:
     st.subheader("All runs")
-    rows = list_runs(state.runs_root())
-    st.dataframe(pd.DataFrame([{k: r.get(k) for k in ("name", "model", "preset", "epsilon", "spent_epsilon",
-                                                      "state", "steps", "steps_planned", "loss", "rows")}
-                               for r in rows]), hide_index=True)
+    rows = [r for r in list_runs(state.runs_root()) if r["id"] in by_id]  # the runs the picker offers
+
+    def row(r: dict) -> dict:
+        done, planned = r.get("steps") or 0, r.get("steps_planned")
+        return {"run": r.get("name") or r["id"], "table": r.get("table_name") or "", "model": r.get("model") or "",
+                "size": r.get("preset") or "", "ε target": r.get("epsilon"), "ε spent": r.get("spent_epsilon"),
+                "state": r.get("state") or "", "steps": f"{done} of {planned}" if planned else str(done),
+                "loss": "" if r.get("loss") is None else f"{r['loss']:.3g}", "training rows": r.get("rows")}
+    st.dataframe(pd.DataFrame([row(r) for r in rows]), hide_index=True,
+                 column_config={"ε spent": st.column_config.NumberColumn(format="%.3g"),
+                                "ε target": st.column_config.NumberColumn(format="%g")})
 
 
 @st.fragment(run_every=1.0 if initial in ("created", "running") else None)

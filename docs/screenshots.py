@@ -50,7 +50,7 @@ def main() -> None:
             page.get_by_role("button", name="Use this demo table").click()
             expect(page.get_by_text("Loaded invented census")).to_be_visible()
             page.get_by_role("link", name="3 · Model and budget").click()
-            expect(page.get_by_text("noise multiplier σ")).to_be_visible()
+            expect(page.get_by_text("Noise added (σ)")).to_be_visible()
             expect(page.get_by_text("Auto's choice")).to_be_visible()
             page.wait_for_timeout(1000)
             page.screenshot(path=str(ROOT / "docs" / "model.png"), full_page=True)

@@ -24,6 +24,7 @@ from .privacy.table_budget import TableCharge
 from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training.device import device_label
+from .training.timing import RunClock, rows_drawn, sampling_seconds
 
 @dataclass
 class FitResult:
@@ -104,6 +105,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             run = run_dir.require()
         else:
             run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
+        clock = RunClock(run.request().get("created") if prepared else None)  # its phases, for the next estimate
         gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
 
         def emit(event: dict) -> None:
@@ -161,12 +163,15 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                     # counts of clipped or missing values describe the private table: the steward's, never exported
                     "created": time.time(), "private_validation_counts": report.to_dict(),
                     "plan": plan.to_dict(), "device": device_label(synth.device),
+                    "sampling_estimate_s": sampling_seconds(synth, preset, review_rows or 0),
                 })
                 run.write_ledger(ledger)
                 run.set_status("running", "training")
             # the model charges the steps it starts to the ledger, however it stops
+            clock.training_starts()
             synth.fit(clean, sgd_epsilon, delta, accountant, ledger=ledger, on_event=emit, should_stop=stop,
                       plan=plan)
+            clock.training_ends()
             if gone:
                 raise gone[0]
             result = synth.train_result
@@ -175,7 +180,11 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 run.write_ledger(ledger)
                 run.write_training({k: v for k, v in result.__dict__.items() if k != "events"})
                 if review_rows:
+                    started = time.time()
                     run.write_sample(synth.sample(int(review_rows), seed=seed), run.review_sample.name)
+                    if not result.cancelled:
+                        clock.record(synth, preset, time.time() - started,
+                                     rows_drawn(int(review_rows), synth.calibration is not None))
                 if result.cancelled:
                     run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} "
                                    "steps; the model trained so far was kept")

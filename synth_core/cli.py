@@ -28,6 +28,7 @@ from .home import budgets_path
 from .privacy.table_budget import TableBudgets, TableCharge, fingerprint
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, draft_schema, read_table
+from .schema.derived import describe
 from .models.base import SamplingError
 
 
@@ -367,7 +368,8 @@ def _audit(args) -> int:
 def _runs(args) -> int:
     run = RunDir(args.run).require()
     ledger = run.ledger()
-    out = {"summary": run.summary(), "ledger": ledger.to_dict()}
+    from .runs.jobs import run_summary
+    out = {"summary": run_summary(run), "ledger": ledger.to_dict()}
     book = TableBudgets(budgets_path())
     table_id = book.table_of(str(run.path.resolve()))
     if table_id is not None:
@@ -407,7 +409,8 @@ def _describe(schema: Schema) -> list[str]:
             cats = c.vocabulary()
             facts = f"categories: {', '.join(cats[:8])}" + (f", … ({len(cats)} in all)" if len(cats) > 8 else "")
         extra = [x for x in ("missing values allowed" if c.nullable else "", f"role {c.role}" if c.role else "",
-                             "read from dates (years)" if c.date else "") if x]
+                             "read from dates (years)" if c.date else "",
+                             f"derived, never modelled: {describe(c.derived)}" if c.derived else "") if x]
         lines.append(f"  {c.name}: {facts}" + (f"; {'; '.join(extra)}" if extra else ""))
     if schema.rows is not None:
         lines.append(f"  the number of rows, {schema.rows:,}, is declared public")

@@ -2,6 +2,7 @@
 
     runs/          one folder per run (runs.rundir)
     budgets.json   the privacy budget of each table across its runs (privacy.table_budget)
+    timings.json   what past runs' phases cost on this machine, for the next time estimate (training.timing)
 
 The app, the CLI and the background worker all use this one home.
 """
@@ -27,3 +28,7 @@ def runs_root() -> Path:
 
 def budgets_path() -> Path:
     return home() / "budgets.json"
+
+
+def timings_path() -> Path:
+    return home() / "timings.json"

@@ -35,13 +35,13 @@ def main(argv: list[str]) -> int:
     run = RunDir(argv[0]).require()
     try:
         from . import api
-        from .runs.jobs import cancel_requested, read_private
+        from .runs.jobs import cancel_requested, read_private, review_rows_for
         request = run.request()
         table = read_private(run, "train")
         if table is None:
             raise FileNotFoundError("the run's private rows are missing")
         schema = run.schema()
-        rows = int(request.get("review_rows") or min(len(table), 20000))
+        rows = int(request.get("review_rows") or review_rows_for(len(table)))
         charge = (TableCharge(TableBudgets(request["budgets"]), request["table"], str(run.path.resolve()))
                   if request.get("table") and request.get("budgets") else None)
         print(f"{time.strftime('%H:%M:%S')} training {request['model']} on {len(table)} rows", flush=True)

@@ -102,7 +102,8 @@ def test_walk_through_from_upload_to_export(workspace):
     at.switch_page("app_pages/model.py").run()
     no_exceptions(at)
     labels = [m.label for m in at.metric]
-    assert {"noise multiplier σ", "batch size (expected)", "steps", "sampling rate q"} <= set(labels)
+    assert {"Noise added (σ)", "Rows per step (batch)", "Training steps", "Share of rows per step (q)"} <= set(labels)
+    assert all(m.help for m in at.metric if m.label in labels[:4])  # each with a plain-language tooltip
     at.selectbox(key="preset").set_value("tiny")
     at.selectbox(key="accountant").set_value("rdp")
     at.run()
@@ -136,7 +137,10 @@ def test_walk_through_from_upload_to_export(workspace):
     no_exceptions(at)
     assert not at.error, texts(at.error)
     figures = at.dataframe[0].value
-    assert {"figure", "meaning"} <= set(figures.columns) and len(figures) >= 3
+    assert {"figure", "technical name", "better"} <= set(figures.columns) and len(figures) >= 3
+    assert "2-way TVD" in set(figures["technical name"]) and "Pairs of columns together: mismatch" in set(figures["figure"])
+    assert not figures.isna().any().any() and "None" not in figures.to_string()  # plain words, no "None"
+    assert "How far the joint distribution" in texts(at.markdown)  # what each figure means, in full
     assert len(at.get("plotly_chart")) >= 7 + 2  # one per column, PCA, DCR
     at.button(key="build_report").click().run(timeout=RUN_S)
     no_exceptions(at)
@@ -395,3 +399,43 @@ def test_a_semicolon_csv_from_excel_loads_and_the_page_says_how_it_was_read(work
     assert not at.error, texts(at.error)
     assert f"{len(table.columns)} columns" in texts(at.success) and "separated by semicolons" in texts(at.success)
     assert list(at.session_state["schema"].names) == [c for c in table.columns if c in at.session_state["schema"]]
+
+
+def _recorded_run(root: Path, folder: str, table: str, table_name: str, state: str, events=()) -> Path:
+    """A run folder as the background job leaves it (request, status, events), without training one."""
+    from synth_core.runs import RunDir
+    run = RunDir.create(root / folder)
+    run.write_request({"model": "dp-tbart", "preset": "quick", "epsilon": 1.0, "created": time.time(),
+                       "rows": 54, "table": table, "table_name": table_name})
+    run.set_status(state)
+    for event in events:
+        run.append_event(event)
+    return run.path
+
+
+def test_runs_are_listed_by_their_table_and_the_sidebar_agrees_with_the_page(workspace):
+    at = new_app()
+    upload(at, "people.csv", demo_table(60, seed=1).to_csv(index=False).encode())
+    mine = at.session_state["table_id"]
+    root = workspace / "runs"
+    _recorded_run(root, "20261101-000000-other", "another-table", "clinic.csv", "completed")
+    _recorded_run(root, "20261102-000000-mine", mine, "people.csv", "running",
+                  events=[{"step": 3, "steps": 10, "epsilon": 0.519, "loss": 1.2, "elapsed_s": 3.0}])
+
+    at.switch_page("app_pages/train.py").run()
+    no_exceptions(at)
+    picker = at.selectbox(key="train_run_choice")
+    assert len(picker.options) == 1 and picker.options[0].startswith("people.csv · dp-tbart ε=1 quick")
+    # one account of the run: the page and the sidebar show the same state and the same ε, while it trains
+    assert at.main.metric[0].value == "running"
+    assert next(m for m in at.main.metric if m.label == "ε spent").value == "0.519 of 1"
+    assert next(m for m in at.sidebar.metric if m.label == "ε spent").value == "0.519 of 1"
+    assert "people.csv" in texts(at.sidebar.caption) and "running" in texts(at.sidebar.caption)
+
+    at.toggle(key="all_tables").set_value(True).run()  # asked for: every table's runs
+    assert len(at.selectbox(key="train_run_choice").options) == 2
+
+    # a new browser session (nothing chosen yet) shows the newest run in the sidebar, not "No run yet"
+    fresh = new_app()
+    assert "No run yet" not in texts(fresh.sidebar.caption)
+    assert next(m for m in fresh.sidebar.metric if m.label == "ε spent").value == "0.519 of 1"

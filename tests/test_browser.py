@@ -83,6 +83,12 @@ def choose(page, label: str, option: str) -> None:
     raise AssertionError(f"could not choose {option!r} in {label!r}")
 
 
+def no_exception(page) -> None:
+    """The page shows no Python exception box."""
+    wait_idle(page)
+    assert page.get_by_test_id("stException").count() == 0, page.get_by_test_id("stException").first.inner_text()
+
+
 def test_walk_through_in_a_real_browser(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
     expect.set_options(timeout=WAIT_MS)  # the first page imports torch; a loaded 2-core CI machine is slow
@@ -109,19 +115,33 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
 
         page.get_by_role("link", name="3 · Model and budget").click()
         expect(page.get_by_text("What the accountant computed", exact=True)).to_be_visible()
+        no_exception(page)
+        page.get_by_text("quick (a first look)").click()  # the size a new user clicks is the size trained
+        wait_idle(page)
         page.get_by_text("Advanced").click()
-        choose(page, "Preset", "tiny")
         choose(page, "Accountant", "rdp")
-        expect(page.get_by_text("noise multiplier σ")).to_be_visible()
+        expect(page.get_by_text("Noise added (σ)")).to_be_visible()
         page.get_by_role("button", name="Start training").click()
 
         expect(page.get_by_text("4 · Train", exact=True).first).to_be_visible()
         expect(page.get_by_text("Privacy spent per step").first).to_be_visible(timeout=PATIENCE_S * 1000)
+        expect(page.get_by_text("size quick")).to_be_visible()  # request.json and this page say what was clicked
+        sidebar = page.get_by_test_id("stSidebar")
+        expect(sidebar.get_by_text("ε spent")).to_be_visible()  # during training, beside the page's own figure
         page.screenshot(path=str(tmp_path / "train.png"), full_page=True)
         expect(page.get_by_text("Next: review the synthetic table")).to_be_visible(timeout=PATIENCE_S * 1000)
+        no_exception(page)
+        # after training: the page's ε and the sidebar's are one figure
+        on_page = page.get_by_test_id("stMain").get_by_test_id("stMetric").filter(has_text="ε spent")
+        in_sidebar = sidebar.get_by_test_id("stMetric").filter(has_text="ε spent")
+        expect(in_sidebar).to_have_count(1)
+        assert on_page.get_by_test_id("stMetricValue").inner_text() == \
+            in_sidebar.get_by_test_id("stMetricValue").inner_text()
+        assert " of 1" in in_sidebar.get_by_test_id("stMetricValue").inner_text()
 
         page.get_by_role("link", name="5 · Review").click()
         expect(page.get_by_text("Fidelity figures", exact=True)).to_be_visible()
+        no_exception(page)
         expect(page.get_by_text("Distance to the closest real row", exact=True)).to_be_visible(timeout=PATIENCE_S * 1000)
         expect(page.locator(".js-plotly-plot").first).to_be_visible()
         page.wait_for_timeout(1500)  # let plotly finish drawing
@@ -131,6 +151,7 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         page.get_by_role("button", name="Generate", exact=True).click()
         expect(page.get_by_text("synthetic rows (unconditional)")).to_be_visible(timeout=PATIENCE_S * 1000)
         expect(page.get_by_role("button", name="Download the synthetic table (CSV)")).to_be_visible()
+        no_exception(page)
         # the sidebar shows the run's budget on every page
         expect(page.get_by_test_id("stSidebar").get_by_text("ε spent")).to_be_visible()
         browser.close()

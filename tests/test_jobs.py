@@ -192,11 +192,26 @@ def test_unreadable_uploads_are_schema_errors():
         read_table_bytes(b"not parquet at all", "x.parquet")
 
 
-def test_time_estimate_uses_the_planned_steps():
-    estimate = estimate_fit_seconds("dp-tbart", demo_schema(), "tiny", 1000, 1.0, 1e-4, probe_steps=2)
-    assert estimate["steps"] > 0 and estimate["per_step_s"] > 0
-    assert estimate["seconds"] == pytest.approx(estimate["per_step_s"] * estimate["steps"])
-    assert estimate["device"].startswith(("CPU", "GPU"))
+def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path, monkeypatch):
+    from synth_core.training import timing
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))  # no costs stored yet
+    schema = demo_schema()
+    book = timing.CostBook()
+    first = estimate_fit_seconds("dp-tbart", schema, "tiny", 1000, 1.0, 1e-4, probe_steps=2, review_rows=500,
+                                 book=book)
+    phases = first["phases"]
+    assert first["steps"] > 0 and first["per_step_s"] > 0 and first["device"].startswith(("CPU", "GPU"))
+    assert first["seconds"] == pytest.approx(sum(phases.values()))
+    assert phases["training"] == pytest.approx(first["per_step_s"] * first["steps"]) and phases["sampling"] > 0
+    assert timing.rows_drawn(500, calibrated=True) > 2 * timing.rows_drawn(500, calibrated=False)  # a pool
+
+    # a run measures its phases and stores them; the next estimate of that model is a lookup, not a probe
+    fit(demo_table(300), schema, model="dp-tbart", epsilon=1.0, accountant="rdp", preset="tiny",
+        run_dir=tmp_path / "run", review_rows=100)
+    monkeypatch.setattr(timing, "probe_costs", lambda *a, **k: pytest.fail("timed again"))
+    again = estimate_fit_seconds("dp-tbart", schema, "tiny", 300, 1.0, 1e-4, review_rows=100)
+    assert again["measured"].startswith("measured on a run") and again["seconds"] > 0
+    assert RunDir(tmp_path / "run").config()["sampling_estimate_s"] is None  # nothing was stored before it
 
 
 # --- the run folder under faults ----------------------------------------------------------------------

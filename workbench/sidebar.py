@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from synth_core.runs.jobs import job_state, ledger_of
+from synth_core.runs.jobs import ledger_of, run_summary
 
 from . import state
 
@@ -13,19 +13,7 @@ def render_sidebar() -> None:
         st.subheader("Privacy budget")
         run = state.current_run()
         if run is not None:
-            status = job_state(run)
-            ledger = ledger_of(run)
-            st.caption(f"Run `{run.path.name}` · {status.get('state')}")
-            if ledger is not None:
-                spent, target = ledger.spent_epsilon, ledger.target_epsilon
-                st.metric("ε spent", f"{spent:.3g} of {target:g}")
-                st.progress(min(1.0, spent / target) if target else 0.0)
-                st.caption(f"δ = {ledger.target_delta:.1e} · {len(ledger.entries)} ledger entr"
-                           f"{'y' if len(ledger.entries) == 1 else 'ies'}")
-                for warning in ledger.warnings():
-                    st.warning(warning, icon=":material/warning:")
-            else:
-                st.caption("The run has not started spending yet.")
+            _run_budget(run)
         else:
             planned = state.planned_epsilon()
             if planned is not None:
@@ -44,3 +32,30 @@ def render_sidebar() -> None:
         schema = state.schema()
         if schema is not None and schema.provenance["warning"]:
             st.caption(":material/warning: Schema drafted from the data and not yet confirmed.")
+
+
+LIVE = ("created", "running")
+
+
+def _run_budget(run) -> None:
+    """The current run's ε, from the same summary the pages show; redrawn every second while it trains."""
+    first = run_summary(run)
+
+    @st.fragment(run_every=1.0 if first.get("state") in LIVE else None)
+    def live() -> None:
+        summary = run_summary(run) if run.exists() else {"state": "deleted"}
+        st.caption(f"Run **{summary.get('name', run.path.name)}** · {summary.get('state')}")
+        target = summary.get("epsilon")
+        if target:
+            spent = float(summary.get("spent_epsilon") or 0.0)
+            st.metric("ε spent", f"{spent:.3g} of {target:g}")
+            st.progress(min(1.0, spent / target))
+        ledger = ledger_of(run)
+        if ledger is not None:
+            st.caption(f"δ = {ledger.target_delta:.1e} · {len(ledger.entries)} ledger entr"
+                       f"{'y' if len(ledger.entries) == 1 else 'ies'}")
+            for warning in ledger.warnings():
+                st.warning(warning, icon=":material/warning:")
+        if summary.get("state") != first.get("state"):
+            st.rerun()  # started or finished: the whole page follows
+    live()

@@ -71,10 +71,16 @@ def set_schema(new_schema, remount_editor: bool = True) -> None:
 
 
 def current_run() -> RunDir | None:
-    """The run the steward is looking at; None if none was chosen or its directory is gone."""
+    """The run the steward is looking at: the one chosen in this session, else the newest run of the
+    session's table (of any table if none is loaded), so the sidebar and every page name the same run."""
     path = st.session_state.get("run_path")
     if not path:
-        return None
+        from synth_core.runs.jobs import list_runs
+        runs = [r for r in list_runs(runs_root(), table=table_id()) if r.get("state") != "unreadable"]
+        if not runs:
+            return None
+        path = runs[0]["path"]
+        set_current_run(path)
     run = RunDir(path)
     if not run.exists():
         st.session_state.pop("run_path", None)
@@ -115,11 +121,25 @@ def require_table():
     return table(), schema()
 
 
+def visible_runs(runs: list[dict]) -> list[dict]:
+    """The runs of the session's table; a toggle shows those of every other table too (runs of three
+    tables in one picker is how a steward exports the wrong one)."""
+    mine = table_id()
+    if mine is None:
+        return runs
+    others = sum(r.get("table") != mine for r in runs)
+    if others and st.toggle(f"Also show the runs of other tables ({others})", key="all_tables",
+                            help=f"Only the runs trained on the table loaded now ({st.session_state.get('table_name')}) "
+                                 "are listed, so that you review and export the right one."):
+        return runs
+    return [r for r in runs if r.get("table") == mine]
+
+
 def require_trained_runs() -> tuple[dict, list, int]:
     """Runs with a trained model ({id: listing}, ids newest first, index of the current run), or a pointer to
     step 4 and the end of this page's run."""
     from synth_core.runs.jobs import list_runs
-    ready = [r for r in list_runs(runs_root())
+    ready = [r for r in visible_runs(list_runs(runs_root()))
              if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
     if not ready:
         st.info("No trained run yet. Train one on step 4.")

@@ -92,19 +92,55 @@ MEANINGS: dict[str, str] = {
 }
 
 
+# the name a steward reads first; the technical name follows it (MEANINGS says what each measures)
+PLAIN: dict[str, str] = {
+    "1-way TVD": "Each column's distribution: mismatch",
+    "2-way TVD": "Pairs of columns together: mismatch",
+    "3-way TVD": "Triples of columns together: mismatch",
+    "4-way TVD": "Four columns together: mismatch",
+    "5-way TVD": "Five columns together: mismatch",
+    "KS complement (mean)": "Numeric columns: match, on average",
+    "KS complement (worst column)": "Numeric columns: match of the worst one",
+    "TV complement (mean)": "Categorical columns: match, on average",
+    "TV complement (worst column)": "Categorical columns: match of the worst one",
+    "Association difference": "Links between columns: change",
+    "pMSE ratio": "Tell-apart score, simple model",
+    "Detection ROC-AUC": "Tell-apart score, strong model",
+    "α-precision": "Realistic rows",
+    "β-recall": "Variety covered",
+    "Authenticity": "Rows that are not near-copies",
+    "Utility ratio (ROC-AUC)": "Usefulness for predicting the target (ranking)",
+    "Utility ratio (accuracy)": "Usefulness for predicting the target (accuracy)",
+    "Utility ratio (R²)": "Usefulness for predicting the target (fit)",
+    "DCR: share closer to training": "Pull towards the training rows",
+    "Membership-inference ROC-AUC": "Attack: was a person in the data?",
+    "Attribute-inference member advantage": "Attack: guessing a sensitive value, extra risk",
+    "Attribute-inference privacy gain": "Attack: guessing a sensitive value, protection",
+    "Demographic-parity difference (data)": "Fairness: outcome gap between groups (data)",
+    "Demographic-parity difference (classifier)": "Fairness: prediction gap between groups (model)",
+    "Equalized-odds difference (classifier)": "Fairness: error-rate gap between groups (model)",
+}
+
+
 @dataclass
 class Figure:
     """One figure: value, one plain-language line, a verdict against stated thresholds."""
 
-    name: str
+    name: str               # the technical name
     value: float
     meaning: str
     verdict: str            # "good" | "fair" | "poor" | "n/a"
     better: str             # "lower" | "higher"
     details: dict = field(default_factory=dict)
 
+    @property
+    def label(self) -> str:
+        """The plain-language name (the technical one when none is written)."""
+        return PLAIN.get(self.name, self.name)
+
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["label"] = self.label
         d["value"] = None if d["value"] is None or not np.isfinite(d["value"]) else float(d["value"])
         return d
 

@@ -25,7 +25,7 @@ from .charts import (association_chart, column_scores_chart, dcr_chart, group_ra
                      tvd_chart)
 from .fairness import fairness_figures
 from .fidelity import detection_auc
-from .figures import Figure, MEANINGS, column_figures, make_figure, quick_figures
+from .figures import Figure, MEANINGS, PLAIN, column_figures, make_figure, quick_figures
 from .inputs import EvaluationError, canonical, check_comparable, target_problem
 from .privacy_risk import attribute_inference, distance_to_closest_record, membership_inference
 from .projections import pca_projection, umap_projection
@@ -321,7 +321,8 @@ def _summary_table(report: dict) -> str:
         thr = ""
         if isinstance(th, dict) and "good" in th and isinstance(th["good"], (int, float)):
             thr = f" Good {'≤' if better == 'lower' else '≥'} {th['good']:g}, fair {'≤' if better == 'lower' else '≥'} {th['fair']:g}."
-        rows.append(f"<tr><td><b>{html.escape(name)}</b><br><small>{html.escape(meaning)} "
+        rows.append(f"<tr><td><b>{html.escape(PLAIN.get(name, name))}</b> <small>({html.escape(name)})</small>"
+                    f"<br><small>{html.escape(meaning)} "
                     f"({html.escape(better)} is better.{html.escape(thr)})</small></td>{''.join(cells)}</tr>")
     return f"<table><tr><th>figure</th>{head}</tr>{''.join(rows)}</table>"
 

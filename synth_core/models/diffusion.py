@@ -156,8 +156,9 @@ class ResidualMLP(nn.Module):
 class TableDiffusion(VectorModel):
     """Few-step diffusion model predicting the noise, trained with DP-Adam (Truda 2023)."""
 
-    description = ("Diffusion model (Truda 2023's noise-predicting TableDiffusion): learns the noise added to whole "
-                   "rows in a few steps. Numbers are scaled by the public bounds.")
+    label = "Denoising model (as published)"
+    description = ("Learns to remove the noise added to whole rows, a few steps at a time (Truda 2023's "
+                   "noise-predicting TableDiffusion). Numbers are scaled by the public bounds.")
     when_to_pick = ("Mostly numeric tables, or to compare with the paper; on tables with many categories prefer "
                     "the denoising variant.")
     config_class = DiffusionConfig
@@ -275,8 +276,10 @@ class TableDiffusion(VectorModel):
 class TableDiffusionDenoiser(TableDiffusion):
     """TableDiffusion predicting the clean row instead of the noise (Truda 2023's denoising variant)."""
 
-    description = ("Diffusion model that predicts the clean row (categories by a per-column KL divergence, numbers "
-                   "as categories of bins between the public bounds). Fast and stable to train.")
+    label = "Denoising model (fast)"
+    description = ("Diffusion model that learns to turn random noise back into a clean row; numbers are cut into "
+                   "bins between the public bounds. Fast and stable to train. (Technically: it predicts the clean "
+                   "row, scored per column by KL divergence.)")
     when_to_pick = ("Mixed numeric and categorical tables when you want a fast model; the stronger of the two "
                     "diffusion variants in our benchmarks.")
     presets = DENOISER_PRESETS

@@ -351,9 +351,11 @@ class _DPCriticGAN(_WGAN):
 class DTGAND(_DPCriticGAN):
     """DTGAN_D: conditional WGAN-GP with spherical interpolation, the critic trained with DP-SGD."""
 
-    description = ("Conditional GAN (DTGAN_D): a generator learns to fool a critic; the critic is trained with "
-                   "DP-SGD. Without the paper's information loss and auxiliary classifier (they would touch real "
-                   "rows outside the privacy accounting).")
+    label = "Generator and critic (GAN)"
+    description = ("Two networks trained against each other: a generator makes rows, and a critic, the only one "
+                   "that sees real rows (with privacy noise), learns to tell them apart. Conditional GAN (DTGAN_D), "
+                   "the critic trained with DP-SGD, without the paper's information loss and auxiliary classifier "
+                   "(they would touch real rows outside the privacy accounting).")
     when_to_pick = ("When you want a GAN, or need rows conditioned exactly on one category; usually behind the "
                     "transformer and diffusion models on fidelity at small ε.")
     presets = _presets()
@@ -363,8 +365,10 @@ class DTGAND(_DPCriticGAN):
 class DPWGAN(_DPCriticGAN):
     """Plain DP-WGAN: unconditional WGAN-GP, critic trained with DP-SGD (the baseline DTGAN is compared with)."""
 
-    description = ("Plain Wasserstein GAN with a DP-SGD critic, no conditioning: the baseline the DTGAN paper "
-                   "compares against.")
+    label = "Generator and critic, plain (baseline)"
+    description = ("The simplest generator-and-critic model: the critic learns, with privacy noise, to tell made "
+                   "rows from real ones, and the generator learns to fool it (a Wasserstein GAN with a DP-SGD "
+                   "critic, no conditioning). The baseline the DTGAN paper compares against.")
     when_to_pick = "Only as a baseline for comparisons; prefer DTGAN_D or the other models for real use."
     presets = _presets()
     conditional = False
@@ -397,7 +401,8 @@ class DTGANG(_WGAN):
     accountant every other model uses.
     """
 
-    description = ("Conditional GAN (DTGAN_G): several critics learn without noise on separate parts of the table; "
+    label = "Generator with several critics (GAN)"
+    description = ("A generator with several critics, each on its own part of the table (conditional GAN, DTGAN_G); "
                    "what they tell the generator is clipped and noised. Without the paper's information loss and "
                    "auxiliary classifier.")
     when_to_pick = "For comparison with DTGAN_D; it usually needs a larger ε to reach the same fidelity."

@@ -171,6 +171,7 @@ class MaskedMLP(nn.Module):
 class MaskedTableDiffusion(TokenModel):
     """Absorbing-state (masked) diffusion over column tokens, trained with DP-Adam."""
 
+    label = "Fill-in-the-blanks model"
     description = ("Diffusion model that masks columns and learns to fill them in from the others (each column "
                    "has its own noise level), then generates a row by revealing its columns a few at a time. "
                    "Numbers are cut into bins between the public bounds.")

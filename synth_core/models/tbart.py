@@ -175,6 +175,7 @@ class TabularTransformer(nn.Module):
 class DPTBART(TokenModel):
     """Autoregressive transformer over discretised columns, trained with DP-Adam."""
 
+    label = "Column-by-column writer"
     description = ("Transformer that writes a row one column at a time. Strong on categorical structure "
                    "and column dependencies; numbers are cut into bins between the public bounds.")
     when_to_pick = ("Tables that are mostly categories (census, survey, registry extracts); the default "

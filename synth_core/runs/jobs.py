@@ -31,8 +31,17 @@ from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
-                "device", "review_rows", "holdout_share", "name", "accept_draft", "calibration_share")
+                "device", "review_rows", "holdout_share", "name", "accept_draft", "calibration_share",
+                "table_name")
 # added by start_fit_job: the table's fingerprint and the book of table budgets the run draws from
+
+
+# the review sample a background job draws after training: as many rows as it trained on, at most this
+REVIEW_ROWS = 20000
+
+
+def review_rows_for(n_train: int) -> int:
+    return min(int(n_train), REVIEW_ROWS)
 
 
 def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
@@ -86,7 +95,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
         schema = dataclasses.replace(schema, rows=len(train))
     check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
     check_calibration_share(request.get("calibration_share") or 0.0)
-    table_id = fingerprint(table) if budgets is not None else None
+    table_id = fingerprint(table)  # which table the run came from (its listing), and its budget's key
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
@@ -96,7 +105,8 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
         except BudgetError:
             shutil.rmtree(run.path)  # refused: nothing of it is left behind
             raise
-        request = {**request, "table": table_id, "budgets": str(budgets.path)}
+        request = {**request, "budgets": str(budgets.path)}
+    request = {**request, "table": table_id}
     _write_private(train, run.private_path("train"))
     if holdout is not None:
         _write_private(holdout, run.private_path("holdout"))
@@ -184,58 +194,89 @@ def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | None:
     return pd.read_parquet(path)
 
 
-def list_runs(root: str | os.PathLike) -> list[dict]:
-    """Every run under `root`, newest first, with what a listing shows; unreadable ones say so."""
+def list_runs(root: str | os.PathLike, table: str | None = None) -> list[dict]:
+    """Every run under `root` as `run_summary` gives it, newest first; unreadable ones say so.
+
+    table: a table's fingerprint; only that table's runs are listed."""
     root = Path(root)
     if not root.exists():
         return []
     out = []
     for path in sorted((p for p in root.iterdir() if p.is_dir()), reverse=True):
         run = RunDir(path)
-        if not run.exists():
-            continue
+        if run.exists():
+            out.append(run_summary(run))
+    return [r for r in out if table is None or r.get("table") == table]
+
+
+def run_summary(run: RunDir) -> dict:
+    """The one account of a run that every listing, picker, sidebar and page shows.
+
+    spent_epsilon is the whole run's ε so far: the ledger's total once training is recorded, and the live
+    curve's last value (the events) while it trains, so a page and its sidebar never disagree."""
+    try:
+        status = job_state(run)
         try:
-            status = job_state(run)
             request = run.request()
-            events = run.events()
-            last = events[-1] if events else {}
-            try:
-                spent = run.ledger().spent_epsilon
-            except RunError:
-                spent = 0.0
-            out.append({
-                "id": path.name, "path": str(path), "state": status.get("state"), "message": status.get("message"),
-                "name": request.get("name") or _default_name(request) or path.name, "model": request.get("model"),
-                "preset": request.get("preset"), "epsilon": request.get("epsilon"), "spent_epsilon": spent,
-                "rows": request.get("rows"), "steps": last.get("step", 0), "steps_planned": last.get("steps"),
-                "loss": last.get("loss"), "created": request.get("created"),
-            })
-        except (RunError, SchemaError, OSError, ValueError) as e:
-            out.append({"id": path.name, "path": str(path), "state": "unreadable", "message": str(e)})
-    return out
+        except RunError:  # a run made by the API or the CLI, not by a background job
+            request = {}
+        try:
+            config = run.config()
+        except RunError:
+            config = {}
+        events = run.events()
+        last = events[-1] if events else {}
+        ledger = ledger_of(run)
+        if ledger is not None and ledger.has_training():
+            spent = ledger.spent_epsilon
+        else:
+            spent = float(last.get("epsilon") or (ledger.spent_epsilon if ledger is not None else 0.0))
+        facts = {**config, **request}
+        return {
+            "id": run.path.name, "path": str(run.path), "state": status.get("state"),
+            "message": status.get("message"),
+            "name": facts.get("name") or _default_name(facts) or run.path.name, "model": facts.get("model"),
+            "preset": facts.get("preset"), "epsilon": facts.get("epsilon"), "delta": facts.get("delta"),
+            "spent_epsilon": spent, "rows": request.get("rows", config.get("rows")), "steps": last.get("step", 0),
+            "steps_planned": last.get("steps"), "loss": last.get("loss"), "created": request.get("created"),
+            "table": request.get("table"), "table_name": request.get("table_name"),
+        }
+    except (RunError, SchemaError, OSError, ValueError, KeyError, TypeError) as e:
+        return {"id": run.path.name, "path": str(run.path), "state": "unreadable", "message": str(e)}
 
 
-def _default_name(request: dict) -> str | None:
-    if not request.get("model"):
+def _default_name(facts: dict) -> str | None:
+    """'<table> · <model> ε=<ε> <size> <when>': which table a run came from comes first."""
+    if not facts.get("model"):
         return None
-    when = time.strftime("%d %b %H:%M", time.localtime(request["created"])) if request.get("created") else ""
-    return f"{request['model']} ε={request.get('epsilon', 0):g} {request.get('preset', '')} {when}".strip()
+    when = time.strftime("%d %b %H:%M", time.localtime(facts["created"])) if facts.get("created") else ""
+    name = f"{facts['model']} ε={facts.get('epsilon') or 0:g} {facts.get('preset') or ''} {when}".strip()
+    return f"{facts['table_name']} · {name}" if facts.get("table_name") else name
 
 
 def progress(run: RunDir) -> dict:
-    """Steps done and planned, elapsed and remaining seconds, from the event log."""
+    """Steps done and planned, elapsed and remaining seconds: the run's own steps so far, times the steps left,
+    plus drawing the review sample after training (timed by past runs of the same model, when there are any)."""
     events = run.events()
     try:
-        planned = int(run.config()["plan"]["steps"])
-    except (RunError, KeyError, TypeError):
+        config = run.config()
+    except RunError:
+        config = {}
+    try:
+        planned = int(config["plan"]["steps"])
+    except (KeyError, TypeError, ValueError):
         planned = events[-1]["steps"] if events else None
     done = events[-1]["step"] if events else 0
     elapsed = events[-1].get("elapsed_s", 0.0) if events else 0.0
+    sampling = config.get("sampling_estimate_s")
     remaining = None
     if planned and done:
         remaining = max(0.0, elapsed / done * (planned - done))
+        if sampling is not None:
+            since_last = max(0.0, time.time() - run.events_stamp()) if done >= planned else 0.0
+            remaining += max(0.0, float(sampling) - since_last)
     return {"steps_done": done, "steps_planned": planned, "elapsed_s": elapsed, "remaining_s": remaining,
-            "fraction": (done / planned) if planned else 0.0}
+            "fraction": (done / planned) if planned else 0.0, "sampling_s": sampling}
 
 
 def ledger_of(run: RunDir) -> PrivacyLedger | None:

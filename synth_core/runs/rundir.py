@@ -188,6 +188,13 @@ class RunDir:
         with os.fdopen(fd, "a") as f:
             f.write(json.dumps(event, default=_json_default) + "\n")
 
+    def events_stamp(self) -> float:
+        """When the last event was written (the log's modification time)."""
+        try:
+            return (self.path / "events.jsonl").stat().st_mtime
+        except FileNotFoundError:
+            raise self._gone() from None
+
     def events(self) -> list[dict]:
         """Every complete event line; a line cut short by a crash is skipped."""
         out = []
@@ -263,20 +270,6 @@ class RunDir:
             return self.ledger().to_dict()
         except RunError:
             return None
-
-    def summary(self) -> dict:
-        status = self.status()
-        out = {"path": str(self.path), "state": status.get("state"), "message": status.get("message")}
-        try:
-            cfg = self.config()
-            out.update(model=cfg.get("model"), epsilon=cfg.get("epsilon"), delta=cfg.get("delta"))
-        except RunError:
-            pass
-        try:
-            out["spent_epsilon"] = self.ledger().spent_epsilon
-        except RunError:
-            pass
-        return out
 
 
 def _json_default(obj):

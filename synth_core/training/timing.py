@@ -1,23 +1,96 @@
-"""How long will training take? Measured, not guessed: a few DP-SGD steps on rows drawn from the public
-schema alone (no private data, no privacy cost), timed on the device the run will use, scaled to the
-planned number of steps."""
+"""How long will a run take? Modelled from the plan and per-step costs, not guessed.
+
+A run's time is: starting the worker process, setting up (the accountant's plan, the noisy count and
+marginals, building the model), the planned DP-SGD steps, and drawing the review sample (a calibrated
+sample draws a pool several times its size). Each run measures what its own phases cost and stores them
+in the workbench home (`CostBook`, keyed by family, size, device and column count), so the next estimate
+for the same model on the same machine is a lookup, scaled to the plan's batch size: well under a second.
+Without a stored cost, a few DP-SGD steps on rows drawn from the public schema alone (no private data,
+no privacy cost) are timed on the device the run will use. A running job refines the estimate with its
+own steps (`runs.jobs.progress`).
+"""
 from __future__ import annotations
 
+import json
+import os
 import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from .device import device_label
+from .. import home
+from ..files import write_atomic
 from ..models import get_model_class
+from ..models.calibration import pool_size
 from ..privacy import NoisePlan
 from ..schema import Schema, random_table
 
+# starting the worker process (Python, torch, Opacus imports) before api.fit begins; measured 5-9 s on a
+# 2-core machine, replaced by what the last run of the same key measured
+STARTUP_S = 8.0
+# setting up before the first step when no run was measured yet (PRV planning with the marginals composed,
+# the noisy count and marginals, building the model): a few seconds on the benchmark tables
+SETUP_S = 6.0
+# a stored per-step cost is scaled to the plan's batch only within this factor; beyond it, time anew
+BATCH_RATIO = 2.0
+PROBE_DRAW_ROWS = 200
 
-def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, epsilon: float, delta: float,
-                         options: dict | None = None, device: str | None = None, probe_steps: int = 3) -> dict:
-    """Planned steps and the estimated seconds to train them, from `probe_steps` timed steps."""
-    klass = get_model_class(model)
-    synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
-    plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")  # only its steps and batch size matter here
-    batch = max(1, int(round(plan.expected_batch_size)))
+
+@dataclass
+class Costs:
+    """What one run of a model cost on this machine, per unit."""
+    per_step_s: float        # one DP-SGD step at `batch` expected rows
+    batch: float
+    draw_row_s: float        # drawing one row from the trained model
+    setup_s: float = SETUP_S
+    startup_s: float = STARTUP_S
+    measured: str = "timed on rows from the public schema"
+
+
+def costs_key(family: str, preset: str, device: str, schema: Schema) -> str:
+    return f"{family}|{preset}|{device}|{len(schema.modelled().columns)} columns"
+
+
+def stored_costs(family: str, preset: str, schema: Schema, device: str | None = None) -> Costs | None:
+    """What the last run of this model on this machine measured, if there was one."""
+    return CostBook().get(costs_key(family, preset, device_label(device), schema))
+
+
+class CostBook:
+    """Costs measured by past runs, one entry per key (the latest run's), in the workbench home."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else home.timings_path()
+
+    def _read(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def get(self, key: str) -> Costs | None:
+        entry = self._read().get(key)
+        try:
+            return Costs(**entry) if entry else None
+        except TypeError:  # written by another version
+            return None
+
+    def put(self, key: str, costs: Costs) -> None:
+        book = self._read()
+        book[key] = asdict(costs)
+        write_atomic(self.path, json.dumps(book, indent=1), private=True)
+
+
+def rows_drawn(review_rows: int, calibrated: bool) -> int:
+    """Rows a model draws for a review sample of `review_rows` (a calibrated sample draws a pool)."""
+    return pool_size(review_rows) if calibrated and review_rows else int(review_rows)
+
+
+def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: dict | None = None,
+                device: str | None = None, probe_steps: int = 3) -> tuple[Costs, float]:
+    """Costs timed now: `probe_steps` DP-SGD steps at the plan's batch on rows from the public schema, and
+    a few hundred rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format learning)."""
+    synth = get_model_class(model)(schema, preset=preset, device=device, seed=0, **(options or {}))
     # a small sampling rate keeps the probe's own accounting cheap; σ does not change a step's cost
     probe_rows = max(20 * batch, 100)
     probe = random_table(schema, probe_rows, seed=0)
@@ -25,19 +98,77 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
                            steps=probe_steps + 1, epsilon=1.0, delta=1e-6, accountant="rdp",
                            max_grad_norm=synth.train_config.max_grad_norm, planned_epsilon=1.0)
     stamps: list[float] = []
-
-    def on_event(event: dict) -> None:
-        stamps.append(time.perf_counter())
-
-    # fixed costs a model times itself, from a few steps (DP-LLMTGen's format learning on public rows)
     time_fixed = getattr(synth, "time_fixed_costs", None)
     fixed = float(time_fixed(probe_steps)) if time_fixed is not None else 0.0
     start = time.perf_counter()
-    synth.fit(probe, probe_plan.epsilon, probe_plan.delta, "rdp", plan=probe_plan, on_event=on_event,
-              )
+    synth.fit(probe, probe_plan.epsilon, probe_plan.delta, "rdp", plan=probe_plan,
+              on_event=lambda event: stamps.append(time.perf_counter()))
     if len(stamps) >= 2:  # the first step pays for warm-up; time the ones after it
         per_step = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
     else:
         per_step = time.perf_counter() - start
-    return {"seconds": per_step * plan.steps + fixed, "per_step_s": per_step, "steps": plan.steps, "batch_size": batch,
-            "device": device_label(device)}
+    start = time.perf_counter()
+    synth.draw(PROBE_DRAW_ROWS, seed=0)
+    draw_row_s = (time.perf_counter() - start) / PROBE_DRAW_ROWS
+    return Costs(per_step_s=per_step, batch=batch, draw_row_s=draw_row_s), fixed
+
+
+def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, epsilon: float, delta: float,
+                         options: dict | None = None, device: str | None = None, probe_steps: int = 3,
+                         review_rows: int = 0, calibrated: bool = False, book: CostBook | None = None) -> dict:
+    """The run's seconds, phase by phase, from the plan and stored costs (timed now when none is stored).
+
+    review_rows / calibrated: the review sample drawn after training (a calibrated one draws a pool)."""
+    klass = get_model_class(model)
+    synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
+    plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")  # only its steps and batch size matter here
+    batch = max(1, int(round(plan.expected_batch_size)))
+    label = device_label(device)
+    book = book if book is not None else CostBook()
+    costs = book.get(costs_key(klass.family, preset, label, synth.schema))
+    fixed = 0.0
+    if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO \
+            or getattr(synth, "time_fixed_costs", None) is not None:
+        costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps)
+    per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
+    phases = {"start": costs.startup_s, "setup": costs.setup_s + fixed, "training": per_step * plan.steps,
+              "sampling": rows_drawn(review_rows, calibrated) * costs.draw_row_s}
+    return {"seconds": sum(phases.values()), "phases": phases, "per_step_s": per_step, "steps": plan.steps,
+            "batch_size": batch, "device": label, "measured": costs.measured}
+
+
+def sampling_seconds(synth, preset: str, review_rows: int, book: CostBook | None = None) -> float | None:
+    """Seconds the trained `synth` will take to draw its review sample, from the stored costs (None: unknown)."""
+    costs = (book if book is not None else CostBook()).get(
+        costs_key(synth.family, preset, device_label(synth.device), synth.schema))
+    return rows_drawn(review_rows, synth.calibration is not None) * costs.draw_row_s if costs else None
+
+
+class RunClock:
+    """Measures a run's phases inside api.fit and stores them in the CostBook for the next estimate."""
+
+    def __init__(self, created: float | None = None):
+        self.start = time.time()
+        self.startup_s = self.start - created if created and 0 < self.start - created < 600 else None
+        self.train_start = self.train_end = None
+
+    def training_starts(self) -> None:
+        self.train_start = time.time()
+
+    def training_ends(self) -> None:
+        self.train_end = time.time()
+
+    def record(self, synth, preset: str, draw_seconds: float, drawn: int, book: CostBook | None = None
+               ) -> Costs | None:
+        """Store what this run's phases cost (None, nothing stored, when too little was measured)."""
+        result = synth.train_result
+        if self.train_end is None or result is None or result.steps_done < 2 or drawn < 1:
+            return None
+        overhead = max(0.0, (self.train_end - self.train_start) - result.seconds)  # wrapping the model, saving
+        costs = Costs(per_step_s=result.seconds / result.steps_done, batch=float(synth.plan.expected_batch_size),
+                      draw_row_s=draw_seconds / drawn, setup_s=self.train_start - self.start + overhead,
+                      startup_s=self.startup_s if self.startup_s is not None else STARTUP_S,
+                      measured=f"measured on a run of {time.strftime('%d %b %H:%M')}")
+        key = costs_key(synth.family, preset, device_label(synth.device), synth.schema)
+        (book if book is not None else CostBook()).put(key, costs)
+        return costs

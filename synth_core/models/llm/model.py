@@ -130,6 +130,7 @@ PRESETS: dict[str, dict] = {
 class DPLLMTGen(SynthModel):
     """A causal language model, LoRA-fine-tuned on rows written as text: format first, then with DP-SGD."""
 
+    label = "Language model writing rows as text"
     description = ("Language model that writes each row as text (\"age is 39, sex is Female, …\"), first taught "
                    "the format on random rows from the public schema, then fine-tuned with DP. Strongest with a "
                    "pretrained model that already knows what the column names and values mean; without one it "
