@@ -7,12 +7,13 @@ import streamlit as st
 
 from synth_core.api import load_model
 from synth_core.evaluate.charts import group_rates_chart
-from synth_core.release.fair_sampling import check_fairness_columns, fair_sample
 from synth_core.models.base import SamplingError
+from synth_core.release.generate import SamplingJob
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
+from workbench.format import duration
 
 st.title("6 · Generate and export")
 st.write("Sampling from the trained model costs no privacy: make as many rows as you need. The export is the "
@@ -82,25 +83,34 @@ if use_fairness:
         st.info("Fixed column values are not combined with fairness control; they are ignored while it is on.")
 
 if st.button("Generate", type="primary", key="generate"):
-    seed = int(time.time()) % (2**31 - 1)
+    st.session_state["sampling"] = SamplingJob.start(str(run.path), model, rows, conditions=conditions,
+                                                     fairness=fair, seed=int(time.time()) % (2**31 - 1))
+    st.session_state.pop("generated", None)  # the old table is replaced, not shown beside the new request
+
+job: SamplingJob | None = st.session_state.get("sampling")
+if job is not None and not job.done:
+    # the rows are drawn in the background: other clicks rerun this page without cancelling them
+    @st.fragment(run_every=0.5)
+    def sampling_progress() -> None:
+        if job.done:
+            st.rerun()
+        left = job.left()
+        st.progress(job.fraction(), text=f"Sampling {job.rows:,} rows: {duration(job.elapsed())} so far"
+                    + (f", about {duration(left)} left" if left is not None else "")
+                    + ". You may change the settings meanwhile; they apply to the next request.")
+    sampling_progress()
+    st.stop()
+if job is not None and job.done:
+    st.session_state.pop("sampling")
     try:
-        with st.spinner(f"Sampling {rows:,} rows…"):
-            if fair:
-                check_fairness_columns(schema, fair["sensitive"], fair["target"], fair["positive"])
-                result = fair_sample(model, rows, seed=seed, **fair)
-                table, info = result.table, {"method": "fairness control", **fair, **result.summary()}
-                st.session_state["fair_result"] = result
-            else:
-                table = model.sample(rows, conditions=conditions or None, seed=seed)
-                info = {"conditions": conditions, **{k: v for k, v in model.last_sample_info.items()
-                                                     if k in ("method", "acceptance_rate")}}
-                st.session_state.pop("fair_result", None)
+        result = job.result()
     except (SamplingError, SchemaError, ValueError) as e:
         st.error(f"Could not generate: {e}")
     else:
-        name = run.write_sample(table, f"synthetic-{time.strftime('%Y%m%d-%H%M%S')}.csv").name
-        st.session_state["generated"] = {"run": str(run.path), "table": table, "info": {**info, "seed": seed},
-                                         "file": name}
+        sampled_run = RunDir(job.key)
+        name = sampled_run.write_sample(result.table, f"synthetic-{time.strftime('%Y%m%d-%H%M%S')}.csv").name
+        st.session_state["generated"] = {"run": job.key, "table": result.table, "info": result.info, "file": name,
+                                         "fair_result": result.fairness}
 
 generated = st.session_state.get("generated")
 if not generated or generated["run"] != str(run.path):
@@ -110,7 +120,7 @@ table, info = generated["table"], generated["info"]
 st.success(f"{len(table):,} synthetic rows ({info.get('method', 'unconditional')}).")
 if info.get("acceptance_rate") is not None and info.get("method") == "rejection":
     st.caption(f"Conditions met by rejection sampling; {info['acceptance_rate']:.1%} of tried rows were kept.")
-fair_result = st.session_state.get("fair_result")
+fair_result = generated["fair_result"]
 if info.get("method") == "fairness control" and fair_result is not None and fair_result.share == 0:
     st.info(f"No change needed: the synthetic rows' demographic-parity gap is {fair_result.gap_after:.3f}, within "
             f"the {info['target_gap']:g} you accept, so no row was generated with conditions.",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ from synth_core.runs.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
+from workbench.format import duration
 from synth_core.evaluate.charts import dcr_chart, marginal_chart, projection_chart
 
 st.title("5 · Review")
@@ -170,22 +172,32 @@ else:
 
 st.subheader("Full evaluation report")
 st.write("Every figure of the evaluation module (joint structure, utility on the target, membership- and "
-         "attribute-inference attacks, fairness) as one offline HTML page with its JSON. It takes a minute or two "
-         "on a table the size of Adult.")
+         "attribute-inference attacks, fairness) as one offline HTML page with its JSON. A bar shows what "
+         "is left while it runs.")
 if st.button("Build the full report", key="build_report"):
     from synth_core.evaluate.report import build_report
     from synth_core.runs.jobs import ledger_of
     out_dir = RunDir(by_id[primary]["path"]).report_dir("-".join(chosen) if second else "report")
-    with st.spinner("Evaluating…"):
-        try:
-            html_path, json_path = build_report(
-                real, synthetic, schema, holdout=holdout, ledger={names[i]: ledger_of(RunDir(by_id[i]["path"]))
-                                                                   for i in chosen},
-                out_dir=out_dir, title=f"Review of {', '.join(names[i] for i in chosen)}", include_umap=False)
-        except (EvaluationError, ValueError) as e:
-            st.error(f"The report could not be built: {e}")
-        else:
-            st.session_state["full_report"] = {"key": key, "html": str(html_path), "json": str(json_path)}
+    bar = st.progress(0.0, text="Evaluating…")
+    started = time.time()
+
+    def show(share: float, section: str) -> None:
+        elapsed = time.time() - started
+        left = elapsed * (1 - share) / share if share > 0 else None
+        bar.progress(share, text=f"Evaluating: {section.replace('_', ' ')} done, {duration(elapsed)} so far"
+                     + (f", about {duration(left)} left" if left is not None and share < 1 else ""))
+
+    try:
+        html_path, json_path = build_report(
+            real, synthetic, schema, holdout=holdout, ledger={names[i]: ledger_of(RunDir(by_id[i]["path"]))
+                                                               for i in chosen},
+            out_dir=out_dir, title=f"Review of {', '.join(names[i] for i in chosen)}", include_umap=False,
+            progress=show)
+    except (EvaluationError, ValueError) as e:
+        st.error(f"The report could not be built: {e}")
+    else:
+        st.session_state["full_report"] = {"key": key, "html": str(html_path), "json": str(json_path)}
+    bar.empty()
 full = st.session_state.get("full_report")
 if full and full["key"] == key and os.path.exists(full["html"]):
     st.warning("This report holds statistics of your private table (its marginals, distances to its rows): it is "

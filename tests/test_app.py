@@ -69,6 +69,48 @@ def train_tiny(at: AppTest, epsilon_choice: str | None = None) -> None:
     assert not at.error, texts(at.error)
 
 
+def wait_for_sample(at: AppTest, timeout_s: float = PATIENCE_S) -> None:
+    """The generate page draws in the background: rerun it until the rows are there (or the request failed)."""
+    deadline = time.time() + timeout_s
+    while "sampling" in at.session_state and time.time() < deadline:
+        time.sleep(0.2)
+        at.run()
+    no_exceptions(at)
+    assert "sampling" not in at.session_state, "the sampling request did not finish in time"
+
+
+def test_sampling_survives_other_clicks_and_shows_time_left(workspace):
+    from synth_core.release import generate as gen
+    import threading
+    release = threading.Event()
+    real_generate = gen.generate
+    gen_calls = []
+
+    def slow_generate(*args, **kwargs):  # held until the test has clicked elsewhere
+        gen_calls.append(1)
+        release.wait(PATIENCE_S)
+        return real_generate(*args, **kwargs)
+
+    at = new_app()
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()
+    train_tiny(at)
+    assert wait_for_run(at) == "completed"
+    at.switch_page("app_pages/generate.py").run()
+    at.number_input(key="rows").set_value(150)
+    import unittest.mock
+    with unittest.mock.patch.object(gen, "generate", slow_generate):
+        at.button(key="generate").click().run()
+        assert "Sampling 150 rows" in texts(at.get("progress")) or "Sampling 150 rows" in str(at.get("progress")[0].proto)
+        at.number_input(key="rows").set_value(999).run()  # another click: the request goes on, not repeated
+        assert "sampling" in at.session_state and len(gen_calls) == 1
+        assert not at.get("download_button")  # no old table offered beside a request in progress
+        release.set()
+        wait_for_sample(at)
+    assert len(at.session_state["generated"]["table"]) == 150 and len(gen_calls) == 1
+    assert at.get("download_button")
+
+
 def test_walk_through_from_upload_to_export(workspace):
     at = new_app()
     no_exceptions(at)
@@ -156,6 +198,7 @@ def test_walk_through_from_upload_to_export(workspace):
     at.multiselect(key="fixed_columns").set_value(["sex"]).run()
     at.selectbox(key="cond_sex").set_value("Female")
     at.button(key="generate").click().run()
+    wait_for_sample(at)
     no_exceptions(at)
     assert not at.error, texts(at.error)
     table = at.session_state["generated"]["table"]
@@ -181,9 +224,10 @@ def test_fairness_control_on_the_generate_page(workspace):
     assert at.selectbox(key="sensitive").value == "sex" and at.selectbox(key="target").value == "income"
     at.slider(key="target_gap").set_value(0.0)
     at.button(key="generate").click().run(timeout=RUN_S)
+    wait_for_sample(at)
     no_exceptions(at)
     assert not at.error, texts(at.error)
-    result = at.session_state["fair_result"]
+    result = at.session_state["generated"]["fair_result"]
     assert result.share > 0
     labels = {m.label: m.value for m in at.metric}
     assert "demographic-parity gap before" in labels and "after" in labels
@@ -193,8 +237,9 @@ def test_fairness_control_on_the_generate_page(workspace):
     # before/after that would only show resampling noise
     at.slider(key="target_gap").set_value(0.5)
     at.button(key="generate").click().run(timeout=RUN_S)
+    wait_for_sample(at)
     no_exceptions(at)
-    assert at.session_state["fair_result"].share == 0
+    assert at.session_state["generated"]["fair_result"].share == 0
     assert "No change needed" in texts(at.info) and "demographic-parity gap before" not in {m.label for m in at.metric}
 
 

@@ -165,7 +165,12 @@ def test_report_with_a_collapsed_target_is_built_and_says_so(demo, tmp_path):
     schema, train, holdout = demo
     train, holdout = train.iloc[:400], holdout.iloc[:200]
     collapsed = train.assign(income="<=50K")
-    _, json_path = build_report(train, collapsed, schema, holdout=holdout, out_dir=tmp_path, include_umap=False)
+    steps = []
+    _, json_path = build_report(train, collapsed, schema, holdout=holdout, out_dir=tmp_path, include_umap=False,
+                                progress=lambda share, section: steps.append((share, section)))
+    shares = [share for share, _ in steps]  # the progress bar: every section, in order, ending at 1
+    assert shares == sorted(shares) and shares[-1] == pytest.approx(1.0) and len(steps) >= 15
+    assert {"detection", "utility", "membership", "pca"} <= {section for _, section in steps}
     data = json.loads(json_path.read_text())
     note = next(n for n in data["notes"] if "one class only" in n)
     assert "'<=50K'" in note and "utility and fairness figures could not be computed" in note

@@ -8,13 +8,14 @@ of the real table; projections carry coordinates of sampled rows only.
 """
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -67,8 +68,9 @@ def _role(schema: Schema, role: str) -> str | None:
     return cols[0] if cols else None
 
 
-def _safe(section: dict, key: str, fn, *args, **kwargs):
-    """Run one section; a failure is recorded with its message instead of sinking the whole report."""
+def _safe(section: dict, key: str, fn, *args, tick: Callable[[str], None] | None = None, **kwargs):
+    """Run one section; a failure is recorded with its message instead of sinking the whole report.
+    `tick(key)` is told when the section is over (the report's progress)."""
     t0 = time.perf_counter()
     try:
         out = fn(*args, **kwargs)
@@ -78,6 +80,37 @@ def _safe(section: dict, key: str, fn, *args, **kwargs):
         return None
     finally:
         section.setdefault("seconds", {})[key] = round(time.perf_counter() - t0, 3)
+        if tick is not None:
+            tick(key)
+
+
+# a section's share of a report's time (seconds measured on the demo table, 3,600 rows): for its progress bar
+SECTION_WEIGHTS = {"quick": 2, "columns": 2, "association": 2, "pmse": 1, "detection": 10, "alpha_beta": 3,
+                   "utility": 8, "dcr": 2, "membership": 1, "attribute": 7, "fairness": 5, "pca": 1, "umap": 10}
+
+
+def _sections(full: bool, holdout: bool, target: bool, sensitive: bool) -> list[str]:
+    """The sections `_evaluate_one` runs, in order."""
+    keys = ["quick", "columns", "association", "pmse"] + (["detection"] if full else []) + ["alpha_beta"]
+    if full and holdout:
+        keys += (["utility"] if target else []) + ["dcr", "membership"] + (["attribute"] if sensitive else [])
+    if full and target and sensitive:
+        keys.append("fairness")
+    return keys
+
+
+class _Progress:
+    """Turns finished sections into (share done, what is being computed) for `evaluate`'s caller."""
+
+    def __init__(self, keys: list[str], report: Callable[[float, str], None] | None):
+        self.total = sum(SECTION_WEIGHTS.get(k, 1) for k in keys) or 1
+        self.done = 0.0
+        self.report = report
+
+    def __call__(self, key: str) -> None:
+        self.done += SECTION_WEIGHTS.get(key, 1)
+        if self.report is not None:
+            self.report(min(1.0, self.done / self.total), key)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -101,32 +134,34 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _evaluate_one(real: pd.DataFrame, syn: pd.DataFrame, schema: Schema, holdout: pd.DataFrame | None,
-                  target: str | None, sensitive: str | None, seed: int, full: bool) -> dict:
+                  target: str | None, sensitive: str | None, seed: int, full: bool,
+                  tick: Callable[[str], None] | None = None) -> dict:
     """Every figure of one synthetic table against the real training table (`full=False`: the
-    fidelity figures only, for the held-out reference)."""
+    fidelity figures only, for the held-out reference); the sections are those `_sections` lists."""
     sec: dict[str, Any] = {}
+    safe = functools.partial(_safe, sec, tick=tick)
     figs: list[Figure] = []
-    q = _safe(sec, "quick", quick_figures, real, syn, schema, ks=(1, 2, 3, 4, 5), seed=seed)
+    q = safe("quick", quick_figures, real, syn, schema, ks=(1, 2, 3, 4, 5), seed=seed)
     figs += q or []
-    cols = _safe(sec, "columns", column_figures, real, syn, schema)
+    cols = safe("columns", column_figures, real, syn, schema)
     sec["columns"] = cols
-    assoc = _safe(sec, "association", association_difference, real, syn, schema, seed=seed)
+    assoc = safe("association", association_difference, real, syn, schema, seed=seed)
     if assoc:
         figs.append(make_figure("Association difference", assoc["value"], {"sample_sizes": assoc["sample_sizes"]}))
         sec["association"] = assoc
-    pm = _safe(sec, "pmse", pmse_ratio, real, syn, schema, seed=seed)
+    pm = safe("pmse", pmse_ratio, real, syn, schema, seed=seed)
     if pm:
         figs.append(make_figure("pMSE ratio", pm["ratio"], pm))
     n_det = 5000
     det = None
     if full:  # the held-out reference scores about 0.5 by construction: not worth its time
-        det = _safe(sec, "detection", detection_auc, real, syn, schema.numeric_columns, n_folds=3, max_rows=n_det,
+        det = safe("detection", detection_auc, real, syn, schema.numeric_columns, n_folds=3, max_rows=n_det,
                     seed=seed)
     if det is not None:
         figs.append(make_figure("Detection ROC-AUC", det, {"learner": "HistGradientBoosting, 3-fold",
                                                            "sample_sizes": {"real": min(n_det, len(real), len(syn)),
                                                                             "synthetic": min(n_det, len(real), len(syn))}}))
-    ab = _safe(sec, "alpha_beta", alpha_beta_authenticity, real, syn, schema, seed=seed)
+    ab = safe("alpha_beta", alpha_beta_authenticity, real, syn, schema, seed=seed)
     if ab:
         d = {"sample_sizes": ab["sample_sizes"]}
         figs += [make_figure("α-precision", ab["alpha_precision"], d), make_figure("β-recall", ab["beta_recall"], d),
@@ -134,14 +169,14 @@ def _evaluate_one(real: pd.DataFrame, syn: pd.DataFrame, schema: Schema, holdout
         sec["alpha_beta"] = ab
     if full and holdout is not None:
         if target is not None:
-            u = _safe(sec, "utility", utility, real, syn, holdout, schema, target, seed=seed)
+            u = safe("utility", utility, real, syn, holdout, schema, target, seed=seed)
             if u:
                 sec["utility"] = u
                 names = {"roc_auc": "Utility ratio (ROC-AUC)", "accuracy": "Utility ratio (accuracy)", "r2": "Utility ratio (R²)"}
                 for k, name in names.items():
                     if k in u["ratio"]:
                         figs.append(make_figure(name, u["ratio"][k], {"learners": u["learners"], "sample_sizes": u["sample_sizes"]}))
-        dcr = _safe(sec, "dcr", distance_to_closest_record, real, syn, holdout, schema, seed=seed)
+        dcr = safe("dcr", distance_to_closest_record, real, syn, holdout, schema, seed=seed)
         if dcr:
             sec["dcr"] = {**dcr.to_dict(), "synthetic_to_train": dcr.synthetic_to_train, "holdout_to_train": dcr.holdout_to_train}
             f = make_figure("DCR: share closer to training", dcr.summary["share_closer_to_train"],
@@ -151,12 +186,12 @@ def _evaluate_one(real: pd.DataFrame, syn: pd.DataFrame, schema: Schema, holdout
             f.details["thresholds"] = {"poor": "exact copies above the held-out share + 1 point, or > 0.60",
                                        "fair": "> 0.53", "good": "otherwise"}
             figs.append(f)
-        mia = _safe(sec, "membership", membership_inference, real, syn, holdout, schema, seed=seed)
+        mia = safe("membership", membership_inference, real, syn, holdout, schema, seed=seed)
         if mia:
             sec["membership"] = mia
             figs.append(make_figure("Membership-inference ROC-AUC", mia["auc"], mia))
         if sensitive is not None:
-            ai = _safe(sec, "attribute", attribute_inference, real, syn, holdout, schema, sensitive, seed=seed)
+            ai = safe("attribute", attribute_inference, real, syn, holdout, schema, sensitive, seed=seed)
             if ai:
                 sec["attribute"] = ai
                 figs.append(make_figure("Attribute-inference member advantage", ai["member_advantage"], ai))
@@ -164,7 +199,7 @@ def _evaluate_one(real: pd.DataFrame, syn: pd.DataFrame, schema: Schema, holdout
                 g.better, g.verdict = "higher", "n/a"  # part of the risk is population inference: no verdict
                 figs.append(g)
     if full and target is not None and sensitive is not None:
-        fair = _safe(sec, "fairness", fairness_figures, syn, sensitive, target, test=holdout, seed=seed)
+        fair = safe("fairness", fairness_figures, syn, sensitive, target, test=holdout, seed=seed)
         if fair:
             sec["fairness"] = fair
             figs.append(make_figure("Demographic-parity difference (data)", fair["data"]["demographic_parity_difference"], fair["data"]))
@@ -177,8 +212,12 @@ def _evaluate_one(real: pd.DataFrame, syn: pd.DataFrame, schema: Schema, holdout
 
 def evaluate(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdout: pd.DataFrame | None = None,
              target: str | None = None, sensitive: str | None = None, ledger: Any = None, seed: int = 0,
-             include_umap: bool = True, n_threads: int | None = None) -> dict:
+             include_umap: bool = True, n_threads: int | None = None,
+             progress: Callable[[float, str], None] | None = None) -> dict:
     """Every figure for one synthetic table or {label: table}, as one JSON-ready dict (see build_report).
+
+    progress(share done, section just finished) is called as the sections finish (weighted by their usual
+    time, SECTION_WEIGHTS), for a progress bar with the time left.
 
     target / sensitive default to the schema's columns with role "target" / "sensitive". Without a
     held-out real table the utility and privacy-attack sections are left out (they need real rows the
@@ -194,23 +233,30 @@ def evaluate(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdout: 
     if holdout is not None:
         hold_c = canonical(holdout, schema, "held-out real")
     labels = list(synths)
+    has = dict(holdout=hold_c is not None, target=target is not None, sensitive=sensitive is not None)
+    tick = _Progress(_sections(True, **has) * len(synths)
+                     + (_sections(False, **has) + (["fairness"] if has["target"] and has["sensitive"] else [])
+                        if has["holdout"] else [])
+                     + ["pca"] + (["umap"] if include_umap else []), progress)
     with threadpool_limits(limits=n_threads):
-        runs = {label: _evaluate_one(real_c, df, schema, hold_c, target, sensitive, seed, full=True)
+        runs = {label: _evaluate_one(real_c, df, schema, hold_c, target, sensitive, seed, full=True, tick=tick)
                 for label, df in synths.items()}
         reference = None
         if hold_c is not None:
-            reference = _evaluate_one(real_c, hold_c, schema, None, target, sensitive, seed, full=False)
+            reference = _evaluate_one(real_c, hold_c, schema, None, target, sensitive, seed, full=False, tick=tick)
             if target is not None and sensitive is not None:
                 reference["fairness"] = _safe(reference, "fairness", fairness_figures, real_c, sensitive, target,
-                                              test=hold_c, seed=seed)
+                                              test=hold_c, seed=seed, tick=tick)
         projections: dict[str, Any] = {}
         t = time.perf_counter()
         projections["pca"] = pca_projection(real_c, synths, schema, seed=seed)
         projections["seconds_pca"] = round(time.perf_counter() - t, 3)
+        tick("pca")
         if include_umap:
             t = time.perf_counter()
             projections["umap"] = umap_projection(real_c, synths, schema, max_rows=1000, seed=seed)
             projections["seconds_umap"] = round(time.perf_counter() - t, 3)
+            tick("umap")
     notes = []
     if hold_c is None:
         notes.append("No held-out real table was given: utility, distance-to-closest-record and the attacks "
@@ -387,13 +433,14 @@ def json_ready(report: dict) -> dict:
 def build_report(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdout: pd.DataFrame | None = None,
                  target: str | None = None, sensitive: str | None = None, ledger: Any = None,
                  out_dir: str | Path = "report", title: str = "Synthetic data review", seed: int = 0,
-                 include_umap: bool = True, n_threads: int | None = None) -> tuple[Path, Path]:
+                 include_umap: bool = True, n_threads: int | None = None,
+                 progress: Callable[[float, str], None] | None = None) -> tuple[Path, Path]:
     """Evaluate and write `out_dir`/report.html (offline) and `out_dir`/report.json; returns both paths.
 
     synthetic: a DataFrame or {label: DataFrame} (a comparison of runs); ledger: a PrivacyLedger, its
     dict, or {label: ledger}; see `evaluate` for the rest."""
     report = evaluate(real_train, synthetic, schema, holdout=holdout, target=target, sensitive=sensitive,
-                      ledger=ledger, seed=seed, include_umap=include_umap, n_threads=n_threads)
+                      ledger=ledger, seed=seed, include_umap=include_umap, n_threads=n_threads, progress=progress)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the report holds statistics of the private table: owner only

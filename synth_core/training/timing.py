@@ -25,15 +25,20 @@ from ..models.calibration import pool_size
 from ..privacy import NoisePlan
 from ..schema import Schema, random_table
 
-# starting the worker process (Python, torch, Opacus imports) before api.fit begins; measured 5-9 s on a
-# 2-core machine, replaced by what the last run of the same key measured
-STARTUP_S = 8.0
+# starting the worker process (Python, torch, Opacus imports) before api.fit begins: 5-6 s measured on a quiet
+# 2-core machine; what the last run of the same key measured replaces it
+STARTUP_S = 5.0
 # setting up before the first step when no run was measured yet (PRV planning with the marginals composed,
-# the noisy count and marginals, building the model): a few seconds on the benchmark tables
-SETUP_S = 6.0
+# the noisy count and marginals, building the model): 3-4 s on the demo table and Adult
+SETUP_S = 4.0
 # a stored per-step cost is scaled to the plan's batch only within this factor; beyond it, time anew
 BATCH_RATIO = 2.0
-PROBE_DRAW_ROWS = 200
+# the probe's steps hold at most this many rows, its cost scaled to the plan's batch (a step's work grows
+# with its rows): the estimate stays within a few seconds on large tables
+PROBE_MAX_BATCH = 256
+# rows the probe draws: the next size only while a draw takes under PROBE_DRAW_S (a language model is slow)
+PROBE_DRAW_ROWS = (100, 400, 4000)
+PROBE_DRAW_S = 0.3
 
 
 @dataclass
@@ -91,6 +96,7 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
     """Costs timed now: `probe_steps` DP-SGD steps at the plan's batch on rows from the public schema, and
     a few hundred rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format learning)."""
     synth = get_model_class(model)(schema, preset=preset, device=device, seed=0, **(options or {}))
+    batch = min(batch, PROBE_MAX_BATCH)
     # a small sampling rate keeps the probe's own accounting cheap; σ does not change a step's cost
     probe_rows = max(20 * batch, 100)
     probe = random_table(schema, probe_rows, seed=0)
@@ -107,9 +113,14 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
         per_step = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
     else:
         per_step = time.perf_counter() - start
-    start = time.perf_counter()
-    synth.draw(PROBE_DRAW_ROWS, seed=0)
-    draw_row_s = (time.perf_counter() - start) / PROBE_DRAW_ROWS
+    draw_row_s = float("inf")
+    for rows in PROBE_DRAW_ROWS:  # a fast sampler draws in large chunks: time it at a size where it does
+        start = time.perf_counter()
+        synth.draw(rows, seed=0)
+        took = time.perf_counter() - start
+        draw_row_s = min(draw_row_s, took / rows)
+        if took > PROBE_DRAW_S:
+            break
     return Costs(per_step_s=per_step, batch=batch, draw_row_s=draw_row_s), fixed
 
 
