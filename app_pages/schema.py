@@ -9,6 +9,7 @@ from synth_core.schema import KINDS, Schema, SchemaError, validate_table
 from synth_core.schema.derived import describe
 from workbench import state
 from workbench.schema_table import (
+    EDITOR_COLUMNS,
     ROLE_CHOICES,
     categories_to_text,
     clear_drafted_bounds,
@@ -46,8 +47,11 @@ dated = [c.name for c in schema.columns if c.date]
 if dated:
     st.caption(f"Read from dates and kept as the year only: {', '.join(dated)}.")
 editor_key = f"schema_editor_{st.session_state.get('schema_version', 0)}"
+# every column on screen at once (no inner scrolling up to ~40 columns), where the facts come from beside its name
 edited = st.data_editor(
     schema_to_frame(schema), key=editor_key, hide_index=True, num_rows="fixed", width="stretch",
+    height=min(38 + 35 * len(schema.columns), 1450),
+    column_order=["column", "source", *[c for c in EDITOR_COLUMNS if c not in ("column", "source")]],
     column_config={
         "column": st.column_config.TextColumn("column", disabled=True),
         "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True),

@@ -91,7 +91,8 @@ def show_run(run: RunDir) -> None:
     if ledger is not None and ledger.entries:
         with st.expander("Privacy ledger"):
             st.dataframe(pd.DataFrame([{"mechanism": e.mechanism, "ε": e.epsilon, "δ": e.delta,
-                                        "accountant": e.accountant} for e in ledger.entries]), hide_index=True)
+                                        "accountant": (e.accountant or "").upper() or "by its own ε"}
+                                       for e in ledger.entries]), hide_index=True)
     if not live and status.get("state") in ("completed", "cancelled") and run.has_model():
         st.page_link("app_pages/review.py", label="Next: review the synthetic table", icon=":material/arrow_forward:")
 

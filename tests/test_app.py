@@ -6,7 +6,9 @@ import json
 import os
 import shutil
 import stat
+import threading
 import time
+from unittest import mock
 from pathlib import Path
 
 import pandas as pd
@@ -77,38 +79,6 @@ def wait_for_sample(at: AppTest, timeout_s: float = PATIENCE_S) -> None:
         at.run()
     no_exceptions(at)
     assert "sampling" not in at.session_state, "the sampling request did not finish in time"
-
-
-def test_sampling_survives_other_clicks_and_shows_time_left(workspace):
-    from synth_core.release import generate as gen
-    import threading
-    release = threading.Event()
-    real_generate = gen.generate
-    gen_calls = []
-
-    def slow_generate(*args, **kwargs):  # held until the test has clicked elsewhere
-        gen_calls.append(1)
-        release.wait(PATIENCE_S)
-        return real_generate(*args, **kwargs)
-
-    at = new_app()
-    at.switch_page("app_pages/data.py").run()
-    at.button(key="use_demo").click().run()
-    train_tiny(at)
-    assert wait_for_run(at) == "completed"
-    at.switch_page("app_pages/generate.py").run()
-    at.number_input(key="rows").set_value(150)
-    import unittest.mock
-    with unittest.mock.patch.object(gen, "generate", slow_generate):
-        at.button(key="generate").click().run()
-        assert "Sampling 150 rows" in texts(at.get("progress")) or "Sampling 150 rows" in str(at.get("progress")[0].proto)
-        at.number_input(key="rows").set_value(999).run()  # another click: the request goes on, not repeated
-        assert "sampling" in at.session_state and len(gen_calls) == 1
-        assert not at.get("download_button")  # no old table offered beside a request in progress
-        release.set()
-        wait_for_sample(at)
-    assert len(at.session_state["generated"]["table"]) == 150 and len(gen_calls) == 1
-    assert at.get("download_button")
 
 
 def test_walk_through_from_upload_to_export(workspace):
@@ -211,7 +181,7 @@ def test_walk_through_from_upload_to_export(workspace):
     assert len(samples) == 1 and len(pd.read_csv(samples[0])) == 120
 
 
-def test_fairness_control_on_the_generate_page(workspace):
+def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
     at = new_app()
     at.switch_page("app_pages/data.py").run()
     at.button(key="use_demo").click().run()  # the built-in invented census, with a declared schema
@@ -219,6 +189,27 @@ def test_fairness_control_on_the_generate_page(workspace):
     train_tiny(at)
     assert wait_for_run(at) == "completed"
     at.switch_page("app_pages/generate.py").run()
+
+    # sampling runs in the background: another click neither cancels nor repeats it, and no old table is
+    # offered beside it
+    from synth_core.release import generate as gen
+    release, calls, real_generate = threading.Event(), [], gen.generate
+
+    def held_generate(*args, **kwargs):  # held until the test has clicked elsewhere
+        calls.append(1)
+        release.wait(PATIENCE_S)
+        return real_generate(*args, **kwargs)
+
+    at.number_input(key="rows").set_value(150)
+    with mock.patch.object(gen, "generate", held_generate):
+        at.button(key="generate").click().run()
+        assert "Sampling 150 rows" in str(at.get("progress")[0].proto)
+        at.number_input(key="rows").set_value(999).run()  # another click while it draws
+        assert "sampling" in at.session_state and len(calls) == 1 and not at.get("download_button")
+        release.set()
+        wait_for_sample(at)
+    assert len(at.session_state["generated"]["table"]) == 150 and len(calls) == 1 and at.get("download_button")
+
     at.number_input(key="rows").set_value(600)
     at.checkbox(key="use_fairness").check().run()
     assert at.selectbox(key="sensitive").value == "sex" and at.selectbox(key="target").value == "income"
