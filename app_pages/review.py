@@ -93,7 +93,9 @@ for label_, t in tables.items():
     base[f"{label_}"] = [f"{v:.3g} ({verdict})" if pd.notna(v) else "not computed"
                          for v, verdict in zip(t["value"], t["verdict"])]
 base[["better", "technical name"]] = tables[names[primary]][["better", "technical name"]]
-st.dataframe(base, hide_index=True, column_config={"figure": st.column_config.TextColumn(width="large")})
+st.dataframe(base, hide_index=True, column_config={"figure": st.column_config.TextColumn(width="large"),
+                                                   **{label_: st.column_config.TextColumn(width="medium")
+                                                      for label_ in tables}})
 with st.expander("What each figure means"):
     st.markdown("\n".join(f"- **{r['figure']}** ({r['technical name']}): {r['meaning']} "
                           f"{r['better'].capitalize()}." for r in tables[names[primary]].to_dict("records")))

@@ -26,7 +26,7 @@ index = ids.index(current.path.name) if current is not None and current.path.nam
 
 def label(run_id: str) -> str:
     r = by_id[run_id]
-    return f"{r.get('name') or run_id} · {r.get('state')}"
+    return r.get("name") or run_id  # its state is on the page below, kept current (a label would go stale)
 
 
 chosen = st.selectbox("Run", ids, index=index, format_func=label, key="train_run_choice")
@@ -58,8 +58,8 @@ def show_run(run: RunDir) -> None:
     c[2].metric("ε spent", f"{summary.get('spent_epsilon') or 0.0:.3g} of {target:g}")
     c[3].metric("time left" if live else "training time",
                 duration(prog["remaining_s"] if live else prog["elapsed_s"]))
-    st.caption(f"Device: {config.get('device', 'starting…')} · model `{request.get('model', '?')}`, size "
-               f"`{request.get('preset', '?')}` · {request.get('rows', '?')} training rows")
+    st.caption(f"Device: {config.get('device', 'starting…')} · model `{summary.get('model') or '?'}`, size "
+               f"`{summary.get('preset') or '?'}` · {request.get('rows', '?')} training rows")
     if live:
         drawing = bool(prog["steps_planned"]) and prog["steps_done"] >= prog["steps_planned"]
         text = ("Training done; drawing the synthetic rows for the review"
@@ -97,7 +97,7 @@ def show_run(run: RunDir) -> None:
         st.page_link("app_pages/review.py", label="Next: review the synthetic table", icon=":material/arrow_forward:")
 
 
-initial = job_state(run).get("state") if run.exists() else None
+initial = by_id[chosen].get("state")  # as the picker lists it: a change since then redraws the page
 
 
 def runs_table() -> None:

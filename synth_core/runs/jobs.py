@@ -231,11 +231,12 @@ def run_summary(run: RunDir) -> dict:
             spent = ledger.spent_epsilon
         else:
             spent = float(last.get("epsilon") or (ledger.spent_epsilon if ledger is not None else 0.0))
-        facts = {**config, **request}
+        facts = {**request, **config}  # the config has what the run resolved (auto's family and size)
         return {
             "id": run.path.name, "path": str(run.path), "state": status.get("state"),
             "message": status.get("message"),
-            "name": facts.get("name") or _default_name(facts) or run.path.name, "model": facts.get("model"),
+            # the name is what was asked (stable from the start: 'auto'), the model what the run resolved
+            "name": facts.get("name") or _default_name(request or config) or run.path.name, "model": facts.get("model"),
             "preset": facts.get("preset"), "epsilon": facts.get("epsilon"), "delta": facts.get("delta"),
             "spent_epsilon": spent, "rows": request.get("rows", config.get("rows")), "steps": last.get("step", 0),
             "steps_planned": last.get("steps"), "loss": last.get("loss"), "created": request.get("created"),
