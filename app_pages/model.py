@@ -44,7 +44,7 @@ if klass.when_to_pick:
 options: dict = {}
 backbone_problem = None
 if "backbone" in {f.name for f in dataclasses.fields(klass.config_class)}:
-    from synth_core.models.llm import list_local_causal_lms, resolve_backbone
+    from synth_core.models.llm import PACKAGED_INSTALL, list_local_causal_lms, packaged_backbones, resolve_backbone
 
     st.markdown("**Language model (backbone)**")
     st.info("The offline default is a small GPT-2 that starts with **no pretrained knowledge**: it learns the "
@@ -55,12 +55,14 @@ if "backbone" in {f.name for f in dataclasses.fields(klass.config_class)}:
             "Face cache (fetched beforehand on a machine with network access, e.g. `hf download gpt2`). Nothing is "
             "downloaded here.", icon=":material/info:")
     DEFAULT, DIRECTORY = "Offline default: small GPT-2, no pretrained knowledge", "A local model directory…"
-    cached = {f"{m['id']} (in the local Hugging Face cache)": m["id"] for m in list_local_causal_lms()}
+    cached = {**{f"SmolLM2-135M, pretrained (installed package) · {name}": name for name in packaged_backbones()},
+              **{f"{m['id']} (in the local Hugging Face cache)": m["id"] for m in list_local_causal_lms()}}
     choice = st.selectbox("Backbone", [DEFAULT, *cached, DIRECTORY], key="backbone_choice",
-                          help="Cached models are found in the local Hugging Face cache "
-                               "($HF_HOME/hub or ~/.cache/huggingface/hub).")
+                          help="Installed packages and models in the local Hugging Face cache "
+                               "($HF_HOME/hub or ~/.cache/huggingface/hub) are listed.")
     if not cached:
-        st.caption("No causal language model was found in the local Hugging Face cache.")
+        st.caption("No pretrained model is installed and none is in the local Hugging Face cache. The small "
+                   f"pretrained SmolLM2-135M installs offline with `{PACKAGED_INSTALL}`.")
     backbone = None
     if choice == DIRECTORY:
         backbone = st.text_input("Model directory", key="backbone_path",

