@@ -45,6 +45,9 @@ def test_smollm2_converts_once_to_a_model_directory_and_trains_offline(home, tmp
                              ColumnSpec("income", "categorical", categories=["<=50K", ">50K"])])
     rng = np.random.default_rng(0)
     table = pd.DataFrame({"sex": rng.choice(["Female", "Male"], 24), "income": rng.choice(["<=50K", ">50K"], 24)})
+    last2 = get_model_class("dp-llmtgen")(schema, preset="tiny", seed=0, backbone="smollm2", lora_last_layers=2)
+    trained = {n for n, p in last2.net.named_parameters() if p.requires_grad}
+    assert trained and all(".layers.28." in n or ".layers.29." in n for n in trained)  # SmolLM2 has 30 blocks
     model = get_model_class("dp-llmtgen")(schema, preset="tiny", seed=0, backbone="smollm2", stage1_rows=8,
                                           stage1_epochs=1, epochs=1)
     assert model.pretrained and model.n_parameters > 100_000_000 and model.n_trainable < 0.05 * model.n_parameters

@@ -33,9 +33,9 @@ STARTUP_S = 5.0
 SETUP_S = 4.0
 # a stored per-step cost is scaled to the plan's batch only within this factor; beyond it, time anew
 BATCH_RATIO = 2.0
-# the probe's steps hold at most this many rows, its cost scaled to the plan's batch (a step's work grows
-# with its rows): the estimate stays within a few seconds on large tables
-PROBE_MAX_BATCH = 256
+# the probe's steps hold at most this many rows (and half as many, to extend the cost to the plan's batch
+# along a line): the estimate stays within a few seconds on large tables
+PROBE_MAX_BATCH = 1024
 # rows the probe draws: the next size only while a draw takes under PROBE_DRAW_S (a language model is slow)
 PROBE_DRAW_ROWS = (100, 400, 4000)
 PROBE_DRAW_S = 0.3
@@ -91,28 +91,41 @@ def rows_drawn(review_rows: int, calibrated: bool) -> int:
     return pool_size(review_rows) if calibrated and review_rows else int(review_rows)
 
 
-def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: dict | None = None,
-                device: str | None = None, probe_steps: int = 3) -> tuple[Costs, float]:
-    """Costs timed now: `probe_steps` DP-SGD steps at the plan's batch on rows from the public schema, and
-    a few hundred rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format learning)."""
+def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: dict | None, device: str | None,
+                 steps: int, fixed_too: bool = False):
+    """(the fitted probe model, seconds per step after the first, fixed seconds it times itself): `steps` + 1
+    DP-SGD steps of `batch` expected rows drawn from the public schema."""
     synth = get_model_class(model)(schema, preset=preset, device=device, seed=0, **(options or {}))
-    batch = min(batch, PROBE_MAX_BATCH)
     # a small sampling rate keeps the probe's own accounting cheap; σ does not change a step's cost
     probe_rows = max(20 * batch, 100)
     probe = random_table(schema, probe_rows, seed=0)
-    probe_plan = NoisePlan(noise_multiplier=1.0, sample_rate=batch / probe_rows, expected_batch_size=batch,
-                           steps=probe_steps + 1, epsilon=1.0, delta=1e-6, accountant="rdp",
-                           max_grad_norm=synth.train_config.max_grad_norm, planned_epsilon=1.0)
+    plan = NoisePlan(noise_multiplier=1.0, sample_rate=batch / probe_rows, expected_batch_size=batch,
+                     steps=steps + 1, epsilon=1.0, delta=1e-6, accountant="rdp",
+                     max_grad_norm=synth.train_config.max_grad_norm, planned_epsilon=1.0)
+    time_fixed = getattr(synth, "time_fixed_costs", None) if fixed_too else None
+    fixed = float(time_fixed(steps)) if time_fixed is not None else 0.0
     stamps: list[float] = []
-    time_fixed = getattr(synth, "time_fixed_costs", None)
-    fixed = float(time_fixed(probe_steps)) if time_fixed is not None else 0.0
     start = time.perf_counter()
-    synth.fit(probe, probe_plan.epsilon, probe_plan.delta, "rdp", plan=probe_plan,
-              on_event=lambda event: stamps.append(time.perf_counter()))
+    synth.fit(probe, plan.epsilon, plan.delta, "rdp", plan=plan, on_event=lambda event: stamps.append(time.perf_counter()))
     if len(stamps) >= 2:  # the first step pays for warm-up; time the ones after it
-        per_step = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
-    else:
-        per_step = time.perf_counter() - start
+        return synth, (stamps[-1] - stamps[0]) / (len(stamps) - 1), fixed
+    return synth, time.perf_counter() - start, fixed
+
+
+def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: dict | None = None,
+                device: str | None = None, probe_steps: int = 2) -> tuple[Costs, float]:
+    """Costs timed now on rows from the public schema: DP-SGD steps at the plan's batch, or, for a batch
+    above PROBE_MAX_BATCH, at two smaller batches and extended along the line through them (a step costs a
+    fixed part plus a part per row: scaling one small batch in proportion overestimated Adult's standard
+    size by 40%); then rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format
+    learning)."""
+    small = min(batch, PROBE_MAX_BATCH)
+    synth, per_step, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps, fixed_too=True)
+    if batch > small:
+        half = small // 2
+        _, per_half, _ = _timed_steps(model, schema, preset, half, options, device, probe_steps)
+        per_row = max(0.0, (per_step - per_half) / (small - half))
+        per_step = max(per_step, per_step + per_row * (batch - small))
     draw_row_s = float("inf")
     for rows in PROBE_DRAW_ROWS:  # a fast sampler draws in large chunks: time it at a size where it does
         start = time.perf_counter()
@@ -125,7 +138,7 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
 
 
 def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, epsilon: float, delta: float,
-                         options: dict | None = None, device: str | None = None, probe_steps: int = 3,
+                         options: dict | None = None, device: str | None = None, probe_steps: int = 2,
                          review_rows: int = 0, calibrated: bool = False, book: CostBook | None = None) -> dict:
     """The run's seconds, phase by phase, from the plan and stored costs (timed now when none is stored).
 

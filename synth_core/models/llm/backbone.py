@@ -196,9 +196,13 @@ def with_lora(base, cfg, device):
             # categorical marginals that stage 1 left uniform (Adult: P(race = White) 0.20 -> 0.31 in an
             # epoch of DP-SGD, 0.29 even without noise); a pretrained model's vocabulary is too wide.
             targets = targets + ["lm_head"]
+    layers = None
+    if cfg.lora_last_layers and cfg.backbone is not None:
+        depth = int(getattr(base.config, "num_hidden_layers", None) or getattr(base.config, "n_layer"))
+        layers = list(range(max(0, depth - int(cfg.lora_last_layers)), depth))
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, bias="none",
                       target_modules=targets, fan_in_fan_out=base.config.model_type == "gpt2",
-                      task_type="CAUSAL_LM")
+                      layers_to_transform=layers, task_type="CAUSAL_LM")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # peft asks transformers a deprecated question
         # GPT-2's blocks are Conv1D (fan_in_fan_out) but its lm_head is a Linear: peft sorts it out, noisily

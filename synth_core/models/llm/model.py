@@ -69,6 +69,10 @@ class LLMConfig:
     lora_r: int = 8
     lora_alpha: int = 16
     lora_targets: list | None = None  # None: every attention and MLP projection peft knows for the model
+    # LoRA on the last k blocks of a pretrained backbone only (None: every block). The blocks below hold no
+    # trainable weight, so the backward pass (and per-row clipping) stops above them: on a CPU, most of a
+    # step's time is the backward through a deep frozen network
+    lora_last_layers: int | None = None
     alpha: float = 0.65       # weight of value tokens in the cross-entropy (1 - alpha on format tokens)
     # stage 2 learns which column comes next (True), or only that one does (False: the loss at a column name
     # is -log P(any column name), whether the value ended; the choice among them is left out). The column
