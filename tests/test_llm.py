@@ -223,6 +223,23 @@ def test_stage2_trains_only_lora_parameters_within_the_budget():
     assert len(events) == plan.steps and events[-1]["epsilon"] <= EPS + 1e-9
 
 
+def test_stage2_trains_every_weight_of_the_untrained_default_but_the_position_embeddings():
+    """The structure of stage 2 on the default backbone, fast (the learning itself: the slow test below)."""
+    model = new_model(stage1_rows=64, stage1_epochs=1, epochs=1)
+    assert not model.pretrained and model.stage2_full
+    model.learn_format()
+    before = {n: p.detach().clone() for n, p in model.net.named_parameters()}
+    ledger = PrivacyLedger(EPS, DELTA, 200)
+    model.fit(table_(200), EPS, DELTA, "rdp", ledger=ledger)
+    trainable = {n for n, p in model.net.named_parameters() if p.requires_grad}
+    assert trainable == model.stage2_names() and len(trainable) > len(model.lora_names)
+    assert [n for n in before if n not in trainable] == [n for n in before if n.endswith("wpe.weight")]
+    assert {n for n, p in model.net.named_parameters() if not torch.equal(p, before[n])} == trainable
+    assert model.train_result.epsilon_spent <= EPS + 1e-9 and model.plan.sample_rate < 1
+    assert ledger.entries[-1].details["trained_parameters"].startswith("every weight but the position embeddings")
+
+
+@pytest.mark.slow  # ~45 s: 469 DP-SGD steps, enough to learn a link between columns through the noise
 def test_untrained_default_backbone_learns_links_between_columns_in_stage2():
     """The default backbone knows nothing a LoRA could protect, and after stage 1 its LoRA learned no link
     between columns (this table's P(>50K | Male) − P(>50K | Female) = 0.5 came out as 0.03); stage 2 trains
