@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .fair_sampling import FairGeneration, fair_sample
-from ..training.timing import CostBook, costs_key, rows_drawn
-from ..training.device import device_label
+from ..training.timing import sampling_seconds
 
 
 @dataclass
@@ -39,13 +38,6 @@ def generate(model, rows: int, conditions: dict | None = None, fairness: dict | 
     return Generated(table, info)
 
 
-def expected_seconds(model, rows: int, book: CostBook | None = None) -> float | None:
-    """How long drawing `rows` rows should take, from what past runs of this model measured (None: unknown)."""
-    costs = (book if book is not None else CostBook()).get(
-        costs_key(model.family, model.preset, device_label(model.device), model.schema))
-    return rows_drawn(rows, model.calibration is not None) * costs.draw_row_s if costs else None
-
-
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sampling")  # one request at a time per app
 
 
@@ -61,7 +53,7 @@ class SamplingJob:
     @classmethod
     def start(cls, key: str, model, rows: int, **kwargs) -> "SamplingJob":
         return cls(key=key, rows=rows, future=_POOL.submit(generate, model, rows, **kwargs),
-                   expected_s=expected_seconds(model, rows))
+                   expected_s=sampling_seconds(model, model.preset, rows))
 
     @property
     def done(self) -> bool:

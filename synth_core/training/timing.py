@@ -125,7 +125,7 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
         half = small // 2
         _, per_half, _ = _timed_steps(model, schema, preset, half, options, device, probe_steps)
         per_row = max(0.0, (per_step - per_half) / (small - half))
-        per_step = max(per_step, per_step + per_row * (batch - small))
+        per_step += per_row * (batch - small)
     draw_row_s = float("inf")
     for rows in PROBE_DRAW_ROWS:  # a fast sampler draws in large chunks: time it at a size where it does
         start = time.perf_counter()
@@ -151,8 +151,8 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     book = book if book is not None else CostBook()
     costs = book.get(costs_key(klass.family, preset, label, synth.schema))
     fixed = 0.0
-    if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO \
-            or getattr(synth, "time_fixed_costs", None) is not None:
+    # a stored run's setup already holds a model's fixed work (DP-LLMTGen's format learning runs inside its fit)
+    if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO:
         costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps)
     per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
     phases = {"start": costs.startup_s, "setup": costs.setup_s + fixed, "training": per_step * plan.steps,
@@ -161,11 +161,12 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
             "batch_size": batch, "device": label, "measured": costs.measured}
 
 
-def sampling_seconds(synth, preset: str, review_rows: int, book: CostBook | None = None) -> float | None:
-    """Seconds the trained `synth` will take to draw its review sample, from the stored costs (None: unknown)."""
+def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None) -> float | None:
+    """Seconds the trained `synth` will take to draw `rows` rows (the review sample, or a steward's request),
+    from the stored costs (None: unknown)."""
     costs = (book if book is not None else CostBook()).get(
         costs_key(synth.family, preset, device_label(synth.device), synth.schema))
-    return rows_drawn(review_rows, synth.calibration is not None) * costs.draw_row_s if costs else None
+    return rows_drawn(rows, synth.calibration is not None) * costs.draw_row_s if costs else None
 
 
 class RunClock:
