@@ -15,6 +15,7 @@ from synth_core.privacy import BudgetError, check_run_budget, default_delta, del
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.training.device import device_label
+from synth_core.training.distributed import offered_processes
 from synth_core.training.timing import estimate_fit_seconds, stored_costs
 from workbench import state
 from workbench.format import duration
@@ -168,6 +169,13 @@ with st.expander("Advanced"):
                                help="Sets the starting weights only. The privacy noise is always drawn in "
                                     "secret, so two runs with the same seed differ."))
     name = st.text_input("Run name", value="", key="run_name", placeholder=family)
+    processes = 1
+    offered = offered_processes()
+    if len(offered) > 1 and klass.trains_distributed:
+        processes = st.selectbox("GPUs to train on", offered, index=len(offered) - 1, key="processes",
+                                 help="One training process per GPU (started with torchrun): each takes its "
+                                      "share of every step's rows, and the noise is added once, so the privacy "
+                                      "cost is the same as on one GPU.")
     calibration_share = 0.0
     if calibrate:
         calibration_share = st.slider("Share of ε for measuring the statistics", 0.05, MAX_CALIBRATION_SHARE,
@@ -266,7 +274,8 @@ request = {"model": family, "preset": preset, "options": options, "epsilon": flo
            "delta": None if chosen_delta is None else float(chosen_delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
            "holdout_share": float(holdout_share), "name": name.strip() or None,
-           "calibration_share": float(calibration_share), "table_name": st.session_state.get("table_name")}
+           "calibration_share": float(calibration_share), "table_name": st.session_state.get("table_name"),
+           **({"processes": processes} if processes > 1 else {})}
 accepted = True
 if schema.provenance["warning"]:
     st.warning("The schema is still an unconfirmed draft read from your data: its bounds and categories may "

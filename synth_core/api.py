@@ -23,6 +23,7 @@ from .privacy.measurements import count_epsilon, epsilon_left, marginals_alongsi
 from .privacy.table_budget import TableCharge
 from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
+from .training import distributed
 from .training.device import device_label
 from .training.timing import RunClock, rows_drawn, sampling_seconds
 
@@ -78,6 +79,9 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         klass = get_model_class(model)
         preset = preset or "cpu"
         klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
+    group = distributed.current()  # several processes under torchrun: rank 0 alone writes and pays what precedes training
+    if klass is not None:
+        check_processes(klass, group)
     if calibration_share is not None:
         check_calibration_share(calibration_share)
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
@@ -101,11 +105,13 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         table_charge.reserve(epsilon, delta or 0.0)
     try:
         prepared = isinstance(run_dir, RunDir)  # by a background job (synth_core.runs.jobs), with its schema
-        if prepared:
+        if not group.is_main:
+            run = None  # under torchrun rank 0 alone writes the run folder
+        elif prepared:
             run = run_dir.require()
         else:
             run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
-        clock = RunClock(run.request().get("created") if prepared else None)  # its phases, for the next estimate
+        clock = RunClock(run.request().get("created") if prepared and run is not None else None)  # its phases, for the next estimate
         gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
 
         def emit(event: dict) -> None:
@@ -121,36 +127,53 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             return bool(gone) or (should_stop is not None and should_stop())
 
         try:
-            # from here on whatever the private table pays is in `ledger`, and the ledger is in the run
-            if not ledger.rows_public:
-                ledger.n_rows = noisy_count(n, count_eps, ledger)
-            if delta is None:  # below 1/n for every n the count leaves plausible
-                delta = default_delta(rows_upper_bound(ledger.n_rows, None if ledger.rows_public else count_eps))
-            ledger.target_delta = delta
+            def pay_before_training() -> dict:
+                """The mechanisms before training (the noisy count, DP bounds, the marginals) and the choices
+                that follow from their results; under torchrun rank 0 alone runs them and sends the results."""
+                # from here on whatever the private table pays is in `ledger`, and the ledger is in the run
+                if not ledger.rows_public:
+                    ledger.n_rows = noisy_count(n, count_eps, ledger)
+                run_delta = delta
+                if run_delta is None:  # below 1/n for every n the count leaves plausible
+                    run_delta = default_delta(rows_upper_bound(ledger.n_rows,
+                                                               None if ledger.rows_public else count_eps))
+                ledger.target_delta = run_delta
+                estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
+                estimated.require_bounds()
+                choice = recommend(estimated, ledger.n_rows, epsilon) if auto else None
+                family, size, share = model, preset, calibration_share
+                if choice is not None:  # from public facts and the released count only
+                    family, size = choice.family, preset or choice.preset
+                    check_processes(get_model_class(family), group)
+                    get_model_class(family).configure(size, options, seed=seed, device=device)
+                    if share is None:
+                        share = choice.calibration_share
+                share = share or 0.0
+                # what the count and the bounds left: for training and the marginals, composed by the accountant
+                left, spent = ledger.remaining_epsilon, ledger.spent_epsilon
+                measured, alongside = None, ()
+                if share:
+                    rows = clean if estimated is schema else validate_table(clean, estimated)[0]
+                    measured, mechanism = measure_marginals(
+                        rows, estimated, marginals_epsilon(left, share), run_delta, ledger,
+                        rows=ledger.n_rows, accountant=accountant)
+                    alongside = (mechanism,)
+                return {"ledger": ledger, "delta": run_delta, "schema": estimated, "choice": choice,
+                        "model": family, "preset": size, "calibration_share": share, "calibration": measured,
+                        "alongside": alongside, "left": left, "spent_before": spent}
+
+            paid = group.share(pay_before_training)
+            ledger, delta, estimated, choice = paid["ledger"], paid["delta"], paid["schema"], paid["choice"]
+            model, preset, calibration_share = paid["model"], paid["preset"], paid["calibration_share"]
+            klass = get_model_class(model)
             warnings += [w for w in [delta_warning(delta, ledger.n_rows)] if w]
-            estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
-            estimated.require_bounds()
-            choice = recommend(estimated, ledger.n_rows, epsilon) if auto else None
-            if choice is not None:  # from public facts and the released count only
-                model, klass = choice.family, get_model_class(choice.family)
-                preset = preset or choice.preset
-                klass.configure(preset, options, seed=seed, device=device)
-                if calibration_share is None:
-                    calibration_share = choice.calibration_share
-            calibration_share = calibration_share or 0.0
-            if estimated is not schema:  # new bounds: clip and count against them
+            if estimated.to_dict() != schema.to_dict():  # new bounds: clip and count against them
                 clean, report = validate_table(clean, estimated)
             synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
-            # what the count and the bounds left: for training and the marginals, composed by the accountant
-            sgd_epsilon = ledger.remaining_epsilon
-            spent_before = ledger.spent_epsilon  # the count and the bounds
-            alongside = ()
-            if calibration_share:
-                synth.calibration, mechanism = measure_marginals(
-                    clean, estimated, marginals_epsilon(sgd_epsilon, calibration_share), delta, ledger,
-                    rows=ledger.n_rows, accountant=accountant)
-                alongside = (mechanism,)
-            plan = synth.plan_privacy(ledger.n_rows, sgd_epsilon, delta, accountant, alongside)
+            synth.calibration = paid["calibration"]
+            sgd_epsilon, spent_before = paid["left"], paid["spent_before"]  # the count and the bounds spent before
+            plan = group.share(lambda: synth.plan_privacy(ledger.n_rows, sgd_epsilon, delta, accountant,
+                                                          paid["alongside"]))
             plan.prior_epsilon = spent_before  # the live ε is the whole run's
             if run is not None:
                 if not prepared or estimated is not schema:  # the schema the run trains with
@@ -207,6 +230,13 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     finally:
         if table_charge is not None:
             table_charge.settle(ledger)  # what the run spent, from the ledger in memory, however it ended
+
+
+def check_processes(klass: type[SynthModel], group: distributed.Group) -> None:
+    """ValueError if the family cannot train across the group's processes."""
+    if group.active and not klass.trains_distributed:
+        raise ValueError(f"{klass.family} trains in one process; start it without torchrun, or choose another "
+                         "family")
 
 
 def preview_plan(model: SynthModel, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",

@@ -29,6 +29,7 @@ from .privacy.table_budget import TableBudgets, TableCharge, fingerprint
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, draft_schema, read_table
 from .schema.derived import describe
+from .training import distributed
 from .models.base import SamplingError
 
 
@@ -158,7 +159,11 @@ def parse_options(pairs: list[str]) -> dict:
 def _fit(args) -> int:
     schema = Schema.load(args.schema)
     table = read_table(args.data, schema)
-    return _fit_table(args, table, schema)
+    distributed.init_from_env()  # under torchrun: one run across its processes (training.distributed)
+    try:
+        return _fit_table(args, table, schema)
+    finally:
+        distributed.shutdown()
 
 
 def _demo(args) -> int:
@@ -208,7 +213,10 @@ def _fit_table(args, table, schema) -> int:
         stop["asked"] = True
         tqdm.write("stopping after this step; the model trained so far is kept (Ctrl-C again to abort)")
 
+    group = distributed.current()
     previous = signal.signal(signal.SIGINT, on_sigint)
+    # torchrun stops its processes with SIGTERM (another one failed, or torchrun was stopped): as a Ctrl-C
+    previous_term = signal.signal(signal.SIGTERM, on_sigint) if group.active else None
     bar = None
 
     def on_event(e: dict) -> None:
@@ -219,19 +227,26 @@ def _fit_table(args, table, schema) -> int:
         bar.set_postfix(loss=f"{e['loss']:.3f}" if e["loss"] is not None else "-",
                         eps=f"{e['epsilon']:.3f}", rows_s=f"{e['samples_per_s']:.0f}", refresh=False)
 
-    charge = _table_charge(table, args)
-    print(f"calibrating noise for ε = {args.epsilon:g} with the {args.accountant.upper()} accountant…", flush=True)
+    charge = _table_charge(table, args) if group.is_main else None  # rank 0 alone draws from the table's budget
+    if group.is_main:
+        processes = f" across {group.world_size} processes" if group.active else ""
+        print(f"calibrating noise for ε = {args.epsilon:g} with the {args.accountant.upper()} accountant"
+              f"{processes}…", flush=True)
     try:
         result = api.fit(table, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                          accountant=args.accountant, preset=args.preset, options=options,
                          bounds_epsilon=args.bounds_epsilon, seed=args.seed, device=args.device,
-                         run_dir=args.out, overwrite=args.overwrite, on_event=on_event,
+                         run_dir=args.out, overwrite=args.overwrite, on_event=on_event if group.is_main else None,
                          should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False),
                          table_charge=charge, calibration_share=_calibration_share(args))
     finally:
         signal.signal(signal.SIGINT, previous)
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
         if bar is not None:
             bar.close()
+    if not group.is_main:
+        return 0  # rank 0 reports and writes the run
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     for line in result.validation.summary():
@@ -462,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except distributed.ProcessLost as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except OSError as e:  # a file that cannot be read or written: permissions, a full disk, a missing folder
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
         print(f"error: {e.strerror or e}{where}", file=sys.stderr)

@@ -7,6 +7,9 @@ error messages only.
 SIGTERM stops training after the current step, as a cancel does: the model trained so far is kept and the
 steps taken are charged (a second SIGTERM aborts at once). If the run folder is deleted, the worker stops
 and never re-creates it.
+
+A request for several processes starts the worker through torchrun (runs.jobs); every rank runs this, rank 0
+alone writes the run (training.distributed).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import traceback
 
 from .privacy.table_budget import TableBudgets, TableCharge
 from .runs import RunDir, RunError, RunGone
+from .training import distributed
 
 
 def main(argv: list[str]) -> int:
@@ -33,7 +37,9 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     run = RunDir(argv[0]).require()
+    group = distributed.Group()
     try:
+        group = distributed.init_from_env()
         from . import api
         from .runs.jobs import cancel_requested, read_private, review_rows_for
         request = run.request()
@@ -43,8 +49,11 @@ def main(argv: list[str]) -> int:
         schema = run.schema()
         rows = int(request.get("review_rows") or review_rows_for(len(table)))
         charge = (TableCharge(TableBudgets(request["budgets"]), request["table"], str(run.path.resolve()))
-                  if request.get("table") and request.get("budgets") else None)
-        print(f"{time.strftime('%H:%M:%S')} training {request['model']} on {len(table)} rows", flush=True)
+                  if request.get("table") and request.get("budgets") and group.is_main else None)
+        if group.is_main:
+            processes = f" in {group.world_size} processes" if group.active else ""
+            print(f"{time.strftime('%H:%M:%S')} training {request['model']} on {len(table)} rows{processes}",
+                  flush=True)
         api.fit(table, schema, model=request["model"], epsilon=request["epsilon"],
                 delta=request.get("delta"), accountant=request.get("accountant", "prv"),
                 preset=request.get("preset", "cpu"), options=request.get("options") or {},
@@ -53,19 +62,24 @@ def main(argv: list[str]) -> int:
                 accept_draft=bool(request.get("accept_draft")), table_charge=charge,
                 calibration_share=request.get("calibration_share") or 0.0,
                 should_stop=lambda: bool(terminated) or cancel_requested(run))
-        state = run.status()
-        print(f"{time.strftime('%H:%M:%S')} {state['state']}: {state.get('message')}", flush=True)
+        if group.is_main:
+            state = run.status()
+            print(f"{time.strftime('%H:%M:%S')} {state['state']}: {state.get('message')}", flush=True)
         return 0
     except RunGone as e:
         print(f"{time.strftime('%H:%M:%S')} stopped: {e}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
-        _mark_unfinished(run, "cancelled", "stopped before training finished")
+        if group.is_main:
+            _mark_unfinished(run, "cancelled", "stopped before training finished")
         return 1
     except BaseException as e:  # api.fit marks failures during training; this catches the rest
         print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        _mark_unfinished(run, "failed", f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=5))
+        if group.is_main:
+            _mark_unfinished(run, "failed", f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=5))
         return 1
+    finally:
+        distributed.shutdown()
 
 
 def _mark_unfinished(run: RunDir, state: str, message: str, **extra) -> None:

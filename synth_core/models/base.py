@@ -25,6 +25,7 @@ from ..privacy.accounting import SamplingShape
 from ..privacy.ledger import record_training
 from ..privacy.measurements import Marginals
 from ..schema import Schema
+from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
 from .calibration import calibrate_weights, pool_size, resample
@@ -139,6 +140,8 @@ class SynthModel:
     # --- training -----------------------------------------------------------------------------------
     # what the ledger calls this family's private training
     dp_mechanism = "DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)"
+    # whether its private training runs across torchrun's processes (training.distributed)
+    trains_distributed = True
 
     def sampling_shape(self, n_rows: int) -> SamplingShape:
         """How DP training samples a table of n_rows rows (see privacy.accounting.SamplingShape)."""
@@ -179,8 +182,10 @@ class SynthModel:
         finally:
             if ledger is not None:
                 mechanism = self.dp_mechanism if outcome != "interrupted" else "DP-SGD (interrupted)"
+                group = distributed.current()
                 record_training(ledger, mechanism, self.plan, steps.started, cancelled=outcome == "cancelled",
-                                model=self.family, **self.ledger_details())
+                                model=self.family, **({"processes": group.world_size} if group.active else {}),
+                                **self.ledger_details())
         return self
 
     def prepare(self, should_stop: Callable[[], bool] | None = None) -> bool:

@@ -401,6 +401,10 @@ class DTGANG(_WGAN):
     accountant every other model uses.
     """
 
+    # its private step samples critics, not rows, and its unreleased critics live in one process: it trains
+    # in one process (a run under torchrun with several processes is refused before anything is spent)
+    trains_distributed = False
+
     label = "Generator with several critics (GAN)"
     description = ("A generator with several critics, each on its own part of the table (conditional GAN, DTGAN_G); "
                    "what they tell the generator is clipped and noised. Without the paper's information loss and "

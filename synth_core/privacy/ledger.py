@@ -188,7 +188,9 @@ def _legacy_kind(entry: dict) -> str | None:
 def record_training(ledger: PrivacyLedger, mechanism: str, plan: NoisePlan, steps: int, cancelled: bool = False,
                     **details) -> LedgerEntry:
     """Charge `steps` DP steps of `plan`: what they cost by the plan's accountant (group privacy included).
-    Called however training ended; steps that were started count."""
+    Called however training ended; steps that were started count.
+    Under torchrun `details` holds `processes`: the steps were taken by that many processes together, each
+    step one sampled Gaussian mechanism on the whole table (the same cost as in one process)."""
     epsilon, delta = plan.spent(steps)
     extra = {"group_size": plan.group_size} if plan.group_size > 1 else {}
     return ledger.record(mechanism, epsilon=epsilon, delta=delta, accountant=plan.accountant, kind=TRAINING,

@@ -27,12 +27,15 @@ import pandas as pd
 from ..privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget
 from ..privacy.ledger import charge_interrupted
 from ..privacy.table_budget import TableBudgets, TableCharge, fingerprint
+from ..models import get_model_class
+from ..models.recommend import AUTO
+from ..training import distributed
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
                 "device", "review_rows", "holdout_share", "name", "accept_draft", "calibration_share",
-                "table_name")
+                "table_name", "processes")
 # added by start_fit_job: the table's fingerprint and the book of table budgets the run draws from
 
 
@@ -95,6 +98,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
         schema = dataclasses.replace(schema, rows=len(train))
     check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
     check_calibration_share(request.get("calibration_share") or 0.0)
+    processes = check_processes(request.get("processes"), request["model"])
     table_id = fingerprint(table)  # which table the run came from (its listing), and its budget's key
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
@@ -117,14 +121,35 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     log = open(run.worker_log, "ab")
     os.chmod(run.worker_log, 0o600)
     # a new session: the worker outlives the page that started it (reloads, closed tabs, reruns)
-    proc = subprocess.Popen([python or sys.executable, "-m", "synth_core.worker", str(run.path)],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(worker_command(python or sys.executable, run.path, processes), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
     log.close()
     # reap the worker when it ends, so a finished job leaves no zombie behind in a long-lived app
     threading.Thread(target=proc.wait, daemon=True).start()
     run.write_worker(proc.pid)
     return run
+
+
+def worker_command(python: str, run_path: Path, processes: int = 1) -> list[str]:
+    """The worker's command line: itself, or torchrun starting `processes` of it on this machine (DP-SGD
+    across them, training.distributed); every rank sees the cancel request and stops after the same step."""
+    worker = ["-m", "synth_core.worker", str(run_path)]
+    if processes > 1:
+        return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}", *worker]
+    return [python, *worker]
+
+
+def check_processes(processes, model: str) -> int:
+    """The number of training processes a request asks for (1 when it names none); ValueError if the family
+    trains in one process or the number is not a whole number from 1 to what this machine has."""
+    if processes is None:
+        return 1
+    most = distributed.most_processes()
+    if isinstance(processes, bool) or not isinstance(processes, int) or not 1 <= processes <= most:
+        raise ValueError(f"processes must be a whole number from 1 to {most} on this machine, not {processes!r}")
+    if processes > 1 and model != AUTO and not get_model_class(model).trains_distributed:
+        raise ValueError(f"{model} trains in one process; ask for 1 process or choose another family")
+    return processes
 
 
 def cancel_job(run: RunDir) -> None:

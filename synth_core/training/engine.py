@@ -17,12 +17,15 @@ from typing import Callable
 
 import torch
 from opacus import GradSampleModule
+from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
-from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
+from opacus.optimizers import (DistributedDPOptimizer, DistributedDPOptimizerFastGradientClipping, DPOptimizer,
+                               DPOptimizerFastGradientClipping)
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
 from ..privacy import NoisePlan, gaussian_noise, secret_generator
+from . import distributed
 from .device import device_label, pick_device, seed_everything
 
 # Opacus' hooks see module outputs whose inputs need no gradient (token ids): harmless, and noisy
@@ -116,31 +119,25 @@ def train(
 
     The non-private mode exists to measure what privacy costs (benchmarks); it is never offered as a
     way to train on private data. Both modes draw Poisson batches with the same expected size.
+
+    Under torchrun (training.distributed) DP training runs across the processes: rank 0's weights on every
+    rank (Opacus' DifferentiallyPrivateDistributedDataParallel), each rank's Poisson batch from its shard,
+    clipped on the rank, the clipped sums all-reduced with the noise added once (Opacus' distributed
+    optimizers); the result is the single-process step on the union of the ranks' batches.
     """
     device = pick_device(config.device)
     n = int(data.shape[0])
     if n < 2:
         raise ValueError("training needs at least two rows")
-    seed_everything(config.seed)
+    group = distributed.current() if plan is not None else distributed.Group()
+    # a loss's own randomness (diffusion noise, masks) differs between ranks; the weights start as rank 0's
+    seed_everything(None if config.seed is None else config.seed + 1_000_003 * group.rank)
     module.to(device)
     data = data.to(device)
     module.train()
 
     if plan is not None:
-        expected = plan.expected_batch_size
-        if config.grad_sample_mode == "ghost":
-            model = GradSampleModuleFastGradientClipping(module, loss_reduction="mean", use_ghost_clipping=True,
-                                                         max_grad_norm=plan.max_grad_norm)
-            dp_optimizer = DPOptimizerFastGradientClipping
-        elif config.grad_sample_mode == "hooks":
-            model = GradSampleModule(module, loss_reduction="mean")
-            dp_optimizer = DPOptimizer
-        else:
-            raise ValueError(f"grad_sample_mode must be 'ghost' or 'hooks', not {config.grad_sample_mode!r}")
-        base_opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        optimizer = dp_optimizer(base_opt, noise_multiplier=plan.noise_multiplier,
-                                 max_grad_norm=plan.max_grad_norm, expected_batch_size=expected,
-                                 loss_reduction="mean", generator=secret_generator(device), secure_mode=True)
+        model, optimizer, base_opt = private_parts(module, config, plan, group, device)
     else:
         sample_rate = min(1.0, config.batch_size / n)
         planned = max(1, int(round(config.epochs / sample_rate)))
@@ -158,7 +155,8 @@ def train(
 
     try:
         if plan is not None:
-            result = run_steps(step_fn, n, plan=plan, on_event=on_event, should_stop=should_stop, steps=steps)
+            result = run_steps(step_fn, n, plan=plan, on_event=on_event, should_stop=should_stop, steps=steps,
+                               group=group)
         else:
             result = run_steps(step_fn, n, sample_rate=sample_rate, planned=planned, on_event=on_event,
                                should_stop=should_stop)
@@ -170,11 +168,35 @@ def train(
     return result
 
 
+def private_parts(module: torch.nn.Module, config: TrainConfig, plan: NoisePlan, group: distributed.Group,
+                  device: torch.device):
+    """(the module wrapped for per-sample gradients, Opacus' DP optimizer, the optimizer inside it) for
+    `config`'s clipping mode; under torchrun with rank 0's weights and the distributed optimizer (noise once,
+    clipped sums all-reduced)."""
+    # Opacus' distributed optimizers divide by the batch each rank expects and average over the ranks
+    expected = plan.expected_batch_size / group.world_size
+    wrapped = DPDDP(module) if group.active else module
+    if config.grad_sample_mode == "ghost":
+        model = GradSampleModuleFastGradientClipping(wrapped, loss_reduction="mean", use_ghost_clipping=True,
+                                                     max_grad_norm=plan.max_grad_norm)
+        dp_optimizer = DistributedDPOptimizerFastGradientClipping if group.active else DPOptimizerFastGradientClipping
+    elif config.grad_sample_mode == "hooks":
+        model = GradSampleModule(wrapped, loss_reduction="mean")
+        dp_optimizer = DistributedDPOptimizer if group.active else DPOptimizer
+    else:
+        raise ValueError(f"grad_sample_mode must be 'ghost' or 'hooks', not {config.grad_sample_mode!r}")
+    base_opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = dp_optimizer(base_opt, noise_multiplier=plan.noise_multiplier, max_grad_norm=plan.max_grad_norm,
+                             expected_batch_size=expected, loss_reduction="mean",
+                             generator=secret_generator(device), secure_mode=True)
+    return model, optimizer, base_opt
+
+
 def run_steps(step_fn: Callable[[list], float | dict | None], n: int, plan: NoisePlan | None = None,
               sample_rate: float | None = None, planned: int | None = None,
               on_event: Callable[[dict], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
-              steps: StepCount | None = None) -> TrainResult:
+              steps: StepCount | None = None, group: distributed.Group | None = None) -> TrainResult:
     """The loop every DP training shares: Poisson batches of indices into n items (each item joins each batch
     independently with the plan's sampling rate), one call of `step_fn(indices)` per batch, one event per
     step, a stop check between steps. With `plan=None` (no privacy, to measure what privacy costs) the
@@ -186,42 +208,58 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, plan: Nois
     touches the rows, so a failure inside a step is still charged.
 
     The batches are drawn from a secret generator (privacy.secret_generator): no seed can replay them.
+
+    `group` (DP training only; the torchrun group by default): each rank draws its batches from its shard
+    of the n items (distributed.ShardSampler), the ranks agree before each step whether to stop, and the
+    events carry the global batch and loss. `step_fn` does the rest (the all-reduce of the noisy sum).
     """
     if plan is not None:
         sample_rate, planned = plan.sample_rate, plan.steps
         epsilon_at = plan.curve().at
+        group = group if group is not None else distributed.current()
     else:
         epsilon_at = None
+        group = distributed.Group()
     counter = steps if steps is not None else StepCount()
     steps_per_epoch = 1.0 / sample_rate
-    sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=secret_generator(),
-                                            steps=planned)
+    if group.active:
+        sampler = distributed.ShardSampler(n, sample_rate, planned, group)
+    else:
+        sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate,
+                                                generator=secret_generator(), steps=planned)
     events: list[dict] = []
     start = time.perf_counter()
     samples_seen, step, last_loss, cancelled = 0, 0, None, False
     rate_ema = None
     for indices in sampler:
-        if should_stop is not None and should_stop():
+        if group.agree_to_stop(should_stop is not None and should_stop()):
             cancelled = True
             break
         t0 = time.perf_counter()
         counter.started += 1
-        out = step_fn(indices)
+        try:
+            out = step_fn(indices)
+        except (RuntimeError, torch.distributed.DistError) as e:
+            gone = distributed.lost(e) if group.active else None  # the optimizer's all-reduce found a rank gone
+            if gone is None:
+                raise
+            raise gone from e
         extra = {}
         if isinstance(out, dict):
             extra = {k: v for k, v in out.items() if k != "loss"}
             out = out.get("loss")
         step += 1
-        samples_seen += len(indices)
+        batch, out = group.step_totals(len(indices), out)
+        samples_seen += batch
         dt = time.perf_counter() - t0
-        rate = len(indices) / dt if dt > 0 else 0.0
+        rate = batch / dt if dt > 0 else 0.0
         rate_ema = rate if rate_ema is None else 0.8 * rate_ema + 0.2 * rate
         if out is not None:
             last_loss = out
         event = {
             "step": step, "steps": planned, "epoch": step / steps_per_epoch,
             "loss": last_loss, "epsilon": epsilon_at(step) if epsilon_at else None,
-            "batch_size": len(indices), "samples_per_s": rate_ema,
+            "batch_size": batch, "samples_per_s": rate_ema,
             "elapsed_s": time.perf_counter() - start, **extra,
         }
         events.append(event)
@@ -252,7 +290,8 @@ def _ghost_clipping_backward(model, optimizer, losses: torch.Tensor) -> None:
     factor, so p.grad is the sum of clipped per-sample gradients.
     """
     targets = [m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.weight.requires_grad]
-    declared = getattr(model._module, "ghost_targets", None)
+    network = model._module.module if isinstance(model._module, DPDDP) else model._module
+    declared = getattr(network, "ghost_targets", None)
     if declared is not None:
         # the network names parameters every layer's output depends on (e.g. its first layer's weight)
         targets = [p for p in declared() if p.requires_grad]
@@ -324,7 +363,7 @@ class FuncDPStep:
     N(0, (σ·max_grad_norm)²) once per step, divide by the expected batch size, apply the optimizer. The
     noise is drawn in secure mode from `generator`, a secret one (privacy.secret_generator) when not given.
     The accountant sees exactly what it assumes of DP-SGD; tests/test_gan.py checks this step against
-    the Opacus path on a plain loss.
+    the Opacus path on a plain loss. Under torchrun the clipped sums are all-reduced and rank 0 adds the noise.
 
     per_sample_loss(forward, *rows) -> scalar: the loss of ONE sample; `forward` calls the module with
     the parameters being differentiated; each of `rows` is that sample's slice of a batch tensor with a
@@ -333,7 +372,8 @@ class FuncDPStep:
 
     def __init__(self, module: torch.nn.Module, per_sample_loss: Callable, optimizer: torch.optim.Optimizer,
                  noise_multiplier: float, max_grad_norm: float, expected_batch_size: float,
-                 generator: torch.Generator | None = None, chunk_size: int = 512):
+                 generator: torch.Generator | None = None, chunk_size: int = 512,
+                 group: distributed.Group | None = None):
         self.module = module
         self.per_sample_loss = per_sample_loss
         self.optimizer = optimizer
@@ -345,6 +385,9 @@ class FuncDPStep:
         self.params = [p for _, p in module.named_parameters() if p.requires_grad]
         device = self.params[0].device if self.params else torch.device("cpu")
         self.generator = generator if generator is not None else secret_generator(device)
+        # under torchrun: rank 0's weights, the noisy sum over the ranks
+        self.group = group if group is not None else distributed.current()
+        self.group.broadcast_parameters(module)
 
     def _per_sample_grads(self, batch: tuple[torch.Tensor, ...]):
         from torch.func import functional_call, grad_and_value, vmap
@@ -383,8 +426,9 @@ class FuncDPStep:
         else:
             total, losses = [torch.zeros_like(p) for p in self.params], None
         std = self.noise_multiplier * self.max_grad_norm
+        self.group.sum_noisy(total, lambda t: gaussian_noise(std, t, self.generator))
         for p, t in zip(self.params, total):
-            p.grad = (t + gaussian_noise(std, t, self.generator)) / self.expected_batch_size
+            p.grad = t / self.expected_batch_size
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(losses.mean()) if losses is not None else None
