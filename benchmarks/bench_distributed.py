@@ -58,7 +58,7 @@ def main() -> None:
         out = work / f"run-{n}"
         threads = max(1, cores // n) if not gpus else 1
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-               "PYTHONPATH": str(ROOT), "SYNTH_WORKBENCH_HOME": str(work / "home")}
+               "PYTHONPATH": str(ROOT), "SYNTH_WORKBENCH_HOME": str(work / f"home-{n}")}  # a table budget each
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
                "-m", "synth_core", "fit", "--data", str(data), "--schema", str(schema_path), "--model", args.model,
                "--preset", args.preset, "--epochs", str(args.epochs), "--epsilon", str(args.epsilon),
@@ -67,7 +67,8 @@ def main() -> None:
         done = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
         wall = time.perf_counter() - started
         if done.returncode:
-            print(f"| {n} | failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode} |")
+            errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error:")]
+            print(f"| {n} | failed: {errors[0] if errors else done.stderr.strip()[-2000:]} |")
             continue
         run = RunDir(out)
         training = json.loads((out / "training.json").read_text())
