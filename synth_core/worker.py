@@ -13,6 +13,7 @@ alone writes the run (training.distributed).
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -40,6 +41,8 @@ def main(argv: list[str]) -> int:
     group = distributed.Group()
     try:
         group = distributed.init_from_env()
+        if group.active and group.is_main:
+            run.write_training_process(os.getpid())  # the job runs while this does (runs.jobs)
         from . import api
         from .runs.jobs import cancel_requested, read_private, review_rows_for
         request = run.request()

@@ -162,9 +162,12 @@ def cancel_requested(run: RunDir) -> bool:
 
 
 def _worker_alive(run: RunDir) -> bool:
-    pid = run.worker_pid()
-    if pid is None:
-        return False
+    """Whether the worker still runs: its process, or under torchrun rank 0's (which goes on training if
+    torchrun alone is killed, and whose death ends torchrun)."""
+    return any(_alive(pid) for pid in run.worker_pids())
+
+
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -16,6 +16,7 @@ place that spells a path inside a run folder; everything else asks a RunDir.
     private/          the rows the model trains on (train.parquet) and rows kept aside for the review
                       (holdout.parquet); owner-only
     worker.json       the worker's process id, to tell a live job from a dead one
+    worker.rank0.json under torchrun: rank 0's process id (the worker's is torchrun's)
     worker.log        the worker's progress and error messages (never rows)
     cancel            present once the steward asked to stop
 
@@ -167,6 +168,19 @@ class RunDir:
             return int(self._read_json("worker.json")["pid"])
         except (RunError, KeyError, TypeError, ValueError):
             return None
+
+    def write_training_process(self, pid: int) -> None:
+        """Under torchrun: the process of rank 0, which trains and writes the run (the worker's pid is torchrun's)."""
+        self._write_json("worker.rank0.json", {"pid": pid, "started": time.time()})
+
+    def worker_pids(self) -> list[int]:
+        """The worker's process id and, under torchrun, rank 0's: the job runs while either does."""
+        pids = [self.worker_pid()]
+        try:
+            pids.append(int(self._read_json("worker.rank0.json")["pid"]))
+        except (RunError, KeyError, TypeError, ValueError):
+            pass
+        return [p for p in pids if p is not None]
 
     @property
     def worker_log(self) -> Path:
