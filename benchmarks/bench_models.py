@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from bench_tbart import load_split  # noqa: E402
 from synth_core import api  # noqa: E402
 from synth_core.cli import parse_options  # noqa: E402
+from synth_core.encoding.tokens import TokenEncoder  # noqa: E402
 from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy, ml_efficacy_regression  # noqa: E402
 from synth_core.schema import Schema, validate_table  # noqa: E402
 
@@ -106,7 +107,8 @@ def main() -> None:
                     help="part of ε for measuring marginals; the samples are calibrated to them (and the model's own "
                          "samples are scored too)")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--floor", action="store_true", help="also score the real training split (the floor)")
+    ap.add_argument("--floor", action="store_true", help="also score the real training split (the floor) and, for a "
+                    "token model, the real rows binned and decoded by its discretisation (the binning floor)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     options = parse_options(args.option)
@@ -146,6 +148,14 @@ def main() -> None:
                                            train_split, schema, ds["target"], ds["task"])
     if args.floor:
         figures["real_train_floor"] = fidelity(test_split, train_split, train_split, schema, ds["target"], ds["task"])
+    encoder = getattr(model, "encoder", None)
+    if args.floor and isinstance(encoder, TokenEncoder):
+        # the binning floor: the real training rows through the model's discretisation and back (no model, no noise)
+        modelled = train_split[[c.name for c in model.schema.columns]]
+        binned = encoder.decode(encoder.encode(modelled), np.random.default_rng(args.seed),
+                                getattr(model.config, "numeric_decoding", "uniform"))
+        figures["binning_floor"] = fidelity(test_split, model.full_schema.derive(binned), train_split, schema,
+                                            ds["target"], ds["task"])
 
     def row(name, f):
         t = f["tvd"]
@@ -165,6 +175,8 @@ def main() -> None:
         print(f"  calibration: {calibration}")
     if "real_train_floor" in figures:
         print(row("real train (floor)", figures["real_train_floor"]))
+    if "binning_floor" in figures:
+        print(row(f"binned ({encoder.n_bins} bins)", figures["binning_floor"]))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, default=float))
 

@@ -48,6 +48,7 @@ class Group:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    launcher: int | None = None  # torchrun's process: if it goes (killed outright), the ranks stop
 
     @property
     def active(self) -> bool:
@@ -66,6 +67,8 @@ class Group:
         the ranks stop after the same step."""
         if not self.active:
             return asked
+        # torchrun killed outright leaves its processes running, unseen: they stop as after a cancel
+        asked = asked or (self.launcher is not None and os.getppid() != self.launcher)
         t = self._tensor([1.0 if asked else 0.0])
         _collective(dist.all_reduce, t, op=dist.ReduceOp.MAX)
         return bool(t.item() > 0)
@@ -142,7 +145,7 @@ def init_from_env() -> Group:
                                  f"{torch.cuda.device_count()}): start at most that many processes per node")
             torch.cuda.set_device(local)
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=TIMEOUT)
-    _current = Group(rank=rank, world_size=world, local_rank=local)
+    _current = Group(rank=rank, world_size=world, local_rank=local, launcher=os.getppid())
     return _current
 
 
