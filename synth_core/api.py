@@ -141,11 +141,12 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
                 estimated.require_bounds()
                 choice = recommend(estimated, ledger.n_rows, epsilon) if auto else None
-                family, size, share = model, preset, calibration_share
+                family, size, share, chosen = model, preset, calibration_share, options
                 if choice is not None:  # from public facts and the released count only
                     family, size = choice.family, preset or choice.preset
+                    chosen = choice.options_for(size)
                     check_processes(get_model_class(family), group)
-                    get_model_class(family).configure(size, options, seed=seed, device=device)
+                    get_model_class(family).configure(size, chosen, seed=seed, device=device)
                     if share is None:
                         share = choice.calibration_share
                 share = share or 0.0
@@ -159,12 +160,14 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                         rows=ledger.n_rows, accountant=accountant)
                     alongside = (mechanism,)
                 return {"ledger": ledger, "delta": run_delta, "schema": estimated, "choice": choice,
-                        "model": family, "preset": size, "calibration_share": share, "calibration": measured,
+                        "model": family, "preset": size, "options": chosen, "calibration_share": share,
+                        "calibration": measured,
                         "alongside": alongside, "left": left, "spent_before": spent}
 
             paid = group.share(pay_before_training)
             ledger, delta, estimated, choice = paid["ledger"], paid["delta"], paid["schema"], paid["choice"]
             model, preset, calibration_share = paid["model"], paid["preset"], paid["calibration_share"]
+            options = paid["options"]
             klass = get_model_class(model)
             warnings += [w for w in [delta_warning(delta, ledger.n_rows)] if w]
             if estimated.to_dict() != schema.to_dict():  # new bounds: clip and count against them

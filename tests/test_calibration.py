@@ -192,6 +192,10 @@ def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path):
     assert configs[0]["calibration_share"] == choice["calibration_share"] > 0 and "600 rows" in choice["reason"]
     assert recommend(schema, 600, 2.0) == recommend(schema, 600, 2.0)
     assert recommend(schema, 600, 2.0).calibration_share > recommend(schema, 40_000, 2.0).calibration_share
+    # few rows per unit of ε: numbers in fewer bins, unless the size has fewer already (tiny: 10)
+    small, large = recommend(schema, 600, 2.0), recommend(schema, 40_000, 2.0)
+    assert small.options_for("cpu") == {"n_bins": 50} and small.options_for("tiny") == {}
+    assert large.options_for("cpu") == {} and configs[0]["options"] == {}
 
 
 def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema, toy_table, tmp_path, capsys,
