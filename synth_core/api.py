@@ -81,7 +81,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
     group = distributed.current()  # several processes under torchrun: rank 0 alone writes and pays what precedes training
     if klass is not None:
-        check_processes(klass, group)
+        klass.check_processes(group.world_size)
     if calibration_share is not None:
         check_calibration_share(calibration_share)
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
@@ -111,7 +111,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             run = run_dir.require()
         else:
             run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
-        clock = RunClock(run.request().get("created") if prepared and run is not None else None)  # its phases, for the next estimate
+        # its phases, for the next estimate
+        clock = RunClock(run.request().get("created") if prepared and run is not None else None)
         gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
 
         def emit(event: dict) -> None:
@@ -145,7 +146,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 if choice is not None:  # from public facts and the released count only
                     family, size = choice.family, preset or choice.preset
                     chosen = choice.options_for(size)
-                    check_processes(get_model_class(family), group)
+                    get_model_class(family).check_processes(group.world_size)
                     get_model_class(family).configure(size, chosen, seed=seed, device=device)
                     if share is None:
                         share = choice.calibration_share
@@ -233,13 +234,6 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     finally:
         if table_charge is not None:
             table_charge.settle(ledger)  # what the run spent, from the ledger in memory, however it ended
-
-
-def check_processes(klass: type[SynthModel], group: distributed.Group) -> None:
-    """ValueError if the family cannot train across the group's processes."""
-    if group.active and not klass.trains_distributed:
-        raise ValueError(f"{klass.family} trains in one process; start it without torchrun, or choose another "
-                         "family")
 
 
 def preview_plan(model: SynthModel, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",

@@ -159,9 +159,13 @@ def parse_options(pairs: list[str]) -> dict:
 def _fit(args) -> int:
     schema = Schema.load(args.schema)
     table = read_table(args.data, schema)
-    distributed.init_from_env()  # under torchrun: one run across its processes (training.distributed)
+    group = distributed.init_from_env()  # under torchrun: one run across its processes (training.distributed)
     try:
         return _fit_table(args, table, schema)
+    except (SchemaError, BudgetError, RunError, SamplingError, ValueError):
+        if group.is_main:
+            raise
+        return 2  # every rank refuses alike: rank 0 says it
     finally:
         distributed.shutdown()
 

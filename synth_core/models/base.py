@@ -143,6 +143,13 @@ class SynthModel:
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
 
+    @classmethod
+    def check_processes(cls, processes: int) -> None:
+        """ValueError if the family cannot train across this many processes."""
+        if processes > 1 and not cls.trains_distributed:
+            raise ValueError(f"{cls.family} trains in one process; start it without torchrun (or ask for one "
+                             "process), or choose another family")
+
     def sampling_shape(self, n_rows: int) -> SamplingShape:
         """How DP training samples a table of n_rows rows (see privacy.accounting.SamplingShape)."""
         tc = self.train_config

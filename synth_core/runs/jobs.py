@@ -98,7 +98,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
         schema = dataclasses.replace(schema, rows=len(train))
     check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
     check_calibration_share(request.get("calibration_share") or 0.0)
-    processes = check_processes(request.get("processes"), request["model"])
+    processes = requested_processes(request.get("processes"), request["model"])
     table_id = fingerprint(table)  # which table the run came from (its listing), and its budget's key
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
@@ -139,7 +139,7 @@ def worker_command(python: str, run_path: Path, processes: int = 1) -> list[str]
     return [python, *worker]
 
 
-def check_processes(processes, model: str) -> int:
+def requested_processes(processes, model: str) -> int:
     """The number of training processes a request asks for (1 when it names none); ValueError if the family
     trains in one process or the number is not a whole number from 1 to what this machine has."""
     if processes is None:
@@ -147,8 +147,8 @@ def check_processes(processes, model: str) -> int:
     most = distributed.most_processes()
     if isinstance(processes, bool) or not isinstance(processes, int) or not 1 <= processes <= most:
         raise ValueError(f"processes must be a whole number from 1 to {most} on this machine, not {processes!r}")
-    if processes > 1 and model != AUTO and not get_model_class(model).trains_distributed:
-        raise ValueError(f"{model} trains in one process; ask for 1 process or choose another family")
+    if model != AUTO:
+        get_model_class(model).check_processes(processes)
     return processes
 
 
