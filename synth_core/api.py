@@ -131,6 +131,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             def pay_before_training() -> dict:
                 """The mechanisms before training (the noisy count, DP bounds, the marginals) and the choices
                 that follow from their results; under torchrun rank 0 alone runs them and sends the results."""
+                nonlocal clean, report
                 # from here on whatever the private table pays is in `ledger`, and the ledger is in the run
                 if not ledger.rows_public:
                     ledger.n_rows = noisy_count(n, count_eps, ledger)
@@ -141,6 +142,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 ledger.target_delta = run_delta
                 estimated = estimate_missing_bounds(clean, schema, bounds_epsilon, ledger, coarse_range)
                 estimated.require_bounds()
+                if estimated is not schema:  # new bounds: clip and count against them
+                    clean, report = validate_table(clean, estimated)
                 choice = recommend(estimated, ledger.n_rows, epsilon) if auto else None
                 family, size, share, chosen = model, preset, calibration_share, options
                 if choice is not None:  # from public facts and the released count only
@@ -155,9 +158,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 left, spent = ledger.remaining_epsilon, ledger.spent_epsilon
                 measured, alongside = None, ()
                 if share:
-                    rows = clean if estimated is schema else validate_table(clean, estimated)[0]
                     measured, mechanism = measure_marginals(
-                        rows, estimated, marginals_epsilon(left, share), run_delta, ledger,
+                        clean, estimated, marginals_epsilon(left, share), run_delta, ledger,
                         rows=ledger.n_rows, accountant=accountant)
                     alongside = (mechanism,)
                 return {"ledger": ledger, "delta": run_delta, "schema": estimated, "choice": choice,
@@ -171,7 +173,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             options = paid["options"]
             klass = get_model_class(model)
             warnings += [w for w in [delta_warning(delta, ledger.n_rows)] if w]
-            if estimated.to_dict() != schema.to_dict():  # new bounds: clip and count against them
+            if not group.is_main and estimated.to_dict() != schema.to_dict():  # rank 0 did it above
                 clean, report = validate_table(clean, estimated)
             synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))
             synth.calibration = paid["calibration"]

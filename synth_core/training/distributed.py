@@ -111,13 +111,6 @@ class Group:
             if self.active:
                 _collective(dist.all_reduce, t)
 
-    def broadcast_parameters(self, module: torch.nn.Module) -> None:
-        """Rank 0's weights on every rank (what Opacus' DifferentiallyPrivateDistributedDataParallel does)."""
-        if self.active:
-            with torch.no_grad():
-                for p in module.parameters():
-                    _collective(dist.broadcast, p.data, 0)
-
 
 _current = Group()
 

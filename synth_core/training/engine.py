@@ -385,9 +385,10 @@ class FuncDPStep:
         self.params = [p for _, p in module.named_parameters() if p.requires_grad]
         device = self.params[0].device if self.params else torch.device("cpu")
         self.generator = generator if generator is not None else secret_generator(device)
-        # under torchrun: rank 0's weights, the noisy sum over the ranks
+        # under torchrun: rank 0's weights (Opacus' DPDDP broadcasts them as it wraps), the noisy sum over the ranks
         self.group = group if group is not None else distributed.current()
-        self.group.broadcast_parameters(module)
+        if self.group.active:
+            DPDDP(module)
 
     def _per_sample_grads(self, batch: tuple[torch.Tensor, ...]):
         from torch.func import functional_call, grad_and_value, vmap
