@@ -250,7 +250,7 @@ device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(options, sort_keys=True),
            calibration_share)
 estimate = st.session_state.get("estimate")
-known = plan is not None and stored_costs(klass.family, preset, schema) is not None  # a lookup: no button needed
+known = plan is not None and stored_costs(klass.family, preset, schema, options=options) is not None  # a lookup: no button needed
 if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):

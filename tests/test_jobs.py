@@ -18,6 +18,7 @@ from synth_core.api import fit
 from synth_core.runs import jobs
 from synth_core.demo import demo_schema, demo_table
 from synth_core.evaluate.fairness import demographic_parity_gap
+from synth_core.models import get_model_class
 from synth_core.release.fair_sampling import fair_sample, plan_conditioned_rows, planned_gap, share_for_gap
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir
@@ -215,6 +216,12 @@ def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path,
     again = estimate_fit_seconds("dp-tbart", schema, "tiny", 300, 1.0, 1e-4, review_rows=100)
     assert again["measured"].startswith("measured on a run") and again["seconds"] > 0
     assert RunDir(tmp_path / "run").config()["sampling_estimate_s"] is None  # nothing was stored before it
+    # a pretrained language model costs another order of magnitude per row: its costs are kept apart, and
+    # its probe steps are small
+    key = timing.costs_key("dp-llmtgen", "cpu", "CPU", schema)
+    assert timing.costs_key("dp-llmtgen", "cpu", "CPU", schema, {"backbone": "smollm2"}) == key + "|backbone smollm2"
+    assert timing.costs_key("dp-llmtgen", "cpu", "CPU", schema, {"backbone": None}) == key
+    assert get_model_class("dp-llmtgen").probe_batch_limit({"backbone": "smollm2"}) < timing.PROBE_MAX_BATCH
 
 
 # --- the run folder under faults ----------------------------------------------------------------------

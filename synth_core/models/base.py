@@ -144,6 +144,17 @@ class SynthModel:
     trains_distributed = True
 
     @classmethod
+    def timing_variant(cls, options: dict) -> str:
+        """What of these options makes a step cost another order of magnitude (a part of the time
+        estimate's key, training.timing); "" when none does."""
+        return ""
+
+    @classmethod
+    def probe_batch_limit(cls, options: dict) -> int:
+        """The largest batch the time estimate's probe steps should hold (training.timing)."""
+        return 1 << 30
+
+    @classmethod
     def check_processes(cls, processes: int) -> None:
         """ValueError if the family cannot train across this many processes."""
         if processes > 1 and not cls.trains_distributed:

@@ -11,6 +11,7 @@ own steps (`runs.jobs.progress`).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -52,13 +53,18 @@ class Costs:
     measured: str = "timed on rows from the public schema"
 
 
-def costs_key(family: str, preset: str, device: str, schema: Schema) -> str:
-    return f"{family}|{preset}|{device}|{len(schema.modelled().columns)} columns"
+def costs_key(family: str, preset: str, device: str, schema: Schema, options: dict | None = None) -> str:
+    """The CostBook's key: family, size, device, columns, and what of the options changes a step's cost
+    by a large factor (`SynthModel.timing_variant`: DP-LLMTGen's backbone)."""
+    variant = get_model_class(family).timing_variant(options or {})
+    return (f"{family}|{preset}|{device}|{len(schema.modelled().columns)} columns"
+            + (f"|{variant}" if variant else ""))
 
 
-def stored_costs(family: str, preset: str, schema: Schema, device: str | None = None) -> Costs | None:
+def stored_costs(family: str, preset: str, schema: Schema, device: str | None = None,
+                 options: dict | None = None) -> Costs | None:
     """What the last run of this model on this machine measured, if there was one."""
-    return CostBook().get(costs_key(family, preset, device_label(device), schema))
+    return CostBook().get(costs_key(family, preset, device_label(device), schema, options))
 
 
 class CostBook:
@@ -118,8 +124,9 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
     above PROBE_MAX_BATCH, at two smaller batches and extended along the line through them (a step costs a
     fixed part plus a part per row: scaling one small batch in proportion overestimated Adult's standard
     size by 40%); then rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format
-    learning)."""
-    small = min(batch, PROBE_MAX_BATCH)
+    learning). A family whose steps take seconds per row (DP-LLMTGen on a pretrained backbone) probes
+    smaller batches (`SynthModel.probe_batch_limit`), extended the same way."""
+    small = min(batch, PROBE_MAX_BATCH, get_model_class(model).probe_batch_limit(options or {}))
     synth, per_step, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps, fixed_too=True)
     if batch > small:
         half = small // 2
@@ -149,7 +156,7 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     batch = max(1, int(round(plan.expected_batch_size)))
     label = device_label(device)
     book = book if book is not None else CostBook()
-    costs = book.get(costs_key(klass.family, preset, label, synth.schema))
+    costs = book.get(costs_key(klass.family, preset, label, synth.schema, options))
     fixed = 0.0
     # a stored run's setup already holds a model's fixed work (DP-LLMTGen's format learning runs inside its fit)
     if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO:
@@ -165,7 +172,7 @@ def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None
     """Seconds the trained `synth` will take to draw `rows` rows (the review sample, or a steward's request),
     from the stored costs (None: unknown)."""
     costs = (book if book is not None else CostBook()).get(
-        costs_key(synth.family, preset, device_label(synth.device), synth.schema))
+        costs_key(synth.family, preset, device_label(synth.device), synth.schema, dataclasses.asdict(synth.config)))
     return rows_drawn(rows, synth.calibration is not None) * costs.draw_row_s if costs else None
 
 
@@ -194,6 +201,6 @@ class RunClock:
                       draw_row_s=draw_seconds / drawn, setup_s=self.train_start - self.start + overhead,
                       startup_s=self.startup_s if self.startup_s is not None else STARTUP_S,
                       measured=f"measured on a run of {time.strftime('%d %b %H:%M')}")
-        key = costs_key(synth.family, preset, device_label(synth.device), synth.schema)
+        key = costs_key(synth.family, preset, device_label(synth.device), synth.schema, dataclasses.asdict(synth.config))
         (book if book is not None else CostBook()).put(key, costs)
         return costs
