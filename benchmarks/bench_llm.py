@@ -12,6 +12,7 @@ synthetic rows and tested on the real test split: its demographic-parity and equ
 and accuracy.
 
     python benchmarks/bench_llm.py --epsilon 1 [--preset cpu] [--data ../shared/datasets/adult.csv]
+    python benchmarks/bench_llm.py --train-rows 2000 --option backbone=smollm2 --fair-shares 0,0.5   (issue 17)
 """
 from __future__ import annotations
 
@@ -69,15 +70,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default=None)
     ap.add_argument("--rows", type=int, default=None, help="synthetic rows (default: the training split's size)")
+    ap.add_argument("--train-rows", type=int, default=None,
+                    help="fit on this many rows drawn from the training split (seed 0); the test split stays whole")
     ap.add_argument("--unconstrained-rows", type=int, default=2000)
     ap.add_argument("--fair-shares", default="0,0.1,0.3,0.5")
     ap.add_argument("--fair-rows", type=int, default=None, help="rows per fairness setting (default: --rows)")
+    ap.add_argument("--calibration-share", type=float, default=None,
+                    help="share of ε for the marginals the samples are calibrated to (default: api.fit's)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     options = parse_options(args.option)
 
     schema = Schema.load(args.schema)
     train_split, test_split = load_split(args.data, schema)
+    if args.train_rows:
+        train_split = train_split.sample(args.train_rows, random_state=0).reset_index(drop=True)
     rows = args.rows or len(train_split)
     print(f"Adult: {len(train_split)} training rows, {len(test_split)} test rows; torch threads {torch.get_num_threads()}")
 
@@ -88,7 +95,8 @@ def main() -> None:
 
     t0 = time.perf_counter()
     result = api.fit(train_split, schema, model="dp-llmtgen", epsilon=args.epsilon, delta=args.delta,
-                     preset=args.preset, options=options, seed=args.seed, device=args.device, on_event=progress)
+                     preset=args.preset, options=options, seed=args.seed, device=args.device, on_event=progress,
+                     **({} if args.calibration_share is None else {"calibration_share": args.calibration_share}))
     t_fit = time.perf_counter() - t0
     model = result.model
     s1, s2 = model.stage1_result, model.train_result
@@ -123,11 +131,6 @@ def main() -> None:
     }
     figures["synthetic"] = fidelity(test_split, synth, train_split, schema, "income")
 
-    figures["fairness"], figures["fairness_real_train"] = fairness_experiment(
-        model, train_split, test_split, [float(x) for x in args.fair_shares.split(",") if x.strip()],
-        args.fair_rows or rows, args.seed)
-    fair = figures["fairness"]
-
     t = figures["synthetic"]["tvd"]
     f = figures["synthetic"]
     print(f"\nε target {args.epsilon:g}, spent {figures['epsilon_spent']:.4f} (δ={args.delta:g}); σ={figures['noise_multiplier']:.3f}, "
@@ -140,6 +143,11 @@ def main() -> None:
           f"(rejected: {figures['unconstrained_rejected']})")
     print(f"DP-LLMTGen synthetic 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  detection {f['detection_auc']:.3f}  "
           f"ML acc {f['ml']['accuracy']:.3f}  ML ROC-AUC {f['ml']['roc_auc']:.3f}")
+    figures["fairness"], figures["fairness_real_train"] = fairness_experiment(
+        model, train_split, test_split, [float(x) for x in args.fair_shares.split(",") if x.strip()],
+        args.fair_rows or rows, args.seed)
+    fair = figures["fairness"]
+
     print("fairness (sex / income >50K): share p | data DP diff | classifier DP diff | classifier EO diff | accuracy")
     for r in fair:
         print(f"  p={r['share']:.1f} | {r['data_dp']:.3f} | {r['clf_dp']:.3f} | {r['clf_eo']:.3f} | {r['clf_accuracy']:.3f}")

@@ -81,6 +81,30 @@ def test_rows_round_trip_through_text():
     assert len(firsts) > 1
 
 
+def test_compact_rows_are_a_csv_line_after_a_header_read_once():
+    """The compact format: the header names the columns once, each row is its values in schema order."""
+    schema = schema_()
+    codec = row_text.TextCodec(schema, row_text.build_schema_tokenizer(schema), "compact")
+    decode = codec.tok.decode
+    assert decode(codec.prefix_ids + [codec.bos]) == "age,sex,job,hours,income:"  # no line break in its tokens
+    ids = codec.encode_row([39, "Male", None, 40.5, ">50K"], [4, 3, 2, 1, 0])[0].tolist()  # order ignored
+    assert ids[0] == codec.bos and ids[-1] == codec.eos and decode(ids[1:-1]) == "39,Male,N/A,40.5,>50K"
+    assert codec.parse("39,Male,N/A,40.5,>50K") == ([39.0, "Male", None, 40.5, ">50K"], None)
+    assert codec.parse("39,Male,N/A,40.5") == (None, "column missing")
+    assert codec.parse("39,Male,N/A,40.5,>50K,1") == (None, "malformed")
+    assert codec.parse("39,Robot,N/A,40.5,>50K") == (None, "not a public category")
+    assert set(codec.output_tokens()) >= {codec.eos, *codec.char_id.values(), *codec.next_ids[1]}
+    # a prompt fixes leading columns only; the others are left to rejection
+    assert codec.exact_prefix([0, 1, 3]) == [0, 1] and codec.exact_prefix([1, 2]) == []
+    with pytest.raises(ValueError, match="leading columns"):
+        codec.prompt_ids({1: "Male"}, None)
+    # a category holding a comma moves the separator
+    commas = Schema(columns=[ColumnSpec("city", "categorical", categories=["Paris, TX", "Rome"]),
+                             ColumnSpec("n", "integer", lower=0, upper=9)])
+    codec = row_text.TextCodec(commas, row_text.build_schema_tokenizer(commas), "compact")
+    assert codec.sep == "|" and codec.parse("Paris, TX|7") == (["Paris, TX", 7.0], None)
+
+
 def test_numbers_are_written_at_the_declared_precision():
     codec = new_model().codec
     assert codec.format_value(3, 12.345) == "12.3" and codec.format_value(0, 39.0) == "39"
@@ -425,12 +449,41 @@ def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_p
     model = get_model_class("dp-llmtgen")(schema, preset="tiny", seed=0, backbone=str(tmp_path / "lm"),
                                           stage1_rows=64, stage1_epochs=1)
     assert model.pretrained and model.n_trainable < model.n_parameters
+    # a pretrained backbone writes compact rows and predicts only the tokens a row can hold
+    assert model.row_format == "compact" and model.config.lora_last_layers == 1  # the CPU recipe's
+    assert model.net.get_output_embeddings().out_features == len(model.codec.output_tokens()) < len(tok)
+    rows = model.encode(table_(4))
+    with torch.no_grad():  # the header read once (its keys and values) = the header in every row
+        cached = model.net(input_ids=rows[:, 0].clamp(min=0), past_key_values=model.prefix_cache(4)).logits
+        whole = torch.cat([model._prefix.expand(4, -1), rows[:, 0].clamp(min=0)], 1)
+        inline = model.net(input_ids=whole).logits[:, model._prefix.shape[1]:]
+        alone = model.net(input_ids=rows[:, 0].clamp(min=0)).logits
+    assert torch.allclose(cached, inline, atol=1e-5) and not torch.allclose(cached, alone, atol=1e-3)
     model.fit(table_(200), EPS, DELTA, "rdp")
     model.save(tmp_path / "run")
     saved = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
-    assert saved and all("lora_" in k for k in saved)
+    assert saved and all("lora_" in k or k in model.head_names for k in saved) and model.head_names <= set(saved)
+    assert model.head_names and model.head_names <= model.stage2_names()  # the small output layer trains too
     loaded = get_model_class("dp-llmtgen").load(tmp_path / "run")
     pd.testing.assert_frame_equal(model.sample(10, seed=3), loaded.sample(10, seed=3))
+    # conditions: a leading column in the prompt, a later one by rejection
+    lead = loaded.sample(6, conditions={"age": 30, "sex": "Female"}, seed=1, calibrate=False)
+    assert (lead["age"] == 30).all() and (lead["sex"] == "Female").all()
+    assert loaded.last_sample_info["method"] == "value-specified prompt"
+    later = loaded.sample(6, conditions={"age": 30, "job": "nurse"}, seed=1, calibrate=False, max_tries_factor=200)
+    info = loaded.last_sample_info
+    assert (later["age"] == 30).all() and (later["job"] == "nurse").all()
+    assert info["method"] == "rejection" and info["exact_columns"] == ["age"] and info["rejection_columns"] == ["job"]
+    # fairness control through those conditions, as with the sentence format
+    out = fair_sample(loaded, 300, "sex", "income", ">50K", share=0.8, seed=0, pilot_rows=300)
+    assert sum(out.conditioned_rows.values()) == 240 and len(out.table) == 300
+    assert out.gap_after < out.gap_before or out.gap_before < 0.05
+    # a save from before the compact format reloads as it was trained: sentences, every output
+    old = json.loads((tmp_path / "run" / "model.json").read_text())
+    for key in ("row_format", "output_tokens"):
+        del old["config"][key]
+    upgraded = get_model_class("dp-llmtgen").upgrade_state(old)["config"]
+    assert upgraded["row_format"] == "sentence" and upgraded["output_tokens"] == "all"
     listed = llm.list_local_causal_lms(tmp_path / "nowhere")
     assert listed == []
     cache = tmp_path / "hub" / "models--someone--tiny-lm" / "snapshots" / "abc"

@@ -53,7 +53,7 @@ def test_smollm2_converts_once_to_a_model_directory_and_trains_offline(home, tmp
     assert model.pretrained and model.n_parameters > 100_000_000 and model.n_trainable < 0.05 * model.n_parameters
     ledger = PrivacyLedger(8.0, 1e-3, len(table))
     model.fit(table, 8.0, 1e-3, "rdp", ledger=ledger)
-    assert ledger.entries[-1].details["trained_parameters"] == "LoRA only"
+    assert ledger.entries[-1].details["trained_parameters"] == "LoRA and the output layer"
     model.save(tmp_path / "run")
     rows = get_model_class("dp-llmtgen").load(tmp_path / "run").sample(4, conditions={"sex": "Male"}, seed=0)
     assert len(rows) == 4 and (rows["sex"] == "Male").all() and rows["income"].isin(["<=50K", ">50K"]).all()

@@ -1,4 +1,10 @@
-"""Rows as text, from the public schema only: "{column} is {value}, {column} is {value}, …".
+"""Rows as text, from the public schema only, in one of two formats:
+- "sentence": "{column} is {value}, {column} is {value}, …", the columns in any order (DP-LLMTGen's);
+- "compact": the values alone in the schema's column order, as a CSV line ("39,State-gov,…"), after a header
+  that names the columns once ("age,workclass,…" and a line break; ":" for the schema's own tokenizer). The header is the same for every row:
+  a model reads it once (`prefix_ids`) and each row starts with its last token. Half the tokens of a
+  sentence (Adult with SmolLM2's tokenizer: 55 against 108), so half the work per row; the order is fixed,
+  so a prompt can only fix leading columns (the others are met by rejection).
 
 Numbers are written to the precision the public schema declares (about four significant digits of the
 public range otherwise), one character per token, so every digit has its own prediction; a missing value
@@ -19,6 +25,8 @@ from ..schema import ColumnSpec, Schema, SchemaError
 
 NUMBER_CHARS = "0123456789-."
 MISSING_CANDIDATES = ("N/A", "(missing)", "<missing>")
+SEPARATOR_CANDIDATES = (",", "|", ";", "\t")  # the compact format's, the first that no category contains
+ROW_FORMATS = ("sentence", "compact")
 SPECIALS = ("<|endoftext|>", "<|pad|>", "<|unk|>")
 EXP_OFFSET = 20  # digit place exponents are stored shifted so that they fit a non-negative channel
 
@@ -76,24 +84,52 @@ def auto_decimals(spec: ColumnSpec) -> int:
     return int(max(0, min(6, 3 - math.floor(math.log10(span)))))
 
 
+def compact_separator(schema: Schema) -> str:
+    """The compact format's separator: the first candidate that no category (nor the missing marker) contains."""
+    texts = [c for spec in schema.columns for c in spec.vocabulary()] + [missing_marker(schema)]
+    for sep in SEPARATOR_CANDIDATES:
+        if not any(sep in t for t in texts):
+            return sep
+    raise SchemaError("every separator for the compact row format occurs in a category; use row_format=sentence")
+
+
 class TextCodec:
-    """Rows to token ids and back, for one schema and one tokenizer.
+    """Rows to token ids and back, for one schema, one tokenizer and one row format.
 
-    Each row is segments: "{column} is " for the first column and ", {column} is " for the others
-    (format), each followed by the value (value tokens; numbers one character per token, so every digit
-    has its own prediction); EOS at the end."""
+    Each row is segments, each followed by a value (value tokens; numbers one character per token, so every
+    digit has its own prediction), EOS at the end. Sentence format: "{column} is " for the first column and
+    ", {column} is " for the others (format tokens), in any order. Compact format: nothing before the first
+    column and the separator before the others, in schema order (`fixed_order`), after `prefix_ids` (the
+    header without its last token, which starts every row instead of BOS)."""
 
-    def __init__(self, schema: Schema, tokenizer):
+    def __init__(self, schema: Schema, tokenizer, row_format: str = "sentence"):
+        if row_format not in ROW_FORMATS:
+            raise SchemaError(f"row_format must be one of {', '.join(ROW_FORMATS)}, not {row_format!r}")
         self.schema = schema
         self.tok = tokenizer
+        self.row_format = row_format
+        self.fixed_order = row_format == "compact"
         self.names = schema.names
         self.missing = missing_marker(schema)
         self.eos = int(tokenizer.eos_token_id)
         self.bos = int(tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id)
+        self.prefix_ids: list[int] = []
         self.vocab_size = len(tokenizer)
         self.decimals = [auto_decimals(c) if c.is_numeric else None for c in schema.columns]
-        self.name_ids = [self._ids(f"{n} is ") for n in self.names]
-        self.next_ids = [self._ids(f", {n} is ") for n in self.names]
+        if self.fixed_order:
+            self.sep = compact_separator(schema)
+            # the header ends with a line break (a tokenizer without one, like the schema's, ends it with ":")
+            end = "\n" if self.tok.decode(self._ids("\n")) == "\n" else ":"
+            header = self._ids(self.sep.join(self.names) + end)
+            self.prefix_ids, self.bos = header[:-1], header[-1]
+            self.name_ids = [[] for _ in self.names]
+            self.next_ids = [self._ids(self.sep) for _ in self.names]
+            if len(self.next_ids[0]) != 1:
+                raise SchemaError(f"the tokenizer has no single token for the separator {self.sep!r}")
+        else:
+            self.sep = ", "
+            self.name_ids = [self._ids(f"{n} is ") for n in self.names]
+            self.next_ids = [self._ids(f", {n} is ") for n in self.names]
         self.missing_ids = self._ids(self.missing)
         self.cat_ids = [{c: self._ids(c) for c in spec.vocabulary()} if not spec.is_numeric else None
                         for spec in schema.columns]
@@ -108,7 +144,7 @@ class TextCodec:
             self.char_id[ch] = int(ids)
         self.id_char = {v: k for k, v in self.char_id.items()}
         self.digit_ids = [self.char_id[str(d)] for d in range(10)]
-        for full in (self.name_ids, self.next_ids):
+        for full in (() if self.fixed_order else (self.name_ids, self.next_ids)):
             for a in range(len(full)):
                 for b in range(len(full)):
                     if a != b and full[b][:len(full[a])] == full[a]:
@@ -116,7 +152,19 @@ class TextCodec:
         self.ranges = [float(c.upper) - float(c.lower) if c.is_numeric else 1.0 for c in schema.columns]
         # kinds of the name segments' tokens: ORDER, then ORDER_TAIL, where the segments of different columns
         # differ (after their common prefix, before their common suffix); FORMAT elsewhere
-        self.name_kinds = [self._name_kinds(self.name_ids), self._name_kinds(self.next_ids)]
+        # (the compact format's separator says only that the value ended: a format token)
+        self.name_kinds = ([[[] for _ in self.names], [[FORMAT] for _ in self.names]] if self.fixed_order else
+                           [self._name_kinds(self.name_ids), self._name_kinds(self.next_ids)])
+
+    def output_tokens(self) -> list[int]:
+        """Every token a row's text can hold after its start (what a model must be able to predict)."""
+        ids = {self.eos, *self.char_id.values(), *self.missing_ids}
+        for seg in self.name_ids + self.next_ids:
+            ids.update(seg)
+        for cats in self.cat_ids:
+            for seq in (cats or {}).values():
+                ids.update(seq)
+        return sorted(ids)
 
     @staticmethod
     def _name_kinds(segments: list[list[int]]) -> list[list[int]]:
@@ -168,7 +216,10 @@ class TextCodec:
         return ids, kinds, exps
 
     def encode_row(self, values: list, order: list[int]) -> np.ndarray:
-        """(4, L): ids, kinds, column of each token, digit exponents; starts with BOS, ends with EOS."""
+        """(4, L): ids, kinds, column of each token, digit exponents; starts with BOS (the header's last token
+        in the compact format, whose order is the schema's whatever `order` says), ends with EOS."""
+        if self.fixed_order:
+            order = list(range(len(self.names)))
         ids, kinds, cols, exps = [self.bos], [PAD], [0], [0]
         for k, j in enumerate(order):
             name = self.next_ids[j] if k else self.name_ids[j]
@@ -179,7 +230,10 @@ class TextCodec:
         return np.array([ids, kinds, cols, exps], dtype=np.int64)
 
     def prompt_ids(self, conditions: dict[int, str], first: int | None) -> list[int]:
-        """BOS, then "c is v" for each condition, joined by ", "; or BOS and a first column name."""
+        """BOS, then "c is v" for each condition, joined by ", "; or BOS and a first column name. In the
+        compact format the conditions must be the leading columns, in schema order (see exact_prefix)."""
+        if self.fixed_order and list(conditions) != list(range(len(conditions))):
+            raise ValueError("the compact row format can only fix leading columns, in schema order")
         ids = [self.bos]
         for k, (j, text) in enumerate(conditions.items()):
             ids += (self.next_ids[j] if k else self.name_ids[j]) + self.value_segment(j, text)[0]
@@ -210,8 +264,20 @@ class TextCodec:
             raise ValueError("outside the public bounds")
         return value
 
+    def exact_prefix(self, fixed: list[int]) -> list[int]:
+        """Which of the fixed columns a prompt can fix exactly: any in the sentence format; in the compact
+        format the leading columns that are all fixed (the rest are met by rejection)."""
+        if not self.fixed_order:
+            return list(fixed)
+        k = 0
+        while k in fixed:
+            k += 1
+        return list(range(k))
+
     def parse(self, text: str) -> tuple[list | None, str | None]:
         """A row's values in schema order, or (None, reason)."""
+        if self.fixed_order:
+            return self._parse_compact(text)
         parts = text.split(", ")
         fields: list[tuple[int, str]] = []
         for part in parts:
@@ -238,4 +304,18 @@ class TextCodec:
                 return None, str(e)
         if len(seen) < len(self.names):
             return None, "column missing"
+        return values, None
+
+    def _parse_compact(self, text: str) -> tuple[list | None, str | None]:
+        parts = text.split(self.sep)
+        if len(parts) < len(self.names):
+            return None, "column missing"
+        if len(parts) > len(self.names):
+            return None, "malformed"
+        values: list[Any] = []
+        for j, raw in enumerate(parts):
+            try:
+                values.append(self.parse_value(j, raw))
+            except ValueError as e:
+                return None, str(e)
         return values, None

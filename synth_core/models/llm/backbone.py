@@ -180,6 +180,23 @@ def pretrained_backbone(backbone: str):
     return tokenizer, base
 
 
+def restrict_outputs(base, outputs: list[int]) -> None:
+    """Make `base` predict only the tokens `outputs` (in that order): its output layer keeps those rows of its
+    weight (a frozen copy; the input embedding keeps every token). The logits' softmax is then over the
+    tokens a row can hold, which constrained decoding allows anyway, at a fraction of the cost."""
+    head = base.get_output_embeddings()
+    index = torch.tensor(outputs, dtype=torch.long, device=head.weight.device)
+    small = torch.nn.Linear(head.in_features, len(outputs), bias=head.bias is not None,
+                            device=head.weight.device, dtype=head.weight.dtype)
+    with torch.no_grad():
+        small.weight.copy_(head.weight[index])
+        if head.bias is not None:
+            small.bias.copy_(head.bias[index])
+    small.requires_grad_(False)
+    base.config.tie_word_embeddings = False  # never tied back to the (wider) input embedding
+    base.set_output_embeddings(small)
+
+
 def with_lora(base, cfg, device):
     """`base` on `device`, wrapped with LoRA adapters on every attention and MLP projection peft knows for
     it (or cfg.lora_targets); the default backbone also gets one on its small output layer."""
@@ -196,6 +213,10 @@ def with_lora(base, cfg, device):
             # categorical marginals that stage 1 left uniform (Adult: P(race = White) 0.20 -> 0.31 in an
             # epoch of DP-SGD, 0.29 even without noise); a pretrained model's vocabulary is too wide.
             targets = targets + ["lm_head"]
+    if targets == "all-linear":  # every linear layer but the output layer, by name (peft's own "all-linear"
+        head = base.get_output_embeddings()  # cannot be limited to some layers)
+        targets = sorted({name.rsplit(".", 1)[-1] for name, module in base.named_modules()
+                          if isinstance(module, torch.nn.Linear) and module is not head})
     layers = None
     if cfg.lora_last_layers and cfg.backbone is not None:
         depth = int(getattr(base.config, "num_hidden_layers", None) or getattr(base.config, "n_layer"))

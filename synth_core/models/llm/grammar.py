@@ -14,11 +14,16 @@ class Grammar:
     """Which tokens may come next in a row, from a row's decoding state; masks are cached by state.
 
     State: (remaining columns, phase, column, ids of the current segment). Phases: "name" (a remaining
-    column's ", name is "; "name is " for the first column), "value" of a column, "end" (only EOS)."""
+    column's ", name is "; "name is " for the first column), "value" of a column, "end" (only EOS). In the
+    compact format every column's segment is the separator and the first remaining column is the one it
+    names. States and steps speak token ids; masks are over the model's outputs (`outputs`: the token id of
+    each output; None: one output per token id)."""
 
-    def __init__(self, codec: TextCodec, device):
+    def __init__(self, codec: TextCodec, device, outputs: list[int] | None = None):
         self.c = codec
         self.device = device
+        self.size = codec.vocab_size if outputs is None else len(outputs)
+        self.index = None if outputs is None else {t: i for i, t in enumerate(outputs)}
         self.cache: dict = {}
         self.value_cache: dict = {}
 
@@ -62,8 +67,8 @@ class Grammar:
         return viable, complete
 
     def _mask(self, ids) -> torch.Tensor:
-        mask = torch.zeros(self.c.vocab_size, dtype=torch.bool)
-        mask[list(ids)] = True
+        mask = torch.zeros(self.size, dtype=torch.bool)
+        mask[[t if self.index is None else self.index[t] for t in ids]] = True
         return mask
 
     def value_tokens(self, j: int, seg: tuple) -> tuple[torch.Tensor, bool]:

@@ -1,8 +1,10 @@
 """DP-LLMTGen (Tran & Xiong 2024): a causal language model fine-tuned with LoRA in two stages.
 
-A row is written as text, "{column} is {value}, {column} is {value}, …", with the column order
-permuted per row (so any set of columns can be given in a prompt) and numbers written to the precision
-the public schema declares.
+A row is written as text (encoding.text), numbers to the precision the public schema declares: by default
+"{column} is {value}, {column} is {value}, …" with the column order permuted per row (so any set of columns
+can be given in a prompt); for a pretrained backbone, a compact CSV line in schema order after a header that
+names the columns once (half the tokens; the header's keys and values are computed once per batch,
+`prefix_cache`), and an output layer cut to the tokens a row can hold (`output_tokens`).
 
 Stage 1, format learning, costs no privacy: the model is fine-tuned (without DP) on rows drawn from the
 public schema alone (`schema.random_table`: uniform over the public categories, uniform within the
@@ -22,7 +24,7 @@ ended there (which a number's length depends on). Stage 1 still trains the choic
 draws the next column uniformly from those not yet written (`uniform_order`), as training did, so the
 model decides only when a value ends. (benchmarks/RESULTS.md, "Fourth session", has the figures.)
 
-Sampling starts from a random column name ("random-initialised prompt") or from the conditions
+Sampling (sampling.py) starts from a random column name ("random-initialised prompt") or from the conditions
 ("sex is Female, income is >50K" — value-specified prompt). Generated text is parsed back and checked
 against the public schema; a malformed row is rejected and counted, never returned. Constrained
 decoding (SynLM, Sablayrolles et al. 2023) masks, at each step, every token that would leave the row
@@ -53,9 +55,9 @@ from ...encoding.text import (DIGIT, EXP_OFFSET, FORMAT, ORDER, ORDER_TAIL, VALU
                               build_schema_tokenizer)
 from ...schema import SchemaError, random_table
 from ...training.engine import TrainResult, train
-from ..base import SamplingError, SynthModel, register
-from .backbone import default_backbone, pretrained_backbone, with_lora
-from .grammar import Grammar
+from ..base import SynthModel, register
+from .backbone import default_backbone, pretrained_backbone, restrict_outputs, with_lora
+from .sampling import TextSampling
 
 
 @dataclass
@@ -68,7 +70,8 @@ class LLMConfig:
     n_embd: int = 64
     lora_r: int = 8
     lora_alpha: int = 16
-    lora_targets: list | None = None  # None: every attention and MLP projection peft knows for the model
+    # None: the attention and MLP projections peft knows for the model; "all-linear": every linear layer
+    lora_targets: list | str | None = None
     # LoRA on the last k blocks of a pretrained backbone only (None: every block). The blocks below hold no
     # trainable weight, so the backward pass (and per-row clipping) stops above them: on a CPU, most of a
     # step's time is the backward through a deep frozen network
@@ -92,12 +95,20 @@ class LLMConfig:
     # knows; the default knows nothing, and after stage 1 its LoRA learned no link between columns even
     # without noise (benchmarks/RESULTS.md, "Third session: why the default backbone learned no links")
     stage2_full: bool | None = None
+    # how a row is written (encoding.text): "sentence" ("age is 39, sex is Female, …", any column order) or
+    # "compact" (a CSV line after a header naming the columns once: half the tokens, schema order). None:
+    # compact for a pretrained backbone (whose time goes into each token), sentence for the default
+    row_format: str | None = None
+    # what the output layer predicts: "row" (only the tokens a row's text can hold, from the public schema:
+    # a pretrained model's 49k-token output layer and its softmax cost more than its last blocks on a CPU)
+    # or "all" (the tokenizer's vocabulary). The default backbone's vocabulary is the schema's already
+    output_tokens: str = "row"
     constrained: bool = True  # constrained decoding by default
     # constrained decoding: the model says when a value ends; which column comes next is drawn uniformly from
     # those not yet written, as in training (whose order is random per row). Else the model picks it too,
     # from what stage 1 taught it (stage 2 does not train that choice unless stage2_order)
     uniform_order: bool = True
-    compliance_probe: int = 200  # rows sampled without constraints to report their format compliance
+    compliance_probe: int = 200  # at most this many rows sampled without constraints to report their format compliance
     sample_batch_size: int = 1024
 
 
@@ -129,9 +140,23 @@ PRESETS: dict[str, dict] = {
 }
 
 
+# A pretrained backbone on a CPU (SmolLM2-135M: 30 blocks, 576 wide) costs ~100x the default per token:
+# these replace the CPU presets' values, under any option given. LoRA on the last 2 blocks only (the backward
+# pass stops there), the compact rows and the output layer cut to the row's tokens make a step ~7x cheaper
+# (Adult with SmolLM2, 2 cores: 1.0 -> 7.3 rows/s); stage 1 needs few rows, as the model reads CSV already.
+PRETRAINED_CPU: dict[str, dict] = {
+    "tiny": dict(model=dict(lora_last_layers=1, stage1_rows=32, stage1_batch_size=16, sample_batch_size=64),
+                 train=dict(epochs=1)),
+    "quick": dict(model=dict(lora_last_layers=2, lora_targets="all-linear", stage1_rows=0, sample_batch_size=256,
+                             compliance_probe=50), train=dict(epochs=1, lr=5e-3)),
+    "cpu": dict(model=dict(lora_last_layers=2, lora_targets="all-linear", stage1_rows=0, sample_batch_size=256,
+                           compliance_probe=50), train=dict(epochs=2, lr=5e-3)),
+}
+
+
 # --- the model --------------------------------------------------------------------------------------
 @register("dp-llmtgen")
-class DPLLMTGen(SynthModel):
+class DPLLMTGen(TextSampling, SynthModel):
     """A causal language model, LoRA-fine-tuned on rows written as text: format first, then with DP-SGD."""
 
     label = "Language model writing rows as text"
@@ -146,46 +171,98 @@ class DPLLMTGen(SynthModel):
     presets = PRESETS
     size_presets = {"quick": "quick", "standard": "cpu", "best": "gpu"}
 
+    @classmethod
+    def upgrade_state(cls, state: dict) -> dict:
+        # saves from before `row_format` and `output_tokens` wrote sentences and predicted every token
+        config = dict(state["config"])
+        config.setdefault("row_format", "sentence")
+        config.setdefault("output_tokens", "all")
+        return {**state, "config": config}
+
+    @classmethod
+    def configure(cls, preset: str, overrides: dict | None = None, seed: int | None = 0, device: str | None = None):
+        """The preset's values, with a pretrained backbone's CPU recipe (PRETRAINED_CPU) under the options."""
+        if isinstance(overrides, dict) and overrides.get("backbone") and preset in PRETRAINED_CPU:
+            recipe = PRETRAINED_CPU[preset]
+            own = {**recipe["model"], **recipe["train"]}
+            overrides = {**{k: v for k, v in own.items()}, **overrides}
+        return super().configure(preset, overrides, seed=seed, device=device)
+
+    @classmethod
+    def timing_variant(cls, options: dict) -> str:
+        return f"backbone {options['backbone']}" if options.get("backbone") else ""
+
+    @classmethod
+    def probe_batch_limit(cls, options: dict) -> int:
+        # a pretrained backbone trains a few rows a second on a CPU: probe steps of 32 and 16 rows
+        return 32 if options.get("backbone") else super().probe_batch_limit(options)
+
     # --- building ---------------------------------------------------------------------------------
     @property
     def pretrained(self) -> bool:
         return self.config.backbone is not None
 
+    @property
+    def row_format(self) -> str:
+        cfg = self.config
+        return cfg.row_format if cfg.row_format is not None else ("compact" if self.pretrained else "sentence")
+
     def build(self) -> None:
         cfg = self.config
         self.schema.require_bounds()
+        if cfg.output_tokens not in ("row", "all"):
+            raise ValueError(f"output_tokens must be 'row' or 'all', not {cfg.output_tokens!r}")
         if cfg.backbone is None:
             self.tokenizer = build_schema_tokenizer(self.schema)
-            self.codec = TextCodec(self.schema, self.tokenizer)
-            base = default_backbone(cfg, self.tokenizer, self.codec.bos, self.codec.eos, self._longest_row())
+            self.codec = TextCodec(self.schema, self.tokenizer, self.row_format)
+            base = default_backbone(cfg, self.tokenizer, self.codec.bos, self.codec.eos,
+                                    self._longest_row() + len(self.codec.prefix_ids))
         else:
             self.tokenizer, base = pretrained_backbone(cfg.backbone)
             if self.tokenizer.eos_token_id is None:
                 raise SchemaError(f"the tokenizer of {cfg.backbone} has no end-of-sequence token")
-            self.codec = TextCodec(self.schema, self.tokenizer)
+            self.codec = TextCodec(self.schema, self.tokenizer, self.row_format)
         self.max_len = self._longest_row() + 2
         # a model's output layer may be wider than its tokenizer (padded vocabularies): mask that too
         self.codec.vocab_size = max(len(self.tokenizer), int(base.config.vocab_size))
+        # the model's outputs: token ids (`outputs`, None: one per token id) and a token id's output
+        self.outputs: list[int] | None = None
+        self.output_of = torch.arange(self.codec.vocab_size, device=self.device)
+        if self.pretrained and cfg.output_tokens == "row":
+            self.outputs = self.codec.output_tokens()
+            restrict_outputs(base, self.outputs)
+            self.output_of = torch.full((self.codec.vocab_size,), -1, dtype=torch.long, device=self.device)
+            self.output_of[self.outputs] = torch.arange(len(self.outputs), device=self.device)
+        self.token_of = (torch.tensor(self.outputs, device=self.device) if self.outputs is not None
+                         else torch.arange(self.codec.vocab_size, device=self.device))
+        self.n_outputs = len(self.token_of)
         self.net = with_lora(base, cfg, self.device)
         self.lora_names = {n for n, _ in self.net.named_parameters() if "lora_" in n}
+        # a pretrained model's output layer cut to the row's tokens is small: stage 2 trains it, which moves the
+        # values' distributions directly (as the default's LoRA on its output layer does)
+        self.head_names = ({n for n, p in self.net.named_parameters() if p is self._output_layer().weight}
+                           if self.outputs is not None else set())
         # the first ORDER token of each column's name, after BOS or after a value
-        self._order_starts = torch.zeros(self.codec.vocab_size, dtype=torch.bool, device=self.device)
+        self._order_starts = torch.zeros(self.n_outputs, dtype=torch.bool, device=self.device)
         for segs, kinds in ((self.codec.name_ids, self.codec.name_kinds[0]), (self.codec.next_ids, self.codec.name_kinds[1])):
             for seg, kind in zip(segs, kinds):
                 if ORDER in kind:
-                    self._order_starts[seg[kind.index(ORDER)]] = True
+                    self._order_starts[self.output_of[seg[kind.index(ORDER)]]] = True
         self.format_learned = False
         self.order_choice_now = cfg.stage2_order  # does the loss teach which column comes next (see learn_format)
         self.stage1_result: TrainResult | None = None
         self.numeric_cols = torch.tensor([s.is_numeric for s in self.schema.columns])
         self.inv_range = torch.tensor([1.0 / r for r in self.codec.ranges], dtype=torch.float32)
         # special tokens other than EOS are never part of a row, constrained or not
-        self._never = torch.zeros(self.codec.vocab_size, dtype=torch.bool, device=self.device)
-        self._never[[t for t in self.tokenizer.all_special_ids if t != self.codec.eos and t < self.codec.vocab_size]] = True
-        self._never[len(self.tokenizer):] = True
-        self.digit_value = torch.full((self.codec.vocab_size,), -1.0)
-        for d, tid in enumerate(self.codec.digit_ids):
-            self.digit_value[tid] = float(d)
+        never = torch.zeros(self.codec.vocab_size, dtype=torch.bool, device=self.device)
+        never[[t for t in self.tokenizer.all_special_ids if t != self.codec.eos and t < self.codec.vocab_size]] = True
+        never[len(self.tokenizer):] = True
+        self._never = never[self.token_of]
+        self.digit_outputs = [int(self.output_of[t]) for t in self.codec.digit_ids]
+        self.digit_value = torch.full((self.n_outputs,), -1.0)
+        for d, out in enumerate(self.digit_outputs):
+            self.digit_value[out] = float(d)
+        self._prefix = torch.tensor([self.codec.prefix_ids], dtype=torch.long, device=self.device)
 
     def _longest_row(self) -> int:
         """Tokens of the longest possible row, from the public schema."""
@@ -204,6 +281,18 @@ class DPLLMTGen(SynthModel):
     @property
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
+
+    def prefix_cache(self, batch: int):
+        """The header's keys and values (compact format), computed once for `batch` rows with the current
+        weights, without gradient: the header is public and the same for every row, so each row's gradient
+        is that of its own tokens reading it. None when rows have no header."""
+        if self._prefix.shape[1] == 0:
+            return None
+        from transformers import DynamicCache
+        with torch.no_grad():
+            past = self.net(input_ids=self._prefix, use_cache=True).past_key_values
+        return DynamicCache(ddp_cache_data=[(layer.keys.expand(batch, -1, -1, -1), layer.values.expand(batch, -1, -1, -1))
+                                            for layer in past.layers])
 
     def time_fixed_costs(self, probe_steps: int = 3) -> float:
         """For timing.estimate_fit_seconds: stage 1's seconds (they do not scale with the private table),
@@ -249,7 +338,7 @@ class DPLLMTGen(SynthModel):
         them one row of position ids for the whole batch, so they have no per-row gradient to clip; they
         keep what stage 1 learned from the public schema)."""
         if not self.stage2_full:
-            return set(self.lora_names)
+            return set(self.lora_names) | self.head_names
         return {n for n, _ in self.net.named_parameters() if not n.endswith("wpe.weight")}
 
     def _trainable(self, full: bool) -> None:
@@ -290,14 +379,15 @@ class DPLLMTGen(SynthModel):
         rows = rows[:, :, :L]
         ids, kinds, cols, exps = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
         inp = ids[:, :-1].clamp(min=0)
-        tgt, kind = ids[:, 1:], kinds[:, 1:]
-        logits = module(input_ids=inp.contiguous(), use_cache=False).logits.float()
+        tgt, kind = self.output_of[ids[:, 1:].clamp(min=0)], kinds[:, 1:]  # the target outputs (pads masked below)
+        logits = module(input_ids=inp.contiguous(), past_key_values=self.prefix_cache(len(inp)),
+                        use_cache=False).logits.float()
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.clamp(min=0).reshape(-1),
                              reduction="none").view(tgt.shape)
         a = self.config.alpha
         order = kind == ORDER
         w = torch.where((kind == FORMAT) | order, 1.0 - a, torch.where((kind == VALUE) | (kind == DIGIT), a, 0.0))
-        if not self.order_choice_now:
+        if not self.order_choice_now and bool(self._order_starts.any()):
             # a column name comes next, whichever: -log Σ_names p(name) instead of -log p(this name)
             starts = self._order_starts.to(logits.device)
             any_name = torch.logsumexp(logits, -1) - torch.logsumexp(logits.masked_fill(~starts, float("-inf")), -1)
@@ -313,7 +403,7 @@ class DPLLMTGen(SynthModel):
         is Σ E[digit]·10^place with E[digit] = Σ_d d·p(d) over the digit tokens' probabilities
         (teacher forcing). Differentiable in the logits, unlike an argmax-based number."""
         dev = logits.device
-        digit_ids = torch.tensor(self.codec.digit_ids, device=dev)
+        digit_ids = torch.tensor(self.digit_outputs, device=dev)
         p = torch.softmax(logits[..., digit_ids], dim=-1)                       # (B, T, 10)
         expected = (p * torch.arange(10, device=dev, dtype=p.dtype)).sum(-1)    # (B, T)
         true = self.digit_value.to(dev)[tgt.clamp(min=0)]
@@ -333,6 +423,11 @@ class DPLLMTGen(SynthModel):
     def learn_format(self, should_stop: Callable[[], bool] | None = None) -> TrainResult:
         """Stage 1 (ε = 0): non-private fine-tuning on random rows from the public schema."""
         cfg = self.config
+        if cfg.stage1_rows <= 0:  # no format learning: constrained decoding keeps the rows well formed
+            self.format_learned = True
+            self.stage1_result = TrainResult(steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0,
+                                             seconds=0.0, samples_seen=0, last_loss=None, device=str(self.device))
+            return self.stage1_result
         full = cfg.stage1_full if cfg.stage1_full is not None else not self.pretrained
         self._trainable(full)
         data = self.encode(self.format_table(), seed=(self.train_config.seed or 0) + 11)
@@ -369,168 +464,12 @@ class DPLLMTGen(SynthModel):
 
     def ledger_details(self) -> dict:
         return {"trained_parameters": ("every weight but the position embeddings (untrained default backbone)"
-                                       if self.stage2_full else "LoRA only"),
+                                       if self.stage2_full else
+                                       "LoRA and the output layer" if self.head_names else "LoRA only"),
                 "trained_parameter_count": self.n_trainable,
-                "format_learning": "stage 1 on rows drawn from the public schema only (no privacy cost)",
+                "format_learning": ("stage 1 on rows drawn from the public schema only (no privacy cost)"
+                                    if self.config.stage1_rows > 0 else "none (constrained decoding keeps the format)"),
                 "format_learning_rows": self.config.stage1_rows}
-
-    # --- sampling ---------------------------------------------------------------------------------
-    def _conditions_text(self, conditions: dict) -> dict[int, str]:
-        """Checked conditions as the text of each fixed column's value, by column index."""
-        return {self.schema.names.index(name): self.codec.format_value(self.schema.names.index(name), value)
-                for name, value in self.schema.check_conditions(conditions).items()}
-
-    @torch.no_grad()
-    def generate_ids(self, prompts: list[list[int]], states: list[tuple] | None, generator: torch.Generator,
-                     temperature: float = 1.0) -> list[list[int]]:
-        """Continue each prompt until EOS or the longest row; `states` (constrained decoding) gives each
-        row's grammar state after its prompt. Rows are grouped by prompt length."""
-        net, device = self.net, self.device
-        net.eval()
-        grammar = self._grammar if states is not None else None
-        out: list[list[int] | None] = [None] * len(prompts)
-        by_len: dict[int, list[int]] = {}
-        for i, p in enumerate(prompts):
-            by_len.setdefault(len(p), []).append(i)
-        for plen, idx in by_len.items():
-            x = torch.tensor([prompts[i] for i in idx], dtype=torch.long, device=device)
-            st = [states[i] for i in idx] if states is not None else None
-            done = torch.zeros(len(idx), dtype=torch.bool, device=device)
-            gen: list[list[int]] = [[] for _ in idx]
-            res = net(input_ids=x, use_cache=True)
-            past = res.past_key_values
-            for _ in range(self.max_len - plen + 4):
-                logits = res.logits[:, -1, :].float() / max(temperature, 1e-6)
-                if st is not None:
-                    masks = {}
-                    keys = [masks.setdefault(s, len(masks)) for s in st]
-                    table = torch.stack([grammar.allowed(s) for s in masks]).to(device)
-                    mask = table[torch.tensor(keys, device=device)]
-                    logits = logits.masked_fill(~mask, float("-inf"))
-                else:
-                    logits = logits.masked_fill(self._never, float("-inf"))
-                probs = torch.softmax(logits, dim=-1)
-                if st is not None and self.config.uniform_order:
-                    probs = self._uniform_next_column(probs, mask)
-                nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-                nxt = torch.where(done, torch.full_like(nxt, self.codec.eos), nxt)
-                tokens, finished = nxt.tolist(), done.tolist()
-                for r, t in enumerate(tokens):
-                    if not finished[r]:
-                        gen[r].append(t)
-                        if st is not None:
-                            st[r] = grammar.step(st[r], t)
-                done |= nxt == self.codec.eos
-                if bool(done.all()):
-                    break
-                res = net(input_ids=nxt.unsqueeze(1), past_key_values=past, use_cache=True)
-                past = res.past_key_values
-            for r, i in enumerate(idx):
-                out[i] = prompts[i] + gen[r]
-        return out
-
-    def _uniform_next_column(self, probs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Spread each row's probability of the tokens that start a column's name evenly over the allowed
-        ones: the total (the chance that the value ends here) is the model's, the next column is uniform.
-        (With a tokenizer whose column names share their first token, it is uniform over first tokens.)"""
-        starts = self._order_starts & mask  # rows where no name may start keep their probabilities
-        mass = (probs * starts).sum(1, keepdim=True)
-        spread = mass / starts.sum(1, keepdim=True).clamp(min=1)
-        return torch.where(starts, spread.expand_as(probs), probs)
-
-    def _decode_rows(self, seqs: list[list[int]]) -> tuple[list[list], dict[str, int]]:
-        rows, reasons = [], {}
-        for ids in seqs:
-            if not ids or ids[-1] != self.codec.eos:
-                reasons["not finished"] = reasons.get("not finished", 0) + 1
-                continue
-            body = [t for t in ids[1:-1]]
-            if self.codec.eos in body:
-                reasons["malformed"] = reasons.get("malformed", 0) + 1
-                continue
-            values, why = self.codec.parse(self.tokenizer.decode(body, skip_special_tokens=False))
-            if values is None:
-                reasons[why] = reasons.get(why, 0) + 1
-            else:
-                rows.append(values)
-        return rows, reasons
-
-    def _draw(self, m: int, cond: dict[int, str], constrained: bool, generator: torch.Generator,
-              rng: np.random.Generator, temperature: float) -> tuple[list[list], dict[str, int]]:
-        C = len(self.codec.names)
-        firsts = [None] * m if cond else list(rng.integers(0, C, m))
-        prompts = [self.codec.prompt_ids(cond, f) for f in firsts]
-        rest = tuple(j for j in range(C) if j not in cond)
-        states = None
-        if constrained:
-            if cond:  # the prompt ends with the last condition's value: ", name is " or EOS comes next
-                states = [(rest, "name", None, ()) if rest else ((), "end", None, ())] * m
-            else:
-                states = [(tuple(range(C)), "value", int(f), ()) for f in firsts]
-        seqs = self.generate_ids(prompts, states, generator, temperature)
-        return self._decode_rows(seqs)
-
-    def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
-               max_tries_factor: int = 20, chunk_size: int = 8192, constrained: bool | None = None) -> pd.DataFrame:
-        """n rows. `conditions` ({"sex": "Female"}) become the prompt's prefix ("sex is Female, …"), so every
-        row satisfies them. With constrained decoding (the default) every generated row is well formed;
-        without it malformed rows are rejected and counted. `last_sample_info` reports the format
-        compliance with constraints and, from `compliance_probe` unconstrained rows, without."""
-        self._check_rows(n)
-        constrained = self.config.constrained if constrained is None else bool(constrained)
-        conditions = dict(conditions or {})
-        cond = self._conditions_text(conditions)
-        if getattr(self, "_grammar", None) is None or len(self._grammar.cache) > 200_000:
-            self._grammar = Grammar(self.codec, self.device)  # masks are kept between calls
-        generator, rng = self._sampling_randomness(seed)
-        batch = min(self.config.sample_batch_size, chunk_size)
-        kept, tried, reasons = [], 0, {}
-        budget = n * max_tries_factor
-        while len(kept) < n and tried < budget:
-            want = n - len(kept)
-            if tried and len(kept) < tried:
-                want = int(want / max(len(kept) / tried, 1 / max_tries_factor) * 1.1) + 1
-            m = min(batch, want, budget - tried)
-            rows, why = self._draw(m, cond, constrained, generator, rng, temperature)
-            tried += m
-            kept += rows
-            for k, v in why.items():
-                reasons[k] = reasons.get(k, 0) + v
-        compliance = (tried - sum(reasons.values())) / tried if tried else 0.0
-        info = {
-            "rows": min(len(kept), n),
-            "method": "value-specified prompt" if cond else "unconditional",
-            "exact_columns": [self.schema.names[j] for j in cond], "rejection_columns": [],
-            "acceptance_rate": len(kept) / tried if tried else 0.0, "rows_tried": tried,
-            "constrained": constrained, "rejected": reasons, "rejected_rows": int(sum(reasons.values())),
-            "format_compliance": compliance,
-        }
-        if constrained:
-            info["format_compliance_constrained"] = compliance
-            probe = min(self.config.compliance_probe, n)
-            if probe > 0:
-                rows, why = self._draw(probe, cond, False, generator, rng, temperature)
-                info["format_compliance_unconstrained"] = len(rows) / probe
-                info["unconstrained_probe_rows"] = probe
-        else:
-            info["format_compliance_unconstrained"] = compliance
-        self.last_sample_info = info
-        if len(kept) < n:
-            raise SamplingError(
-                f"only {len(kept)} of {n} generated rows were well formed after trying {tried} "
-                f"(rejected: {', '.join(f'{k} {v}' for k, v in reasons.items())}); sample with constrained decoding")
-        return self._to_table(kept[:n])
-
-    def _to_table(self, rows: list[list]) -> pd.DataFrame:
-        cols = {}
-        for j, spec in enumerate(self.schema.columns):
-            values = [r[j] for r in rows]
-            if spec.is_numeric:
-                arr = np.array([np.nan if v is None else float(v) for v in values], dtype=float)
-                cols[spec.name] = arr
-            else:
-                cols[spec.name] = np.array(values, dtype=object)
-        return pd.DataFrame(cols, columns=self.schema.names)
 
     # --- persistence --------------------------------------------------------------------------------
     # model.pt holds every weight for the default backbone (its base weights were trained in stage 1) or a
@@ -543,7 +482,7 @@ class DPLLMTGen(SynthModel):
     def weights_to_save(self) -> dict[str, torch.Tensor]:
         sd = self.net.state_dict()
         if self.pretrained and not self.stage2_full:
-            sd = {k: v for k, v in sd.items() if "lora_" in k}
+            sd = {k: v for k, v in sd.items() if "lora_" in k or k in self.head_names}
         return sd
 
     def save_extra(self, directory: Path) -> None:
@@ -552,7 +491,7 @@ class DPLLMTGen(SynthModel):
 
     def load_weights(self, weights: dict[str, torch.Tensor], directory: Path) -> None:
         missing, unexpected = self.net.load_state_dict(weights, strict=False)
-        if unexpected or (not self.pretrained and missing) or any("lora_" in k for k in missing):
+        if unexpected or (not self.pretrained and missing) or any("lora_" in k or k in self.head_names for k in missing):
             raise FileNotFoundError(f"the weights in {directory} do not fit the model "
                                     f"({len(missing)} missing, {len(unexpected)} unexpected)")
 
