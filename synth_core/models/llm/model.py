@@ -187,8 +187,7 @@ class DPLLMTGen(TextSampling, SynthModel):
         """The preset's values, with a pretrained backbone's CPU recipe (PRETRAINED_CPU) under the options."""
         if isinstance(overrides, dict) and overrides.get("backbone") and preset in PRETRAINED_CPU:
             recipe = PRETRAINED_CPU[preset]
-            own = {**recipe["model"], **recipe["train"]}
-            overrides = {**{k: v for k, v in own.items()}, **overrides}
+            overrides = {**recipe["model"], **recipe["train"], **overrides}
         return super().configure(preset, overrides, seed=seed, device=device)
 
     @classmethod
