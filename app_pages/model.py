@@ -13,6 +13,7 @@ from synth_core.models.recommend import AUTO, recommend
 from synth_core.api import preview_plan
 from synth_core.privacy import BudgetError, check_run_budget, default_delta, delta_warning
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE
+from synth_core.privacy.selection import RhoBudget
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.training.device import device_label
 from synth_core.training.distributed import offered_processes
@@ -136,13 +137,18 @@ if missing_bounds:
     bounds_epsilon = st.number_input("ε for estimating the missing bounds", value=round(0.1 * epsilon, 4),
                                      min_value=0.0, format="%.4f", key="bounds_epsilon")
 
-calibrate = st.toggle(
-    "Also measure the table's overall statistics, and match the synthetic rows to them", value=True,
-    key="calibrate",
-    help="Part of ε measures, with noise, how often each value (and each value together with the target and "
-         "sensitive columns) occurs. The synthetic rows are then drawn so that these counts match, as far as the "
-         "noise allows. The accountant combines this measurement with training, so it costs far less than its "
-         "share: on the benchmark tables it made the synthetic tables markedly more faithful.")
+if klass.measures_marginals:  # its training is measuring the statistics: measuring them again would repeat it
+    calibrate = False
+    st.caption("This model is built from the table's overall statistics, measured with noise as it trains: "
+               "no separate measurement is needed.")
+else:
+    calibrate = st.toggle(
+        "Also measure the table's overall statistics, and match the synthetic rows to them", value=True,
+        key="calibrate",
+        help="Part of ε measures, with noise, how often each value (and each value together with the target and "
+             "sensitive columns) occurs. The synthetic rows are then drawn so that these counts match, as far as "
+             "the noise allows. The accountant combines this measurement with training, so it costs far less than "
+             "its share: on the benchmark tables it made the synthetic tables markedly more faithful.")
 
 # --- size -------------------------------------------------------------------------------------------
 st.subheader("Size")
@@ -221,30 +227,50 @@ else:
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
-        c = st.columns(5)
-        c[0].metric("Noise added (σ)", f"{plan['noise_multiplier']:.3g}",
-                    help="The noise multiplier: the random noise added at each step, in units of the most one "
-                         "row may move the model. Larger means more private and less faithful.")
-        c[1].metric("Rows per step (batch)", f"{plan['expected_batch_size']:,.0f}",
-                    help="The expected batch size: each row joins a step at random, so the count varies a little.")
-        c[2].metric("Training steps", f"{plan['steps']:,}",
-                    help="How many times the model is updated. Each step spends a little of ε.")
-        c[3].metric("Share of rows per step (q)", f"{plan['sample_rate']:.3g}",
-                    help="The sampling rate: the chance that a given row joins a step (Poisson sampling).")
-        c[4].metric("Training's ε alone", f"{plan['planned_epsilon']:.3g}",
-                    help="What training would cost if it were the only use of the data; combined with the row "
-                         "count and the statistics, the whole run stays within your ε.")
-        st.caption(f"{epochs} epochs over {n_train:,} training rows with Poisson sampling; each row's gradient is "
-                   f"clipped to norm {plan['max_grad_norm']:g} and Gaussian noise of σ × that norm is added. "
-                   f"Model: {n_params:,} parameters. Accountant: {plan['accountant'].upper()}. The run's whole "
-                   f"ε, with the row count" + (", the bounds" if bounds_epsilon else "")
-                   + (" and the statistics" if calibration_share else "") + f" composed, stays within {epsilon:g}.")
-        if plan["accountant"] != accountant:
-            st.caption(f"The {plan['accountant'].upper()} accountant is used at this ε: "
-                       f"{accountant.upper()} would take minutes to compute it.")
-        if plan["noise_multiplier"] > 10:
-            st.warning("The noise is very large for this table and ε: expect a poor synthetic table. A larger ε, "
-                       "more rows or the quick size helps.")
+        if plan.get("kind") == "zcdp":  # an adaptive mechanism (AIM): rounds paid from a zCDP budget
+            selection_epsilon, first_sigma = RhoBudget(plan["rho"]).schedule(plan["rho"] / plan["rounds"])
+            c = st.columns(4)
+            c[0].metric("Rounds planned", f"{plan['rounds']:,}",
+                        help="Each round picks the overall statistic the model gets most wrong and measures it with "
+                             "noise. The rounds adapt: when a measurement hardly helps, the next ones get less noise "
+                             "and there are fewer of them.")
+            c[1].metric("Noise per count at the start (σ)", f"{first_sigma:.3g}",
+                        help="The Gaussian noise added to each count a round measures, in rows.")
+            c[2].metric("Budget (ρ, zero-concentrated)", f"{plan['rho']:.3g}",
+                        help="What the rounds may spend together, in the unit their noise is planned in; the rounds "
+                             "stop when it is spent.")
+            c[3].metric("Its ε alone", f"{plan['planned_epsilon']:.3g}",
+                        help="What the rounds would cost if they were the only use of the data; with the row count, "
+                             "the whole run stays within your ε.")
+            st.caption(f"Every column's counts first, then about {plan['rounds']:,} rounds over {n_train:,} rows: each "
+                       f"selects a pair of columns (ε = {selection_epsilon:.3g} per choice) and measures it. The "
+                       f"accountant composes them by zero-concentrated DP; the run's whole ε, with the row count"
+                       + (", the bounds" if bounds_epsilon else "") + f", stays within {epsilon:g}.")
+        else:
+            c = st.columns(5)
+            c[0].metric("Noise added (σ)", f"{plan['noise_multiplier']:.3g}",
+                        help="The noise multiplier: the random noise added at each step, in units of the most one "
+                             "row may move the model. Larger means more private and less faithful.")
+            c[1].metric("Rows per step (batch)", f"{plan['expected_batch_size']:,.0f}",
+                        help="The expected batch size: each row joins a step at random, so the count varies a little.")
+            c[2].metric("Training steps", f"{plan['steps']:,}",
+                        help="How many times the model is updated. Each step spends a little of ε.")
+            c[3].metric("Share of rows per step (q)", f"{plan['sample_rate']:.3g}",
+                        help="The sampling rate: the chance that a given row joins a step (Poisson sampling).")
+            c[4].metric("Training's ε alone", f"{plan['planned_epsilon']:.3g}",
+                        help="What training would cost if it were the only use of the data; combined with the row "
+                             "count and the statistics, the whole run stays within your ε.")
+            st.caption(f"{epochs} epochs over {n_train:,} training rows with Poisson sampling; each row's gradient is "
+                       f"clipped to norm {plan['max_grad_norm']:g} and Gaussian noise of σ × that norm is added. "
+                       f"Model: {n_params:,} parameters. Accountant: {plan['accountant'].upper()}. The run's whole "
+                       f"ε, with the row count" + (", the bounds" if bounds_epsilon else "")
+                       + (" and the statistics" if calibration_share else "") + f" composed, stays within {epsilon:g}.")
+            if plan["accountant"] != accountant:
+                st.caption(f"The {plan['accountant'].upper()} accountant is used at this ε: "
+                           f"{accountant.upper()} would take minutes to compute it.")
+            if plan["noise_multiplier"] > 10:
+                st.warning("The noise is very large for this table and ε: expect a poor synthetic table. A larger ε, "
+                           "more rows or the quick size helps.")
 
 device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(options, sort_keys=True),
@@ -264,7 +290,8 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
 if estimate and estimate.get("key") == est_key:
     phases = estimate["phases"]
     st.info(f"About **{duration(estimate['seconds'])}** on {estimate['device']}: "
-            f"{estimate['steps']} training steps of {estimate['per_step_s']:.2f} s ({duration(phases['training'])}), "
+            f"{estimate['steps']} training {'rounds' if plan and plan.get('kind') == 'zcdp' else 'steps'} of "
+            f"{estimate['per_step_s']:.2f} s ({duration(phases['training'])}), "
             f"drawing the synthetic rows for the review ({duration(phases['sampling'])}), starting and planning "
             f"({duration(phases['start'] + phases['setup'])}). Costs {estimate['measured']}; the training page refines "
             "the time left from the run's own steps.")

@@ -132,8 +132,9 @@ def main() -> None:
     figures = {
         "model": args.model, "dataset": args.dataset, "preset": args.preset, "options": options,
         "epsilon_target": args.epsilon, "delta": args.delta, "accountant": args.accountant,
-        "epsilon_spent": result.ledger.spent_epsilon, "noise_multiplier": model.plan.noise_multiplier,
-        "steps": r.steps_done, "batch_size": model.plan.expected_batch_size,
+        "epsilon_spent": result.ledger.spent_epsilon, "noise_multiplier": getattr(model.plan, "noise_multiplier", None),
+        "steps": r.steps_done, "batch_size": getattr(model.plan, "expected_batch_size", None),
+        "rho": getattr(model.plan, "rho", None),
         "parameters": model.n_parameters, "device": r.device,
         "fit_s": t_fit, "sample_s": t_sample, "fit_plus_sample_s": t_fit + t_sample,
         "train_rows_per_s": steady_rate(r.events), "sample_rows_per_s": len(train_split) / t_sample,
@@ -163,9 +164,10 @@ def main() -> None:
         return (f"{name:<20} 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  "
                 f"detection {f['detection_auc']:.3f}  {ml}")
 
+    how = (f"ρ={figures['rho']:.4g}, {figures['steps']} rounds" if figures["rho"] is not None else
+           f"σ={figures['noise_multiplier']:.3f}, {figures['steps']} steps of ~{figures['batch_size']:.0f}")
     print(f"\nε target {args.epsilon:g}, spent {figures['epsilon_spent']:.4f} (δ={args.delta:g}, {args.accountant}); "
-          f"σ={figures['noise_multiplier']:.3f}, {figures['steps']} steps of ~{figures['batch_size']:.0f}; "
-          f"{figures['parameters']:,} parameters on {figures['device']}")
+          f"{how}; {figures['parameters']:,} parameters on {figures['device']}")
     print(f"fit {t_fit:.1f} s + sample {t_sample:.1f} s = {t_fit + t_sample:.1f} s wall; "
           f"training {figures['train_rows_per_s']:.0f} rows/s, sampling {figures['sample_rows_per_s']:.0f} rows/s; "
           f"peak RSS {figures['peak_rss_mib']:.0f} MiB")

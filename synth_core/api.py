@@ -216,9 +216,9 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                                      rows_drawn(int(review_rows), synth.calibration is not None))
                 if result.cancelled:
                     run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} "
-                                   "steps; the model trained so far was kept")
+                                   f"{plan.unit}; the model trained so far was kept")
                 else:
-                    run.set_status("completed", f"{result.steps_done} steps in {result.seconds:.0f} s on "
+                    run.set_status("completed", f"{result.steps_done} {plan.unit} in {result.seconds:.0f} s on "
                                    f"{result.device}")
         except RunGone:
             raise  # nothing can be written where the run was

@@ -20,7 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from . import api
-from .models import MODELS
+from .models import MODELS, get_model_class
 from .models.recommend import AUTO
 from .privacy import ACCOUNTANTS, BudgetError
 from .privacy.budget import DEFAULT_CALIBRATION_SHARE
@@ -124,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
 
     au = sub.add_parser("audit", help="empirical ε lower bound for a model family (one-run canary audit)")
-    au.add_argument("--model", default="dp-tbart", choices=sorted(MODELS))
+    au.add_argument("--model", default="dp-tbart", choices=sorted(n for n, c in MODELS.items() if c.uses_dp_sgd),
+                    help="a family trained by DP-SGD")
     au.add_argument("--epsilon", type=float, default=1.0, help="the ε the training claims")
     au.add_argument("--delta", type=float, default=1e-5)
     au.add_argument("--broken", choices=["noise-off", "epsilon-x1000", "clip-off"],
@@ -225,11 +226,16 @@ def _fit_table(args, table, schema) -> int:
 
     def on_event(e: dict) -> None:
         nonlocal bar
+        rounds = e.get("rho_spent") is not None  # an adaptive mechanism's rounds (AIM), not DP-SGD steps
         if bar is None:
-            bar = tqdm(total=e["steps"], unit="step", desc="DP-SGD", dynamic_ncols=True)
-        bar.update(1)
-        bar.set_postfix(loss=f"{e['loss']:.3f}" if e["loss"] is not None else "-",
-                        eps=f"{e['epsilon']:.3f}", rows_s=f"{e['samples_per_s']:.0f}", refresh=False)
+            bar = tqdm(total=e["steps"], unit="round" if rounds else "step", desc="AIM" if rounds else "DP-SGD",
+                       dynamic_ncols=True)
+        bar.total = max(e["steps"], e["step"])  # AIM's rounds adapt as it goes
+        bar.update(e["step"] - bar.n)
+        figures = {"loss": f"{e['loss']:.3f}" if e["loss"] is not None else "-", "eps": f"{e['epsilon']:.3f}"}
+        if e.get("samples_per_s") is not None:
+            figures["rows_s"] = f"{e['samples_per_s']:.0f}"
+        bar.set_postfix(**figures, refresh=False)
 
     charge = _table_charge(table, args) if group.is_main else None  # rank 0 alone draws from the table's budget
     if group.is_main:
@@ -256,10 +262,11 @@ def _fit_table(args, table, schema) -> int:
     for line in result.validation.summary():
         print(f"note: {line}")
     r = result.model.train_result
-    print(f"{result.run.status()['state']}: {r.steps_done}/{r.steps_planned} steps, {r.seconds:.1f} s on {r.device}, "
-          f"{r.samples_per_second:.0f} rows/s")
+    plan = result.model.plan
+    print(f"{result.run.status()['state']}: {r.steps_done}/{r.steps_planned} {plan.unit}, {r.seconds:.1f} s on "
+          f"{r.device}, {r.samples_per_second:.0f} rows/s")
     print(f"privacy: ε spent {result.ledger.spent_epsilon:.4f} of {args.epsilon:g} (δ = {result.ledger.target_delta:g}, "
-          f"{args.accountant.upper()} accountant, σ = {result.model.plan.noise_multiplier:.3f})")
+          f"{plan.describe()})")
     config = result.run.public_config()
     auto = config.get("auto")
     if auto:
@@ -279,7 +286,8 @@ def _fit_table(args, table, schema) -> int:
 def _calibration_share(args) -> float | None:
     if args.calibration_share is not None or args.model == AUTO:
         return args.calibration_share  # None with auto: the recommendation's
-    return DEFAULT_CALIBRATION_SHARE
+    # a family that measures marginals itself (AIM) gains nothing from measuring them again
+    return 0.0 if get_model_class(args.model).measures_marginals else DEFAULT_CALIBRATION_SHARE
 
 
 def _table_charge(table, args) -> TableCharge | None:

@@ -12,6 +12,8 @@ from synth_core.runs import RunDir
 
 
 def _tiny_options(family: str) -> dict:
+    if family == "aim":
+        return {}  # no DP-SGD: its tiny preset
     options = {"epochs": 1, "batch_size": 64}
     if family == "dp-llmtgen":
         options.update(stage1_rows=64, stage1_epochs=1)
@@ -41,9 +43,10 @@ def test_fit_run_folder_api_sample_reload_condition(case, toy_schema, toy_table,
         options["backbone"] = _local_backbone(toy_schema, tmp_path / "lm")
     run_dir = tmp_path / "run"
     result = api.fit(toy_table, toy_schema, model=family, epsilon=4.0, preset="tiny", accountant="rdp",
-                     options=options, run_dir=run_dir)
+                     options=options, run_dir=run_dir, review_rows=20)  # the review sample, as the app asks
     run = RunDir(run_dir)
     assert run.status()["state"] == "completed" and run.has_model()
+    assert len(pd.read_csv(run.review_sample)) == 20
     assert run.ledger().has_training() and 0 < run.ledger().spent_epsilon <= 4.0
 
     table, info = api.sample(run_dir, 30, seed=1, out=tmp_path / "out.csv")

@@ -5,5 +5,6 @@ from . import diffusion  # noqa: F401  (registers tablediffusion, tablediffusion
 from . import masked_diffusion  # noqa: F401  (registers tablediffusion-masked)
 from . import gan  # noqa: F401  (registers dtgan-d, dtgan-g, dp-wgan)
 from . import llm  # noqa: F401  (registers dp-llmtgen)
+from . import aim  # noqa: F401  (registers aim)
 
 __all__ = ["MODELS", "SamplingError", "SynthModel", "get_model_class", "register"]

@@ -21,7 +21,7 @@ import torch
 
 from ..privacy import NoisePlan, PrivacyLedger
 from ..privacy import accounting
-from ..privacy.accounting import SamplingShape
+from ..privacy.accounting import RhoPlan, SamplingShape
 from ..privacy.ledger import record_training
 from ..privacy.measurements import Marginals
 from ..schema import Schema
@@ -96,14 +96,15 @@ class SynthModel:
         self.full_schema = schema
         self.schema = schema.modelled()
         self.device = pick_device(device)
-        self.plan: NoisePlan | None = None
+        self.plan: NoisePlan | RhoPlan | None = None
         self.train_result: TrainResult | None = None
         self.last_sample_info: dict = {}
         self.calibration: Marginals | None = None  # the run's noisy marginals, if it measured any
         if seed is not None:
             torch.manual_seed(seed)  # the initial weights are part of what a seed reproduces
         self.build()
-        self.net.to(self.device)
+        if self.net is not None:  # a family without a network (AIM's graphical model) sets None
+            self.net.to(self.device)
 
     @classmethod
     def configure(cls, preset: str, overrides: dict | None = None, seed: int | None = 0,
@@ -116,7 +117,7 @@ class SynthModel:
             raise ValueError(f"options are KEY=VALUE pairs (a dict), not {type(overrides).__name__}")
         overrides = dict(overrides or {})
         model_fields = {f.name for f in dataclasses.fields(cls.config_class)}
-        train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed", "device"}
+        train_fields = ({f.name for f in dataclasses.fields(TrainConfig)} - {"seed", "device"}) if cls.uses_dp_sgd else set()
         unknown = set(overrides) - model_fields - train_fields
         if unknown:
             raise ValueError(f"unknown options for {cls.family}: {', '.join(sorted(unknown))}")
@@ -140,6 +141,10 @@ class SynthModel:
     # --- training -----------------------------------------------------------------------------------
     # what the ledger calls this family's private training
     dp_mechanism = "DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)"
+    # whether it trains by DP-SGD (takes the training options: epochs, batch size, ...); AIM does not
+    uses_dp_sgd = True
+    # whether its training already fits noisy marginals (AIM): a calibration measurement would only repeat it
+    measures_marginals = False
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
 
@@ -174,6 +179,13 @@ class SynthModel:
         """The noise plan; `alongside`: the run's Gaussian measurements, composed with the training."""
         return accounting.plan(self.sampling_shape(n_rows), epsilon, delta, accountant, alongside)
 
+    def probe_plan(self, rows: int, batch: int, steps: int) -> NoisePlan:
+        """A plan for timing `steps` steps of `batch` expected rows on `rows` random rows from the public
+        schema (training.timing's probe): σ does not change a step's cost."""
+        return NoisePlan(noise_multiplier=1.0, sample_rate=batch / rows, expected_batch_size=batch, steps=steps,
+                         epsilon=1.0, delta=1e-6, accountant="rdp", max_grad_norm=self.train_config.max_grad_norm,
+                         planned_epsilon=1.0)
+
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None,
             on_event: Callable[[dict], None] | None = None,
@@ -184,8 +196,7 @@ class SynthModel:
         ε here is what DP training may spend; `plan`, if given, must come from `plan_privacy` with the same
         arguments (it saves a second calibration). The steps started are charged to `ledger` however
         training ends: completed, cancelled (the model trained so far is kept) or failed."""
-        if plan is not None and (plan.epsilon, plan.delta, plan.accountant) != (
-                epsilon, delta, accounting.accountant_for(epsilon, accountant)):
+        if plan is not None and not plan.matches(epsilon, delta, accountant):
             raise ValueError("the noise plan was calibrated for another budget")
         self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
         steps, outcome = StepCount(), "interrupted"
@@ -199,12 +210,17 @@ class SynthModel:
             outcome = "cancelled" if self.train_result.cancelled else "completed"
         finally:
             if ledger is not None:
-                mechanism = self.dp_mechanism if outcome != "interrupted" else "DP-SGD (interrupted)"
-                group = distributed.current()
-                record_training(ledger, mechanism, self.plan, steps.started, cancelled=outcome == "cancelled",
-                                model=self.family, **({"processes": group.world_size} if group.active else {}),
-                                **self.ledger_details())
+                self.charge(ledger, outcome, steps.started)
         return self
+
+    def charge(self, ledger: PrivacyLedger, outcome: str, steps: int) -> None:
+        """Charge the private training to the ledger, however it ended (outcome: completed, cancelled or
+        interrupted): the `steps` started, by the plan."""
+        mechanism = self.dp_mechanism if outcome != "interrupted" else "DP-SGD (interrupted)"
+        group = distributed.current()
+        record_training(ledger, mechanism, self.plan, steps, cancelled=outcome == "cancelled",
+                        model=self.family, **({"processes": group.world_size} if group.active else {}),
+                        **self.ledger_details())
 
     def prepare(self, should_stop: Callable[[], bool] | None = None) -> bool:
         """Work done before the private table is read (no privacy cost); False if it was cancelled."""
@@ -314,7 +330,8 @@ class SynthModel:
             if not issubclass(klass, cls):
                 raise ValueError(f"{directory} holds a {state['family']} model, not a {cls.family} one")
             state = klass.upgrade_state(state)
-            tc = {k: v for k, v in state["train_config"].items() if k not in ("seed", "device")}
+            tc = {k: v for k, v in state["train_config"].items()
+                  if k not in ("seed", "device")} if klass.uses_dp_sgd else {}
             model = klass(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
                           seed=state["train_config"].get("seed"), **state["config"], **tc)
         except (KeyError, TypeError, AttributeError) as e:
@@ -332,10 +349,11 @@ class SynthModel:
         except (RuntimeError, KeyError, TypeError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ValueError(f"the weights in {directory} do not fit the model ({first}); train the run again") from None
-        model.net.eval()
+        if model.net is not None:
+            model.net.eval()
         model.restore(state)
         if state.get("plan"):
-            model.plan = NoisePlan.from_dict(state["plan"])
+            model.plan = accounting.plan_from_dict(state["plan"])
         if state.get("calibration"):
             model.calibration = Marginals.from_dict(state["calibration"])
         return model

@@ -9,7 +9,10 @@ group privacy included, and gives the live curve (`NoisePlan.curve`). Nothing el
 Mechanisms of one run compose here too (`compose`): every Gaussian mechanism (DP-SGD's subsampled steps, a
 Gaussian measurement of marginals, which is the same mechanism with sampling rate 1) is composed by the
 accountant exactly, and a plan may be calibrated with such measurements alongside it (`plan(alongside=...)`),
-so that the run as a whole, not each part, ends at the target.
+so that the run as a whole, not each part, ends at the target. A mechanism known by its zero-concentrated
+DP ρ (`ZCDP`: the exponential mechanism's selections and the Gaussian measurements of an adaptive mechanism
+such as AIM) composes with them by Rényi DP, where its curve is αρ at every order α (`rho_for` finds the ρ
+such a mechanism may spend beside others).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 
+import numpy as np
 from opacus.accountants import RDPAccountant, create_accountant
 from opacus.accountants.analysis import rdp as rdp_analysis
 from opacus.accountants.utils import get_noise_multiplier
@@ -76,6 +80,50 @@ class Gaussian:
     steps: int = 1
 
 
+@dataclass(frozen=True)
+class ZCDP:
+    """A mechanism known by its ρ of zero-concentrated DP (Bun & Steinke 2016): its Rényi divergence of every
+    order α is at most αρ. The exponential mechanism with parameter ε is ε²/8-zCDP (Cesar & Rogers 2021), a
+    Gaussian mechanism on the whole table of noise multiplier σ is 1/(2σ²)-zCDP, and ρs add up."""
+
+    rho: float
+
+
+def gaussian_rho(noise_multiplier: float) -> float:
+    """ρ of a Gaussian mechanism on the whole table whose noise is σ times its L2 sensitivity."""
+    return 1.0 / (2.0 * noise_multiplier ** 2)
+
+
+def exponential_rho(epsilon: float) -> float:
+    """ρ of the exponential mechanism with parameter ε (ε²/8, Cesar & Rogers 2021)."""
+    return epsilon ** 2 / 8.0
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """ε at δ of a ρ-zCDP mechanism (by its Rényi curve, as `compose` converts it)."""
+    return compose((ZCDP(float(rho)),), delta, "rdp") if rho > 0 else 0.0
+
+
+def rho_for(epsilon: float, delta: float, alongside: tuple = ()) -> float:
+    """The largest ρ a zCDP mechanism may spend so that it and the mechanisms `alongside`, composed, stay
+    within (ε, δ)."""
+    check_budget(epsilon, delta)
+    alongside = tuple(alongside)
+    if compose(alongside, delta, "rdp") >= epsilon:
+        raise BudgetError(f"the mechanisms alongside spend ε={compose(alongside, delta, 'rdp'):.3g} of {epsilon:g} "
+                          "already: nothing is left")
+    low, high = 0.0, max(1.0, epsilon)
+    while compose((ZCDP(high), *alongside), delta, "rdp") <= epsilon:
+        low, high = high, 2 * high
+    while high - low > 1e-6 * high:
+        mid = (low + high) / 2
+        if compose((ZCDP(mid), *alongside), delta, "rdp") <= epsilon:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
 @dataclass
 class NoisePlan:
     """What the accountant computed before training: the run's DP-SGD parameters."""
@@ -121,6 +169,80 @@ class NoisePlan:
 
     def curve(self, points: int = 8) -> "EpsilonCurve":
         return EpsilonCurve(self, points)
+
+    unit = "steps"  # what its steps are called
+
+    def describe(self) -> str:
+        """The plan in a few words, for a person."""
+        return f"{self.accountant.upper()} accountant, σ = {self.noise_multiplier:.3f}"
+
+    def matches(self, epsilon: float, delta: float, accountant: str) -> bool:
+        """Whether this plan was calibrated for this budget."""
+        return (self.epsilon, self.delta, self.accountant) == (epsilon, delta, accountant_for(epsilon, accountant))
+
+
+@dataclass
+class RhoPlan:
+    """What an adaptive zCDP mechanism (AIM) may spend: ρ such that it and the run's Gaussian measurements
+    alongside, composed, end at (ε, δ). The rounds are those planned at the start; the mechanism's schedule
+    adapts, and its budget (`privacy.selection.RhoBudget`) bounds what it spends, not the rounds."""
+
+    rho: float
+    rounds: int
+    epsilon: float
+    delta: float
+    planned_epsilon: float
+    population: int = 0     # the row count as the run released it (public or noisy): the model's known total
+    accountant: str = "zcdp"
+    alongside: list = field(default_factory=list)
+    prior_epsilon: float = 0.0
+    kind: str = "zcdp"
+
+    @property
+    def steps(self) -> int:
+        return self.rounds
+
+    unit = "rounds"  # what its steps are called
+
+    def describe(self) -> str:
+        """The plan in a few words, for a person."""
+        return f"ρ = {self.rho:.4g} (zCDP) over about {self.rounds} rounds"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "steps": self.rounds}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RhoPlan":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def matches(self, epsilon: float, delta: float, accountant: str) -> bool:
+        return (self.epsilon, self.delta) == (epsilon, delta)
+
+    def gaussians_alongside(self) -> tuple[Gaussian, ...]:
+        return tuple(Gaussian(float(a), float(b), int(c)) for a, b, c in self.alongside)
+
+    def spent_after(self, rho: float) -> float:
+        """The whole run's ε once the mechanism has spent ρ: what was spent before, plus it composed with
+        the measurements alongside."""
+        return self.prior_epsilon + compose((ZCDP(float(rho)), *self.gaussians_alongside()), self.delta, "rdp")
+
+
+def plan_rho(epsilon: float, delta: float, rounds: int, rows: int, alongside: tuple[Gaussian, ...] = ()) -> RhoPlan:
+    """The ρ an adaptive mechanism of `rounds` planned rounds may spend within (ε, δ), its Gaussian
+    measurements `alongside` composed with it, on a table of `rows` rows (as the run released the count)."""
+    if rounds < 1:
+        raise BudgetError(f"an adaptive mechanism needs at least one round, not {rounds}")
+    rho = rho_for(epsilon, delta, tuple(alongside))
+    out = RhoPlan(rho=rho, rounds=int(rounds), epsilon=epsilon, delta=delta, planned_epsilon=0.0, population=int(rows),
+                  alongside=[[g.noise_multiplier, g.sample_rate, g.steps] for g in alongside])
+    out.planned_epsilon = out.spent_after(rho)
+    return out
+
+
+def plan_from_dict(data: dict) -> "NoisePlan | RhoPlan":
+    """A saved plan as the kind it was saved as."""
+    return RhoPlan.from_dict(data) if data.get("kind") == "zcdp" else NoisePlan.from_dict(data)
 
 
 def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "prv",
@@ -222,18 +344,32 @@ def gaussian_for(epsilon: float, delta: float, accountant: str = "prv") -> Gauss
         raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g}: {e}") from None
 
 
+# Rényi orders for a composition with zCDP terms: Opacus' orders and larger ones, where the conversion of a
+# small ρ (ε = 0.25 is about ρ = 0.002) finds its best order
+ZCDP_ORDERS = tuple(RDPAccountant.DEFAULT_ALPHAS) + (80, 100, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024,
+                                                      1600, 2048, 3200, 4096, 8192)
+
+
+def _is_spent(m) -> bool:
+    return m.rho > 0 if isinstance(m, ZCDP) else m.steps > 0
+
+
 @functools.lru_cache(maxsize=256)
-def compose(mechanisms: tuple[Gaussian, ...], delta: float, accountant: str = "prv") -> float:
-    """ε of the composition of Gaussian mechanisms at δ, by the accountant (PRV composes heterogeneous
-    mechanisms numerically; RDP adds their Rényi curves). 0 for none."""
-    mechanisms = tuple(m for m in mechanisms if m.steps > 0)
+def compose(mechanisms: tuple, delta: float, accountant: str = "prv") -> float:
+    """ε of the composition of mechanisms (`Gaussian`, `ZCDP`) at δ, by the accountant (PRV composes
+    heterogeneous Gaussian mechanisms numerically; RDP adds their Rényi curves, and composes zCDP terms,
+    whatever accountant is asked for). 0 for none."""
+    mechanisms = tuple(m for m in mechanisms if _is_spent(m))
     if not mechanisms:
         return 0.0
-    if accountant == "rdp":
-        curve = sum(_rdp_one_step(m.noise_multiplier, m.sample_rate) * m.steps for m in mechanisms)
+    zcdp = any(isinstance(m, ZCDP) for m in mechanisms)
+    if accountant == "rdp" or zcdp:
+        orders = ZCDP_ORDERS if zcdp else tuple(RDPAccountant.DEFAULT_ALPHAS)
+        curve = sum(m.rho * np.asarray(orders) if isinstance(m, ZCDP)
+                    else _rdp_one_step(m.noise_multiplier, m.sample_rate, orders) * m.steps for m in mechanisms)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            eps, _ = rdp_analysis.get_privacy_spent(orders=RDPAccountant.DEFAULT_ALPHAS, rdp=curve, delta=delta)
+            eps, _ = rdp_analysis.get_privacy_spent(orders=list(orders), rdp=curve, delta=delta)
         return float(eps)
     acc = create_accountant(mechanism=accountant)
     acc.history = [(m.noise_multiplier, m.sample_rate, m.steps) for m in mechanisms]
@@ -280,11 +416,11 @@ def _calibrate(epsilon: float, delta: float, sample_rate: float, steps: int, acc
 
 
 @functools.lru_cache(maxsize=256)
-def _rdp_one_step(noise_multiplier: float, sample_rate: float):
+def _rdp_one_step(noise_multiplier: float, sample_rate: float, orders: tuple | None = None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return rdp_analysis.compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=1,
-                                        orders=RDPAccountant.DEFAULT_ALPHAS)
+                                        orders=list(orders) if orders else RDPAccountant.DEFAULT_ALPHAS)
 
 
 def epsilon_after(noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str) -> float:

@@ -2,7 +2,8 @@
 
 Each entry says what its mechanism would cost alone. The run's total is the tighter of two upper bounds on
 its privacy loss: the basic-composition sum of the entries, and the accountant's composition of its Gaussian
-mechanisms (DP-SGD, marginal measurements; `accounting.compose`) plus the sum of the others.
+mechanisms (DP-SGD, marginal measurements) and zCDP mechanisms (an adaptive mechanism's selections and
+measurements, known by their ρ; `accounting.compose`) plus the sum of the others.
 Training is written by `record_training` from the noise plan and the steps taken, whether the training
 ended, was cancelled or failed; a training process that died is charged by `charge_interrupted`. Entries
 are told apart by their `kind`, never by their wording.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from .accounting import Gaussian, NoisePlan, accountant_for, compose
+from .accounting import ZCDP, Gaussian, NoisePlan, RhoPlan, accountant_for, compose, zcdp_epsilon
 from .budget import delta_warning
 
 # kinds of mechanisms in a ledger
@@ -20,6 +21,8 @@ TRAINING = "dp-sgd"            # DP-SGD steps (any model's private training)
 BOUNDS = "dp-bounds"           # numeric bounds the schema lacked
 COUNT = "noisy-count"          # the row count, when the schema does not declare it public
 MARGINALS = "marginals"        # Gaussian measurements of marginals (calibration of the samples)
+SELECTED = "selected-marginals"  # marginals chosen by the exponential mechanism and measured (AIM): zCDP, by ρ
+TRAINED = (TRAINING, SELECTED)   # the kinds that charge a family's private training (AIM's is its selections)
 
 
 @dataclass
@@ -41,6 +44,17 @@ class LedgerEntry:
             return Gaussian(float(d["noise_multiplier"]), float(d["sample_rate"]), int(d["steps"]))
         except (KeyError, TypeError, ValueError):
             return None
+
+    def accounted(self) -> Gaussian | ZCDP | None:
+        """The entry as the accountant composes it: a Gaussian mechanism, a zCDP mechanism (its ρ), or None
+        (counted by its ε alone)."""
+        rho = self.details.get("rho")
+        if rho is not None and self.delta > 0:
+            try:
+                return ZCDP(float(rho))
+            except (TypeError, ValueError):
+                return None
+        return self.gaussian()
 
 
 @dataclass
@@ -65,8 +79,8 @@ class PrivacyLedger:
         return float(sum(e.epsilon for e in self.entries))
 
     def _composition(self) -> tuple[tuple, float]:
-        gaussians = tuple(g for g in (e.gaussian() for e in self.entries) if g is not None)
-        rest = [e for e in self.entries if e.gaussian() is None]
+        gaussians = tuple(g for g in (e.accounted() for e in self.entries) if g is not None)
+        rest = [e for e in self.entries if e.accounted() is None]
         delta_left = self.target_delta - sum(e.delta for e in rest)
         return (gaussians, round(delta_left, 15), self.target_epsilon), sum(e.epsilon for e in rest)
 
@@ -99,9 +113,10 @@ class PrivacyLedger:
         """How the entries add up to what was spent, in words."""
         if self.spent_epsilon == self.sum_epsilon:
             return "basic composition (the entries' ε summed)"
-        return (f"the Gaussian mechanisms (DP-SGD, marginal measurements) composed by the "
-                f"{accountant_for(self.target_epsilon, 'prv').upper()} accountant, the other entries' ε added: less "
-                "than the entries' sum")
+        gaussians, _, _ = self._composition()[0]
+        how = "RDP" if any(isinstance(g, ZCDP) for g in gaussians) else accountant_for(self.target_epsilon, "prv").upper()
+        return (f"the Gaussian and zCDP mechanisms (DP-SGD, marginal measurements and selections) composed by the "
+                f"{how} accountant, the other entries' ε added: less than the entries' sum")
 
     @property
     def spent_epsilon(self) -> float:
@@ -128,7 +143,7 @@ class PrivacyLedger:
 
     def training_entry(self) -> LedgerEntry | None:
         """The entry that charges the run's DP training (None before it is charged)."""
-        return next((e for e in self.entries if e.kind == TRAINING), None)
+        return next((e for e in self.entries if e.kind in TRAINED), None)
 
     def warnings(self) -> list[str]:
         out = []
@@ -172,7 +187,8 @@ class PrivacyLedger:
 
 def _signature_json(signature: tuple) -> list:
     gaussians, delta_left, target = signature
-    return [[[g.noise_multiplier, g.sample_rate, g.steps] for g in gaussians], delta_left, target]
+    return [[[g.rho] if isinstance(g, ZCDP) else [g.noise_multiplier, g.sample_rate, g.steps] for g in gaussians],
+            delta_left, target]
 
 
 def _legacy_kind(entry: dict) -> str | None:
@@ -201,7 +217,13 @@ def record_training(ledger: PrivacyLedger, mechanism: str, plan: NoisePlan, step
 
 def charge_interrupted(ledger: PrivacyLedger, plan: dict, steps: int) -> LedgerEntry:
     """Charge a training process that died before writing its own entry: the `steps` it logged, by the plan
-    it saved. A plan saved before group sizes were recorded is charged in full, never less than it spent."""
+    it saved. A plan saved before group sizes were recorded is charged in full, never less than it spent; so
+    is an adaptive mechanism's (its rounds spend unequal shares, and a round may have started unlogged)."""
+    if plan.get("kind") == "zcdp":
+        p = RhoPlan.from_dict(plan)
+        return ledger.record("Marginals selected and measured (interrupted; charged in full)",
+                             epsilon=zcdp_epsilon(p.rho, p.delta), delta=p.delta, accountant="zcdp", kind=SELECTED,
+                             rho=p.rho, rounds_logged=steps, reason="an adaptive mechanism is charged its whole ρ")
     if "group_size" not in plan:
         p = NoisePlan.from_dict(plan)
         return ledger.record("DP-SGD (interrupted; charged in full)", epsilon=p.epsilon, delta=p.delta,

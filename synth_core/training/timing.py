@@ -23,7 +23,6 @@ from .. import home
 from ..files import write_atomic
 from ..models import get_model_class
 from ..models.calibration import pool_size
-from ..privacy import NoisePlan
 from ..schema import Schema, random_table
 
 # starting the worker process (Python, torch, Opacus imports) before api.fit begins: 5-6 s measured on a quiet
@@ -105,9 +104,7 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
     # a small sampling rate keeps the probe's own accounting cheap; σ does not change a step's cost
     probe_rows = max(20 * batch, 100)
     probe = random_table(schema, probe_rows, seed=0)
-    plan = NoisePlan(noise_multiplier=1.0, sample_rate=batch / probe_rows, expected_batch_size=batch,
-                     steps=steps + 1, epsilon=1.0, delta=1e-6, accountant="rdp",
-                     max_grad_norm=synth.train_config.max_grad_norm, planned_epsilon=1.0)
+    plan = synth.probe_plan(probe_rows, batch, steps + 1)
     time_fixed = getattr(synth, "time_fixed_costs", None) if fixed_too else None
     fixed = float(time_fixed(steps)) if time_fixed is not None else 0.0
     stamps: list[float] = []
@@ -153,7 +150,8 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     klass = get_model_class(model)
     synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
     plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")  # only its steps and batch size matter here
-    batch = max(1, int(round(plan.expected_batch_size)))
+    # the rows a step reads (an adaptive mechanism's round reads them all)
+    batch = max(1, int(round(getattr(plan, "expected_batch_size", n_rows))))
     label = device_label(device)
     book = book if book is not None else CostBook()
     costs = book.get(costs_key(klass.family, preset, label, synth.schema, options))
@@ -197,7 +195,9 @@ class RunClock:
         if self.train_end is None or result is None or result.steps_done < 2 or drawn < 1:
             return None
         overhead = max(0.0, (self.train_end - self.train_start) - result.seconds)  # wrapping the model, saving
-        costs = Costs(per_step_s=result.seconds / result.steps_done, batch=float(synth.plan.expected_batch_size),
+        costs = Costs(per_step_s=result.seconds / result.steps_done,
+                      batch=float(synth.plan.expected_batch_size if hasattr(synth.plan, "expected_batch_size")
+                                  else synth.plan.population),
                       draw_row_s=draw_seconds / drawn, setup_s=self.train_start - self.start + overhead,
                       startup_s=self.startup_s if self.startup_s is not None else STARTUP_S,
                       measured=f"measured on a run of {time.strftime('%d %b %H:%M')}")

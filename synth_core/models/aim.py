@@ -1,0 +1,324 @@
+"""AIM (McKenna, Mullins, Sheldon & Miklau, VLDB 2022, "AIM: An Adaptive and Iterative Mechanism for
+Differentially Private Synthetic Data") as a model family, on private-pgm's estimation engine (`mbi`).
+
+The table is read on the public discretisation (`encoding.TokenEncoder`: public categories, numbers in
+public bins). AIM measures every column's marginal, then, round after round, selects with the exponential
+mechanism the marginal of the workload (every pair of columns, and what they contain) that the current
+graphical model gets most wrong, measures it with the Gaussian mechanism, and fits the model to every
+measurement so far by mirror descent (mbi). The marginals it may select are those that keep the model
+within a size that grows with the budget spent; when a measurement barely moves the model the noise is
+halved. Rounds are paid from a zCDP budget (`privacy.selection.RhoBudget`), planned with the run's other
+mechanisms (`privacy.accounting.plan_rho`); the last round spends what is left.
+
+Rows are drawn from the fitted graphical model (mbi's `synthetic_data`) and decoded uniformly within a
+numeric bin. Conditions are exact: the model is conditioned on the fixed values (mbi's constraints) before
+the rows are drawn. The known total is the row count the run released (declared public or noisy).
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..encoding import TokenEncoder
+from ..privacy import PrivacyLedger, selection
+from ..privacy.accounting import RhoPlan, plan_rho
+from ..privacy.randomness import secret_rng
+from ..training.engine import StepCount, TrainResult
+from .base import SynthModel, register
+
+# mbi runs on JAX; in float64, as mbi advises for tables of over 100k rows
+_MBI = None
+
+
+def mbi():
+    """private-pgm's mbi, imported on first use (JAX takes seconds to load)."""
+    global _MBI
+    if _MBI is None:
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import mbi as module
+        _MBI = module
+    return _MBI
+
+
+@dataclass
+class AIMConfig:
+    n_bins: int = 32                # public bins per numeric column
+    degree: int = 2                 # the workload: every set of this many columns ...
+    max_cells: int = 10_000         # ... with at most this many cells
+    max_model_size: float = 80.0    # MiB the graphical model's tables may reach once the budget is spent
+    rounds: int = 0                 # planned rounds (0: 16 per column, AIM's default); the budget ends them
+    iters: int = 1000               # mirror-descent iterations per round
+    numeric_decoding: str = "uniform"
+
+    def check(self) -> None:
+        for name in ("n_bins", "degree", "max_cells", "iters"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "n_bins" else 1):
+                raise ValueError(f"{name} must be a whole number of at least {2 if name == 'n_bins' else 1}, not {v!r}")
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
+            raise ValueError(f"rounds must be a whole number (0: 16 per column), not {self.rounds!r}")
+        if not isinstance(self.max_model_size, (int, float)) or not self.max_model_size > 0:
+            raise ValueError(f"max_model_size must be a positive number of MiB, not {self.max_model_size!r}")
+        if self.numeric_decoding not in ("uniform", "midpoint"):
+            raise ValueError(f"numeric_decoding must be 'uniform' or 'midpoint', not {self.numeric_decoding!r}")
+
+
+def workload(sizes: dict[str, int], degree: int, max_cells: int) -> dict[tuple, float]:
+    """AIM's candidates: every marginal of the workload (each set of `degree` columns with at most max_cells
+    cells, weight 1) and every marginal they contain, scored by how many workload columns it covers."""
+    names = list(sizes)
+    sets = [cl for cl in itertools.combinations(names, min(degree, len(names)))
+            if math.prod(sizes[c] for c in cl) <= max_cells]
+    closure = {sub for cl in sets for r in range(1, len(cl) + 1) for sub in itertools.combinations(cl, r)}
+    closure |= {(name,) for name in names}
+    return {cl: float(sum(len(set(cl) & set(w)) for w in sets)) or 1.0 for cl in sorted(closure, key=len)}
+
+
+@register("aim")
+class AIM(SynthModel):
+    label = "Adaptive marginals"
+    description = ("A graphical model fitted to the table's marginals, each chosen where the model is most wrong "
+                   "and measured with noise (AIM, McKenna et al. 2022)")
+    when_to_pick = ("Small or medium tables with few columns, when the columns' overall statistics and pairs "
+                    "matter most; rows look less like real ones than a neural model's")
+    config_class = AIMConfig
+    uses_dp_sgd = False
+    measures_marginals = True
+    trains_distributed = False
+    dp_mechanism = "AIM: marginals selected (exponential mechanism) and measured (Gaussian mechanism)"
+    presets = {
+        "tiny": {"model": dict(n_bins=10, max_model_size=1.0, rounds=8, iters=100), "train": {}},
+        "quick": {"model": dict(n_bins=20, max_model_size=5.0, iters=250), "train": {}},
+        "cpu": {"model": dict(n_bins=32, max_model_size=20.0, iters=500), "train": {}},
+        "best": {"model": dict(n_bins=32, max_model_size=80.0, iters=1000), "train": {}},
+    }
+    size_presets = {"quick": "quick", "standard": "cpu", "best": "best"}
+
+    # --- building ------------------------------------------------------------------------------------
+    def build(self) -> None:
+        self.config.check()
+        self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins)
+        self.sizes = {c.spec.name: c.size for c in self.encoder.codecs}
+        self.net = None
+        self.model = None      # mbi's MarkovRandomField once fitted
+        self.budget = None     # the RhoBudget of the last fit
+        self.rounds_log: list = []
+
+    @property
+    def n_parameters(self) -> int:
+        if self.model is None:
+            return 0
+        return int(sum(np.size(self.model.potentials[cl].values) for cl in self.model.cliques))
+
+    def planned_rounds(self) -> int:
+        return self.config.rounds or 16 * len(self.sizes)
+
+    def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
+                     alongside: tuple = ()) -> RhoPlan:
+        return plan_rho(epsilon, delta, self.planned_rounds(), n_rows, alongside)
+
+    def probe_plan(self, rows: int, batch: int, steps: int) -> RhoPlan:
+        return plan_rho(1.0, 1e-6, steps, rows)
+
+    def encode(self, table: pd.DataFrame) -> np.ndarray:
+        """Each row's cell in every column's public discretisation: (n, columns) local indices."""
+        return np.stack([self.encoder.cells(table, [name])[0] for name in self.sizes], axis=1)
+
+    def domain(self):
+        return mbi().Domain(tuple(self.sizes), tuple(self.sizes.values()))
+
+    # --- private training ----------------------------------------------------------------------------
+    def train_private(self, data: np.ndarray, plan: RhoPlan, on_event: Callable[[dict], None] | None,
+                      should_stop: Callable[[], bool] | None, steps: StepCount) -> TrainResult:
+        m = mbi()
+        cfg, start = self.config, time.perf_counter()
+        domain = self.domain()
+        table = m.Dataset({name: data[:, j] for j, name in enumerate(self.sizes)}, domain)
+        total = float(plan.population)  # the released row count: public, or noisy and paid for
+        candidates = workload(self.sizes, cfg.degree, cfg.max_cells)
+        answers = {cl: np.asarray(table.project(cl).datavector()) for cl in candidates}
+        self.budget = budget = selection.RhoBudget(plan.rho)
+        rng = secret_rng()
+        rounds = plan.rounds
+        one_way = [cl for cl in candidates if len(cl) == 1]
+        # a round of the plan spends ρ/rounds, 90% measuring and 10% selecting; the first measures every column
+        epsilon, sigma = budget.schedule(budget.round_cost(rounds))
+        # every column's marginal, at the plan's noise, in at most half the budget (few rounds, many columns)
+        first_sigma = max(sigma, math.sqrt(len(one_way) / budget.total))
+        estimator = m.estimation.MirrorDescent()
+        measurements, events = [], []
+        steps.started += 1
+        for cl in one_way:
+            y = budget.measure(answers[cl], first_sigma, rng, "one-way marginal")
+            measurements.append(m.LinearMeasurement(y, cl, stddev=first_sigma))
+        model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters)
+        self.model = model
+        emit = self._emitter(plan, budget, on_event, events, start)
+        emit(1, rounds, None, [list(cl) for cl in one_way])
+        cancelled, done = False, 1
+        while not budget.exhausted:
+            if should_stop is not None and should_stop():
+                cancelled = True
+                break
+            cost = budget.cost(epsilon, sigma)
+            if budget.left < 2 * cost:  # the last round spends what is left
+                epsilon, sigma = budget.schedule(budget.left)
+            steps.started += 1
+            size_limit = cfg.max_model_size * budget.spent / budget.total
+            allowed = self._small_enough(candidates, model, size_limit)
+            keys = list(allowed)
+            bias = math.sqrt(2 / math.pi) * sigma
+            estimates = self._project(model, keys)
+            qualities = np.array([allowed[cl] * (np.abs(answers[cl] - estimates[cl]).sum() - bias * answers[cl].size)
+                                  for cl in keys])
+            cl = keys[budget.select(qualities, epsilon, max(allowed.values()), rng)]
+            before = np.asarray(model.project(cl).datavector())
+            y = budget.measure(answers[cl], sigma, rng)
+            measurements.append(m.LinearMeasurement(y, cl, stddev=sigma))
+            model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters, warm_start=model)
+            self.model = model
+            done += 1
+            after = np.asarray(model.project(cl).datavector())
+            loss = 0.5 * float(np.abs(before - y).sum()) / max(total, 1.0)
+            if np.abs(after - before).sum() <= bias * after.size:  # the measurement hardly moved the model
+                sigma, epsilon = sigma / 2, epsilon * 2
+            remaining_cost = budget.cost(epsilon, sigma)
+            expected = done if budget.exhausted else done + int(math.ceil(budget.left / remaining_cost))
+            emit(done, expected, loss, list(cl))
+        self.rounds_log = [e["selected"] for e in events]
+        seconds = time.perf_counter() - start
+        return TrainResult(steps_done=done, steps_planned=max(done, rounds) if not cancelled else rounds,
+                           cancelled=cancelled, epsilon_spent=plan.spent_after(budget.spent) - plan.prior_epsilon,
+                           seconds=seconds, samples_seen=len(data), last_loss=events[-1]["loss"] if events else None,
+                           device="cpu", events=events)
+
+    def _emitter(self, plan: RhoPlan, budget, on_event, events: list, start: float):
+        def emit(done: int, expected: int, loss: float | None, selected: list) -> None:
+            event = {"step": done, "steps": max(expected, done), "epoch": budget.spent / budget.total,
+                     "loss": loss, "epsilon": plan.spent_after(budget.spent), "batch_size": 0,
+                     "samples_per_s": None, "elapsed_s": time.perf_counter() - start, "selected": selected,
+                     "rho_spent": budget.spent}
+            events.append(event)
+            if on_event is not None:
+                on_event(event)
+        return emit
+
+    @staticmethod
+    def _project(model, cliques: list) -> dict:
+        """The model's marginal on each clique. Outside the model's own cliques mbi eliminates variables in a
+        function it compiles once per clique and model structure; AIM asks ~100 new ones every round, so
+        that runs uncompiled (each a few small products) instead."""
+        import jax
+        with jax.disable_jit():
+            return {cl: np.asarray(model.project(cl).datavector()) for cl in cliques}
+
+    def _small_enough(self, candidates: dict, model, limit: float) -> dict:
+        """The candidates whose measurement keeps the model within `limit` MiB (or that it already holds)."""
+        jt = mbi().junction_tree
+        held = {sub for c in model.cliques for r in range(1, len(c) + 1) for sub in itertools.combinations(c, r)}
+        out = {cl: w for cl, w in candidates.items()
+               if tuple(cl) in held or jt.hypothetical_model_size(model.domain, list(model.cliques) + [cl]) <= limit}
+        return out or {cl: w for cl, w in candidates.items() if len(cl) == 1}
+
+    def charge(self, ledger: PrivacyLedger, outcome: str, steps: int) -> None:
+        budget = self.budget if self.budget is not None else selection.RhoBudget(self.plan.rho)
+        selection.record(ledger, budget, self.plan.delta, cancelled=outcome == "cancelled",
+                         interrupted=outcome == "interrupted", model=self.family, rounds=steps,
+                         marginals=[list(c) for c in self.rounds_log if c], bins=self.config.n_bins)
+
+    # --- sampling ------------------------------------------------------------------------------------
+    def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
+        """n rows from the graphical model; conditions fix their columns exactly (the model is conditioned on
+        them before drawing)."""
+        self._check_rows(n)
+        if self.model is None:
+            raise RuntimeError("the model is not fitted")
+        m = mbi()
+        conditions = self.schema.check_conditions(conditions)
+        constraints = []
+        for name, value in conditions.items():
+            local = self.encoder.encode_value(name, value) - self.encoder.codecs[self.encoder.column_index(name)].offset
+            constraints.append(m.Constraint(self.model.domain.project((name,)), valid=np.array([[local]])))
+        model = m.MarkovRandomField(potentials=self.model.potentials, marginals=self.model.marginals,
+                                    total=float(n), constraints=tuple(constraints))
+        with _numpy_global_seed(seed):
+            cells = model.synthetic_data(int(n)).to_dict()
+        tokens = np.stack([np.asarray(cells[c.spec.name], np.int64) + c.offset for c in self.encoder.codecs], axis=1)
+        rng = np.random.default_rng(None if seed is None else seed + 1)
+        table = self.encoder.decode(tokens, rng, self.config.numeric_decoding)
+        for name, value in conditions.items():
+            if self.schema[name].is_numeric and value is not None:
+                table[name] = float(value)  # the bin holds the value; report the value asked for
+        self.last_sample_info = {"rows": n, "method": "exact" if conditions else "unconditional",
+                                 "exact_columns": list(conditions), "rejection_columns": []}
+        return table
+
+    # --- persistence ---------------------------------------------------------------------------------
+    def weights_to_save(self) -> dict[str, torch.Tensor]:
+        if self.model is None:
+            return {}
+        index = {name: i for i, name in enumerate(self.sizes)}
+        return {"potential:" + ",".join(str(index[c]) for c in cl):
+                torch.from_numpy(np.array(self.model.potentials[cl].values, dtype=np.float64))
+                for cl in self.model.cliques}
+
+    def load_weights(self, weights: dict[str, torch.Tensor], directory) -> None:
+        if not weights:
+            return
+        m = mbi()
+        names, domain = list(self.sizes), self.domain()
+        factors = {}
+        for key, tensor in weights.items():
+            if not key.startswith("potential:"):
+                raise KeyError(f"unexpected weight {key!r}")
+            cl = tuple(names[int(i)] for i in key.split(":", 1)[1].split(","))
+            values = tensor.numpy()
+            if values.shape != tuple(self.sizes[c] for c in cl):
+                raise RuntimeError(f"the table of {cl} has shape {values.shape}, not the schema's")
+            factors[cl] = m.Factor(domain.project(cl), values)
+        self._potentials = factors
+
+    def state(self) -> dict:
+        return {**super().state(), "total": self.total, "rounds_log": [list(c) for c in self.rounds_log if c]}
+
+    @property
+    def total(self) -> float:
+        return float(self.model.total) if self.model is not None else 0.0
+
+    def restore(self, state: dict) -> None:
+        factors = getattr(self, "_potentials", None)
+        self.rounds_log = [tuple(c) for c in state.get("rounds_log", [])]
+        if not factors:
+            return
+        m = mbi()
+        potentials = m.CliqueVector(self.domain(), tuple(factors), factors)
+        total = float(state.get("total") or 1.0)
+        oracle = m.marginal_oracles.message_passing_stable
+        self.model = m.MarkovRandomField(potentials=potentials, marginals=oracle(potentials, total), total=total)
+        del self._potentials
+
+
+@contextlib.contextmanager
+def _numpy_global_seed(seed: int | None):
+    """mbi draws rows from numpy's global generator: seed it for a seeded sample, and put it back after."""
+    if seed is None:
+        yield
+        return
+    state = np.random.get_state()
+    np.random.seed(int(seed) % (2 ** 32))
+    try:
+        yield
+    finally:
+        np.random.set_state(state)

@@ -1,0 +1,92 @@
+"""An adaptive mechanism's privacy: marginals chosen by the exponential mechanism and measured by the Gaussian
+mechanism, round after round, within a budget of zero-concentrated DP ρ (AIM, McKenna et al. 2022).
+
+A `RhoBudget` is what such a mechanism may spend (`accounting.rho_for`: the ρ that, composed with the run's
+other Gaussian mechanisms, ends at the run's (ε, δ)). Each round asks it for a schedule (`next_round`): the
+selection's ε and the measurement's σ; it refuses a round past the budget, so however many rounds run and
+however the schedule adapts, the ρ spent never exceeds it. The draws come from secret randomness
+(`randomness.secret_rng`). `record` writes what was spent (ρ, and ε at the run's δ) to the ledger, as one
+entry the accountant composes by its ρ, whether the mechanism finished, was cancelled or failed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .accounting import exponential_rho, gaussian_rho, zcdp_epsilon
+from .budget import BudgetError
+from .ledger import SELECTED, LedgerEntry, PrivacyLedger
+
+# AIM's split of a round's ρ: this share to the measurement, the rest to the selection
+MEASUREMENT_SHARE = 0.9
+
+
+@dataclass
+class RhoBudget:
+    """ρ an adaptive mechanism may spend, and what it has spent (every mechanism counted as it starts)."""
+
+    total: float
+    spent: float = 0.0
+    selections: int = 0
+    measurements: int = 0
+    log: list = field(default_factory=list)  # (what, ρ) per mechanism, for the ledger
+
+    def __post_init__(self):
+        if not self.total > 0:
+            raise BudgetError(f"an adaptive mechanism needs a positive ρ, not {self.total}")
+
+    @property
+    def left(self) -> float:
+        return max(0.0, self.total - self.spent)
+
+    def _spend(self, rho: float, what: str) -> None:
+        if self.spent + rho > self.total * (1 + 1e-9):
+            raise BudgetError(f"{what} would spend ρ={rho:.4g} with {self.left:.4g} left of {self.total:.4g}")
+        self.spent += rho
+        self.log.append((what, rho))
+
+    def round_cost(self, rounds: int) -> float:
+        """ρ of one of `rounds` equal rounds of the whole budget."""
+        return self.total / rounds
+
+    @staticmethod
+    def cost(epsilon: float, sigma: float) -> float:
+        """ρ of a round: a selection with parameter ε and a measurement of noise σ."""
+        return exponential_rho(epsilon) + gaussian_rho(sigma)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.left <= 1e-12 * self.total
+
+    def schedule(self, rho: float) -> tuple[float, float]:
+        """(the selection's ε, the measurement's σ) of a round that spends ρ."""
+        return math.sqrt(8 * (1 - MEASUREMENT_SHARE) * rho), math.sqrt(1 / (2 * MEASUREMENT_SHARE * rho))
+
+    def measure(self, counts: np.ndarray, sigma: float, rng: np.random.Generator, what: str = "measurement"
+                ) -> np.ndarray:
+        """counts (one marginal: a row moves one cell by 1, L2 sensitivity 1) + N(0, σ²) per cell, paid."""
+        self._spend(gaussian_rho(sigma), what)
+        self.measurements += 1
+        return np.asarray(counts, float) + rng.normal(0.0, sigma, size=np.shape(counts))
+
+    def select(self, qualities: np.ndarray, epsilon: float, sensitivity: float, rng: np.random.Generator) -> int:
+        """The exponential mechanism: index i drawn with probability ∝ exp(ε·q_i / (2·Δ)), paid."""
+        self._spend(exponential_rho(epsilon), "selection")
+        self.selections += 1
+        q = np.asarray(qualities, float)
+        logits = 0.5 * epsilon / sensitivity * (q - q.max())
+        p = np.exp(logits)
+        p /= p.sum()
+        return int(rng.choice(len(p), p=p))
+
+
+def record(ledger: PrivacyLedger, budget: RhoBudget, delta: float, cancelled: bool = False,
+           interrupted: bool = False, **details) -> LedgerEntry:
+    """Charge what an adaptive mechanism spent: its ρ, and ε at δ (what it would cost alone)."""
+    name = "Marginals selected (exponential mechanism) and measured (Gaussian mechanism)"
+    return ledger.record(name + (" (interrupted)" if interrupted else ""), epsilon=zcdp_epsilon(budget.spent, delta),
+                         delta=delta, accountant="zcdp", kind=SELECTED, rho=budget.spent, rho_budget=budget.total,
+                         selections=budget.selections, measurements=budget.measurements, cancelled=cancelled,
+                         **details)

@@ -1,0 +1,130 @@
+"""AIM as a family, and the zCDP accounting it needs: the exponential mechanism's selections and the Gaussian
+measurements paid from a ρ budget, composed with the run's other mechanisms within the target."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from synth_core import api
+from synth_core.models.aim import workload
+from synth_core.privacy import BudgetError, PrivacyLedger
+from synth_core.privacy.accounting import (ZCDP, Gaussian, compose, gaussian_for, gaussian_rho, plan_rho, rho_for,
+                                           zcdp_epsilon)
+from synth_core.privacy.ledger import MARGINALS, SELECTED, charge_interrupted
+from synth_core.privacy.randomness import secret_rng
+from synth_core.privacy.selection import RhoBudget, record
+from synth_core.runs import RunDir
+
+
+# --- the accountant -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sigma,delta", [(1.0, 1e-5), (6.0, 1e-6), (25.0, 1e-6)])
+def test_a_zcdp_gaussian_costs_at_least_its_exact_curve_and_at_most_the_classic_bound(sigma, delta):
+    """A Gaussian mechanism of noise σ is 1/(2σ²)-zCDP: its ε by our conversion lies between the mechanism's
+    exact curve (Balle & Wang 2018) and the classic conversion ρ + 2√(ρ log 1/δ) (Bun & Steinke 2016)."""
+    def delta_of(eps):
+        return norm.cdf(1 / (2 * sigma) - eps * sigma) - math.exp(eps) * norm.cdf(-1 / (2 * sigma) - eps * sigma)
+
+    exact = brentq(lambda e: delta_of(e) - delta, 1e-9, 100)
+    rho = gaussian_rho(sigma)
+    ours = zcdp_epsilon(rho, delta)
+    assert exact <= ours <= rho + 2 * math.sqrt(rho * math.log(1 / delta))
+    # the same curve as a whole-table Gaussian's, read at more orders (a large σ's best order is past 63)
+    assert ours <= compose((Gaussian(sigma),), delta, "rdp") * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("epsilon", [0.25, 1.0, 4.0])
+def test_a_mixture_of_mechanisms_planned_together_stays_within_the_target(epsilon):
+    """A measurement (Gaussian), DP-SGD-like subsampled steps and a zCDP mechanism given what they leave:
+    composed, they end at the target and never above it, below the sum of their parts."""
+    delta = 1e-6
+    measurement, steps = gaussian_for(0.3 * epsilon, delta), Gaussian(8.0, 0.01, 300)
+    rho = rho_for(epsilon, delta, (measurement, steps))
+    total = compose((ZCDP(rho), measurement, steps), delta)
+    assert 0.99 * epsilon <= total <= epsilon
+    parts = zcdp_epsilon(rho, delta) + compose((measurement,), delta) + compose((steps,), delta)
+    assert total < parts
+    with pytest.raises(BudgetError, match="nothing is left"):
+        rho_for(0.2 * epsilon, delta, (measurement,))
+
+
+def test_a_ledger_composes_a_zcdp_entry_with_a_gaussian_one_within_the_target():
+    plan = plan_rho(1.0, 1e-6, rounds=10, rows=1000, alongside=(gaussian_for(0.3, 1e-6),))
+    ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-6, n_rows=1000)
+    m = plan.gaussians_alongside()[0]
+    ledger.record("marginals", epsilon=0.3, delta=1e-6, kind=MARGINALS, noise_multiplier=m.noise_multiplier,
+                  sample_rate=1.0, steps=1)
+    budget = RhoBudget(plan.rho)
+    budget.measure(np.zeros(5), math.sqrt(1 / (2 * plan.rho)), secret_rng())  # the whole ρ in one measurement
+    entry = record(ledger, budget, 1e-6)
+    assert entry.kind == SELECTED and entry.details["rho"] == pytest.approx(plan.rho)
+    assert ledger.sum_epsilon > 1.0 >= ledger.spent_epsilon >= 0.99
+    assert PrivacyLedger.from_dict(ledger.to_dict()).spent_epsilon == pytest.approx(ledger.spent_epsilon)
+
+
+def test_a_rho_budget_refuses_what_it_does_not_have_and_its_mechanisms_draw_secretly():
+    budget = RhoBudget(0.1)
+    rng = secret_rng()
+    noisy = budget.measure(np.zeros(20_000), 10.0, rng)  # ρ = 0.005
+    assert noisy.std() == pytest.approx(10.0, rel=0.05) and budget.spent == pytest.approx(0.005)
+    assert budget.select(np.array([0.0, 50.0, 1.0]), epsilon=0.8, sensitivity=1.0, rng=rng) == 1  # ρ = 0.08
+    assert budget.selections == 1 and budget.measurements == 1
+    with pytest.raises(BudgetError, match="left"):
+        budget.select(np.zeros(3), epsilon=0.8, sensitivity=1.0, rng=rng)
+    assert budget.spent <= budget.total
+
+
+def test_a_dead_aim_worker_is_charged_its_whole_budget():
+    plan = plan_rho(2.0, 1e-6, rounds=40, rows=5000)
+    ledger = PrivacyLedger(target_epsilon=2.0, target_delta=1e-6, n_rows=5000)
+    entry = charge_interrupted(ledger, plan.to_dict(), steps=3)
+    assert entry.kind == SELECTED and entry.details["rho"] == plan.rho
+    assert entry.epsilon == pytest.approx(2.0, rel=1e-3) and ledger.spent_epsilon <= 2.0 * 1.0001
+
+
+def test_the_workload_comes_from_the_public_domain_sizes():
+    w = workload({"a": 3, "b": 4, "c": 50_000}, degree=2, max_cells=10_000)
+    assert ("a", "b") in w and ("a", "c") not in w and ("c",) in w
+    assert w[("a",)] == 1.0 and w[("a", "b")] == 2.0
+
+
+# --- the family -----------------------------------------------------------------------------------------------
+def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditions(toy_schema, toy_table, tmp_path):
+    events = []
+    result = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny", run_dir=tmp_path / "run",
+                     on_event=events.append)
+    model, ledger = result.model, result.ledger
+    assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)  # the last round spends what is left
+    assert model.budget.selections == model.train_result.steps_done - 1 >= 1
+    assert ledger.spent_epsilon <= 2.0 and ledger.spent_epsilon == pytest.approx(2.0, rel=0.01)
+    # the live ε is the whole run's: rising round by round to the ledger's total
+    live = [e["epsilon"] for e in events]
+    assert live == sorted(live) and live[-1] == pytest.approx(ledger.spent_epsilon, rel=1e-6)
+    assert {k for k in ledger.entries[-1].details} >= {"rho", "selections", "measurements", "marginals"}
+    # exact conditions, a number too
+    rows, info = api.sample(tmp_path / "run", 40, conditions={"job": "pilot", "age": 33}, seed=3)
+    assert (rows["job"] == "pilot").all() and (rows["age"] == 33).all() and info["method"] == "exact"
+    assert set(rows["sex"]) <= {"Female", "Male"} and rows["hours"].between(0, 100).all()
+
+
+def test_aim_cancelled_after_two_rounds_keeps_its_model_and_is_charged_what_it_spent(toy_schema, toy_table,
+                                                                                      tmp_path):
+    events = []
+    result = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny", run_dir=tmp_path / "run",
+                     on_event=events.append, should_stop=lambda: len(events) >= 2)
+    assert result.model.train_result.cancelled and result.model.train_result.steps_done == 2
+    entry = result.ledger.entries[-1]
+    assert entry.kind == SELECTED and entry.details["cancelled"]
+    assert 0 < entry.details["rho"] < result.model.plan.rho
+    assert RunDir(tmp_path / "run").status()["state"] == "cancelled"
+    assert len(api.sample(tmp_path / "run", 10, seed=0)[0]) == 10
+
+
+def test_aim_refuses_training_options_it_does_not_have(toy_schema, toy_table):
+    with pytest.raises(ValueError, match="unknown options for aim: epochs"):
+        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"epochs": 2})
+    with pytest.raises(ValueError, match="n_bins"):
+        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 1})
