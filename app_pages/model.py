@@ -289,7 +289,8 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
             st.error(f"Could not time the model: {e}")
 if estimate and estimate.get("key") == est_key:
     phases = estimate["phases"]
-    st.info(f"About **{duration(estimate['seconds'])}** on {estimate['device']}: "
+    st.info(f"{'At most' if estimate.get('at_most') else 'About'} **{duration(estimate['seconds'])}** on "
+            f"{estimate['device']}: {'up to ' if estimate.get('at_most') else ''}"
             f"{estimate['steps']} training {'rounds' if plan and plan.get('kind') == 'zcdp' else 'steps'} of "
             f"{estimate['per_step_s']:.2f} s ({duration(phases['training'])}), "
             f"drawing the synthetic rows for the review ({duration(phases['sampling'])}), starting and planning "

@@ -106,6 +106,8 @@ def main() -> None:
     ap.add_argument("--calibration-share", type=float, default=0.0,
                     help="part of ε for measuring marginals; the samples are calibrated to them (and the model's own "
                          "samples are scored too)")
+    ap.add_argument("--quantile-share", type=float, default=None,
+                    help="part of ε for the numeric columns' quantiles (bins follow them); default: auto's, else 0")
     ap.add_argument("--device", default=None)
     ap.add_argument("--floor", action="store_true", help="also score the real training split (the floor) and, for a "
                     "token model, the real rows binned and decoded by its discretisation (the binning floor)")
@@ -121,7 +123,8 @@ def main() -> None:
     t0 = time.perf_counter()
     result = api.fit(train_split, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                      accountant=args.accountant, preset=args.preset, options=options, seed=args.seed,
-                     device=args.device, calibration_share=args.calibration_share)
+                     device=args.device, calibration_share=args.calibration_share,
+                     quantile_share=args.quantile_share)
     t_fit = time.perf_counter() - t0
     model = result.model
     t1 = time.perf_counter()

@@ -17,9 +17,11 @@ import pandas as pd
 from .models import SynthModel, get_model_class
 from .models.recommend import AUTO, CANDIDATES, recommend
 from .privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget, default_delta, delta_warning
+from .privacy.budget import check_quantile_share
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.accounting import NoisePlan
-from .privacy.measurements import count_epsilon, epsilon_left, marginals_alongside, marginals_epsilon, measure_marginals, noisy_count, rows_upper_bound
+from .privacy.measurements import (count_epsilon, epsilon_left, marginals_alongside, marginals_epsilon, measure_marginals,
+                                   measure_quantiles, noisy_count, quantiles_alongside, rows_upper_bound)
 from .privacy.table_budget import TableCharge
 from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
@@ -44,7 +46,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
         should_stop: Callable[[], bool] | None = None, review_rows: int | None = None,
         accept_draft: bool = False, table_charge: TableCharge | None = None,
-        calibration_share: float | None = None) -> FitResult:
+        calibration_share: float | None = None, quantile_share: float | None = None) -> FitResult:
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
 
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
@@ -56,7 +58,10 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     calibration_share: measure the table's marginals with this share of what the count and bounds leave
     of ε (privacy.measurements), composed with DP-SGD by the accountant; samples are then calibrated to
     them (models.calibration). 0: no measurement; None: 0 for a named family, the recommendation's for auto.
-    model "auto": the family, preset (unless given) and share are recommended (models.recommend) from the
+    quantile_share: measure the quantiles of the numeric columns with this share of what the count and bounds
+    leave (privacy.measurements.measure_quantiles): the run's schema then carries them, and every model's bins
+    follow them (`ColumnSpec.edges`). 0: none; None: 0 for a named family, the recommendation's for auto.
+    model "auto": the family, preset (unless given) and shares are recommended (models.recommend) from the
     public schema and the row count the run releases; the run's config records the choice and why.
     If the run folder is deleted during training, training stops after the step and RunGone is raised;
     the folder is never re-created."""
@@ -84,6 +89,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         klass.check_processes(group.world_size)
     if calibration_share is not None:
         check_calibration_share(calibration_share)
+    if quantile_share is not None:
+        check_quantile_share(quantile_share, calibration_share or 0.0)
     clean, report = validate_table(table, schema)  # columns, types, categories, nulls; clips declared bounds
     n = len(clean)
     if n < 2:
@@ -146,6 +153,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                     clean, report = validate_table(clean, estimated)
                 choice = recommend(estimated, ledger.n_rows, epsilon) if auto else None
                 family, size, share, chosen = model, preset, calibration_share, options
+                q_share = quantile_share
                 if choice is not None:  # from public facts and the released count only
                     family, size = choice.family, preset or choice.preset
                     chosen = choice.options_for(size)
@@ -153,17 +161,25 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                     get_model_class(family).configure(size, chosen, seed=seed, device=device)
                     if share is None:
                         share = choice.calibration_share
-                share = share or 0.0
-                # what the count and the bounds left: for training and the marginals, composed by the accountant
+                    if q_share is None:
+                        q_share = choice.quantile_share
+                share, q_share = share or 0.0, q_share or 0.0
+                check_quantile_share(q_share, share)
+                # what the count and the bounds left: for training and the measurements, composed by the accountant
                 left, spent = ledger.remaining_epsilon, ledger.spent_epsilon
                 measured, alongside = None, ()
+                if q_share:  # the numeric columns' bins follow their quantiles from here on (the run's schema)
+                    estimated, q_mechanism = measure_quantiles(clean, estimated, q_share * left, run_delta, ledger,
+                                                               accountant)
+                    alongside += (q_mechanism,) if q_mechanism is not None else ()
                 if share:
                     measured, mechanism = measure_marginals(
                         clean, estimated, marginals_epsilon(left, share), run_delta, ledger,
                         rows=ledger.n_rows, accountant=accountant)
-                    alongside = (mechanism,)
+                    alongside += (mechanism,)
                 return {"ledger": ledger, "delta": run_delta, "schema": estimated, "choice": choice,
                         "model": family, "preset": size, "options": chosen, "calibration_share": share,
+                        "quantile_share": q_share,
                         "calibration": measured,
                         "alongside": alongside, "left": left, "spent_before": spent}
 
@@ -187,7 +203,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 run.write_config({
                     "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
                     "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
-                    "calibration_share": calibration_share,
+                    "calibration_share": calibration_share, "quantile_share": paid["quantile_share"],
                     **({"auto": choice.to_dict()} if choice is not None else {}),
                     # counts of clipped or missing values describe the private table: the steward's, never exported
                     "created": time.time(), "private_validation_counts": report.to_dict(),
@@ -239,15 +255,18 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
 
 
 def preview_plan(model: SynthModel, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
-                 bounds_epsilon: float = 0.0, calibration_share: float = 0.0, rows_public: bool = False) -> NoisePlan:
+                 bounds_epsilon: float = 0.0, calibration_share: float = 0.0, rows_public: bool = False,
+                 quantile_share: float = 0.0) -> NoisePlan:
     """The noise plan a run of `model` would train with on about n_rows rows, ε split as `fit` splits it (the
     noisy count unless the rows are public, the bounds, the marginals): for a page to show before anything
     is spent."""
     check_run_budget(epsilon, delta, bounds_epsilon)
     check_calibration_share(calibration_share)
     left = epsilon_left(epsilon, bounds_epsilon, rows_public)
-    return model.plan_privacy(n_rows, left, delta, accountant, marginals_alongside(left, calibration_share, delta,
-                                                                                      accountant))
+    check_quantile_share(quantile_share, calibration_share)
+    alongside = (quantiles_alongside(quantile_share * left, delta, model.full_schema, accountant)
+                 + marginals_alongside(left, calibration_share, delta, accountant))
+    return model.plan_privacy(n_rows, left, delta, accountant, alongside)
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:

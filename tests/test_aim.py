@@ -18,6 +18,7 @@ from synth_core.privacy.ledger import MARGINALS, SELECTED, charge_interrupted
 from synth_core.privacy.randomness import secret_rng
 from synth_core.privacy.selection import RhoBudget, record
 from synth_core.runs import RunDir
+from synth_core.training.timing import estimate_fit_seconds
 
 
 # --- the accountant -------------------------------------------------------------------------------------------
@@ -95,7 +96,7 @@ def test_the_workload_comes_from_the_public_domain_sizes():
 def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditions(toy_schema, toy_table, tmp_path):
     events = []
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny", run_dir=tmp_path / "run",
-                     on_event=events.append)
+                     on_event=events.append, review_rows=20)
     model, ledger = result.model, result.ledger
     assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)  # the last round spends what is left
     assert model.budget.selections == model.train_result.steps_done - 1 >= 1
@@ -104,6 +105,10 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     live = [e["epsilon"] for e in events]
     assert live == sorted(live) and live[-1] == pytest.approx(ledger.spent_epsilon, rel=1e-6)
     assert {k for k in ledger.entries[-1].details} >= {"rho", "selections", "measurements", "marginals"}
+    # the next time estimate is a lookup of this run's costs, with the rounds it took rather than those planned
+    estimate = estimate_fit_seconds("aim", toy_schema, "tiny", len(toy_table), 2.0, 1e-5)
+    assert estimate["measured"].startswith("measured on a run") and not estimate["at_most"]
+    assert estimate["steps"] == model.train_result.steps_done < model.plan.rounds
     # exact conditions, a number too
     rows, info = api.sample(tmp_path / "run", 40, conditions={"job": "pilot", "age": 33}, seed=3)
     assert (rows["job"] == "pilot").all() and (rows["age"] == 33).all() and info["method"] == "exact"

@@ -166,20 +166,24 @@ class TokenEncoder:
             return out
         b = np.where(missing, 0, local)
         lo, hi = codec.edges[b], codec.edges[b + 1]
-        if spec.kind == "integer":
-            first = np.ceil(lo)
-            last = np.where(b == len(codec.edges) - 2, np.floor(hi), np.ceil(hi) - 1)
-            empty = first > last  # a bin narrower than 1 that holds no integer
+        # the values a column is written at: whole numbers, or multiples of 10^-decimals; a value is drawn among
+        # those inside its bin (rounding a draw would move some across the bin's edge: narrow bins, such as bins
+        # at quantiles, lost a sixth of their rows to the next one)
+        step = 1.0 if spec.kind == "integer" else (10.0 ** -spec.decimals if spec.decimals is not None else None)
+        if step is not None:
+            first = np.ceil(lo / step - 1e-9)
+            last = np.where(b == len(codec.edges) - 2, np.floor(hi / step + 1e-9), np.ceil(hi / step - 1e-9) - 1)
+            empty = first > last  # a bin narrower than a step that holds no value
             if how == "uniform":
                 span = np.where(empty, 0, last - first)
                 value = first + np.floor(rng.random(len(b)) * (span + 1))
             else:
                 value = np.floor((first + last) / 2)
-            value = np.where(empty, np.round((lo + hi) / 2), value)
+            value = np.where(empty, np.round((lo + hi) / 2 / step), value) * step
+            if spec.kind != "integer":
+                value = np.round(value, spec.decimals)
         else:
             value = lo + rng.random(len(b)) * (hi - lo) if how == "uniform" else (lo + hi) / 2
-            if spec.decimals is not None:
-                value = np.round(value, spec.decimals)
         value = np.clip(value, spec.lower, spec.upper).astype(float)
         value[missing] = np.nan
         if spec.kind == "integer":  # integers stay integers in the synthetic table (nullable: pandas' Int64)

@@ -99,9 +99,12 @@ class AIM(SynthModel):
     trains_distributed = False
     dp_mechanism = "AIM: marginals selected (exponential mechanism) and measured (Gaussian mechanism)"
     presets = {
+        # a round's cost is mostly compiling the estimation for the model's new structure: iterations are cheap
         "tiny": {"model": dict(n_bins=10, max_model_size=1.0, rounds=8, iters=100), "train": {}},
-        "quick": {"model": dict(n_bins=20, max_model_size=5.0, iters=250), "train": {}},
-        "cpu": {"model": dict(n_bins=32, max_model_size=20.0, iters=500), "train": {}},
+        # the model's size bounds how long a round takes: with 20 MiB, Adult had not finished after 50 minutes on
+        # 2 CPU cores; `best` is AIM's own default (80 MiB), for a long run (benchmarks/RESULTS.md)
+        "quick": {"model": dict(n_bins=16, max_model_size=2.0, iters=1000), "train": {}},
+        "cpu": {"model": dict(n_bins=32, max_model_size=5.0, iters=1000), "train": {}},
         "best": {"model": dict(n_bins=32, max_model_size=80.0, iters=1000), "train": {}},
     }
     size_presets = {"quick": "quick", "standard": "cpu", "best": "best"}
@@ -217,12 +220,25 @@ class AIM(SynthModel):
 
     @staticmethod
     def _project(model, cliques: list) -> dict:
-        """The model's marginal on each clique. Outside the model's own cliques mbi eliminates variables in a
-        function it compiles once per clique and model structure; AIM asks ~100 new ones every round, so
-        that runs uncompiled (each a few small products) instead."""
-        import jax
-        with jax.disable_jit():
-            return {cl: np.asarray(model.project(cl).datavector()) for cl in cliques}
+        """The model's marginal (counts, flat in the clique's order) on each clique. A clique inside one of the
+        model's own comes from its marginals; any other is the sum over the other columns of the product of
+        the model's factors, contracted by numpy's einsum (mbi's variable elimination compiles a function
+        per clique and model structure, and AIM asks ~100 new ones every round)."""
+        names = list(model.domain.attributes)
+        axis = {a: i for i, a in enumerate(names)}
+        operands = []
+        for cl in model.cliques:
+            log = np.asarray(model.potentials[cl].values, dtype=np.float64)
+            operands += [np.exp(log - log.max()), [axis[a] for a in model.potentials[cl].domain.attributes]]
+        total = float(model.total)
+        out = {}
+        for cl in cliques:
+            if model.marginals.supports(cl):
+                out[cl] = np.asarray(model.marginals.project(cl).datavector())
+                continue
+            counts = np.einsum(*operands, [axis[a] for a in cl], optimize="greedy").ravel()
+            out[cl] = counts * (total / counts.sum())
+        return out
 
     def _small_enough(self, candidates: dict, model, limit: float) -> dict:
         """The candidates whose measurement keeps the model within `limit` MiB (or that it already holds)."""

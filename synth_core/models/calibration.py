@@ -34,6 +34,7 @@ class _Target:
     cells: np.ndarray     # each pool row's cell
     counts: np.ndarray    # the noisy counts to reach
     total: float          # the rows the counts stand for
+    var: float            # the noise's variance on each count
 
 
 def pool_size(n: int) -> int:
@@ -57,11 +58,11 @@ def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, condition
             free = [c for c in m.columns if c not in fixed]
             cells, _ = encoder.cells(pool, free) if free else (np.zeros(len(pool), np.int64), ())
             total = float(counts.sum())
-            if total < 3 * marginals.noise_std * np.sqrt(counts.size):
+            if total < 3 * marginals.std(m) * np.sqrt(counts.size):
                 continue  # the slice is lost in the noise
         else:
             total = float(marginals.rows)
-        out.append(_Target(cells=cells, counts=counts, total=total))
+        out.append(_Target(cells=cells, counts=counts, total=total, var=marginals.std(m) ** 2))
     return out
 
 
@@ -75,12 +76,11 @@ def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
     if not targets or m == 0:
         info["note"] = "no measured marginal bears on these rows; the model's own rows are returned"
         return q, info
-    var = marginals.noise_std ** 2
     noise_level = float(sum(t.counts.size for t in targets))  # E[error] at the true table
 
     def error(q: np.ndarray) -> tuple[float, list[np.ndarray]]:
         residuals = [t.total * np.bincount(t.cells, weights=q, minlength=t.counts.size) - t.counts for t in targets]
-        return float(sum((r ** 2).sum() for r in residuals) / var), residuals
+        return float(sum((r ** 2).sum() / t.var for t, r in zip(targets, residuals))), residuals
 
     err, residuals = error(q)
     info["error_before"] = err
@@ -90,7 +90,7 @@ def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
     for it in range(MAX_ITERATIONS):
         if err <= noise_level:
             break
-        grad = sum(t.total * r[t.cells] for t, r in zip(targets, residuals)) / var
+        grad = sum(t.total * r[t.cells] / t.var for t, r in zip(targets, residuals))
         if step is None:
             step = 0.5 / max(float(np.abs(grad).max()), 1e-12)
         while True:

@@ -31,6 +31,7 @@ class Recommendation:
     calibration_share: float
     reason: str               # one sentence, for the steward
     max_bins: int | None = None  # numeric columns in at most this many bins (None: the preset's)
+    quantile_share: float = 0.0  # of ε, for the numeric columns' quantiles (their bins follow them)
 
     def to_dict(self) -> dict:
         return asdict(self)

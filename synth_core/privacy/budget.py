@@ -63,3 +63,15 @@ def check_calibration_share(share) -> None:
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= MAX_CALIBRATION_SHARE:
         raise BudgetError(f"the calibration share is the part of ε measuring marginals takes, a number from 0 to "
                           f"{MAX_CALIBRATION_SHARE:g}, not {share!r}")
+
+
+MAX_QUANTILE_SHARE = 0.3
+
+
+def check_quantile_share(share, calibration_share: float = 0.0) -> None:
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= MAX_QUANTILE_SHARE:
+        raise BudgetError(f"the quantile share is the part of ε measuring numeric columns' quantiles takes, a number "
+                          f"from 0 to {MAX_QUANTILE_SHARE:g}, not {share!r}")
+    if share + (calibration_share or 0.0) >= 0.9:
+        raise BudgetError(f"the quantile share ({share:g}) and the calibration share ({calibration_share:g}) leave "
+                          "too little of ε for training; lower one of them")

@@ -21,6 +21,7 @@ TRAINING = "dp-sgd"            # DP-SGD steps (any model's private training)
 BOUNDS = "dp-bounds"           # numeric bounds the schema lacked
 COUNT = "noisy-count"          # the row count, when the schema does not declare it public
 MARGINALS = "marginals"        # Gaussian measurements of marginals (calibration of the samples)
+QUANTILES = "quantiles"        # Gaussian measurement of numeric columns' histograms, read as quantiles (their bins)
 SELECTED = "selected-marginals"  # marginals chosen by the exponential mechanism and measured (AIM): zCDP, by ρ
 TRAINED = (TRAINING, SELECTED)   # the kinds that charge a family's private training (AIM's is its selections)
 

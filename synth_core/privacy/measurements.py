@@ -25,7 +25,7 @@ import pandas as pd
 from ..encoding.tokens import TokenEncoder
 from ..schema import Schema
 from .accounting import Gaussian, gaussian_for
-from .ledger import COUNT, MARGINALS, PrivacyLedger
+from .ledger import COUNT, MARGINALS, QUANTILES, PrivacyLedger
 from .randomness import secret_rng
 
 COUNT_SHARE = 0.02          # of ε, for the noisy row count (ε = 1: Laplace noise of scale 50 rows)
@@ -71,6 +71,7 @@ class Marginal:
     columns: tuple[str, ...]
     shape: tuple[int, ...]
     counts: np.ndarray      # noisy counts, flat over the cells (C order)
+    noise_std: float | None = None  # its own noise's standard deviation (None: the Marginals')
 
 
 @dataclass
@@ -88,13 +89,19 @@ class Marginals:
     def to_dict(self) -> dict:
         return {"n_bins": self.n_bins, "noise_std": self.noise_std, "rows": self.rows,
                 "marginals": [{"columns": list(m.columns), "shape": list(m.shape),
-                               "counts": [round(float(c), 3) for c in m.counts]} for m in self.marginals]}
+                               "counts": [round(float(c), 3) for c in m.counts],
+                               **({"noise_std": m.noise_std} if m.noise_std is not None else {})}
+                              for m in self.marginals]}
+
+    def std(self, marginal: Marginal) -> float:
+        """The standard deviation of the noise on each of `marginal`'s cells."""
+        return self.noise_std if marginal.noise_std is None else marginal.noise_std
 
     @classmethod
     def from_dict(cls, data: dict) -> "Marginals":
         return cls(n_bins=int(data["n_bins"]), noise_std=float(data["noise_std"]), rows=int(data["rows"]),
-                   marginals=[Marginal(tuple(m["columns"]), tuple(m["shape"]), np.asarray(m["counts"], float))
-                              for m in data["marginals"]])
+                   marginals=[Marginal(tuple(m["columns"]), tuple(m["shape"]), np.asarray(m["counts"], float),
+                                       m.get("noise_std")) for m in data["marginals"]])
 
 
 def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[str, ...]]:
@@ -148,3 +155,77 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
                   noise_multiplier=mechanism.noise_multiplier, sample_rate=1.0, steps=1, noise_std=std,
                   marginals=[list(c) for c in chosen], bins=n_bins)
     return out, mechanism
+
+
+QUANTILE_LEVELS = 20        # quantiles released per numeric column: the levels 1/20, …, 19/20
+QUANTILE_CELLS = 200        # public cells of the histogram they are read from (fewer: an integer column's values)
+
+
+def quantile_columns(schema: Schema) -> list[str]:
+    """The numeric modelled columns whose bins quantiles would move: those with bounds and more possible values
+    than QUANTILE_CELLS (an integer column with fewer is binned one value per bin where bins allow)."""
+    out = []
+    for spec in schema.modelled().columns:
+        if not spec.is_numeric or not spec.has_bounds:
+            continue
+        if spec.kind == "integer" and spec.upper - spec.lower + 1 <= QUANTILE_CELLS:
+            continue
+        out.append(spec.name)
+    return out
+
+
+def measure_quantiles(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
+                      accountant: str = "prv") -> tuple[Schema, Gaussian | None]:
+    """A copy of `schema` whose numeric columns (`quantile_columns`) carry quantiles released with DP, and the
+    mechanism, for the accountant to compose with the run's others (None: no column to measure).
+
+    Each column's values are counted in QUANTILE_CELLS public cells (even on its scale, `ColumnSpec.edges`
+    without quantiles); the histograms are released together by one Gaussian mechanism that alone spends
+    (ε, δ) (a row moves one cell of each: L2 sensitivity √k), recorded in the ledger. The quantiles are read
+    from each noisy histogram (`_quantiles_of`): post-processing."""
+    import copy
+    columns = quantile_columns(schema)
+    if not columns:
+        return schema, None
+    mechanism = gaussian_for(epsilon, delta, accountant)
+    std = mechanism.noise_multiplier * math.sqrt(len(columns))
+    rng = secret_rng()
+    out = copy.deepcopy(schema)
+    levels = np.arange(1, QUANTILE_LEVELS) / QUANTILE_LEVELS
+    for name in columns:
+        spec = out[name]
+        cells = spec.edges(QUANTILE_CELLS, quantile=False)
+        values = pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=float)
+        values = np.clip(values[~np.isnan(values)], spec.lower, spec.upper)
+        counts = np.histogram(values, bins=cells)[0].astype(float)
+        spec.quantiles = _quantiles_of(counts + rng.normal(0.0, std, size=counts.shape), cells, levels, spec)
+    ledger.record("Quantiles of numeric columns (Gaussian mechanism on public histograms)", epsilon=epsilon,
+                  delta=delta, accountant=accountant, kind=QUANTILES, noise_multiplier=mechanism.noise_multiplier,
+                  sample_rate=1.0, steps=1, noise_std=std, columns=columns, levels=QUANTILE_LEVELS,
+                  cells=QUANTILE_CELLS)
+    return out, mechanism
+
+
+def _quantiles_of(counts: np.ndarray, cells: np.ndarray, levels: np.ndarray, spec) -> list[float]:
+    """The values at `levels` of the distribution a noisy histogram describes (uniform within each cell), on
+    the column's public range and precision, ascending. The noisy cumulative counts are divided by the noisy
+    total and made non-decreasing: clipping each noisy count at zero instead would pile the noise of the
+    empty cells into the tail (upper quantiles three times too high in a test)."""
+    total = counts.sum()
+    if total <= 0:  # nothing stands out of the noise: evenly spread on the column's scale
+        return [float(v) for v in spec.from_unit(levels)]
+    cumulative = np.clip(np.maximum.accumulate(np.r_[0.0, np.cumsum(counts)] / total), 0.0, 1.0)
+    edges = np.clip(cells, spec.lower, spec.upper)
+    i = np.clip(np.searchsorted(cumulative, levels, side="left"), 1, len(counts))  # the cell where each level is crossed
+    share = (levels - cumulative[i - 1]) / np.maximum(cumulative[i] - cumulative[i - 1], 1e-300)
+    q = edges[i - 1] + np.clip(share, 0.0, 1.0) * (edges[i] - edges[i - 1])
+    if spec.kind == "integer":
+        q = np.round(q)
+    elif spec.decimals is not None:
+        q = np.round(q, spec.decimals)
+    return [float(v) for v in np.maximum.accumulate(np.clip(q, spec.lower, spec.upper))]
+
+
+def quantiles_alongside(epsilon: float, delta: float, schema: Schema, accountant: str = "prv") -> tuple[Gaussian, ...]:
+    """The quantile measurement as the accountant composes it (none without a column to measure), for planning."""
+    return (gaussian_for(epsilon, delta, accountant),) if epsilon > 0 and quantile_columns(schema) else ()

@@ -58,6 +58,9 @@ class ColumnSpec:
         generalisation a drafted schema proposes for a date column).
     derived: the public rule that computes this categorical column from another ({"from", "bins", "labels"}
         or {"from", "map"}, see schema/derived.py): never modelled, computed after sampling.
+    quantiles: the column's values at the probability levels 1/L, …, (L−1)/L, released with DP by a run and
+        paid from its ε (privacy.measurements.measure_quantiles): a discretising model's bins then follow the
+        column's distribution (`edges`), a repeated value getting a bin of its own.
     """
 
     name: str
@@ -72,6 +75,7 @@ class ColumnSpec:
     role: str | None = None
     date: str | None = None
     derived: dict | None = None
+    quantiles: list[float] | None = None
 
     @property
     def is_numeric(self) -> bool:
@@ -109,6 +113,14 @@ class ColumnSpec:
                 raise SchemaError(f"{where}: lower bound {self.lower} must be below upper bound {self.upper}")
             if self.categories:
                 raise SchemaError(f"{where}: a numeric column has no category list")
+            if self.quantiles is not None:
+                q = self.quantiles
+                if (not isinstance(q, list) or not q or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                                 and math.isfinite(v) for v in q)
+                        or any(b < a for a, b in zip(q, q[1:]))
+                        or (self.has_bounds and not self.lower <= q[0] <= q[-1] <= self.upper)):
+                    raise SchemaError(f"{where}: quantiles must be a non-empty ascending list of numbers within the "
+                                      "bounds")
         else:
             if not self.categories:
                 raise SchemaError(f"{where}: a categorical column needs a non-empty public category list")
@@ -181,15 +193,37 @@ class ColumnSpec:
             x = lo + u * (hi - lo)
         return np.clip(x, lo, hi)
 
-    def edges(self, n_bins: int, bounds: tuple[float, float] | None = None, per_integer: bool = True) -> np.ndarray:
+    def edges(self, n_bins: int, bounds: tuple[float, float] | None = None, per_integer: bool = True,
+              quantile: bool = True) -> np.ndarray:
         """n_bins + 1 edges cutting the public range, evenly on the column's scale (see `to_unit`); an integer
-        column whose range holds at most n_bins values gets one bin per integer (per_integer)."""
+        column whose range holds at most n_bins values gets one bin per integer (per_integer). A column with
+        released quantiles (and `quantile`) is cut at the levels 0, 1/n_bins, …, 1 of its quantile function
+        instead (`quantile_edges`)."""
         lo, hi = self._range(bounds)
         if per_integer and self.kind == "integer" and hi - lo + 1 <= n_bins:
             return np.arange(lo - 0.5, hi + 1.0, 1.0)
+        if quantile and self.quantiles and bounds is None:
+            return self.quantile_edges(n_bins)
         if self.binning == "log":
             return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
         return np.linspace(lo, hi, n_bins + 1)
+
+    def quantile_edges(self, n_bins: int) -> np.ndarray:
+        """Edges at the levels j/n_bins of the released quantile function (the bounds at levels 0 and 1; between
+        the released levels, linear on the column's scale, see `to_unit`). A value the quantiles repeat (a spike,
+        such as a zero most rows hold) gets a narrow bin of its own; an integer column's edges fall halfway
+        between whole numbers."""
+        lo, hi = float(self.lower), float(self.upper)
+        known = np.r_[lo, np.asarray(self.quantiles, float), hi]
+        cuts = self.from_unit(np.interp(np.linspace(0, 1, n_bins + 1), np.linspace(0, 1, len(known)),
+                                        self.to_unit(known)))
+        spikes = np.unique(known[1:-1][np.isclose(np.diff(known)[1:], 0) | np.isclose(np.diff(known)[:-1], 0)])
+        if self.kind == "integer":
+            edges = np.r_[np.floor(cuts) + 0.5, spikes - 0.5, spikes + 0.5, lo - 0.5, hi + 0.5]
+            return np.unique(np.clip(edges, lo - 0.5, hi + 0.5))
+        width = 10.0 ** -self.decimals if self.decimals is not None else (hi - lo) * 1e-6
+        edges = np.unique(np.clip(np.r_[cuts, spikes, spikes + width, lo, hi], lo, hi))
+        return edges
 
     def chart_bins(self, n_bins: int = 20, bounds: tuple[float, float] | None = None
                    ) -> tuple[float | None, np.ndarray]:
@@ -202,10 +236,10 @@ class ColumnSpec:
         lo, hi = self._range(bounds)
         point = lo if lo == 0 or self.binning == "log" else None
         if self.kind != "integer":
-            return point, self.edges(n_bins, bounds=(lo, hi), per_integer=False)
+            return point, self.edges(n_bins, bounds=(lo, hi), per_integer=False, quantile=False)
         start = lo + 1 if point is not None else lo  # the whole numbers the bins hold: start..hi
         if self.binning == "log":
-            cuts = np.floor(self.edges(n_bins, bounds=(lo, hi), per_integer=False)) + 0.5
+            cuts = np.floor(self.edges(n_bins, bounds=(lo, hi), per_integer=False, quantile=False)) + 0.5
             inner = cuts[(cuts > start - 0.5) & (cuts < hi + 0.5)]
             return point, np.unique(np.r_[start - 0.5, inner, hi + 0.5])
         width = max(1, math.ceil((hi - start + 1) / n_bins))

@@ -50,6 +50,9 @@ class Costs:
     setup_s: float = SETUP_S
     startup_s: float = STARTUP_S
     measured: str = "timed on rows from the public schema"
+    # the share of its planned steps a run took (an adaptive mechanism's rounds end early as its noise falls;
+    # DP-SGD takes them all): the plan's steps times this are the steps to expect
+    steps_share: float = 1.0
 
 
 def costs_key(family: str, preset: str, device: str, schema: Schema, options: dict | None = None) -> str:
@@ -160,10 +163,13 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO:
         costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps)
     per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
-    phases = {"start": costs.startup_s, "setup": costs.setup_s + fixed, "training": per_step * plan.steps,
+    steps = max(1, int(round(plan.steps * costs.steps_share)))
+    phases = {"start": costs.startup_s, "setup": costs.setup_s + fixed, "training": per_step * steps,
               "sampling": rows_drawn(review_rows, calibrated) * costs.draw_row_s}
-    return {"seconds": sum(phases.values()), "phases": phases, "per_step_s": per_step, "steps": plan.steps,
-            "batch_size": batch, "device": label, "measured": costs.measured}
+    return {"seconds": sum(phases.values()), "phases": phases, "per_step_s": per_step, "steps": steps,
+            "batch_size": batch, "device": label, "measured": costs.measured,
+            # the plan's steps, all of them, where a run may well take fewer: the estimate is a ceiling
+            "at_most": costs.steps_share == 1.0 and getattr(plan, "kind", None) == "zcdp"}
 
 
 def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None) -> float | None:
@@ -200,7 +206,8 @@ class RunClock:
                                   else synth.plan.population),
                       draw_row_s=draw_seconds / drawn, setup_s=self.train_start - self.start + overhead,
                       startup_s=self.startup_s if self.startup_s is not None else STARTUP_S,
-                      measured=f"measured on a run of {time.strftime('%d %b %H:%M')}")
+                      measured=f"measured on a run of {time.strftime('%d %b %H:%M')}",
+                      steps_share=min(1.0, result.steps_done / max(1, synth.plan.steps)))
         key = costs_key(synth.family, preset, device_label(synth.device), synth.schema, dataclasses.asdict(synth.config))
         (book if book is not None else CostBook()).put(key, costs)
         return costs
