@@ -54,7 +54,7 @@ def show_run(run: RunDir) -> None:
 
     c = st.columns(4)
     c[0].metric("state", status.get("state"))
-    c[1].metric("steps", f"{prog['steps_done']} / {prog['steps_planned'] or '…'}")
+    c[1].metric(prog["unit"], f"{prog['steps_done']} / {prog['steps_planned'] or '…'}")
     c[2].metric("ε spent", f"{summary.get('spent_epsilon') or 0.0:.3g} of {target:g}")
     c[3].metric("time left" if live else "training time",
                 duration(prog["remaining_s"] if live else prog["elapsed_s"]))
@@ -84,9 +84,10 @@ def show_run(run: RunDir) -> None:
     elif events:
         left, right = st.columns(2)
         with left:
-            st.plotly_chart(loss_chart({run.path.name: events}), key=f"loss_{run.path.name}")
+            st.plotly_chart(loss_chart({run.path.name: events}, prog["unit"]), key=f"loss_{run.path.name}")
         with right:
-            st.plotly_chart(epsilon_chart(events, target, prog["steps_planned"]), key=f"eps_{run.path.name}")
+            st.plotly_chart(epsilon_chart(events, target, prog["steps_planned"], unit=prog["unit"]),
+                            key=f"eps_{run.path.name}")
     ledger = ledger_of(run)
     if ledger is not None and ledger.entries:
         with st.expander("Privacy ledger"):

@@ -18,6 +18,7 @@ from synth_core.privacy.ledger import MARGINALS, SELECTED, charge_interrupted
 from synth_core.privacy.randomness import secret_rng
 from synth_core.privacy.selection import RhoBudget, record
 from synth_core.runs import RunDir
+from synth_core.runs.jobs import progress
 from synth_core.training.timing import estimate_fit_seconds
 
 
@@ -109,6 +110,9 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     estimate = estimate_fit_seconds("aim", toy_schema, "tiny", len(toy_table), 2.0, 1e-5)
     assert estimate["measured"].startswith("measured on a run") and not estimate["at_most"]
     assert estimate["steps"] == model.train_result.steps_done < model.plan.rounds
+    # the train page counts rounds, as many as the run expected at its last one
+    shown = progress(RunDir(tmp_path / "run"))
+    assert shown["unit"] == "rounds" and shown["steps_done"] == shown["steps_planned"] == model.train_result.steps_done
     # exact conditions, a number too
     rows, info = api.sample(tmp_path / "run", 40, conditions={"job": "pilot", "age": 33}, seed=3)
     assert (rows["job"] == "pilot").all() and (rows["age"] == 33).all() and info["method"] == "exact"

@@ -6,19 +6,21 @@ import plotly.graph_objects as go
 from synth_core.evaluate.charts import SYNTH_COLORS, layout
 
 
-def loss_chart(events_by_run: dict[str, list[dict]]) -> go.Figure:
+def loss_chart(events_by_run: dict[str, list[dict]], unit: str = "steps") -> go.Figure:
     fig = go.Figure()
     for i, (label, events) in enumerate(events_by_run.items()):
         steps = [e["step"] for e in events if e.get("loss") is not None]
         losses = [e["loss"] for e in events if e.get("loss") is not None]
         fig.add_trace(go.Scatter(x=steps, y=losses, mode="lines", name=label,
                                  line=dict(color=SYNTH_COLORS[i % len(SYNTH_COLORS)])))
-    fig.update_xaxes(title="step")
-    fig.update_yaxes(title="training loss")
-    return layout(fig, "Loss per step")
+    fig.update_xaxes(title=unit.rstrip("s"))
+    # AIM's rounds report how far the model was from the marginal each chose (a share of rows)
+    fig.update_yaxes(title="training loss" if unit == "steps" else "error of the chosen statistic")
+    return layout(fig, f"Loss per {unit.rstrip('s')}")
 
 
-def epsilon_chart(events: list[dict], target: float, steps_planned: int | None, label: str = "ε spent") -> go.Figure:
+def epsilon_chart(events: list[dict], target: float, steps_planned: int | None, label: str = "ε spent",
+                  unit: str = "steps") -> go.Figure:
     fig = go.Figure()
     steps = [0] + [e["step"] for e in events if e.get("epsilon") is not None]
     eps = [0.0] + [e["epsilon"] for e in events if e.get("epsilon") is not None]
@@ -26,6 +28,6 @@ def epsilon_chart(events: list[dict], target: float, steps_planned: int | None, 
     end = steps_planned or (steps[-1] if steps else 1)
     fig.add_trace(go.Scatter(x=[0, end], y=[target, target], mode="lines", name=f"budget ε = {target:g}",
                              line=dict(color="#E45756", dash="dash")))
-    fig.update_xaxes(title="step", range=[0, end])
+    fig.update_xaxes(title=unit.rstrip("s"), range=[0, end])
     fig.update_yaxes(title="ε", rangemode="tozero")
-    return layout(fig, "Privacy spent per step")
+    return layout(fig, f"Privacy spent per {unit.rstrip('s')}")

@@ -223,7 +223,8 @@ class AIM(SynthModel):
         """The model's marginal (counts, flat in the clique's order) on each clique. A clique inside one of the
         model's own comes from its marginals; any other is the sum over the other columns of the product of
         the model's factors, contracted by numpy's einsum (mbi's variable elimination compiles a function
-        per clique and model structure, and AIM asks ~100 new ones every round)."""
+        per clique and model structure, and AIM asks ~100 new ones every round; it is used, uncompiled, where
+        the product underflows)."""
         names = list(model.domain.attributes)
         axis = {a: i for i, a in enumerate(names)}
         operands = []
@@ -237,7 +238,13 @@ class AIM(SynthModel):
                 out[cl] = np.asarray(model.marginals.project(cl).datavector())
                 continue
             counts = np.einsum(*operands, [axis[a] for a in cl], optimize="greedy").ravel()
-            out[cl] = counts * (total / counts.sum())
+            mass = counts.sum()
+            if np.isfinite(mass) and mass > 0:
+                out[cl] = counts * (total / mass)
+            else:  # the product underflowed (factors far apart in scale): mbi's elimination, in log space
+                import jax
+                with jax.disable_jit():
+                    out[cl] = np.asarray(model.project(cl).datavector())
         return out
 
     def _small_enough(self, candidates: dict, model, limit: float) -> dict:

@@ -76,6 +76,9 @@ class RhoBudget:
         self._spend(exponential_rho(epsilon), "selection")
         self.selections += 1
         q = np.asarray(qualities, float)
+        if not np.isfinite(q).any():
+            raise ValueError("no candidate has a finite quality")
+        q = np.where(np.isfinite(q), q, -np.inf)  # a candidate whose quality cannot be computed is never drawn
         logits = 0.5 * epsilon / sensitivity * (q - q.max())
         p = np.exp(logits)
         p /= p.sum()

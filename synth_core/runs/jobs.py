@@ -291,8 +291,10 @@ def progress(run: RunDir) -> dict:
         config = run.config()
     except RunError:
         config = {}
+    plan = config.get("plan") or {}
+    adaptive = plan.get("kind") == "zcdp"  # an adaptive mechanism's rounds: each event says how many it expects now
     try:
-        planned = int(config["plan"]["steps"])
+        planned = int(events[-1]["steps"]) if adaptive and events else int(plan["steps"])
     except (KeyError, TypeError, ValueError):
         planned = events[-1]["steps"] if events else None
     done = events[-1]["step"] if events else 0
@@ -305,7 +307,8 @@ def progress(run: RunDir) -> dict:
             since_last = max(0.0, time.time() - run.events_stamp()) if done >= planned else 0.0
             remaining += max(0.0, float(sampling) - since_last)
     return {"steps_done": done, "steps_planned": planned, "elapsed_s": elapsed, "remaining_s": remaining,
-            "fraction": (done / planned) if planned else 0.0, "sampling_s": sampling}
+            "fraction": (done / planned) if planned else 0.0, "sampling_s": sampling,
+            "unit": "rounds" if adaptive else "steps"}
 
 
 def ledger_of(run: RunDir) -> PrivacyLedger | None:
