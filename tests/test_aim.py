@@ -11,6 +11,7 @@ from scipy.stats import norm
 
 from synth_core import api
 from synth_core.models.aim import workload
+from synth_core.models.recommend import recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import (ZCDP, Gaussian, compose, gaussian_for, gaussian_rho, plan_rho, rho_for,
                                            zcdp_epsilon)
@@ -137,3 +138,14 @@ def test_aim_refuses_training_options_it_does_not_have(toy_schema, toy_table):
         api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"epochs": 2})
     with pytest.raises(ValueError, match="n_bins"):
         api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 1})
+
+
+def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table, tmp_path):
+    """Below 1,000 rows × ε, AIM (benchmarks/RESULTS.md); the choice reads the row count the run releases."""
+    schema = toy_schema.confirm()
+    schema.rows = len(toy_table)  # 600 public rows: at ε = 1, 600 < 1,000
+    result = api.fit(toy_table, schema, model="auto", epsilon=1.0, preset="tiny", run_dir=tmp_path / "run")
+    config = result.run.public_config()
+    assert config["model"] == config["auto"]["family"] == "aim" and config["calibration_share"] == 0
+    assert "AIM" in config["auto"]["reason"] and result.ledger.spent_epsilon <= 1.0
+    assert recommend(schema, 600, 2.0).family == "dp-tbart"  # 1,200: DP-TBART with calibration
