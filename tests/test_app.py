@@ -110,9 +110,12 @@ def test_walk_through_from_upload_to_export(workspace):
     assert at.session_state["schema"].confirmed
     assert "confirmed by you" in texts(at.success)
 
-    # 3. model and budget: the accountant's plan is shown before training
+    # 3. model and budget: the accountant's plan is shown before training. auto would pick AIM for 270 rows at ε = 1
+    # (rows × ε below 1,000; the browser test walks that way): DP-TBART here, the DP-SGD path
     at.switch_page("app_pages/model.py").run()
     no_exceptions(at)
+    assert "AIM" in texts(at.info)  # auto's choice, and why
+    at.radio(key="family").set_value("dp-tbart").run()
     labels = [m.label for m in at.metric]
     assert {"Noise added (σ)", "Rows per step (batch)", "Training steps", "Share of rows per step (q)"} <= set(labels)
     assert all(m.help for m in at.metric if m.label in labels[:4])  # each with a plain-language tooltip

@@ -120,11 +120,12 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         wait_idle(page)
         page.get_by_text("Advanced").click()
         choose(page, "Accountant", "rdp")
-        expect(page.get_by_text("Noise added (σ)")).to_be_visible()
+        # auto's choice for 270 training rows at ε = 1 (rows × ε below 1,000): AIM, whose rounds spend a ρ budget
+        expect(page.get_by_text("Rounds planned")).to_be_visible()
         page.get_by_role("button", name="Start training").click()
 
         expect(page.get_by_text("4 · Train", exact=True).first).to_be_visible()
-        expect(page.get_by_text("Privacy spent per step").first).to_be_visible(timeout=PATIENCE_S * 1000)
+        expect(page.get_by_text("Privacy spent per round").first).to_be_visible(timeout=PATIENCE_S * 1000)
         expect(page.get_by_text("size quick")).to_be_visible()  # request.json and this page say what was clicked
         sidebar = page.get_by_test_id("stSidebar")
         expect(sidebar.get_by_text("ε spent")).to_be_visible()  # during training, beside the page's own figure
