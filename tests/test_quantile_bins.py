@@ -86,3 +86,14 @@ def test_a_run_with_quantile_bins_stays_within_its_budget_and_reloads_the_same_b
     assert rows["ratio"].between(0, 3).all() and rows["gain"].between(0, 99_999).all()
     with pytest.raises(BudgetError, match="quantile share"):
         api.fit(table, schema, model="dp-tbart", epsilon=1.0, preset="tiny", quantile_share=0.5)
+
+
+def test_a_number_with_few_values_at_its_precision_gets_a_bin_per_value():
+    """Public facts alone (bounds and decimals): a rating 1.0-5.0 written to one decimal has 41 values, so with 50
+    bins each has its own, and the real rows come back through the bins unchanged (no binning floor)."""
+    spec = ColumnSpec("rating", "continuous", lower=1.0, upper=5.0, decimals=1)
+    assert len(spec.edges(50)) == 42 and len(spec.edges(20)) == 21  # 20 bins: too few, evenly cut as before
+    encoder = TokenEncoder(Schema(columns=[spec]), n_bins=50)
+    table = pd.DataFrame({"rating": np.round(np.random.default_rng(0).uniform(1, 5, 500), 1)})
+    back = encoder.decode(encoder.encode(table), np.random.default_rng(1))
+    assert np.allclose(back["rating"], table["rating"])

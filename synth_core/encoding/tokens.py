@@ -169,7 +169,7 @@ class TokenEncoder:
         # the values a column is written at: whole numbers, or multiples of 10^-decimals; a value is drawn among
         # those inside its bin (rounding a draw would move some across the bin's edge: narrow bins, such as bins
         # at quantiles, lost a sixth of their rows to the next one)
-        step = 1.0 if spec.kind == "integer" else (10.0 ** -spec.decimals if spec.decimals is not None else None)
+        step = spec.step
         if step is not None:
             first = np.ceil(lo / step - 1e-9)
             last = np.where(b == len(codec.edges) - 2, np.floor(hi / step + 1e-9), np.ceil(hi / step - 1e-9) - 1)

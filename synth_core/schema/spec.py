@@ -202,11 +202,24 @@ class ColumnSpec:
         lo, hi = self._range(bounds)
         if per_integer and self.kind == "integer" and hi - lo + 1 <= n_bins:
             return np.arange(lo - 0.5, hi + 1.0, 1.0)
+        step = self.step
+        if per_integer and step is not None and self.kind != "integer" and round((hi - lo) / step) + 1 <= n_bins:
+            # a number written at a precision that allows few values (a rating 1.0-5.0 to 0.5...): one bin each
+            values = lo + step * np.arange(round((hi - lo) / step) + 1)
+            return np.r_[values - step / 2, values[-1] + step / 2]
         if quantile and self.quantiles and bounds is None:
             return self.quantile_edges(n_bins)
         if self.binning == "log":
             return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
         return np.linspace(lo, hi, n_bins + 1)
+
+    @property
+    def step(self) -> float | None:
+        """The distance between two values the column is written at: 1 for integers, 10^-decimals for a
+        continuous column with declared decimals, None otherwise."""
+        if self.kind == "integer":
+            return 1.0
+        return 10.0 ** -self.decimals if self.decimals is not None else None
 
     def quantile_edges(self, n_bins: int) -> np.ndarray:
         """Edges at the levels j/n_bins of the released quantile function (the bounds at levels 0 and 1; between
