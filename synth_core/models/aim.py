@@ -37,6 +37,8 @@ from .base import SynthModel, register
 
 # mbi runs on JAX; in float64, as mbi advises for tables of over 100k rows
 _MBI = None
+# a marginal outside the model's cliques is contracted with opt_einsum up to this many operations (a few ms)
+EINSUM_MAX_COST = 2e7
 
 
 def mbi():
@@ -222,9 +224,13 @@ class AIM(SynthModel):
     def _project(model, cliques: list) -> dict:
         """The model's marginal (counts, flat in the clique's order) on each clique. A clique inside one of the
         model's own comes from its marginals; any other is the sum over the other columns of the product of
-        the model's factors, contracted by numpy's einsum (mbi's variable elimination compiles a function
-        per clique and model structure, and AIM asks ~100 new ones every round; it is used, uncompiled, where
-        the product underflows)."""
+        the model's factors: contracted by opt_einsum where its plan is cheap (mbi's variable elimination
+        compiles a function per clique and model structure, and AIM asks ~100 new ones a round), else by mbi's
+        elimination uncompiled (~50 ms a clique, whatever the model: a contraction of a large model with
+        cycles grew to minutes a round on Adult), and where the product underflows."""
+        import jax
+        import opt_einsum
+
         names = list(model.domain.attributes)
         axis = {a: i for i, a in enumerate(names)}
         operands = []
@@ -237,14 +243,17 @@ class AIM(SynthModel):
             if model.marginals.supports(cl):
                 out[cl] = np.asarray(model.marginals.project(cl).datavector())
                 continue
-            counts = np.einsum(*operands, [axis[a] for a in cl], optimize="greedy").ravel()
-            mass = counts.sum()
-            if np.isfinite(mass) and mass > 0:
-                out[cl] = counts * (total / mass)
-            else:  # the product underflowed (factors far apart in scale): mbi's elimination, in log space
-                import jax
+            counts = None
+            path, info = opt_einsum.contract_path(*operands, [axis[a] for a in cl], optimize="greedy")
+            if info.opt_cost <= EINSUM_MAX_COST:
+                counts = opt_einsum.contract(*operands, [axis[a] for a in cl], optimize=path).ravel()
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    counts = counts * (total / counts.sum())
+                counts = counts if np.isfinite(counts).all() else None
+            if counts is None:
                 with jax.disable_jit():
-                    out[cl] = np.asarray(model.project(cl).datavector())
+                    counts = np.asarray(model.project(cl).datavector())
+            out[cl] = counts
         return out
 
     def _small_enough(self, candidates: dict, model, limit: float) -> dict:
