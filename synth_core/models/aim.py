@@ -103,8 +103,8 @@ class AIM(SynthModel):
     presets = {
         # a round's cost is mostly compiling the estimation for the model's new structure: iterations are cheap
         "tiny": {"model": dict(n_bins=10, max_model_size=1.0, rounds=8, iters=100), "train": {}},
-        # the model's size bounds how long a round takes: with 20 MiB, Adult had not finished after 50 minutes on
-        # 2 CPU cores; `paper` is AIM's own default (80 MiB), for a long run (benchmarks/RESULTS.md)
+        # the model's size bounds how long a round takes (Adult on 2 CPU cores: benchmarks/RESULTS.md); `paper` is
+        # AIM's own default (80 MiB), for a long run
         "quick": {"model": dict(n_bins=16, max_model_size=2.0, iters=1000), "train": {}},
         "cpu": {"model": dict(n_bins=32, max_model_size=5.0, iters=1000), "train": {}},
         "paper": {"model": dict(n_bins=32, max_model_size=80.0, iters=1000), "train": {}},  # AIM's own defaults
