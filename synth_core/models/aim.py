@@ -189,7 +189,7 @@ class AIM(SynthModel):
             qualities = np.array([allowed[cl] * (np.abs(answers[cl] - estimates[cl]).sum() - bias * answers[cl].size)
                                   for cl in keys])
             cl = keys[budget.select(qualities, epsilon, max(allowed.values()), rng)]
-            before = np.asarray(model.project(cl).datavector())
+            before = estimates[cl]  # the model's marginal before the measurement, computed above
             y = budget.measure(answers[cl], sigma, rng)
             measurements.append(m.LinearMeasurement(y, cl, stddev=sigma))
             model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters, warm_start=model)
@@ -202,7 +202,7 @@ class AIM(SynthModel):
             remaining_cost = budget.cost(epsilon, sigma)
             expected = done if budget.exhausted else done + int(math.ceil(budget.left / remaining_cost))
             emit(done, expected, loss, list(cl))
-        self.rounds_log = [e["selected"] for e in events]
+        self.rounds_log = [tuple(e["selected"]) for e in events[1:]]  # the pairs chosen (the first measured every column)
         seconds = time.perf_counter() - start
         return TrainResult(steps_done=done, steps_planned=max(done, rounds) if not cancelled else rounds,
                            cancelled=cancelled, epsilon_spent=plan.spent_after(budget.spent) - plan.prior_epsilon,
@@ -268,7 +268,7 @@ class AIM(SynthModel):
         budget = self.budget if self.budget is not None else selection.RhoBudget(self.plan.rho)
         selection.record(ledger, budget, self.plan.delta, cancelled=outcome == "cancelled",
                          interrupted=outcome == "interrupted", model=self.family, rounds=steps,
-                         marginals=[list(c) for c in self.rounds_log if c], bins=self.config.n_bins)
+                         marginals=[list(c) for c in self.rounds_log], bins=self.config.n_bins)
 
     # --- sampling ------------------------------------------------------------------------------------
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
@@ -323,7 +323,7 @@ class AIM(SynthModel):
         self._potentials = factors
 
     def state(self) -> dict:
-        return {**super().state(), "total": self.total, "rounds_log": [list(c) for c in self.rounds_log if c]}
+        return {**super().state(), "total": self.total, "rounds_log": [list(c) for c in self.rounds_log]}
 
     @property
     def total(self) -> float:

@@ -171,6 +171,7 @@ class NoisePlan:
         return EpsilonCurve(self, points)
 
     unit = "steps"  # what its steps are called
+    steps_adapt = False  # DP-SGD takes every planned step
 
     def describe(self) -> str:
         """The plan in a few words, for a person."""
@@ -202,7 +203,13 @@ class RhoPlan:
     def steps(self) -> int:
         return self.rounds
 
+    @property
+    def expected_batch_size(self) -> float:
+        """The rows a round reads: all of them."""
+        return float(self.population)
+
     unit = "rounds"  # what its steps are called
+    steps_adapt = True  # the mechanism may end before its planned rounds
 
     def describe(self) -> str:
         """The plan in a few words, for a person."""

@@ -153,8 +153,7 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     klass = get_model_class(model)
     synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
     plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")  # only its steps and batch size matter here
-    # the rows a step reads (an adaptive mechanism's round reads them all)
-    batch = max(1, int(round(getattr(plan, "expected_batch_size", n_rows))))
+    batch = max(1, int(round(plan.expected_batch_size)))
     label = device_label(device)
     book = book if book is not None else CostBook()
     costs = book.get(costs_key(klass.family, preset, label, synth.schema, options))
@@ -169,7 +168,7 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     return {"seconds": sum(phases.values()), "phases": phases, "per_step_s": per_step, "steps": steps,
             "batch_size": batch, "device": label, "measured": costs.measured,
             # the plan's steps, all of them, where a run may well take fewer: the estimate is a ceiling
-            "at_most": costs.steps_share == 1.0 and getattr(plan, "kind", None) == "zcdp"}
+            "at_most": costs.steps_share == 1.0 and plan.steps_adapt}
 
 
 def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None) -> float | None:
@@ -202,8 +201,7 @@ class RunClock:
             return None
         overhead = max(0.0, (self.train_end - self.train_start) - result.seconds)  # wrapping the model, saving
         costs = Costs(per_step_s=result.seconds / result.steps_done,
-                      batch=float(synth.plan.expected_batch_size if hasattr(synth.plan, "expected_batch_size")
-                                  else synth.plan.population),
+                      batch=float(synth.plan.expected_batch_size),
                       draw_row_s=draw_seconds / drawn, setup_s=self.train_start - self.start + overhead,
                       startup_s=self.startup_s if self.startup_s is not None else STARTUP_S,
                       measured=f"measured on a run of {time.strftime('%d %b %H:%M')}",
