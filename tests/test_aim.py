@@ -11,7 +11,8 @@ from scipy.stats import norm
 
 from synth_core import api
 from synth_core.models.aim import workload
-from synth_core.models.recommend import recommend
+from synth_core.models.base import SynthModel
+from synth_core.models.recommend import aim_bins, recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import (ZCDP, Gaussian, compose, gaussian_for, gaussian_rho, plan_rho, rho_for,
                                            zcdp_epsilon)
@@ -118,6 +119,19 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     rows, info = api.sample(tmp_path / "run", 40, conditions={"job": "pilot", "age": 33}, seed=3)
     assert (rows["job"] == "pilot").all() and (rows["age"] == 33).all() and info["method"] == "exact"
     assert set(rows["sex"]) <= {"Female", "Male"} and rows["hours"].between(0, 100).all()
+
+
+def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):
+    """Unless a size fixes them, AIM's bins follow rows × ε (public: the released count), and the run's saved
+    config records the choice, so the reloaded model reads the same bins."""
+    assert aim_bins(600, 1.0) == 32 and aim_bins(600, 5.0) == 100 and aim_bins(2_500, 1.0) == 100
+    result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 0},
+                     run_dir=tmp_path / "run")
+    assert result.model.config.n_bins == 32 and result.model.encoder.n_bins == 32
+    reloaded = SynthModel.load(RunDir(tmp_path / "run").model_dir)
+    assert reloaded.config.n_bins == 32 and len(reloaded.encoder.codecs[3].edges) == 33
+    assert len(api.sample(tmp_path / "run", 5, seed=0)[0]) == 5
+    assert "32 ranges" in recommend(toy_schema, 600, 1.0).reason
 
 
 def test_aim_cancelled_after_two_rounds_keeps_its_model_and_is_charged_what_it_spent(toy_schema, toy_table,

@@ -33,6 +33,7 @@ from ..privacy import PrivacyLedger, selection
 from ..privacy.accounting import RhoPlan, plan_rho
 from ..privacy.randomness import secret_rng
 from ..training.engine import StepCount, TrainResult
+from . import recommend
 from .base import SynthModel, register
 
 # mbi runs on JAX; in float64, as mbi advises for tables of over 100k rows
@@ -56,7 +57,7 @@ def mbi():
 
 @dataclass
 class AIMConfig:
-    n_bins: int = 32                # public bins per numeric column
+    n_bins: int = 0                 # public bins per numeric column; 0: from the rows × ε (recommend.aim_bins)
     degree: int = 2                 # the workload: every set of this many columns ...
     max_cells: int = 10_000         # ... with at most this many cells
     max_model_size: float = 80.0    # MiB the graphical model's tables may reach once the budget is spent
@@ -67,8 +68,9 @@ class AIMConfig:
     def check(self) -> None:
         for name in ("n_bins", "degree", "max_cells", "iters"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "n_bins" else 1):
-                raise ValueError(f"{name} must be a whole number of at least {2 if name == 'n_bins' else 1}, not {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or (v < 0 or v == 1 if name == "n_bins" else v < 1):
+                least = "0 (chosen from the rows and ε) or at least 2" if name == "n_bins" else "at least 1"
+                raise ValueError(f"{name} must be a whole number, {least}, not {v!r}")
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
             raise ValueError(f"rounds must be a whole number (0: 16 per column), not {self.rounds!r}")
         if not isinstance(self.max_model_size, (int, float)) or not self.max_model_size > 0:
@@ -105,16 +107,17 @@ class AIM(SynthModel):
         "tiny": {"model": dict(n_bins=10, max_model_size=1.0, rounds=8, iters=100), "train": {}},
         # the model's size bounds how long a round takes (Adult on 2 CPU cores: benchmarks/RESULTS.md); `paper` is
         # AIM's own default (80 MiB), for a long run
-        "quick": {"model": dict(n_bins=16, max_model_size=2.0, iters=1000), "train": {}},
-        "cpu": {"model": dict(n_bins=32, max_model_size=5.0, iters=1000), "train": {}},
-        "paper": {"model": dict(n_bins=32, max_model_size=80.0, iters=1000), "train": {}},  # AIM's own defaults
+        "quick": {"model": dict(max_model_size=2.0, iters=1000), "train": {}},
+        "cpu": {"model": dict(max_model_size=5.0, iters=1000), "train": {}},
+        "paper": {"model": dict(max_model_size=80.0, iters=1000), "train": {}},  # AIM's own model size
     }
     size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
 
     # --- building ------------------------------------------------------------------------------------
     def build(self) -> None:
         self.config.check()
-        self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins)
+        # numbers in the configured bins; with 0, in the finest until the rows and ε are known (plan_privacy)
+        self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins or recommend.AIM_FINE_BINS)
         self.sizes = {c.spec.name: c.size for c in self.encoder.codecs}
         self.net = None
         self.model = None      # mbi's MarkovRandomField once fitted
@@ -132,6 +135,11 @@ class AIM(SynthModel):
 
     def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
                      alongside: tuple = ()) -> RhoPlan:
+        """The zCDP plan for the run; numbers' bins left to the run (n_bins 0) are chosen here, from the released
+        row count and ε (public facts: `recommend.aim_bins`), and the config records the choice."""
+        if self.config.n_bins == 0:
+            self.config.n_bins = recommend.aim_bins(n_rows, epsilon)
+            self.build()
         return plan_rho(epsilon, delta, self.planned_rounds(), n_rows, alongside)
 
     def probe_plan(self, rows: int, batch: int, steps: int) -> RhoPlan:

@@ -8,7 +8,8 @@ CPS1988, HMDA, SLID, Wages1 and the demo table), and calibration helped more, th
 With few rows per unit of ε, numbers are also learned in at most 50 bins instead of the standard 100 (2-way
 TVD better on average on HMDA, Wages1 and the demo table at ε = 1 and 0.25, three and two seeds). With very few
 (rows × ε below 1,000), AIM replaces it: its 2-way TVD was lower on each table measured there (HMDA, Wages1 and
-the demo table at ε = 0.25, two seeds), while from 1,485 up (SLID at 0.25, HMDA at 1) DP-TBART's was.
+the demo table at ε = 0.25, two seeds), while from 1,485 up (SLID at 0.25, HMDA at 1) DP-TBART's was. AIM's own
+numeric bins follow the same signal (`aim_bins`): 100 public bins from 2,500 rows × ε, 32 below.
 """
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ SMALL_TABLE_SHARE = 0.5
 SMALL_TABLE_BINS = 50
 # below this many rows × ε, AIM (marginals chosen and measured, a graphical model) beats DP-SGD (RESULTS.md)
 AIM_BELOW = 1_000
+# AIM's numbers: in 100 public bins from this many rows × ε, in 32 below (the noise of a measurement spread
+# over fine bins cost more than their resolution gave on HMDA, Wages1 and the demo table; RESULTS.md)
+AIM_FINE_FROM, AIM_FINE_BINS, AIM_COARSE_BINS = 2_500, 100, 32
+
+
+def aim_bins(rows: int, epsilon: float) -> int:
+    """The public bins per number AIM uses for a table of `rows` rows (public or noisy) at this ε."""
+    return AIM_FINE_BINS if max(int(rows), 0) * float(epsilon) >= AIM_FINE_FROM else AIM_COARSE_BINS
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,8 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
             family="aim", preset="cpu", calibration_share=0.0,
             reason=(f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} a neural model learns too little, and a "
                     "model built from the table's overall statistics, each measured where it is most wrong, gave the "
-                    "more faithful tables in our benchmarks."))
+                    f"more faithful tables in our benchmarks; numbers are modelled in {aim_bins(rows, epsilon)} "
+                    "ranges."))
     if rows * epsilon < SMALL_SIGNAL:
         share, max_bins = SMALL_TABLE_SHARE, SMALL_TABLE_BINS
         why = (f"with {rows:,} rows at ε = {epsilon:g} the training alone learns little, so half of ε measures the "
