@@ -103,9 +103,9 @@ def main() -> None:
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--option", action="append", default=[], help="model/train override key=value (JSON value)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--calibration-share", type=float, default=0.0,
+    ap.add_argument("--calibration-share", type=float, default=None,
                     help="part of ε for measuring marginals; the samples are calibrated to them (and the model's own "
-                         "samples are scored too)")
+                         "samples are scored too); default: auto's for --model auto, else 0")
     ap.add_argument("--quantile-share", type=float, default=None,
                     help="part of ε for the numeric columns' quantiles (bins follow them); default: auto's, else 0")
     ap.add_argument("--device", default=None)
@@ -115,6 +115,8 @@ def main() -> None:
     args = ap.parse_args()
     options = parse_options(args.option)
     ds = DATASETS[args.dataset]
+    if args.calibration_share is None and args.model != "auto":
+        args.calibration_share = 0.0
 
     schema, train_split, test_split = load_dataset(ds, Path(args.data_dir))
     print(f"{args.dataset}: {len(train_split)} training rows, {len(test_split)} test rows; "
@@ -133,7 +135,8 @@ def main() -> None:
     calibration = model.last_sample_info.get("calibration")
     r = model.train_result
     figures = {
-        "model": args.model, "dataset": args.dataset, "preset": args.preset, "options": options,
+        "model": args.model, "family": model.family, "n_bins": getattr(model.config, "n_bins", None),
+        "dataset": args.dataset, "preset": args.preset, "options": options,
         "epsilon_target": args.epsilon, "delta": args.delta, "accountant": args.accountant,
         "epsilon_spent": result.ledger.spent_epsilon, "noise_multiplier": getattr(model.plan, "noise_multiplier", None),
         "steps": r.steps_done, "batch_size": getattr(model.plan, "expected_batch_size", None),
@@ -142,7 +145,8 @@ def main() -> None:
         "fit_s": t_fit, "sample_s": t_sample, "fit_plus_sample_s": t_fit + t_sample,
         "train_rows_per_s": steady_rate(r.events), "sample_rows_per_s": len(train_split) / t_sample,
         "peak_rss_mib": peak_rss_mib(), "ledger": [e.mechanism for e in result.ledger.entries],
-        "calibration_share": args.calibration_share, "calibration": calibration,
+        "calibration_share": args.calibration_share, "calibrated": model.calibration is not None,
+        "calibration": calibration,
     }
     t2 = time.perf_counter()
     figures["synthetic"] = fidelity(test_split, synth, train_split, schema, ds["target"], ds["task"])
@@ -170,7 +174,8 @@ def main() -> None:
     how = (f"ρ={figures['rho']:.4g}, {figures['steps']} rounds" if figures["rho"] is not None else
            f"σ={figures['noise_multiplier']:.3f}, {figures['steps']} steps of ~{figures['batch_size']:.0f}")
     print(f"\nε target {args.epsilon:g}, spent {figures['epsilon_spent']:.4f} (δ={args.delta:g}, {args.accountant}); "
-          f"{how}; {figures['parameters']:,} parameters on {figures['device']}")
+          f"{how}; {figures['parameters']:,} parameters on {figures['device']}; family {model.family}, "
+          f"{figures['n_bins']} bins, {'calibrated' if figures['calibrated'] else 'not calibrated'}")
     print(f"fit {t_fit:.1f} s + sample {t_sample:.1f} s = {t_fit + t_sample:.1f} s wall; "
           f"training {figures['train_rows_per_s']:.0f} rows/s, sampling {figures['sample_rows_per_s']:.0f} rows/s; "
           f"peak RSS {figures['peak_rss_mib']:.0f} MiB")
