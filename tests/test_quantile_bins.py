@@ -35,8 +35,12 @@ def test_released_quantiles_follow_the_data_and_are_paid_for():
     out, mechanism = measure_quantiles(table, schema, 0.3, 1e-6, ledger)
     assert quantile_columns(schema) == ["gain", "ratio"]  # a column with few values keeps one bin per value
     assert out["kids"].quantiles is None and schema["ratio"].quantiles is None  # the steward's schema untouched
-    true = np.quantile(table["ratio"], np.arange(1, QUANTILE_LEVELS) / QUANTILE_LEVELS)
-    assert np.abs(np.array(out["ratio"].quantiles) - true).mean() < 0.05  # the range is 3: uniform bins are far off
+    levels = np.arange(1, QUANTILE_LEVELS) / QUANTILE_LEVELS
+    error = np.abs(np.array(out["ratio"].quantiles) - np.quantile(table["ratio"], levels))
+    uniform = np.abs(schema["ratio"].from_unit(levels) - np.quantile(table["ratio"], levels))
+    # The noise is secret, so the bounds hold for every draw (1,000 draws: median error at most 0.03, mean at
+    # most 0.12; the top level moves most, with the noisy total): evenly spread levels are 1.1 off on average.
+    assert np.median(error) < 0.06 and error.mean() < 0.3 < uniform.mean()
     assert out["gain"].quantiles[:10] == [0.0] * 10  # the spike
     entry = ledger.entries[-1]
     assert entry.kind == QUANTILES and entry.epsilon == 0.3 and entry.gaussian() == mechanism
@@ -47,21 +51,22 @@ def test_released_quantiles_follow_the_data_and_are_paid_for():
 
 def test_bins_at_quantiles_give_a_spike_its_own_bin_and_lower_the_binning_floor():
     table, schema = _skewed()
-    out, _ = measure_quantiles(table, schema, 0.5, 1e-6, PrivacyLedger(1.0, 1e-6, len(table)))
+    releases = [measure_quantiles(table, schema, 0.5, 1e-6, PrivacyLedger(1.0, 1e-6, len(table)))[0] for _ in range(5)]
+    out = releases[0]
     edges = out["gain"].edges(50)
     assert edges[0] == -0.5 and edges[1] == 0.5  # zero alone in its bin
     assert np.all(np.diff(edges) > 0) and edges[-1] == 99_999.5 and np.all((edges % 1) == 0.5)
     assert out["kids"].edges(50).tolist() == [-0.5, 0.5, 1.5, 2.5, 3.5, 4.5]
     # the real rows through the bins and back: closer to themselves with bins at the quantiles
-    for spec_out, spec_in in ((out["ratio"], schema["ratio"]),):
-        def floor(spec):
-            enc = TokenEncoder(Schema(columns=[spec]), n_bins=20)
-            back = enc.decode(enc.encode(table[[spec.name]]), np.random.default_rng(0))
-            bins = np.quantile(table[spec.name], np.linspace(0, 1, 21))
-            a = np.histogram(table[spec.name], bins)[0] / len(table)
-            b = np.histogram(back[spec.name].clip(bins[0], bins[-1]), bins)[0] / len(table)
-            return 0.5 * np.abs(a - b).sum()
-        assert floor(spec_out) < 0.7 * floor(spec_in)
+    # on average over independent releases: one draw's floor ranges 0.02-0.07 (150 draws), uniform bins' is 0.089
+    def floor(spec):
+        enc = TokenEncoder(Schema(columns=[spec]), n_bins=20)
+        back = enc.decode(enc.encode(table[[spec.name]]), np.random.default_rng(0))
+        bins = np.quantile(table[spec.name], np.linspace(0, 1, 21))
+        a = np.histogram(table[spec.name], bins)[0] / len(table)
+        b = np.histogram(back[spec.name].clip(bins[0], bins[-1]), bins)[0] / len(table)
+        return 0.5 * np.abs(a - b).sum()
+    assert np.mean([floor(r["ratio"]) for r in releases]) < 0.7 * floor(schema["ratio"])
 
 
 def test_quantiles_outside_the_bounds_or_unsorted_are_refused():
