@@ -122,9 +122,10 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
 
 
 def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):
-    """Unless a size fixes them, AIM's bins follow rows × ε (public: the released count), and the run's saved
+    """Unless a size fixes them, AIM's bins follow rows × ε per column (public: the released count), and the run's saved
     config records the choice, so the reloaded model reads the same bins."""
-    assert aim_bins(600, 1.0) == 32 and aim_bins(600, 5.0) == 100 and aim_bins(2_500, 1.0) == 100
+    assert aim_bins(600, 1.0, 5) == 32 and aim_bins(600, 5.0, 5) == 100 and aim_bins(2_500, 1.0, 10) == 100
+    assert aim_bins(2_500, 1.0, 11) == 32  # more columns: more rounds share the same ρ
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 0},
                      run_dir=tmp_path / "run")
     assert result.model.config.n_bins == 32 and result.model.encoder.n_bins == 32

@@ -57,7 +57,7 @@ def mbi():
 
 @dataclass
 class AIMConfig:
-    n_bins: int = 0                 # public bins per numeric column; 0: from the rows × ε (recommend.aim_bins)
+    n_bins: int = 0                 # public bins per numeric column; 0: from the rows × ε per column (recommend.aim_bins)
     degree: int = 2                 # the workload: every set of this many columns ...
     max_cells: int = 10_000         # ... with at most this many cells
     max_model_size: float = 80.0    # MiB the graphical model's tables may reach once the budget is spent
@@ -136,9 +136,9 @@ class AIM(SynthModel):
     def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
                      alongside: tuple = ()) -> RhoPlan:
         """The zCDP plan for the run; numbers' bins left to the run (n_bins 0) are chosen here, from the released
-        row count and ε (public facts: `recommend.aim_bins`), and the config records the choice."""
+        row count, ε and the columns (public facts: `recommend.aim_bins`), and the config records the choice."""
         if self.config.n_bins == 0:
-            self.config.n_bins = recommend.aim_bins(n_rows, epsilon)
+            self.config.n_bins = recommend.aim_bins(n_rows, epsilon, len(self.sizes))
             self.build()
         return plan_rho(epsilon, delta, self.planned_rounds(), n_rows, alongside)
 

@@ -9,7 +9,8 @@ With few rows per unit of ε, numbers are also learned in at most 50 bins instea
 TVD better on average on HMDA, Wages1 and the demo table at ε = 1 and 0.25, three and two seeds). With very few
 (rows × ε below 1,000), AIM replaces it: its 2-way TVD was lower on each table measured there (HMDA, Wages1 and
 the demo table at ε = 0.25, two seeds), while from 1,485 up (SLID at 0.25, HMDA at 1) DP-TBART's was. AIM's own
-numeric bins follow the same signal (`aim_bins`): 100 public bins from 2,500 rows × ε, 32 below.
+numeric bins follow the same signal per column (`aim_bins`): 100 public bins from 250 rows × ε per column of
+the table (AIM's rounds, and so the measurements that share its ρ, grow with the columns), 32 below.
 """
 from __future__ import annotations
 
@@ -27,14 +28,17 @@ SMALL_TABLE_SHARE = 0.5
 SMALL_TABLE_BINS = 50
 # below this many rows × ε, AIM (marginals chosen and measured, a graphical model) beats DP-SGD (RESULTS.md)
 AIM_BELOW = 1_000
-# AIM's numbers: in 100 public bins from this many rows × ε, in 32 below (the noise of a measurement spread
-# over fine bins cost more than their resolution gave on HMDA, Wages1 and the demo table; RESULTS.md)
-AIM_FINE_FROM, AIM_FINE_BINS, AIM_COARSE_BINS = 2_500, 100, 32
+# AIM's numbers: in 100 public bins from this many rows × ε per column, in 32 below (the noise of a measurement
+# spread over fine bins cost more than their resolution gave on HMDA, Wages1, the demo table and King at the
+# lower signals; the fine bins won on SLID, Wages1 and Adult above it: RESULTS.md, 11 table × ε cells)
+AIM_FINE_FROM, AIM_FINE_BINS, AIM_COARSE_BINS = 250, 100, 32
 
 
-def aim_bins(rows: int, epsilon: float) -> int:
-    """The public bins per number AIM uses for a table of `rows` rows (public or noisy) at this ε."""
-    return AIM_FINE_BINS if max(int(rows), 0) * float(epsilon) >= AIM_FINE_FROM else AIM_COARSE_BINS
+def aim_bins(rows: int, epsilon: float, columns: int) -> int:
+    """The public bins per number AIM uses for a table of `rows` rows (public or noisy) and `columns` columns
+    at this ε."""
+    per_column = max(int(rows), 0) * float(epsilon) / max(int(columns), 1)
+    return AIM_FINE_BINS if per_column >= AIM_FINE_FROM else AIM_COARSE_BINS
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
             family="aim", preset="cpu", calibration_share=0.0,
             reason=(f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} a neural model learns too little, and a "
                     "model built from the table's overall statistics, each measured where it is most wrong, gave the "
-                    f"more faithful tables in our benchmarks; numbers are modelled in {aim_bins(rows, epsilon)} "
+                    f"more faithful tables in our benchmarks; numbers are modelled in {aim_bins(rows, epsilon, columns)} "
                     "ranges."))
     if rows * epsilon < SMALL_SIGNAL:
         share, max_bins = SMALL_TABLE_SHARE, SMALL_TABLE_BINS
