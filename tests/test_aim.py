@@ -93,6 +93,12 @@ def test_the_workload_comes_from_the_public_domain_sizes():
     w = workload({"a": 3, "b": 4, "c": 50_000}, degree=2, max_cells=10_000)
     assert ("a", "b") in w and ("a", "c") not in w and ("c",) in w
     assert w[("a",)] == 1.0 and w[("a", "b")] == 2.0
+    # a declared target adds its triples with two others (within the cells), and what they contain
+    sizes = {"y": 2, "a": 3, "b": 4, "c": 50_000, "d": 5}
+    plain, focused = workload(sizes, 2, 10_000), workload(sizes, 2, 10_000, target="y")
+    assert ("y", "a", "b") in focused and ("y", "a", "d") in focused and not any(len(cl) == 3 for cl in plain)
+    assert not any(len(cl) == 3 and "c" in cl for cl in focused) and ("a", "b", "d") not in focused
+    assert focused[("y",)] > plain[("y",)] and set(plain) <= set(focused)
 
 
 # --- the family -----------------------------------------------------------------------------------------------

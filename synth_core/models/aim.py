@@ -3,8 +3,8 @@ Differentially Private Synthetic Data") as a model family, on private-pgm's esti
 
 The table is read on the public discretisation (`encoding.TokenEncoder`: public categories, numbers in
 public bins). AIM measures every column's marginal, then, round after round, selects with the exponential
-mechanism the marginal of the workload (every pair of columns, and what they contain) that the current
-graphical model gets most wrong, measures it with the Gaussian mechanism, and fits the model to every
+mechanism the marginal of the workload (every pair of columns, every triple of the declared target column with
+two others, and what they contain) that the current graphical model gets most wrong, measures it with the Gaussian mechanism, and fits the model to every
 measurement so far by mirror descent (mbi). The marginals it may select are those that keep the model
 within a size that grows with the budget spent; when a measurement barely moves the model the noise is
 halved. Rounds are paid from a zCDP budget (`privacy.selection.RhoBudget`), planned with the run's other
@@ -64,6 +64,7 @@ class AIMConfig:
     rounds: int = 0                 # planned rounds (0: 16 per column, AIM's default); the budget ends them
     iters: int = 1000               # mirror-descent iterations per round
     numeric_decoding: str = "uniform"
+    target_triples: bool = True     # the workload adds the target column (schema role) with each pair of others
 
     def check(self) -> None:
         for name in ("n_bins", "degree", "max_cells", "iters"):
@@ -79,12 +80,18 @@ class AIMConfig:
             raise ValueError(f"numeric_decoding must be 'uniform' or 'midpoint', not {self.numeric_decoding!r}")
 
 
-def workload(sizes: dict[str, int], degree: int, max_cells: int) -> dict[tuple, float]:
-    """AIM's candidates: every marginal of the workload (each set of `degree` columns with at most max_cells
-    cells, weight 1) and every marginal they contain, scored by how many workload columns it covers."""
+def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | None = None) -> dict[tuple, float]:
+    """AIM's candidates: every marginal of the workload (each set of `degree` columns, and each of the public
+    `target` column with `degree` others, with at most max_cells cells, weight 1) and every marginal they
+    contain, scored by how many workload columns it covers. The target's sets let the model learn what
+    predicts it from two columns at once (train-on-synthetic figures: benchmarks/RESULTS.md)."""
     names = list(sizes)
     sets = [cl for cl in itertools.combinations(names, min(degree, len(names)))
             if math.prod(sizes[c] for c in cl) <= max_cells]
+    if target in sizes:
+        others = [c for c in names if c != target]
+        sets += [(target, *cl) for cl in itertools.combinations(others, min(degree, len(others)))
+                 if sizes[target] * math.prod(sizes[c] for c in cl) <= max_cells]
     closure = {sub for cl in sets for r in range(1, len(cl) + 1) for sub in itertools.combinations(cl, r)}
     closure |= {(name,) for name in names}
     return {cl: float(sum(len(set(cl) & set(w)) for w in sets)) or 1.0 for cl in sorted(closure, key=len)}
@@ -160,7 +167,7 @@ class AIM(SynthModel):
         domain = self.domain()
         table = m.Dataset({name: data[:, j] for j, name in enumerate(self.sizes)}, domain)
         total = float(plan.population)  # the released row count: public, or noisy and paid for
-        candidates = workload(self.sizes, cfg.degree, cfg.max_cells)
+        candidates = workload(self.sizes, cfg.degree, cfg.max_cells, self._target())
         answers = {cl: np.asarray(table.project(cl).datavector()) for cl in candidates}
         self.budget = budget = selection.RhoBudget(plan.rho)
         rng = secret_rng()
@@ -216,6 +223,12 @@ class AIM(SynthModel):
                            cancelled=cancelled, epsilon_spent=plan.spent_after(budget.spent) - plan.prior_epsilon,
                            seconds=seconds, samples_seen=len(data), last_loss=events[-1]["loss"] if events else None,
                            device="cpu", events=events)
+
+    def _target(self) -> str | None:
+        """The column the schema declares the target (public), when the config adds its sets to the workload."""
+        if not self.config.target_triples:
+            return None
+        return next((c.name for c in self.schema.columns if c.role == "target"), None)
 
     def _emitter(self, plan: RhoPlan, budget, on_event, events: list, start: float):
         def emit(done: int, expected: int, loss: float | None, selected: list) -> None:
