@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from synth_core.evaluate.figures import column_figures, quick_figures
+from synth_core.evaluate.figures import column_figures, overall_verdict, quick_figures
 from synth_core.evaluate.inputs import EvaluationError
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
@@ -99,15 +99,8 @@ st.dataframe(base, hide_index=True, column_config={"figure": st.column_config.Te
 with st.expander("What each figure means"):
     st.markdown("\n".join(f"- **{r['figure']}** ({r['technical name']}): {r['meaning']} "
                           f"{r['better'].capitalize()}." for r in tables[names[primary]].to_dict("records")))
-verdicts = tables[names[primary]]["verdict"].value_counts()
-if verdicts.get("poor", 0):
-    st.warning(f"{verdicts['poor']} figure(s) are poor: the synthetic table misses some structure of the real one. "
-               "A larger ε, a larger model size or more epochs usually helps.")
-elif verdicts.get("fair", 0):
-    st.info("Fair overall: the main patterns are kept, some detail is lost to the privacy noise.")
-else:
-    st.success("Good: the synthetic table follows the real one closely on every figure shown.")
-
+level, message = overall_verdict(list(tables[names[primary]]["verdict"]), by_id[primary].get("model"))
+{"poor": st.warning, "fair": st.info, "good": st.success}[level](message)
 
 def per_column(t: pd.DataFrame) -> pd.DataFrame:
     """The per-column figures with headers and cells a person reads (blank where a figure does not apply)."""

@@ -18,7 +18,7 @@ from synth_core.evaluate import (
     quick_figures,
     umap_projection,
 )
-from synth_core.evaluate.figures import THRESHOLDS, chi_square_p, verdict
+from synth_core.evaluate.figures import THRESHOLDS, chi_square_p, overall_verdict, verdict
 from synth_core.schema import ColumnSpec, Schema
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -126,6 +126,17 @@ def test_verdict_thresholds():
     assert verdict("KS complement (mean)", 1.0) == "good"
     assert verdict("no such figure", 1.0) == "n/a"
     assert verdict("2-way TVD", float("nan")) == "n/a"
+
+
+def test_overall_verdict_advises_for_the_runs_family():
+    """A poor figure's advice fits the model that made the table: AIM has no epochs to add."""
+    level, text = overall_verdict(["good", "poor", "fair", "poor"], "aim")
+    assert level == "poor" and text.startswith("2 figure(s) are poor") and "epochs" not in text
+    level, text = overall_verdict(["poor"], "dp-tbart")
+    assert "more epochs" in text
+    assert overall_verdict(["poor"], None)[1] == overall_verdict(["poor"], "no such family")[1]
+    assert overall_verdict(["good", "fair", "n/a"], "aim")[0] == "fair"
+    assert overall_verdict(["good", "n/a"])[0] == "good"
 
 
 # ------------------------------------------------------------------------------------ projections

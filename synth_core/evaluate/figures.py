@@ -155,6 +155,22 @@ def verdict(name: str, value: float) -> str:
     return "good" if value >= good else "fair" if value >= fair else "poor"
 
 
+def overall_verdict(verdicts: list[str], family: str | None = None) -> tuple[str, str]:
+    """The figures' verdicts as one: ('poor' | 'fair' | 'good', a sentence for the steward). A poor one says
+    what usually helps the run's model family (`family`: its registered name; None or unknown: the general
+    advice)."""
+    from ..models import MODELS
+    from ..models.base import SynthModel
+    poor, fair = verdicts.count("poor"), verdicts.count("fair")
+    if poor:
+        hint = getattr(MODELS.get(family or ""), "improve_hint", SynthModel.improve_hint)
+        return "poor", (f"{poor} figure(s) are poor: the synthetic table misses some structure of the real one. "
+                        + hint)
+    if fair:
+        return "fair", "Fair overall: the main patterns are kept, some detail is lost to the privacy noise."
+    return "good", "Good: the synthetic table follows the real one closely on every figure shown."
+
+
 def make_figure(name: str, value: float, details: dict | None = None, meaning: str | None = None) -> Figure:
     better, good, fair = THRESHOLDS.get(name, ("lower", np.nan, np.nan))
     d = dict(details or {})

@@ -104,6 +104,8 @@ class AIM(SynthModel):
                    "and measured with noise (AIM, McKenna et al. 2022)")
     when_to_pick = ("Small or medium tables with few columns, when the columns' overall statistics and pairs "
                     "matter most; rows look less like real ones than a neural model's")
+    improve_hint = ("A larger ε or a larger model size (a bigger model, more marginals measured) usually helps; "
+                    "on a table with many rows, a neural model such as DP-TBART may keep more detail.")
     config_class = AIMConfig
     uses_dp_sgd = False
     measures_marginals = True

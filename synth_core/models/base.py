@@ -77,6 +77,8 @@ class SynthModel:
     label = ""              # a plain-language name, shown before the family's technical name
     description = ""        # one plain-language line: what the model is
     when_to_pick = ""       # one plain-language line: when a steward should choose it
+    # one plain-language line: what usually makes this family's synthetic table more faithful
+    improve_hint = "A larger ε, a larger model size or more epochs usually helps."
     config_class: type = object
     presets: dict[str, dict] = {}
     # the app's size choice -> a preset name in `presets`
