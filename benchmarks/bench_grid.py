@@ -26,6 +26,7 @@ METHODS = {
     "dp-tbart": ["--model", "dp-tbart", "--calibration-share", "0.3"],
     "tablediffusion-masked": ["--model", "tablediffusion-masked", "--calibration-share", "0.3"],
     "auto": ["--model", "auto"],
+    "independent": ["--model", "independent"],  # independent DP marginals: the reference for 1-way TVD
 }
 
 
