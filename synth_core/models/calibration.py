@@ -42,11 +42,19 @@ def pool_size(n: int) -> int:
 
 
 def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, conditions: dict) -> list[_Target]:
-    encoder = marginals.encoder(schema)
-    fixed = {name: int(encoder.cells(pd.DataFrame({name: [value]}), [name])[0][0])
-             for name, value in conditions.items()}
+    encoders: dict[int, tuple] = {}
+
+    def encoder_for(m):  # the marginal's discretisation, and the conditioned values' cells in it
+        bins = marginals.bins(m)
+        if bins not in encoders:
+            encoder = marginals.encoder(schema, m)
+            encoders[bins] = encoder, {name: int(encoder.cells(pd.DataFrame({name: [value]}), [name])[0][0])
+                                       for name, value in conditions.items()}
+        return encoders[bins]
+
     out = []
     for m in marginals.marginals:
+        encoder, fixed = encoder_for(m)
         cells, shape = encoder.cells(pool, m.columns)
         counts = m.counts
         if fixed:

@@ -62,6 +62,7 @@ def rows_upper_bound(count: int, epsilon: float | None) -> int:
 
 
 MARGINAL_BINS = 10          # public bins per numeric column in a measured marginal
+ONE_WAY_BINS = None         # ... and in a column's own marginal (None: MARGINAL_BINS)
 MAX_PAIR_CELLS = 5_000      # a pair with more cells than this is not measured (too noisy per cell)
 ALL_PAIRS_UP_TO = 40        # measure every pair when the marginals then number at most this
 
@@ -72,6 +73,7 @@ class Marginal:
     shape: tuple[int, ...]
     counts: np.ndarray      # noisy counts, flat over the cells (C order)
     noise_std: float | None = None  # its own noise's standard deviation (None: the Marginals')
+    n_bins: int | None = None       # its numeric columns' public bins (None: the Marginals')
 
 
 @dataclass
@@ -83,14 +85,19 @@ class Marginals:
     rows: int               # the row count as the run released it (public or noisy)
     marginals: list[Marginal] = field(default_factory=list)
 
-    def encoder(self, schema: Schema) -> TokenEncoder:
-        return TokenEncoder(schema.modelled(), self.n_bins)
+    def encoder(self, schema: Schema, marginal: Marginal | None = None) -> TokenEncoder:
+        """The discretisation the marginals (or this one) were measured on."""
+        return TokenEncoder(schema.modelled(), self.bins(marginal) if marginal is not None else self.n_bins)
+
+    def bins(self, marginal: Marginal) -> int:
+        return self.n_bins if marginal.n_bins is None else marginal.n_bins
 
     def to_dict(self) -> dict:
         return {"n_bins": self.n_bins, "noise_std": self.noise_std, "rows": self.rows,
                 "marginals": [{"columns": list(m.columns), "shape": list(m.shape),
                                "counts": [round(float(c), 3) for c in m.counts],
-                               **({"noise_std": m.noise_std} if m.noise_std is not None else {})}
+                               **({"noise_std": m.noise_std} if m.noise_std is not None else {}),
+                               **({"n_bins": m.n_bins} if m.n_bins is not None else {})}
                               for m in self.marginals]}
 
     def std(self, marginal: Marginal) -> float:
@@ -101,7 +108,7 @@ class Marginals:
     def from_dict(cls, data: dict) -> "Marginals":
         return cls(n_bins=int(data["n_bins"]), noise_std=float(data["noise_std"]), rows=int(data["rows"]),
                    marginals=[Marginal(tuple(m["columns"]), tuple(m["shape"]), np.asarray(m["counts"], float),
-                                       m.get("noise_std")) for m in data["marginals"]])
+                                       m.get("noise_std"), m.get("n_bins")) for m in data["marginals"]])
 
 
 def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[str, ...]]:
@@ -136,24 +143,31 @@ def marginals_alongside(left: float, share: float, delta: float, accountant: str
 
 
 def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
-                      rows: int, accountant: str = "prv", n_bins: int = MARGINAL_BINS) -> tuple[Marginals, Gaussian]:
+                      rows: int, accountant: str = "prv", n_bins: int = MARGINAL_BINS,
+                      one_way_bins: int | None = None) -> tuple[Marginals, Gaussian]:
     """The chosen marginals of a validated table, measured by one Gaussian mechanism that alone spends
-    (ε, δ), recorded in the ledger; and the mechanism, for the accountant to compose with the training."""
+    (ε, δ), recorded in the ledger; and the mechanism, for the accountant to compose with the training.
+    Numbers are in `n_bins` public bins in a pair, in `one_way_bins` (default ONE_WAY_BINS, else `n_bins`)
+    in their own marginal: the sensitivity counts marginals, not cells."""
     schema = schema.modelled()
+    one_way_bins = one_way_bins or ONE_WAY_BINS or n_bins
     chosen = choose_marginals(schema, n_bins)
     mechanism = gaussian_for(epsilon, delta, accountant)
     sensitivity = math.sqrt(len(chosen))
     std = mechanism.noise_multiplier * sensitivity
-    encoder = TokenEncoder(schema, n_bins)
+    encoders = {b: TokenEncoder(schema, b) for b in {n_bins, one_way_bins}}
     rng = secret_rng()
     out = Marginals(n_bins=n_bins, noise_std=std, rows=int(rows))
     for columns in chosen:
-        cells, shape = encoder.cells(table, columns)
+        bins = one_way_bins if len(columns) == 1 else n_bins
+        cells, shape = encoders[bins].cells(table, columns)
         counts = np.bincount(cells, minlength=int(np.prod(shape))).astype(float)
-        out.marginals.append(Marginal(columns, shape, counts + rng.normal(0.0, std, size=counts.shape)))
+        out.marginals.append(Marginal(columns, shape, counts + rng.normal(0.0, std, size=counts.shape),
+                                      n_bins=None if bins == n_bins else bins))
     ledger.record("Marginals (Gaussian mechanism)", epsilon=epsilon, delta=delta, accountant=accountant, kind=MARGINALS,
                   noise_multiplier=mechanism.noise_multiplier, sample_rate=1.0, steps=1, noise_std=std,
-                  marginals=[list(c) for c in chosen], bins=n_bins)
+                  marginals=[list(c) for c in chosen], bins=n_bins,
+                  **({"one_way_bins": one_way_bins} if one_way_bins != n_bins else {}))
     return out, mechanism
 
 
