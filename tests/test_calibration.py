@@ -99,6 +99,30 @@ def test_measured_marginals_follow_the_public_discretisation_only(toy_schema, to
     assert dict(shapes[0])[("job",)] == (4,) and dict(shapes[0])[("hours",)] == (10,)
 
 
+def test_a_columns_own_marginal_may_be_finer_and_calibration_reads_it_so(toy_schema, toy_table):
+    """Numbers in more bins alone than in pairs: the sensitivity still counts marginals, the bins travel with
+    the saved marginals, and calibration moves a pool on the finer bins."""
+    schema = _with_target(toy_schema)
+    ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=len(toy_table))
+    measured, mechanism = measure_marginals(toy_table, schema, 0.5, 1e-5, ledger, rows=len(toy_table),
+                                            one_way_bins=40)
+    shapes = {m.columns: m.shape for m in measured.marginals}
+    assert shapes[("hours",)] == (40,) and shapes[("age", "hours")][1] == 10 and shapes[("job",)] == (4,)
+    assert measured.noise_std == pytest.approx(mechanism.noise_multiplier * math.sqrt(len(choose_marginals(schema))))
+    assert ledger.entries[-1].details["one_way_bins"] == 40
+    again = Marginals.from_dict(measured.to_dict())
+    assert [(m.columns, m.shape, again.bins(m)) for m in again.marginals] == \
+        [(m.columns, m.shape, measured.bins(m)) for m in measured.marginals]
+    # a pool spread evenly over [0, 40) is moved to the fine target: all its mass in the lowest of 40 bins
+    one = Schema(columns=[ColumnSpec("x", "continuous", lower=0, upper=40)])
+    pool = pd.DataFrame({"x": np.linspace(0.01, 39.99, 4000)})
+    counts = np.zeros(40)
+    counts[0] = 1000.0
+    target = Marginals(n_bins=10, noise_std=1.0, rows=1000, marginals=[Marginal(("x",), (40,), counts, n_bins=40)])
+    weights, _ = calibrate_weights(pool, target, one)
+    assert weights[pool["x"].to_numpy() < 1].sum() > 0.95  # (the first of 10 bins would have allowed up to 4)
+
+
 def test_measurement_noise_is_secret(toy_schema, toy_table):
     draws = []
     for _ in range(2):
