@@ -154,6 +154,21 @@ def test_aim_cancelled_after_two_rounds_keeps_its_model_and_is_charged_what_it_s
     assert len(api.sample(tmp_path / "run", 10, seed=0)[0]) == 10
 
 
+def test_aim_gives_every_columns_first_measurement_the_share_of_rho_asked(toy_schema, toy_table):
+    """one_way_share: the first measurement of every column spends that share of ρ (AIM's own, 0: a round's
+    worth each), the rounds the rest; the total is still the plan's."""
+    spent = {}
+    for share in (0.0, 0.8):
+        model = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny",
+                        options={"one_way_share": share}).model
+        spent[share] = sum(rho for what, rho in model.budget.log if what == "one-way marginal") / model.plan.rho
+        assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)
+    assert spent[0.8] == pytest.approx(0.8, rel=1e-6) and spent[0.0] <= 0.5 + 1e-9  # (AIM: at most half)
+    for bad in (1.0, -0.1, True, "half"):
+        with pytest.raises(ValueError, match="one_way_share"):
+            api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"one_way_share": bad})
+
+
 def test_aim_refuses_training_options_it_does_not_have(toy_schema, toy_table):
     with pytest.raises(ValueError, match="unknown options for aim: epochs"):
         api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"epochs": 2})

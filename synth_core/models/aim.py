@@ -65,6 +65,7 @@ class AIMConfig:
     iters: int = 1000               # mirror-descent iterations per round
     numeric_decoding: str = "uniform"
     target_triples: bool = True     # the workload adds the target column (schema role) with each pair of others
+    one_way_share: float = 0.0      # of ρ, for the first measurement of every column (0: a round's worth each, AIM's)
 
     def check(self) -> None:
         for name in ("n_bins", "degree", "max_cells", "iters"):
@@ -74,6 +75,9 @@ class AIMConfig:
                 raise ValueError(f"{name} must be a whole number, {least}, not {v!r}")
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
             raise ValueError(f"rounds must be a whole number (0: 16 per column), not {self.rounds!r}")
+        if isinstance(self.one_way_share, bool) or not isinstance(self.one_way_share, (int, float)) \
+                or not 0 <= self.one_way_share < 1:
+            raise ValueError(f"one_way_share must be a share of ρ in [0, 1), not {self.one_way_share!r}")
         if not isinstance(self.max_model_size, (int, float)) or not self.max_model_size > 0:
             raise ValueError(f"max_model_size must be a positive number of MiB, not {self.max_model_size!r}")
         if self.numeric_decoding not in ("uniform", "midpoint"):
@@ -177,8 +181,10 @@ class AIM(SynthModel):
         one_way = [cl for cl in candidates if len(cl) == 1]
         # a round of the plan spends ρ/rounds, 90% measuring and 10% selecting; the first measures every column
         epsilon, sigma = budget.schedule(budget.round_cost(rounds))
-        # every column's marginal, at the plan's noise, in at most half the budget (few rounds, many columns)
-        first_sigma = max(sigma, math.sqrt(len(one_way) / budget.total))
+        # every column's marginal: at the plan's noise (in at most half the budget: few rounds, many columns), or
+        # in the share of ρ the configuration gives them (a column costs 1/2σ²)
+        first_sigma = math.sqrt(len(one_way) / (2 * cfg.one_way_share * budget.total)) if cfg.one_way_share else \
+            max(sigma, math.sqrt(len(one_way) / budget.total))
         estimator = m.estimation.MirrorDescent()
         measurements, events = [], []
         steps.started += 1
