@@ -183,5 +183,8 @@ def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table
     result = api.fit(toy_table, schema, model="auto", epsilon=1.0, preset="tiny", run_dir=tmp_path / "run")
     config = result.run.public_config()
     assert config["model"] == config["auto"]["family"] == "aim" and config["calibration_share"] == 0
+    # half of ρ for every column alone first (RESULTS.md: AIM's own twentieth left its 1-way figures behind)
+    assert config["options"] == {"one_way_share": 0.5} == config["auto"]["options"]
+    assert result.model.config.one_way_share == 0.5
     assert "AIM" in config["auto"]["reason"] and result.ledger.spent_epsilon <= 1.0
     assert recommend(schema, 600, 2.0).family == "dp-tbart"  # 1,200: DP-TBART with calibration
