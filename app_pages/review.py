@@ -102,6 +102,7 @@ with st.expander("What each figure means"):
 level, message = overall_verdict(list(tables[names[primary]]["verdict"]), by_id[primary].get("model"))
 {"poor": st.warning, "fair": st.info, "good": st.success}[level](message)
 
+
 def per_column(t: pd.DataFrame) -> pd.DataFrame:
     """The per-column figures with headers and cells a person reads (blank where a figure does not apply)."""
     p = t["chi_square_p"]

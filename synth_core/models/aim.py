@@ -4,8 +4,8 @@ Differentially Private Synthetic Data") as a model family, on private-pgm's esti
 The table is read on the public discretisation (`encoding.TokenEncoder`: public categories, numbers in
 public bins). AIM measures every column's marginal, then, round after round, selects with the exponential
 mechanism the marginal of the workload (every pair of columns, every triple of the declared target column with
-two others, and what they contain) that the current graphical model gets most wrong, measures it with the Gaussian mechanism, and fits the model to every
-measurement so far by mirror descent (mbi). The marginals it may select are those that keep the model
+two others, and what they contain) that the current graphical model gets most wrong, measures it with the
+Gaussian mechanism, and fits the model to every measurement so far by mirror descent (mbi). The marginals it may select are those that keep the model
 within a size that grows with the budget spent; when a measurement barely moves the model the noise is
 halved. Rounds are paid from a zCDP budget (`privacy.selection.RhoBudget`), planned with the run's other
 mechanisms (`privacy.accounting.plan_rho`); the last round spends what is left.

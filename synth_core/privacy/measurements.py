@@ -62,7 +62,6 @@ def rows_upper_bound(count: int, epsilon: float | None) -> int:
 
 
 MARGINAL_BINS = 10          # public bins per numeric column in a measured marginal
-ONE_WAY_BINS = None         # ... and in a column's own marginal (None: MARGINAL_BINS)
 MAX_PAIR_CELLS = 5_000      # a pair with more cells than this is not measured (too noisy per cell)
 ALL_PAIRS_UP_TO = 40        # measure every pair when the marginals then number at most this
 
@@ -147,10 +146,10 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
                       one_way_bins: int | None = None) -> tuple[Marginals, Gaussian]:
     """The chosen marginals of a validated table, measured by one Gaussian mechanism that alone spends
     (ε, δ), recorded in the ledger; and the mechanism, for the accountant to compose with the training.
-    Numbers are in `n_bins` public bins in a pair, in `one_way_bins` (default ONE_WAY_BINS, else `n_bins`)
-    in their own marginal: the sensitivity counts marginals, not cells."""
+    Numbers are in `n_bins` public bins in a pair, in `one_way_bins` (None: `n_bins`) in their own marginal:
+    the sensitivity counts marginals, not cells."""
     schema = schema.modelled()
-    one_way_bins = one_way_bins or ONE_WAY_BINS or n_bins
+    one_way_bins = one_way_bins or n_bins
     chosen = choose_marginals(schema, n_bins)
     mechanism = gaussian_for(epsilon, delta, accountant)
     sensitivity = math.sqrt(len(chosen))
