@@ -16,7 +16,8 @@ from synth_core.models.recommend import recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import Gaussian, SamplingShape, compose, gaussian_for, plan
 from synth_core.privacy.ledger import MARGINALS, TRAINING
-from synth_core.privacy.measurements import Marginal, Marginals, choose_marginals, measure_marginals
+from synth_core.privacy.measurements import (FINE_BINS, Marginal, Marginals, choose_marginals, measure_marginals,
+                                             measured_marginals)
 from synth_core.schema import ColumnSpec, Schema
 
 
@@ -93,23 +94,35 @@ def test_measured_marginals_follow_the_public_discretisation_only(toy_schema, to
         shapes.append([(m.columns, m.shape) for m in measured.marginals])
         entry = ledger.entries[-1]
         assert entry.kind == MARGINALS and entry.epsilon == 0.5 and entry.gaussian() == mechanism
-        assert measured.noise_std == pytest.approx(mechanism.noise_multiplier * math.sqrt(len(chosen)))
+        assert measured.noise_std == pytest.approx(mechanism.noise_multiplier * math.sqrt(len(measured_marginals(schema))))
     assert shapes[0] == shapes[1]
     # cells: public categories (+ missing for a nullable column), public bins between the bounds
-    assert dict(shapes[0])[("job",)] == (4,) and dict(shapes[0])[("hours",)] == (10,)
+    assert shapes[0][:len(chosen)] == [(c, s) for c, s in shapes[0] if c in chosen][:len(chosen)]
+    assert dict(shapes[0][:len(chosen)])[("job",)] == (4,) and dict(shapes[0][:len(chosen)])[("hours",)] == (10,)
+    assert shapes[0][len(chosen):] == [(("age",), (FINE_BINS,)), (("hours",), (FINE_BINS,))]
 
 
-def test_a_columns_own_marginal_may_be_finer_and_calibration_reads_it_so(toy_schema, toy_table):
-    """Numbers in more bins alone than in pairs: the sensitivity still counts marginals, the bins travel with
-    the saved marginals, and calibration moves a pool on the finer bins."""
+def test_numbers_alone_are_measured_again_on_finer_bins_and_calibration_reads_them_so(toy_schema, toy_table):
+    """Every numeric column alone a second time on finer bins (not one whose values the coarse bins already
+    hold one per bin): the sensitivity counts every marginal, the bins travel with the saved marginals, and
+    calibration moves a pool on the finer bins."""
     schema = _with_target(toy_schema)
     ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=len(toy_table))
-    measured, mechanism = measure_marginals(toy_table, schema, 0.5, 1e-5, ledger, rows=len(toy_table),
-                                            one_way_bins=40)
-    shapes = {m.columns: m.shape for m in measured.marginals}
-    assert shapes[("hours",)] == (40,) and shapes[("age", "hours")][1] == 10 and shapes[("job",)] == (4,)
-    assert measured.noise_std == pytest.approx(mechanism.noise_multiplier * math.sqrt(len(choose_marginals(schema))))
-    assert ledger.entries[-1].details["one_way_bins"] == 40
+    measured, mechanism = measure_marginals(toy_table, schema, 0.5, 1e-5, ledger, rows=len(toy_table), fine_bins=40)
+    numbers = [c.name for c in schema.columns if c.is_numeric]
+    fine = [m for m in measured.marginals if measured.bins(m) == 40]
+    assert sorted(m.columns[0] for m in fine) == sorted(numbers) and all(m.shape == (40,) for m in fine)
+    coarse = {m.columns: m.shape for m in measured.marginals if measured.bins(m) == 10}
+    assert coarse[("hours",)] == (10,) and coarse[("age", "hours")][1] == 10 and coarse[("job",)] == (4,)
+    assert list(coarse) == choose_marginals(schema)
+    assert measured.noise_std == pytest.approx(
+        mechanism.noise_multiplier * math.sqrt(len(choose_marginals(schema)) + len(numbers)))
+    entry = ledger.entries[-1].details
+    assert entry["fine_bins"] == 40 and sorted(c for (c,) in entry["fine_marginals"]) == sorted(numbers)
+    # none where the coarse bins already hold every value, or when asked for none
+    few = Schema(columns=[ColumnSpec("k", "integer", lower=0, upper=6), ColumnSpec("x", "continuous", lower=0, upper=1)])
+    assert [(c, b) for c, b in measured_marginals(few) if b != 10] == [(("x",), FINE_BINS)]
+    assert all(b == 10 for _, b in measured_marginals(schema, fine_bins=None))
     again = Marginals.from_dict(measured.to_dict())
     assert [(m.columns, m.shape, again.bins(m)) for m in again.marginals] == \
         [(m.columns, m.shape, measured.bins(m)) for m in measured.marginals]
@@ -175,7 +188,7 @@ def test_a_calibrated_run_through_the_user_path(toy_schema, toy_table, tmp_path)
     assert [e.kind for e in ledger.entries] == ["noisy-count", MARGINALS, TRAINING]
     assert ledger.spent_epsilon <= 2.0 and ledger.spent_delta == ledger.target_delta
     table, info = api.sample(tmp_path / "run", 200, seed=3)
-    assert len(table) == 200 and info["calibration"]["marginals"] == 10 and info["calibration"]["pool_rows"] >= 600
+    assert len(table) == 200 and info["calibration"]["marginals"] == 10 + 2 and info["calibration"]["pool_rows"] >= 600
     reloaded = api.load_model(tmp_path / "run")
     assert reloaded.calibration is not None
     pd.testing.assert_frame_equal(reloaded.sample(50, seed=4), result.model.sample(50, seed=4))
@@ -234,7 +247,7 @@ def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema,
     assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--model", "auto", "--preset", "tiny",
                  "--accountant", "rdp", "--epsilon", "2", "--out", "run"]) == 0
     out = capsys.readouterr().out
-    assert "auto chose dp-tbart (cpu, calibration share 0.5)" in out and "marginals: 10 measured" in out
+    assert "auto chose dp-tbart (cpu, calibration share 0.5)" in out and "marginals: 12 measured" in out
 
 
 def test_the_live_epsilon_is_the_whole_runs_and_ends_where_the_ledger_does(toy_schema, toy_table):

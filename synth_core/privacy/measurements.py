@@ -10,9 +10,10 @@ rows) uses that noisy count, never the exact one.
 Marginals (`measure_marginals`) are counts of the table's rows in the cells of the public discretisation
 (`encoding.tokens.TokenEncoder.cells`: public categories, numbers in bins between public bounds), of every
 modelled column alone (`Schema.modelled`: a derived column is computed from its public rule, never measured) and
-of the pairs `choose_marginals` picks from public facts, released together by one Gaussian
-mechanism (adding or removing a row moves one cell of each marginal by 1: L2 sensitivity √k for k
-marginals). The accountant composes it with the run's DP-SGD (`accounting.plan(alongside=...)`).
+of the pairs `choose_marginals` picks from public facts, and of every numeric column alone a second time on
+finer public bins (`measured_marginals`), released together by one Gaussian mechanism (adding or removing a
+row moves one cell of each marginal by 1: L2 sensitivity √k for k marginals). The accountant composes it with
+the run's DP-SGD (`accounting.plan(alongside=...)`).
 """
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ def rows_upper_bound(count: int, epsilon: float | None) -> int:
 
 
 MARGINAL_BINS = 10          # public bins per numeric column in a measured marginal
+# and every numeric column alone again on this many: 10 bins leave the model's own shape within a bin, which
+# a column on a coarse grid of values or with its mass in a corner of its range shows (RESULTS.md, issue 15)
+FINE_BINS = 32
 MAX_PAIR_CELLS = 5_000      # a pair with more cells than this is not measured (too noisy per cell)
 ALL_PAIRS_UP_TO = 40        # measure every pair when the marginals then number at most this
 
@@ -141,32 +145,43 @@ def marginals_alongside(left: float, share: float, delta: float, accountant: str
     return (gaussian_for(marginals_epsilon(left, share), delta, accountant),) if share else ()
 
 
+def measured_marginals(schema: Schema, n_bins: int = MARGINAL_BINS,
+                       fine_bins: int | None = FINE_BINS) -> list[tuple[tuple[str, ...], int]]:
+    """Every marginal a measurement releases, with its numbers' public bins: those `choose_marginals` picks, on
+    `n_bins`; then every numeric column alone on `fine_bins` (None or 0: not), where that cuts it finer (an
+    integer column with at most `n_bins` values already has a bin per value)."""
+    schema = schema.modelled()
+    out = [(columns, n_bins) for columns in choose_marginals(schema, n_bins)]
+    if fine_bins:
+        sizes = {b: {c.spec.name: c.size for c in TokenEncoder(schema, b).codecs} for b in (n_bins, fine_bins)}
+        out += [((c.name,), fine_bins) for c in schema.columns
+                if c.is_numeric and sizes[fine_bins][c.name] > sizes[n_bins][c.name]]
+    return out
+
+
 def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
                       rows: int, accountant: str = "prv", n_bins: int = MARGINAL_BINS,
-                      one_way_bins: int | None = None) -> tuple[Marginals, Gaussian]:
-    """The chosen marginals of a validated table, measured by one Gaussian mechanism that alone spends
-    (ε, δ), recorded in the ledger; and the mechanism, for the accountant to compose with the training.
-    Numbers are in `n_bins` public bins in a pair, in `one_way_bins` (None: `n_bins`) in their own marginal:
-    the sensitivity counts marginals, not cells."""
+                      fine_bins: int | None = FINE_BINS) -> tuple[Marginals, Gaussian]:
+    """The marginals `measured_marginals` lists, of a validated table, measured by one Gaussian mechanism that
+    alone spends (ε, δ), recorded in the ledger; and the mechanism, for the accountant to compose with the
+    training. The sensitivity counts marginals, not cells."""
     schema = schema.modelled()
-    one_way_bins = one_way_bins or n_bins
-    chosen = choose_marginals(schema, n_bins)
+    chosen = measured_marginals(schema, n_bins, fine_bins)
     mechanism = gaussian_for(epsilon, delta, accountant)
-    sensitivity = math.sqrt(len(chosen))
-    std = mechanism.noise_multiplier * sensitivity
-    encoders = {b: TokenEncoder(schema, b) for b in {n_bins, one_way_bins}}
+    std = mechanism.noise_multiplier * math.sqrt(len(chosen))
+    encoders = {b: TokenEncoder(schema, b) for _, b in chosen}
     rng = secret_rng()
     out = Marginals(n_bins=n_bins, noise_std=std, rows=int(rows))
-    for columns in chosen:
-        bins = one_way_bins if len(columns) == 1 else n_bins
+    for columns, bins in chosen:
         cells, shape = encoders[bins].cells(table, columns)
         counts = np.bincount(cells, minlength=int(np.prod(shape))).astype(float)
         out.marginals.append(Marginal(columns, shape, counts + rng.normal(0.0, std, size=counts.shape),
                                       n_bins=None if bins == n_bins else bins))
+    fine = [list(c) for c, b in chosen if b != n_bins]
     ledger.record("Marginals (Gaussian mechanism)", epsilon=epsilon, delta=delta, accountant=accountant, kind=MARGINALS,
                   noise_multiplier=mechanism.noise_multiplier, sample_rate=1.0, steps=1, noise_std=std,
-                  marginals=[list(c) for c in chosen], bins=n_bins,
-                  **({"one_way_bins": one_way_bins} if one_way_bins != n_bins else {}))
+                  marginals=[list(c) for c, b in chosen if b == n_bins], bins=n_bins,
+                  **({"fine_marginals": fine, "fine_bins": fine_bins} if fine else {}))
     return out, mechanism
 
 
