@@ -5,10 +5,10 @@ The table is read on the public discretisation (`encoding.TokenEncoder`: public 
 public bins). AIM measures every column's marginal, then, round after round, selects with the exponential
 mechanism the marginal of the workload (every pair of columns, every triple of the declared target column with
 two others, and what they contain) that the current graphical model gets most wrong, measures it with the
-Gaussian mechanism, and fits the model to every measurement so far by mirror descent (mbi). The marginals it may select are those that keep the model
-within a size that grows with the budget spent; when a measurement barely moves the model the noise is
-halved. Rounds are paid from a zCDP budget (`privacy.selection.RhoBudget`), planned with the run's other
-mechanisms (`privacy.accounting.plan_rho`); the last round spends what is left.
+Gaussian mechanism, and fits the model to every measurement so far by mirror descent (mbi). The marginals it
+may select are those that keep the model within a size that grows with the budget spent; when a measurement
+barely moves the model the noise is halved. Rounds are paid from a zCDP budget (`privacy.selection.RhoBudget`),
+planned with the run's other mechanisms (`privacy.accounting.plan_rho`); the last round spends what is left.
 
 Rows are drawn from the fitted graphical model (mbi's `synthetic_data`) and decoded uniformly within a
 numeric bin. Conditions are exact: the model is conditioned on the fixed values (mbi's constraints) before

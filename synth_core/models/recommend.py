@@ -77,7 +77,8 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
     max_bins = None
     if rows * epsilon < AIM_BELOW:
         return Recommendation(
-            family="aim", preset="cpu", calibration_share=0.0, options={"one_way_share": AIM_ONE_WAY_SHARE},
+            family="aim", preset="cpu", calibration_share=0.0,
+            options={"one_way_share": AIM_ONE_WAY_SHARE},
             reason=(f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} a neural model learns too little, and a "
                     "model built from the table's overall statistics, each measured where it is most wrong, gave the "
                     f"more faithful tables in our benchmarks; half of ε measures each column alone, and numbers are "
