@@ -169,7 +169,7 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
     chosen = measured_marginals(schema, n_bins, fine_bins)
     mechanism = gaussian_for(epsilon, delta, accountant)
     std = mechanism.noise_multiplier * math.sqrt(len(chosen))
-    encoders = {b: TokenEncoder(schema, b) for _, b in chosen}
+    encoders = {b: TokenEncoder(schema, b) for b in {bins for _, bins in chosen}}
     rng = secret_rng()
     out = Marginals(n_bins=n_bins, noise_std=std, rows=int(rows))
     for columns, bins in chosen:
