@@ -217,8 +217,8 @@ def test_a_bad_calibration_share_is_refused_before_anything_is_spent(share, toy_
 # --- auto -------------------------------------------------------------------------------------------------------
 def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path):
     """Two tables with the same public schema and row count, but other values, get the same choice; the run
-    records it and why."""
-    schema = dataclasses.replace(_with_target(toy_schema), rows=len(toy_table))
+    records it and why. (A number as the target: at 1,200 rows × ε, DP-TBART with calibration.)"""
+    schema = dataclasses.replace(_with_target(toy_schema, "hours"), rows=len(toy_table))
     other = toy_table.assign(sex=toy_table["sex"].iloc[::-1].to_numpy(), age=45, hours=12.5)
     configs = []
     for i, table in enumerate((toy_table, other)):
@@ -237,6 +237,19 @@ def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path):
     assert large.options_for("cpu") == {} and configs[0]["options"] == {}
 
 
+def test_auto_picks_aim_up_to_5000_rows_times_epsilon_unless_the_target_is_a_number(toy_schema):
+    """RESULTS.md (issue 15, unseen tables): AIM's 2-way TVD was lower or level from 1,000 to 5,000 rows × ε,
+    except where the target is a number (King's price: R² ≈ 0 under AIM)."""
+    for target, family in (("sex", "aim"), (None, "aim"), ("hours", "dp-tbart"), ("age", "dp-tbart")):
+        schema = _with_target(toy_schema, target) if target else toy_schema
+        mid = recommend(schema, 4_000, 1.0)
+        assert mid.family == family and (mid.calibration_share > 0) == (family == "dp-tbart"), target
+        assert recommend(schema, 500, 1.0).family == "aim"  # below 1,000 whatever the target
+        assert recommend(schema, 5_000, 1.0).family == "dp-tbart"  # from 5,000 the neural model
+    aim = recommend(_with_target(toy_schema), 4_000, 1.0)
+    assert aim.options == {"one_way_share": 0.5} and "4,000 rows" in aim.reason and "no number as the target" in aim.reason
+
+
 def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema, toy_table, tmp_path, capsys,
                                                                        monkeypatch):
     with pytest.raises(ValueError, match="name a family"):
@@ -244,7 +257,7 @@ def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema,
     assert not (tmp_path / "r").exists()
     from synth_core.cli import main
     toy_table.to_csv(tmp_path / "t.csv", index=False)
-    toy_schema.confirm().save(tmp_path / "s.json")
+    _with_target(toy_schema, "hours").confirm().save(tmp_path / "s.json")  # a number as the target: DP-TBART
     monkeypatch.chdir(tmp_path)
     assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--model", "auto", "--preset", "tiny",
                  "--accountant", "rdp", "--epsilon", "2", "--out", "run"]) == 0

@@ -106,8 +106,8 @@ class AIM(SynthModel):
     label = "Adaptive marginals"
     description = ("A graphical model fitted to the table's marginals, each chosen where the model is most wrong "
                    "and measured with noise (AIM, McKenna et al. 2022)")
-    when_to_pick = ("Small or medium tables with few columns, when the columns' overall statistics and pairs "
-                    "matter most; rows look less like real ones than a neural model's")
+    when_to_pick = ("Small or medium tables (few rows for their ε), when the columns' overall statistics and pairs "
+                    "matter most; what auto picks for them unless the target is a number")
     improve_hint = ("A larger ε or a larger model size (a bigger model, more marginals measured) usually helps; "
                     "on a table with many rows, a neural model such as DP-TBART may keep more detail.")
     config_class = AIMConfig
