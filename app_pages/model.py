@@ -230,10 +230,11 @@ else:
         if plan.get("kind") == "zcdp":  # an adaptive mechanism (AIM): rounds paid from a zCDP budget
             selection_epsilon, first_sigma = RhoBudget(plan["rho"]).schedule(plan["rho"] / plan["rounds"])
             c = st.columns(4)
-            c[0].metric("Rounds planned", f"{plan['rounds']:,}",
+            c[0].metric("Rounds, at most", f"{plan['rounds']:,}",
                         help="Each round picks the overall statistic the model gets most wrong and measures it with "
                              "noise. The rounds adapt: when a measurement hardly helps, the next ones get less noise "
-                             "and there are fewer of them.")
+                             "and there are fewer of them, so a run usually stops well before this many; the train "
+                             "page counts them.")
             c[1].metric("Noise per count at the start (σ)", f"{first_sigma:.3g}",
                         help="The Gaussian noise added to each count a round measures, in rows.")
             c[2].metric("Budget (ρ, zero-concentrated)", f"{plan['rho']:.3g}",
@@ -242,8 +243,8 @@ else:
             c[3].metric("Its ε alone", f"{plan['planned_epsilon']:.3g}",
                         help="What the rounds would cost if they were the only use of the data; with the row count, "
                              "the whole run stays within your ε.")
-            st.caption(f"Every column's counts first, then about {plan['rounds']:,} rounds over {n_train:,} rows: each "
-                       f"selects a pair of columns (ε = {selection_epsilon:.3g} per choice) and measures it. The "
+            st.caption(f"Every column's counts first, then at most {plan['rounds']:,} rounds over {n_train:,} rows: "
+                       f"each selects a pair of columns (ε = {selection_epsilon:.3g} per choice) and measures it. The "
                        f"accountant composes them by zero-concentrated DP; the run's whole ε, with the row count"
                        + (", the bounds" if bounds_epsilon else "") + f", stays within {epsilon:g}.")
         else:

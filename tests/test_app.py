@@ -442,7 +442,7 @@ def test_the_size_clicked_is_the_size_trained_and_several_gpus_are_offered(works
     at.radio(key="family").set_value("aim").run()  # AIM: rounds paid from a zCDP budget, no DP-SGD plan
     no_exceptions(at)
     assert not [s for s in at.selectbox if s.key == "processes"]
-    assert {"Rounds planned", "Budget (ρ, zero-concentrated)"} <= {m.label for m in at.main.metric}
+    assert {"Rounds, at most", "Budget (ρ, zero-concentrated)"} <= {m.label for m in at.main.metric}
     at.radio(key="family").set_value("dp-tbart").run()
     assert at.selectbox(key="processes").value == 2  # all of them, unless the steward picks fewer
     at.radio(key="size").set_value("quick").run()

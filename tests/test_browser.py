@@ -121,7 +121,7 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         page.get_by_text("Advanced").click()
         choose(page, "Accountant", "rdp")
         # auto's choice for 270 training rows at ε = 1 (rows × ε below 1,000): AIM, whose rounds spend a ρ budget
-        expect(page.get_by_text("Rounds planned")).to_be_visible()
+        expect(page.get_by_text("Rounds, at most")).to_be_visible()
         page.get_by_role("button", name="Start training").click()
 
         expect(page.get_by_text("4 · Train", exact=True).first).to_be_visible()
