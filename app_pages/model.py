@@ -13,7 +13,6 @@ from synth_core.models.recommend import AUTO, recommend
 from synth_core.api import preview_plan
 from synth_core.privacy import BudgetError, check_run_budget, default_delta, delta_warning
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE
-from synth_core.privacy.selection import RhoBudget
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.training.device import device_label
 from synth_core.training.distributed import offered_processes
@@ -210,7 +209,8 @@ def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: floa
     model = get_model_class(family)(schema, preset=preset, device="cpu", seed=0, **json.loads(options_json))
     plan = preview_plan(model, n, epsilon, delta, accountant, bounds_epsilon, calibration_share,
                         rows_public=schema.rows is not None)
-    return plan.to_dict(), model.train_config.epochs, model.n_parameters
+    opening = model.opening(plan.rho, plan.rounds) if hasattr(model, "opening") else None  # AIM: its first rounds
+    return plan.to_dict(), model.train_config.epochs, model.n_parameters, opening
 
 
 st.subheader("What the accountant computed")
@@ -222,21 +222,22 @@ elif backbone_problem:
     st.info("No plan until the backbone above can be used.")
 else:
     try:
-        plan, epochs, n_params = noise_plan(klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
+        plan, epochs, n_params, opening = noise_plan(klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
                                             json.dumps(options, sort_keys=True), bounds_epsilon, calibration_share)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
         if plan.get("kind") == "zcdp":  # an adaptive mechanism (AIM): rounds paid from a zCDP budget
-            selection_epsilon, first_sigma = RhoBudget(plan["rho"]).schedule(plan["rho"] / plan["rounds"])
             c = st.columns(4)
             c[0].metric("Rounds, at most", f"{plan['rounds']:,}",
                         help="Each round picks the overall statistic the model gets most wrong and measures it with "
                              "noise. The rounds adapt: when a measurement hardly helps, the next ones get less noise "
                              "and there are fewer of them, so a run usually stops well before this many; the train "
                              "page counts them.")
-            c[1].metric("Noise per count at the start (σ)", f"{first_sigma:.3g}",
-                        help="The Gaussian noise added to each count a round measures, in rows.")
+            c[1].metric("Noise per count, columns alone (σ)", f"{opening['one_way_sigma']:.3g}",
+                        help="The Gaussian noise added to each count of the first round, which measures every "
+                             "column alone, in rows. A later round measures a pair of columns with noise of about "
+                             f"{opening['round_sigma']:.3g} at the start; the rounds adapt from there.")
             c[2].metric("Budget (ρ, zero-concentrated)", f"{plan['rho']:.3g}",
                         help="What the rounds may spend together, in the unit their noise is planned in; the rounds "
                              "stop when it is spent.")
@@ -244,7 +245,7 @@ else:
                         help="What the rounds would cost if they were the only use of the data; with the row count, "
                              "the whole run stays within your ε.")
             st.caption(f"Every column's counts first, then at most {plan['rounds']:,} rounds over {n_train:,} rows: "
-                       f"each selects a pair of columns (ε = {selection_epsilon:.3g} per choice) and measures it. The "
+                       f"each selects a pair of columns (ε = {opening['selection_epsilon']:.3g} per choice) and measures it. The "
                        f"accountant composes them by zero-concentrated DP; the run's whole ε, with the row count"
                        + (", the bounds" if bounds_epsilon else "") + f", stays within {epsilon:g}.")
         else:

@@ -161,8 +161,13 @@ def test_aim_gives_every_columns_first_measurement_the_share_of_rho_asked(toy_sc
     for share in (0.0, 0.8):
         model = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny",
                         options={"one_way_share": share}).model
-        spent[share] = sum(rho for what, rho in model.budget.log if what == "one-way marginal") / model.plan.rho
+        one_way = [rho for what, rho in model.budget.log if what == "one-way marginal"]
+        spent[share] = sum(one_way) / model.plan.rho
         assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)
+        # the model page shows the noise the run gave each column: what `opening` says for the plan (a column
+        # costs 1/2σ²)
+        sigma = model.opening(model.plan.rho, model.plan.rounds)["one_way_sigma"]
+        assert one_way == pytest.approx([1 / (2 * sigma ** 2)] * len(toy_schema.columns), rel=1e-9)
     assert spent[0.8] == pytest.approx(0.8, rel=1e-6) and spent[0.0] <= 0.5 + 1e-9  # (AIM: at most half)
     for bad in (1.0, -0.1, True, "half"):
         with pytest.raises(ValueError, match="one_way_share"):

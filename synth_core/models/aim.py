@@ -155,6 +155,17 @@ class AIM(SynthModel):
             self.build()
         return plan_rho(epsilon, delta, self.planned_rounds(), n_rows, alongside)
 
+    def opening(self, rho: float, rounds: int) -> dict:
+        """How a run with budget ρ and `rounds` planned rounds starts: the noise on every column's counts in the
+        first round (at the plan's pace, in at most half of ρ when there are few rounds and many columns, or in
+        the share of ρ `one_way_share` gives them: a column costs 1/2σ²), and the selection's ε and the
+        measurement's noise of a later round at the plan's pace (the schedule adapts from there)."""
+        budget = selection.RhoBudget(rho)
+        epsilon, sigma = budget.schedule(budget.round_cost(rounds))
+        columns, share = len(self.sizes), self.config.one_way_share
+        first = math.sqrt(columns / (2 * share * rho)) if share else max(sigma, math.sqrt(columns / rho))
+        return {"one_way_sigma": first, "selection_epsilon": epsilon, "round_sigma": sigma}
+
     def probe_plan(self, rows: int, batch: int, steps: int) -> RhoPlan:
         return plan_rho(1.0, 1e-6, steps, rows)
 
@@ -180,11 +191,8 @@ class AIM(SynthModel):
         rounds = plan.rounds
         one_way = [cl for cl in candidates if len(cl) == 1]
         # a round of the plan spends ρ/rounds, 90% measuring and 10% selecting; the first measures every column
-        epsilon, sigma = budget.schedule(budget.round_cost(rounds))
-        # every column's marginal: at the plan's noise (in at most half the budget: few rounds, many columns), or
-        # in the share of ρ the configuration gives them (a column costs 1/2σ²)
-        first_sigma = math.sqrt(len(one_way) / (2 * cfg.one_way_share * budget.total)) if cfg.one_way_share else \
-            max(sigma, math.sqrt(len(one_way) / budget.total))
+        opening = self.opening(budget.total, rounds)
+        epsilon, sigma, first_sigma = opening["selection_epsilon"], opening["round_sigma"], opening["one_way_sigma"]
         estimator = m.estimation.MirrorDescent()
         measurements, events = [], []
         steps.started += 1
