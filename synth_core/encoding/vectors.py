@@ -70,7 +70,7 @@ class VectorEncoder:
         pos = 0
         for spec in schema.columns:
             if spec.is_numeric and numeric == "bins":
-                per_integer = spec.kind == "integer" and spec.upper - spec.lower + 1 <= integer_bins
+                per_integer = spec.kind == "integer" and spec.n_values() <= integer_bins
                 edges = spec.edges(integer_bins if per_integer else n_bins)
                 labels = list(range(len(edges) - 1)) + ([None] if spec.nullable else [])
                 block = Block(spec, pos, len(labels), labels=labels, edges=edges)

@@ -196,7 +196,7 @@ def quantile_columns(schema: Schema) -> list[str]:
     for spec in schema.modelled().columns:
         if not spec.is_numeric or not spec.has_bounds:
             continue
-        if spec.kind == "integer" and spec.upper - spec.lower + 1 <= QUANTILE_CELLS:
+        if spec.kind == "integer" and spec.n_values() <= QUANTILE_CELLS:
             continue
         out.append(spec.name)
     return out

@@ -200,18 +200,27 @@ class ColumnSpec:
         released quantiles (and `quantile`) is cut at the levels 0, 1/n_bins, …, 1 of its quantile function
         instead (`quantile_edges`)."""
         lo, hi = self._range(bounds)
-        if per_integer and self.kind == "integer" and hi - lo + 1 <= n_bins:
-            return np.arange(lo - 0.5, hi + 1.0, 1.0)
-        step = self.step
-        if per_integer and step is not None and self.kind != "integer" and round((hi - lo) / step) + 1 <= n_bins:
-            # a number written at a precision that allows few values (a rating 1.0-5.0 to 0.5...): one bin each
-            values = lo + step * np.arange(round((hi - lo) / step) + 1)
+        count = self.n_values(bounds)
+        if per_integer and count is not None and count <= n_bins:
+            # whole numbers, or a number written at a precision that allows few values (a rating 1.0-5.0 to
+            # 0.5...): one bin each, centred on it
+            step = self.step
+            values = lo + step * np.arange(count)
             return np.r_[values - step / 2, values[-1] + step / 2]
         if quantile and self.quantiles and bounds is None:
             return self.quantile_edges(n_bins)
         if self.binning == "log":
             return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
         return np.linspace(lo, hi, n_bins + 1)
+
+    def n_values(self, bounds: tuple[float, float] | None = None) -> int | None:
+        """How many values a numeric column can take between its public bounds (or `bounds`) at the precision
+        it is written at (`step`); None where that precision is not declared or the bounds are not public."""
+        step = self.step if self.is_numeric else None
+        lo, hi = bounds if bounds is not None else (self.lower, self.upper)
+        if step is None or lo is None or hi is None:
+            return None
+        return int(round((float(hi) - float(lo)) / step)) + 1
 
     @property
     def step(self) -> float | None:
