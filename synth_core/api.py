@@ -151,7 +151,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 estimated.require_bounds()
                 if estimated is not schema:  # new bounds: clip and count against them
                     clean, report = validate_table(clean, estimated)
-                choice = recommend(estimated, ledger.n_rows, epsilon) if auto else None
+                # the declared schema, as the model page asks it: bounds estimated here do not change the choice
+                choice = recommend(schema, ledger.n_rows, epsilon) if auto else None
                 family, size, share, chosen = model, preset, calibration_share, options
                 q_share = quantile_share
                 if choice is not None:  # from public facts and the released count only

@@ -251,6 +251,33 @@ def test_auto_picks_aim_up_to_5000_rows_times_epsilon_unless_the_target_is_a_num
     assert "no number as the target" in aim.reason
 
 
+def test_auto_picks_aim_at_any_size_when_every_number_has_few_values(toy_schema, toy_table, tmp_path):
+    """RESULTS.md (issue 15): above 5,000 rows × ε AIM's 2-way TVD was lower than DP-TBART's on SmokeBan, WVS,
+    GSSvocab and Fertility2, whose numbers have at most 100 values at their precision; DP-TBART's was lower on
+    Computers (prices of thousands of values), Adult, King and SLID."""
+    narrow = Schema(columns=[c for c in toy_schema.columns if c.name != "hours"])  # age 18-80: 63 values
+    for target in (None, "sex", "age"):  # a narrow number as the target too (Arrests' checks: level TVD)
+        schema = _with_target(narrow, target) if target else narrow
+        assert {recommend(schema, rows, 1.0).family for rows in (500, 4_000, 40_000)} == {"aim"}, target
+    reason = recommend(narrow, 40_000, 1.0).reason
+    assert "no number with more than 100 possible values" in reason and "every value of a number" in reason
+    only_categories = Schema(columns=[c for c in narrow.columns if c.name != "age"])
+    assert "only categories" in recommend(only_categories, 40_000, 1.0).reason
+    # the values are counted at the declared precision: 0-9.9 to a tenth is 100 values, 0-10 is 101
+    for upper, family in ((9.9, "aim"), (10.0, "dp-tbart")):
+        score = ColumnSpec("score", "continuous", lower=0.0, upper=upper, decimals=1)
+        assert recommend(Schema(columns=[*narrow.columns, score]), 40_000, 1.0).family == family, upper
+    # a number without declared bounds is not narrow, as the model page sees it before the run estimates them
+    unbounded = Schema(columns=[dataclasses.replace(narrow.columns[0], lower=None, upper=None), *narrow.columns[1:]])
+    assert recommend(unbounded, 40_000, 1.0).family == "dp-tbart"
+    # the run chooses it too, and says why (600 public rows at ε = 10: 6,000 rows × ε)
+    schema = dataclasses.replace(narrow, rows=len(toy_table)).confirm()
+    result = api.fit(toy_table.drop(columns="hours"), schema, model="auto", epsilon=10.0, preset="tiny",
+                     run_dir=tmp_path / "run")
+    config = result.run.public_config()
+    assert config["model"] == "aim" and "no number with more than 100" in config["auto"]["reason"]
+
+
 def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema, toy_table, tmp_path, capsys,
                                                                        monkeypatch):
     with pytest.raises(ValueError, match="name a family"):

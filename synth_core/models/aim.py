@@ -107,7 +107,9 @@ class AIM(SynthModel):
     description = ("A graphical model fitted to the table's marginals, each chosen where the model is most wrong "
                    "and measured with noise (AIM, McKenna et al. 2022)")
     when_to_pick = ("Small or medium tables (few rows for their ε), when the columns' overall statistics and pairs "
-                    "matter most; what auto picks for them unless the target is a number")
+                    "matter most, and tables of any size made of categories and numbers with few values (counts, "
+                    "ages, years, scores); what auto picks for them (a medium table that holds a number of many "
+                    "values and has a number as its target goes to DP-TBART).")
     improve_hint = ("A larger ε or a larger model size (a bigger model, more marginals measured) usually helps; "
                     "on a table with many rows, a neural model such as DP-TBART may keep more detail.")
     config_class = AIMConfig

@@ -3,9 +3,13 @@
 The choice reads the public schema (its columns and their domain sizes), the row count as the run releases
 it (declared public, or the noisy count) and ε; never the table's values, so two tables with the same schema
 and row count get the same choice. The rule is fitted on the benchmarks of `benchmarks/RESULTS.md` (issue 15).
-From 5,000 rows × ε, DP-TBART with calibration: the best or near-best 2-way TVD and detection on Adult, King,
-CPS1988 at ε = 1 and SLID at 1 (not on GSSvocab, nor CPS1988 at 0.25, where AIM's was lower), and calibration
-helped more, the fewer rows per unit of ε.
+A table whose numbers all have at most 100 values at their declared precision (`narrow_numbers`: categories,
+counts, ages, years), AIM at any size: above 5,000 rows × ε its 2-way TVD was lower than DP-TBART's on each
+such table measured there (GSSvocab and Fertility2 at ε = 1 and 0.25, SmokeBan at 1, WVS at 2; two of them new
+to the rule), and level on Arrests with its count of checks as the target, in a fifth to a tenth of the time.
+From 5,000 rows × ε otherwise, DP-TBART with calibration: the best or near-best 2-way TVD and detection on
+Adult, King, CPS1988 at ε = 1, SLID at 1 and Computers at 2 (not on CPS1988 at 0.25, where AIM's was lower),
+and calibration helped more, the fewer rows per unit of ε.
 Below 1,000, AIM: its 2-way TVD was lower on each table measured there (HMDA, Wages1 and the demo table at
 ε = 0.25, two seeds), with half of its ρ measuring every column alone first (`AIM_ONE_WAY_SHARE`). In between,
 AIM too unless the declared target is a number: over 11 table × ε cells there, five of the tables new to the
@@ -44,6 +48,18 @@ AIM_FINE_FROM, AIM_FINE_BINS, AIM_COARSE_BINS = 250, 100, 32
 # twentieth): mean 2-way TVD 0.236 → 0.190 on HMDA, 0.144 → 0.138 on the demo table, 0.183 → 0.182 on Wages1 at
 # ε = 0.25 (four runs each; RESULTS.md), 1-way nearer independent DP marginals'; HMDA's TSTR fell (0.61 → 0.53)
 AIM_ONE_WAY_SHARE = 0.5
+# AIM at any rows × ε when every number has at most this many values at its precision (each its own bin in AIM's
+# fine bins): its 2-way TVD was lower than DP-TBART's above 5,000 rows × ε on GSSvocab, Fertility2, SmokeBan and
+# WVS, where DP-TBART won on tables with a number of many values (Adult, King, SLID, CPS1988 at ε = 1: RESULTS.md)
+AIM_NARROW_VALUES = AIM_FINE_BINS
+
+
+def narrow_numbers(schema: Schema) -> bool:
+    """Whether every number the table models can take at most `AIM_NARROW_VALUES` values at its declared precision
+    between its public bounds (a table of categories, counts, ages, years...): AIM's fine bins then hold one
+    value each, and a number loses nothing to them. A number without declared bounds or precision is not narrow."""
+    return all((n := c.n_values()) is not None and n <= AIM_NARROW_VALUES
+               for c in schema.modelled().columns if c.is_numeric)
 
 
 def aim_bins(rows: int, epsilon: float, columns: int) -> int:
@@ -51,6 +67,16 @@ def aim_bins(rows: int, epsilon: float, columns: int) -> int:
     at this ε."""
     per_column = max(int(rows), 0) * float(epsilon) / max(int(columns), 1)
     return AIM_FINE_BINS if per_column >= AIM_FINE_FROM else AIM_COARSE_BINS
+
+
+def aim_numbers(schema: Schema, bins: int) -> str:
+    """How AIM would model the table's numbers in `bins` public bins, as the end of a sentence."""
+    counts = [spec.n_values() for spec in schema.modelled().columns if spec.is_numeric]
+    if not counts:
+        return ""
+    if all(n is not None and n <= bins for n in counts):
+        return ", and every value of a number is modelled as its own"
+    return f", and numbers are modelled in {bins} ranges"
 
 
 @dataclass(frozen=True)
@@ -83,17 +109,24 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
     columns = len(schema.columns)
     max_bins = None
     numeric_target = any(c.role == "target" and c.is_numeric for c in schema.columns)
-    if rows * epsilon < AIM_BELOW or (rows * epsilon < SMALL_SIGNAL and not numeric_target):
-        why = ("a neural model learns too little, and a model built from the table's overall statistics, each "
-               "measured where it is most wrong, gave the more faithful tables" if rows * epsilon < AIM_BELOW else
-               "and no number as the target, a model built from the table's overall statistics, each measured where "
-               "it is most wrong, gave tables as faithful as a neural model's and better for prediction")
+    narrow = narrow_numbers(schema)
+    if rows * epsilon < AIM_BELOW or narrow or (rows * epsilon < SMALL_SIGNAL and not numeric_target):
+        if rows * epsilon < AIM_BELOW:
+            why = ("a neural model learns too little, and a model built from the table's overall statistics, each "
+                   "measured where it is most wrong, gave the more faithful tables")
+        elif narrow:
+            what = (f"no number with more than {AIM_NARROW_VALUES} possible values" if schema.modelled().numeric_columns
+                    else "only categories")
+            why = (f"and {what}, a model built from the table's overall statistics, each measured where it is most "
+                   "wrong, gave tables as faithful as a neural model's or more, in a fraction of the time")
+        else:
+            why = ("and no number as the target, a model built from the table's overall statistics, each measured "
+                   "where it is most wrong, gave tables as faithful as a neural model's and better for prediction")
         return Recommendation(
             family="aim", preset="cpu", calibration_share=0.0,
             options={"one_way_share": AIM_ONE_WAY_SHARE},
             reason=(f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} {why} in our benchmarks; half of ε "
-                    "measures each column alone, and numbers are modelled in "
-                    f"{aim_bins(rows, epsilon, columns)} ranges."))
+                    f"measures each column alone{aim_numbers(schema, aim_bins(rows, epsilon, columns))}."))
     if rows * epsilon < SMALL_SIGNAL:
         share, max_bins = SMALL_TABLE_SHARE, SMALL_TABLE_BINS
         why = (f"with {rows:,} rows at ε = {epsilon:g} and a number as the target, the training alone learns little, "

@@ -178,8 +178,9 @@ class DPTBART(TokenModel):
     label = "Column-by-column writer"
     description = ("Transformer that writes a row one column at a time. Strong on categorical structure "
                    "and column dependencies; numbers are cut into bins between the public bounds.")
-    when_to_pick = ("Tables with many rows for their ε (census, survey, registry extracts), and tables whose "
-                    "target is a number; what auto picks for them.")
+    when_to_pick = ("Tables with many rows for their ε (census, survey, registry extracts) that hold a number "
+                    "of many values (an amount, a price, a measurement), and such medium tables whose target is a "
+                    "number; what auto picks for them.")
     config_class = TBARTConfig
     presets = PRESETS
     size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
