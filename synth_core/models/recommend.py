@@ -50,7 +50,7 @@ AIM_FINE_FROM, AIM_FINE_BINS, AIM_COARSE_BINS = 250, 100, 32
 AIM_ONE_WAY_SHARE = 0.5
 # AIM at any rows × ε when every number has at most this many values at its precision (each its own bin in AIM's
 # fine bins): its 2-way TVD was lower than DP-TBART's above 5,000 rows × ε on GSSvocab, Fertility2, SmokeBan and
-# WVS, where DP-TBART won on tables with a number of many values (Adult, King, SLID, CPS1988 at ε = 1: RESULTS.md)
+# WVS; DP-TBART won on tables with a number of many values (Adult, King, SLID, CPS1988 at 1, Computers: RESULTS.md)
 AIM_NARROW_VALUES = AIM_FINE_BINS
 
 
