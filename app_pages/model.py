@@ -189,6 +189,9 @@ with st.expander("Advanced"):
                                       help="Measured alone it would cost this share of ε; composed with training "
                                            "by the accountant, the training's noise grows only a little.")
 
+# the options the run will train with: auto's choice sets its own (a run of `auto` takes none from the page)
+model_options = {**options, **choice.options_for(preset)} if choice is not None else options
+
 # --- the accountant's plan --------------------------------------------------------------------------
 problems = []
 try:
@@ -223,7 +226,8 @@ elif backbone_problem:
 else:
     try:
         plan, epochs, n_params, opening = noise_plan(klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
-                                            json.dumps(options, sort_keys=True), bounds_epsilon, calibration_share)
+                                            json.dumps(model_options, sort_keys=True), bounds_epsilon,
+                                            calibration_share)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
@@ -234,7 +238,7 @@ else:
                              "noise. The rounds adapt: when a measurement hardly helps, the next ones get less noise "
                              "and there are fewer of them, so a run usually stops well before this many; the train "
                              "page counts them.")
-            c[1].metric("Noise per count, columns alone (σ)", f"{opening['one_way_sigma']:.3g}",
+            c[1].metric("Noise on the columns (σ)", f"{opening['one_way_sigma']:.3g}",
                         help="The Gaussian noise added to each count of the first round, which measures every "
                              "column alone, in rows. A later round measures a pair of columns with noise of about "
                              f"{opening['round_sigma']:.3g} at the start; the rounds adapt from there.")
@@ -275,16 +279,16 @@ else:
                            "more rows or the quick size helps.")
 
 device = device_label()
-est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(options, sort_keys=True),
+est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(model_options, sort_keys=True),
            calibration_share)
 estimate = st.session_state.get("estimate")
-known = plan is not None and stored_costs(klass.family, preset, schema, options=options) is not None  # a lookup: no button needed
+known = plan is not None and stored_costs(klass.family, preset, schema, options=model_options) is not None  # a lookup: no button needed
 if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
             result = estimate_fit_seconds(klass.family, schema, preset, n_train, max(epsilon - bounds_epsilon, 1e-3),
-                                          delta, options=options, review_rows=review_rows_for(n_train),
+                                          delta, options=model_options, review_rows=review_rows_for(n_train),
                                           calibrated=calibration_share > 0)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:

@@ -3,6 +3,7 @@ the end in the background worker, and the bad inputs a steward can produce."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import stat
@@ -115,6 +116,12 @@ def test_walk_through_from_upload_to_export(workspace):
     at.switch_page("app_pages/model.py").run()
     no_exceptions(at)
     assert "AIM" in texts(at.info)  # auto's choice, and why
+    # the plan shown is the one auto's run trains with: four fifths of ρ on the columns alone at 270 rows × ε
+    # (a column costs 1/2σ²), not AIM's own opening
+    rho = float(next(m.value for m in at.metric if m.label.startswith("Budget (ρ")))
+    sigma = float(next(m.value for m in at.metric if m.label == "Noise on the columns (σ)"))
+    columns = len(at.session_state["schema"].modelled().columns)
+    assert sigma == pytest.approx(math.sqrt(columns / (2 * 0.8 * rho)), rel=0.01)
     at.radio(key="family").set_value("dp-tbart").run()
     labels = [m.label for m in at.metric]
     assert {"Noise added (σ)", "Rows per step (batch)", "Training steps", "Share of rows per step (q)"} <= set(labels)
