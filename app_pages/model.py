@@ -225,9 +225,9 @@ elif backbone_problem:
     st.info("No plan until the backbone above can be used.")
 else:
     try:
-        plan, epochs, n_params, opening = noise_plan(klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
-                                            json.dumps(model_options, sort_keys=True), bounds_epsilon,
-                                            calibration_share)
+        plan, epochs, n_params, opening = noise_plan(
+            klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
+            json.dumps(model_options, sort_keys=True), bounds_epsilon, calibration_share)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
@@ -249,7 +249,8 @@ else:
                         help="What the rounds would cost if they were the only use of the data; with the row count, "
                              "the whole run stays within your ε.")
             st.caption(f"Every column's counts first, then at most {plan['rounds']:,} rounds over {n_train:,} rows: "
-                       f"each selects a pair of columns (ε = {opening['selection_epsilon']:.3g} per choice) and measures it. The "
+                       f"each selects a pair of columns (ε = {opening['selection_epsilon']:.3g} per choice) and "
+                       "measures it. The "
                        f"accountant composes them by zero-concentrated DP; the run's whole ε, with the row count"
                        + (", the bounds" if bounds_epsilon else "") + f", stays within {epsilon:g}.")
         else:
@@ -282,7 +283,8 @@ device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(model_options, sort_keys=True),
            calibration_share)
 estimate = st.session_state.get("estimate")
-known = plan is not None and stored_costs(klass.family, preset, schema, options=model_options) is not None  # a lookup: no button needed
+# a lookup: no button needed
+known = plan is not None and stored_costs(klass.family, preset, schema, options=model_options) is not None
 if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):

@@ -61,6 +61,8 @@ def aim_one_way_share(rows: int, epsilon: float) -> float:
     """The share of AIM's ρ that `auto` gives to measuring every column alone first, for a table of `rows` rows
     (public or noisy) at this ε."""
     return AIM_LOW_SIGNAL_ONE_WAY_SHARE if max(int(rows), 0) * float(epsilon) < AIM_BELOW else AIM_ONE_WAY_SHARE
+
+
 # AIM at any rows × ε when every number has at most this many values at its precision (each its own bin in AIM's
 # fine bins): its 2-way TVD was lower than DP-TBART's above 5,000 rows × ε on GSSvocab, Fertility2, SmokeBan and
 # WVS; DP-TBART won on tables with a number of many values (Adult, King, SLID, CPS1988 at 1, Computers: RESULTS.md)
