@@ -19,7 +19,7 @@ from 1,000 rows × ε). In between,
 AIM too unless the declared target is a number: over 11 table × ε cells there, five of the tables new to the
 rule (NMES1988, Benefits, DoctorVisits, Males, Arrests; two or three seeds), AIM's 2-way and 3-way TVD were
 level with DP-TBART's (mean 2-way 0.118 against 0.119), its 1-way and TSTR better (0.048 against 0.050; 0.67
-against 0.64) and its fit quicker; on King at ε = 0.25, whose target is a price, AIM's
+against 0.64); on King at ε = 0.25, whose target is a price, AIM's
 regression R² fell to about 0 (a number modelled in coarse ranges, no triple of a numeric target kept), so there
 DP-TBART stays, with half of ε measuring marginals and numbers in at most 50 bins instead of 100 (2-way TVD
 better on average on HMDA, Wages1 and the demo table at ε = 1 and 0.25). AIM's own numeric bins follow the
