@@ -322,6 +322,9 @@ def _sample(args) -> int:
     if calibration.get("marginals"):
         msg += (f"; calibrated to {calibration['marginals']} measured marginals from a pool of "
                 f"{calibration['pool_rows']:,} rows")
+        if calibration.get("effective_rows", len(table)) < len(table):
+            msg += (f" (the model seldom draws what the measurements show: the weights rest on about "
+                    f"{calibration['effective_rows']:,.0f} rows, so some rows repeat)")
     print(msg)
     return 0
 

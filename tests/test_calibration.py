@@ -11,7 +11,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from synth_core import api
-from synth_core.models.calibration import calibrate_weights, pool_size, resample
+from synth_core.models.calibration import POOL_GROWTH, calibrate_weights, grow_and_calibrate, pool_size, resample
 from synth_core.models.recommend import recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import Gaussian, SamplingShape, compose, gaussian_for, plan
@@ -171,6 +171,39 @@ def test_the_pool_grows_with_the_request():
     assert [pool_size(n) for n in (10, 200, 10_000)] == [500, 5_000, 30_000]
 
 
+def test_a_pool_too_thin_for_the_measurements_grows_until_the_sample_need_not_repeat_rows():
+    """The model draws "a" one time in ten, the measurements say nine in ten: weights on a pool of 3 × the rows
+    asked hold fewer effective rows than asked (a sample would repeat few rows many times), so the pool doubles
+    with fresh rows, each further draw its own, until they hold enough; never past POOL_GROWTH × the first."""
+    schema = Schema(columns=[ColumnSpec("g", "categorical", categories=["a", "b"])])
+    n = 2000
+    target = Marginals(n_bins=10, noise_std=1.0, rows=n, marginals=[Marginal(("g",), (2,), np.array([1800.0, 200.0]))])
+
+    def model(share_a):
+        rng, asked = np.random.default_rng(0), []
+
+        def more(rows, k):
+            asked.append((rows, k))
+            return pd.DataFrame({"g": rng.choice(["a", "b"], rows, p=[share_a, 1 - share_a])})
+        return more, asked
+
+    more, asked = model(0.1)
+    pool, weights, info = grow_and_calibrate(more(pool_size(n), 0), n, more, target, schema)
+    # effective rows ≈ pool / 8: 750 and 1,500 fall short of 2,000, 3,000 does not
+    assert asked == [(6000, 0), (6000, 1), (12_000, 2)] and len(pool) == 24_000 == len(weights)
+    assert info["pool_draws"] == 3 and info["pool_rows"] == 24_000 and info["effective_rows"] >= n
+    picked = pool.iloc[resample(weights, n, np.random.default_rng(1))]
+    assert picked["g"].eq("a").mean() == pytest.approx(0.9, abs=0.01)
+    assert picked.index.value_counts().max() <= 2  # no candidate repeated more than twice
+    # a model that almost never draws "a": the pool stops at POOL_GROWTH × the first, and says how thin it is
+    more, asked = model(0.01)
+    pool, weights, info = grow_and_calibrate(more(pool_size(n), 0), n, more, target, schema)
+    assert len(pool) == POOL_GROWTH * pool_size(n) and info["effective_rows"] < n
+    # a model that cannot draw more (conditions met too rarely) keeps its pool
+    pool, weights, info = grow_and_calibrate(model(0.1)[0](6000, 0), n, lambda rows, k: None, target, schema)
+    assert len(pool) == 6000 and info["pool_draws"] == 1
+
+
 def test_calibration_stops_at_the_noise_level():
     """Targets that differ from the pool by no more than their noise leave the pool as it is."""
     schema = Schema(columns=[ColumnSpec("g", "categorical", categories=["a", "b"])])
@@ -191,6 +224,7 @@ def test_a_calibrated_run_through_the_user_path(toy_schema, toy_table, tmp_path)
     assert ledger.spent_epsilon <= 2.0 and ledger.spent_delta == ledger.target_delta
     table, info = api.sample(tmp_path / "run", 200, seed=3)
     assert len(table) == 200 and info["calibration"]["marginals"] == 10 + 2 and info["calibration"]["pool_rows"] >= 600
+    assert info["calibration"]["pool_draws"] >= 1
     reloaded = api.load_model(tmp_path / "run")
     assert reloaded.calibration is not None
     pd.testing.assert_frame_equal(reloaded.sample(50, seed=4), result.model.sample(50, seed=4))

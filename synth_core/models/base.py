@@ -28,7 +28,7 @@ from ..schema import Schema
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
-from .calibration import calibrate_weights, pool_size, resample
+from .calibration import grow_and_calibrate, pool_size, resample
 
 MODELS: dict[str, type["SynthModel"]] = {}
 
@@ -256,7 +256,14 @@ class SynthModel:
             table = self.draw(n, conditions, seed, **options)
             self.last_sample_info["calibration"] = {"note": "too few rows meet the conditions for a calibration pool"}
             return self.full_schema.derive(table)
-        weights, info = calibrate_weights(pool, self.calibration, self.schema, conditions)
+
+        def more(rows: int, k: int) -> pd.DataFrame | None:  # the k-th further draw, for a pool that must grow
+            try:
+                return self.draw(rows, conditions, None if seed is None else seed + 3 * k, **options)
+            except SamplingError:
+                return None
+
+        pool, weights, info = grow_and_calibrate(pool, n, more, self.calibration, self.schema, conditions)
         rng = np.random.default_rng(None if seed is None else seed + 2)
         table = pool.iloc[resample(weights, n, rng)].reset_index(drop=True)
         self.last_sample_info = {**self.last_sample_info, "rows": n, "calibration": info}
