@@ -120,6 +120,8 @@ table, info = generated["table"], generated["info"]
 st.success(f"{len(table):,} synthetic rows ({info.get('method', 'unconditional')}).")
 if info.get("acceptance_rate") is not None and info.get("method") == "rejection":
     st.caption(f"Conditions met by rejection sampling; {info['acceptance_rate']:.1%} of tried rows were kept.")
+if info.get("calibration"):  # what calibration did, in the core's words
+    st.caption(info["calibration"][0].upper() + info["calibration"][1:] + ".")
 fair_result = generated["fair_result"]
 if info.get("method") == "fairness control" and fair_result is not None and fair_result.share == 0:
     st.info(f"No change needed: the synthetic rows' demographic-parity gap is {fair_result.gap_after:.3f}, within "

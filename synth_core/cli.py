@@ -31,6 +31,7 @@ from .schema import Schema, SchemaError, draft_schema, read_table
 from .schema.derived import describe
 from .training import distributed
 from .models.base import SamplingError
+from .models.calibration import summary as calibration_summary
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -318,13 +319,9 @@ def _sample(args) -> int:
     msg = f"wrote {len(table)} rows to {args.out}"
     if info.get("method") == "rejection":
         msg += f" (rejection sampling on {', '.join(info['rejection_columns'])}: acceptance rate {info['acceptance_rate']:.1%})"
-    calibration = info.get("calibration") or {}
-    if calibration.get("marginals"):
-        msg += (f"; calibrated to {calibration['marginals']} measured marginals from a pool of "
-                f"{calibration['pool_rows']:,} rows")
-        if calibration.get("effective_rows", len(table)) < len(table):
-            msg += (f" (the model seldom draws what the measurements show: the weights rest on about "
-                    f"{calibration['effective_rows']:,.0f} rows, so some rows repeat)")
+    calibrated = calibration_summary(info.get("calibration"), len(table))
+    if calibrated:
+        msg += f"; {calibrated}"
     print(msg)
     return 0
 

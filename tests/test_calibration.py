@@ -11,7 +11,8 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from synth_core import api
-from synth_core.models.calibration import POOL_GROWTH, calibrate_weights, grow_and_calibrate, pool_size, resample
+from synth_core.models.calibration import (POOL_GROWTH, calibrate_weights, grow_and_calibrate, pool_size, resample,
+                                          summary)
 from synth_core.models.recommend import recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import Gaussian, SamplingShape, compose, gaussian_for, plan
@@ -202,6 +203,15 @@ def test_a_pool_too_thin_for_the_measurements_grows_until_the_sample_need_not_re
     # a model that cannot draw more (conditions met too rarely) keeps its pool
     pool, weights, info = grow_and_calibrate(model(0.1)[0](6000, 0), n, lambda rows, k: None, target, schema)
     assert len(pool) == 6000 and info["pool_draws"] == 1
+
+
+def test_the_summary_says_what_calibration_did_and_when_rows_repeat():
+    info = {"pool_rows": 24_000, "marginals": 12, "effective_rows": 3_000.4}
+    assert summary(info, 2000).startswith("calibrated to 12 measured statistics") and "24,000 rows" in summary(info, 2000)
+    assert "repeat" not in summary(info, 2000)
+    assert summary(info, 5000).endswith("the weights rest on about 3,000 rows, so some rows repeat")
+    assert summary(None, 10) is None
+    assert summary({"note": "too few rows meet the conditions for a calibration pool"}, 10).startswith("too few")
 
 
 def test_calibration_stops_at_the_noise_level():

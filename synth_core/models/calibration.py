@@ -151,6 +151,22 @@ def grow_and_calibrate(pool: pd.DataFrame, n: int, more: Callable[[int, int], pd
     return pool, weights, info
 
 
+def summary(info: dict | None, rows: int) -> str | None:
+    """What calibration did to a sample of `rows` rows, in one clause for the CLI and the generate page (None when
+    the sample was not calibrated): to how many measured marginals, from how large a pool, and whether its
+    weights rest on fewer rows than the sample holds (some rows then repeat)."""
+    if not info:
+        return None
+    if not info.get("marginals"):
+        return info.get("note")
+    text = (f"calibrated to {info['marginals']} measured statistics (noisy counts of the columns' values, alone and "
+            f"in pairs) from a pool of {info['pool_rows']:,} rows the model drew")
+    if info.get("effective_rows", rows) < rows:
+        text += (f"; the model seldom draws what the statistics show: the weights rest on about "
+                 f"{info['effective_rows']:,.0f} rows, so some rows repeat")
+    return text
+
+
 def resample(weights: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """n pool indices drawn by systematic resampling over a shuffled pool: each row is kept about
     n·weight times (few repeats), in random order."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .fair_sampling import FairGeneration, fair_sample
+from ..models.calibration import summary as calibration_summary
 from ..training.timing import sampling_seconds
 
 
@@ -33,8 +34,10 @@ def generate(model, rows: int, conditions: dict | None = None, fairness: dict | 
         return Generated(result.table, {"method": "fairness control", **fairness, **result.summary(), "seed": seed},
                          result)
     table = model.sample(rows, conditions=conditions or None, seed=seed)
+    calibrated = calibration_summary(model.last_sample_info.get("calibration"), len(table))
     info = {"conditions": conditions or {}, "seed": seed,
-            **{k: v for k, v in model.last_sample_info.items() if k in ("method", "acceptance_rate")}}
+            **{k: v for k, v in model.last_sample_info.items() if k in ("method", "acceptance_rate")},
+            **({"calibration": calibrated} if calibrated else {})}
     return Generated(table, info)
 
 
