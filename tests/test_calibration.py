@@ -200,6 +200,10 @@ def test_a_pool_too_thin_for_the_measurements_grows_until_the_sample_need_not_re
     more, asked = model(0.01)
     pool, weights, info = grow_and_calibrate(more(pool_size(n), 0), n, more, target, schema)
     assert len(pool) == POOL_GROWTH * pool_size(n) and info["effective_rows"] < n
+    # a family whose rows are slow to draw (the language model) keeps its first pool
+    more, asked = model(0.1)
+    pool, weights, info = grow_and_calibrate(more(pool_size(n), 0), n, more, target, schema, growth=1)
+    assert len(asked) == 1 and len(pool) == pool_size(n) and info["pool_draws"] == 1
     # a model that cannot draw more (conditions met too rarely) keeps its pool
     pool, weights, info = grow_and_calibrate(model(0.1)[0](6000, 0), n, lambda rows, k: None, target, schema)
     assert len(pool) == 6000 and info["pool_draws"] == 1

@@ -28,7 +28,7 @@ from ..schema import Schema
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
-from .calibration import grow_and_calibrate, pool_size, resample
+from .calibration import POOL_GROWTH, grow_and_calibrate, pool_size, resample
 
 MODELS: dict[str, type["SynthModel"]] = {}
 
@@ -149,6 +149,9 @@ class SynthModel:
     measures_marginals = False
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
+    # how many times its first size a calibration pool may grow to while its weights rest on too few rows
+    # (models.calibration.grow_and_calibrate); a family whose rows are slow to draw keeps its first pool
+    max_pool_growth = POOL_GROWTH
 
     @classmethod
     def timing_variant(cls, options: dict) -> str:
@@ -263,7 +266,8 @@ class SynthModel:
             except SamplingError:
                 return None
 
-        pool, weights, info = grow_and_calibrate(pool, n, more, self.calibration, self.schema, conditions)
+        pool, weights, info = grow_and_calibrate(pool, n, more, self.calibration, self.schema, conditions,
+                                                 growth=self.max_pool_growth)
         rng = np.random.default_rng(None if seed is None else seed + 2)
         table = pool.iloc[resample(weights, n, rng)].reset_index(drop=True)
         self.last_sample_info = {**self.last_sample_info, "rows": n, "calibration": info}

@@ -132,16 +132,16 @@ def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
 
 
 def grow_and_calibrate(pool: pd.DataFrame, n: int, more: Callable[[int, int], pd.DataFrame | None],
-                       marginals: Marginals, schema: Schema, conditions: dict | None = None
-                       ) -> tuple[pd.DataFrame, np.ndarray, dict]:
+                       marginals: Marginals, schema: Schema, conditions: dict | None = None,
+                       growth: int = POOL_GROWTH) -> tuple[pd.DataFrame, np.ndarray, dict]:
     """The pool, its weights and what calibration did, for a sample of n rows. While the weights hold fewer
     effective rows than n, `more(rows, k)` draws `rows` fresh candidates (its k-th draw; None when it cannot)
-    and the doubled pool is calibrated again, up to POOL_GROWTH times the first pool."""
+    and the doubled pool is calibrated again, up to `growth` times the first pool (1: never grows)."""
     first = len(pool)
     weights, info = calibrate_weights(pool, marginals, schema, conditions)
     draws = 1
-    while info.get("effective_rows", n) < n and len(pool) < POOL_GROWTH * first:
-        extra = more(min(len(pool), POOL_GROWTH * first - len(pool)), draws)
+    while info.get("effective_rows", n) < n and len(pool) < growth * first:
+        extra = more(min(len(pool), growth * first - len(pool)), draws)
         if extra is None or len(extra) == 0:
             break
         pool = pd.concat([pool, extra], ignore_index=True)

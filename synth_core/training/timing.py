@@ -96,8 +96,9 @@ class CostBook:
 
 def rows_drawn(review_rows: int, calibrated: bool) -> int:
     """Rows a model draws for a review sample of `review_rows` (a calibrated sample draws a pool). A pool that
-    calibration grows (models.calibration.grow_and_calibrate) draws up to POOL_GROWTH × that; the stored cost per row,
-    the whole sample's seconds over these rows, carries the growth into the next estimate for the same table."""
+    calibration grows (models.calibration.grow_and_calibrate) draws up to the family's max_pool_growth × that;
+    the stored cost per row, the whole sample's seconds over these rows, carries the growth into the next
+    estimate for the same table."""
     return pool_size(review_rows) if calibrated and review_rows else int(review_rows)
 
 

@@ -173,6 +173,9 @@ class DPLLMTGen(TextSampling, SynthModel):
     config_class = LLMConfig
     presets = PRESETS
     size_presets = {"quick": "quick", "standard": "cpu", "best": "gpu"}
+    # a row is tens of tokens generated one by one (seconds per row with a pretrained backbone on the CPU): a
+    # calibrated sample keeps its first pool rather than wait up to four times as long for a larger one
+    max_pool_growth = 1
 
     @classmethod
     def upgrade_state(cls, state: dict) -> dict:
