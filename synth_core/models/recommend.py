@@ -70,11 +70,11 @@ def aim_one_way_share(rows: int, epsilon: float) -> float:
 AIM_NARROW_VALUES = AIM_FINE_BINS
 
 
-def narrow_numbers(schema: Schema) -> bool:
-    """Whether every number the table models can take at most `AIM_NARROW_VALUES` values at its declared precision
-    between its public bounds (a table of categories, counts, ages, years...): AIM's fine bins then hold one
-    value each, and a number loses nothing to them. A number without declared bounds or precision is not narrow."""
-    return all((n := c.n_values()) is not None and n <= AIM_NARROW_VALUES
+def narrow_numbers(schema: Schema, limit: int = AIM_NARROW_VALUES) -> bool:
+    """Whether every number the table models can take at most `limit` values at its declared precision between
+    its public bounds (a table of categories, counts, ages, years...): AIM's fine bins then hold one value each,
+    and a number loses nothing to them. A number without declared bounds or precision is not narrow."""
+    return all((n := c.n_values()) is not None and n <= limit
                for c in schema.modelled().columns if c.is_numeric)
 
 
@@ -87,10 +87,9 @@ def aim_bins(rows: int, epsilon: float, columns: int) -> int:
 
 def aim_numbers(schema: Schema, bins: int) -> str:
     """How AIM would model the table's numbers in `bins` public bins, as the end of a sentence."""
-    counts = [spec.n_values() for spec in schema.modelled().columns if spec.is_numeric]
-    if not counts:
+    if not schema.modelled().numeric_columns:
         return ""
-    if all(n is not None and n <= bins for n in counts):
+    if narrow_numbers(schema, bins):
         return ", and every value of a number is modelled as its own"
     return f", and numbers are modelled in {bins} ranges"
 
