@@ -30,7 +30,8 @@ table, schema = state.require_table()
 
 if schema.drafted_from_data and not schema.confirmed:
     st.warning("**These bounds and category lists were drafted by reading your private table.** The draft "
-               "already rounds bounds outward, leaves out categories seen in fewer than 10 rows and columns that "
+               "already leaves out the 10 most extreme values of each number (they are clipped to its bounds) and "
+               "rounds its bounds outward, leaves out categories seen in fewer than 10 rows and columns that "
                "identify people, but what remains still describes your data. Edit it into public facts (list every "
                "possible category, use bounds from documentation) and confirm below, or clear the numeric bounds and "
                "pay part of ε to estimate them privately.", icon=":material/warning:")

@@ -212,6 +212,25 @@ def test_a_draft_protects_by_default():
     assert Schema.from_json(schema.to_json()).excluded == schema.excluded
 
 
+def test_a_drafted_bound_is_not_stretched_by_a_few_outliers():
+    """One diamond 59 mm wide among thousands of 4-10 mm would stretch drafted bounds (and every bin between
+    them) over a range no other row lies in: the draft leaves out the 10 most extreme values at each end (1 %
+    of a small table), the table is clipped to the bounds, and the clipping is counted for the steward."""
+    rng = np.random.default_rng(0)
+    width = np.r_[rng.uniform(4.0, 10.0, 2000), [58.9, 31.8, 0.0]]
+    schema = draft_schema(pd.DataFrame({"width": width.round(2)}))
+    assert (schema["width"].lower, schema["width"].upper) == (4.0, 10.0)
+    _, report = validate_table(pd.DataFrame({"width": width.round(2)}), schema)
+    assert (report.columns["width"].clipped_low, report.columns["width"].clipped_high) == (1, 2)
+    assert "clipped" in "\n".join(report.summary())
+    # a long tail still picks the log scale, decided on the whole range of values
+    amount = pd.DataFrame({"amount": np.r_[rng.exponential(100.0, 2000), [90000.0] * 5]})
+    assert draft_schema(amount)["amount"].binning == "log"
+    # a table of 60 rows keeps its extremes inside: 1 % of it is less than one value
+    few = pd.DataFrame({"age": np.r_[[17] * 15, [30] * 15, [50] * 15, [95] * 15]})
+    assert (draft_schema(few)["age"].lower, draft_schema(few)["age"].upper) == (10, 100)
+
+
 def test_random_table_uses_only_the_public_schema(toy_schema):
     from synth_core.schema import random_table, validate_table
     table = random_table(toy_schema, 500, seed=0)

@@ -265,6 +265,7 @@ def _parse_dates(values: pd.Series) -> pd.Series:
 
 # --- drafting -----------------------------------------------------------------------------------
 MIN_CATEGORY_COUNT = 10   # a category seen in fewer rows is never proposed: it maps to "(other)"
+TAIL_VALUES = 10          # a drafted bound leaves out this many extreme values at each end (at most 1 % of them)
 UNKNOWN = "(other)"
 _ID_NAME = re.compile(r"(^|[^a-z])(id|ids|key|uuid|guid|rownames?|row|index|idx|case|record|serial|ssn|number|no)"
                       r"($|[^a-z])", re.IGNORECASE)
@@ -300,6 +301,17 @@ def _round_out(lo: float, hi: float) -> tuple[float, float]:
     if hi_r <= lo_r:
         hi_r = round(lo_r + step, digits)
     return float(lo_r), float(hi_r)
+
+
+def _bulk_range(values: pd.Series) -> tuple[float, float]:
+    """The range a draft proposes bounds around: from the k-th smallest to the k-th largest value, k being
+    `TAIL_VALUES` or 1 % of the values if fewer (at least 1). One outlier (a diamond 59 mm wide where the
+    others are 4-10) would otherwise stretch the bounds, and with them every bin, over a range almost no row
+    lies in; and the most extreme values are single rows, the facts a draft should least propose. Values
+    beyond the bounds are clipped when the table is read, and the schema page counts them."""
+    x = np.sort(values.to_numpy(dtype=float))
+    k = max(1, min(TAIL_VALUES, math.ceil(len(x) / 100)))
+    return float(x[k - 1]), float(x[-k])
 
 
 def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None) -> str | None:
@@ -338,7 +350,8 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
     A draft discloses facts about the data, so it proposes as little as it can: columns that look like
     identifiers (names, near-unique codes, row numbers, keys) or hold no values are left out (`excluded`,
     with the reason); a date column is generalised to its year, with bounds rounded to decades; numeric
-    bounds are rounded outward to round numbers (0, ±1, 2, 5 × 10^k); a category seen in fewer than
+    bounds leave out the few most extreme values (`_bulk_range`) and are rounded outward to round numbers
+    (0, ±1, 2, 5 × 10^k); a category seen in fewer than
     `min_category_count` rows is never proposed (its rows map to "(other)"); categories are listed in their
     natural order (`natural_order`: by a leading number, else alphabetically); sensitive and target roles
     are suggested by the column's name. The schema is marked drafted_from_data and unconfirmed: the steward
@@ -383,8 +396,10 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
                 excluded[name] = f"its values reach beyond ±{MAX_MAGNITUDE:g}: rescale it to model it"
                 continue
             is_int = bool((numeric.round() == numeric).all())
-            lo, hi = _round_out(float(numeric.min()), float(numeric.max()))
-            skewed = lo >= 0 and hi > 0 and float(numeric.median()) - lo < 0.05 * (hi - lo)
+            # a long upper tail (the median in the bottom twentieth of the whole range) is binned on a log scale
+            full_lo, full_hi = _round_out(float(numeric.min()), float(numeric.max()))
+            skewed = full_lo >= 0 and full_hi > 0 and float(numeric.median()) - full_lo < 0.05 * (full_hi - full_lo)
+            lo, hi = _round_out(*_bulk_range(numeric))
             specs.append(ColumnSpec(
                 name=name, kind="integer" if is_int else "continuous",
                 lower=int(lo) if is_int else lo, upper=int(hi) if is_int else hi, nullable=nullable,
