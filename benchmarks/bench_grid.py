@@ -85,7 +85,7 @@ def table_text(out: Path) -> str:
         for variant, fid in rows_of(f):
             tvd, ml = fid["tvd"], fid["ml"]
             tstr = (f"AUC {ml['roc_auc']:.3f}" if "roc_auc" in ml else
-                    f"R² {next(iter(ml.values())):.3f}")
+                    f"R² {next(iter(ml.values())):.3f}" if ml else "none (one class)")
             time = f"{f['fit_plus_sample_s']:.0f}" if "own" not in variant else ""
             lines.append(f"| {f['dataset']} | {f['epsilon_target']:g} | {variant} | {tvd['1']:.3f} | {tvd['2']:.3f} | "
                          f"{tvd['3']:.3f} | {fid['detection_auc']:.3f} | {tstr} | {time} |")

@@ -134,10 +134,13 @@ def fidelity(real_test, synth, train_split, schema, target, task):
     numeric = schema.numeric_columns
     out = {"tvd": kway_tvd_report(real_test, synth, numeric, ks=(1, 2, 3), bin_reference=train_split),
            "detection_auc": detection_auc(real_test, synth, numeric)}
-    if task == "classification":
-        out["ml"] = ml_efficacy(synth, real_test, target, numeric)
-    else:
-        out["ml"] = ml_efficacy_regression(synth, real_test, target, numeric)
+    try:
+        if task == "classification":
+            out["ml"] = ml_efficacy(synth, real_test, target, numeric)
+        else:
+            out["ml"] = ml_efficacy_regression(synth, real_test, target, numeric)
+    except ValueError as e:  # a synthetic table whose target holds one class: no model to train, a figure to keep
+        out["ml"], out["ml_note"] = {}, str(e)
     return out
 
 
@@ -232,7 +235,7 @@ def main() -> None:
 
     def row(name, f):
         t = f["tvd"]
-        ml = "  ".join(f"ML {k} {v:.3f}" for k, v in f["ml"].items())
+        ml = "  ".join(f"ML {k} {v:.3f}" for k, v in f["ml"].items()) or f"ML none: {f.get('ml_note')}"
         return (f"{name:<20} 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  "
                 f"detection {f['detection_auc']:.3f}  {ml}")
 
