@@ -182,7 +182,8 @@ def test_aim_refuses_training_options_it_does_not_have(toy_schema, toy_table):
 
 
 def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table, tmp_path):
-    """Below 1,000 rows × ε, AIM with four fifths of ρ on the columns alone, half from there (benchmarks/RESULTS.md);
+    """Below 1,000 rows × ε, AIM with four fifths of ρ on the columns alone (up to 2,000), half from there
+    (benchmarks/RESULTS.md);
     the choice reads the row count the run releases."""
     schema = toy_schema.confirm()
     schema.rows = len(toy_table)  # 600 public rows: at ε = 1, 600 < 1,000
@@ -196,6 +197,7 @@ def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table
     assert "four fifths of ε measures each column alone" in config["auto"]["reason"]
     assert "AIM" in config["auto"]["reason"] and result.ledger.spent_epsilon <= 1.0
     assert recommend(schema, 600, 2.0).family == "aim"  # 1,200: AIM still (no number as the target) ...
-    assert recommend(schema, 600, 2.0).options == {"one_way_share": 0.5}  # ... with half of ρ on the columns alone
+    assert recommend(schema, 600, 2.0).options == {"one_way_share": 0.8}  # ... four fifths below 2,000 ...
+    assert recommend(schema, 600, 4.0).options == {"one_way_share": 0.5}  # ... half from there
     assert recommend(schema, 999, 1.0).options == {"one_way_share": 0.8}
     assert recommend(schema, 6_000, 1.0).family == "dp-tbart"

@@ -14,8 +14,8 @@ From 5,000 rows × ε otherwise, DP-TBART with calibration: the best or near-bes
 Adult, King, CPS1988 at ε = 1, SLID at 1 and Computers at 2 (not on CPS1988 at 0.25, where AIM's was lower),
 and calibration helped more, the fewer rows per unit of ε.
 Below 1,000, AIM: its 2-way TVD was lower on each table measured there (HMDA, Wages1 and the demo table at
-ε = 0.25, two seeds), with four fifths of its ρ measuring every column alone first (`aim_one_way_share`; half
-from 1,000 rows × ε). In between,
+ε = 0.25, two seeds), with four fifths of its ρ measuring every column alone first (`aim_one_way_share`, up
+to 2,000 rows × ε; half from there). In between,
 AIM too unless the declared target is a number: over 11 table × ε cells there, five of the tables new to the
 rule (NMES1988, Benefits, DoctorVisits, Males, Arrests; two or three seeds), AIM's 2-way and 3-way TVD were
 level with DP-TBART's (mean 2-way 0.118 against 0.119), its 1-way and TSTR better (0.048 against 0.050; 0.67
@@ -52,16 +52,18 @@ AIM_FINE_FROM, AIM_FINE_BINS, AIM_COARSE_BINS = 250, 100, 32
 # twentieth): mean 2-way TVD 0.236 → 0.190 on HMDA, 0.144 → 0.138 on the demo table, 0.183 → 0.182 on Wages1 at
 # ε = 0.25 (four runs each; RESULTS.md), 1-way nearer independent DP marginals'; HMDA's TSTR fell (0.61 → 0.53)
 AIM_ONE_WAY_SHARE = 0.5
-# ... and four fifths of it below AIM_BELOW rows × ε, where the pairs are mostly below the noise: mean 1-way /
-# 2-way TVD 0.076 / 0.167 → 0.067 / 0.155 over six tables at ε = 0.25, two seeds each (RESULTS.md), now ahead of
-# independent DP marginals' 0.070 / 0.159; from 1,000 rows × ε on it was level or worse (GSSvocab, Fertility2)
-AIM_LOW_SIGNAL_ONE_WAY_SHARE = 0.8
+# ... and four fifths of it below AIM_LOW_SIGNAL rows × ε, where the pairs are mostly below the noise: mean 1-way /
+# 2-way TVD 0.076 / 0.167 → 0.067 / 0.155 over six tables at ε = 0.25 below 1,000, two seeds each, and 0.066 /
+# 0.158 → 0.060 / 0.153 over six table × ε cells from 1,000 to 2,000 (HMDA, SLID twice, DoctorVisits, Arrests
+# better, CreditCard a little worse; three draws each; RESULTS.md); from 2,000 on level (seven cells), and above
+# 5,000 on narrow tables worse (GSSvocab, Fertility2)
+AIM_LOW_SIGNAL_ONE_WAY_SHARE, AIM_LOW_SIGNAL = 0.8, 2_000
 
 
 def aim_one_way_share(rows: int, epsilon: float) -> float:
     """The share of AIM's ρ that `auto` gives to measuring every column alone first, for a table of `rows` rows
     (public or noisy) at this ε."""
-    return AIM_LOW_SIGNAL_ONE_WAY_SHARE if max(int(rows), 0) * float(epsilon) < AIM_BELOW else AIM_ONE_WAY_SHARE
+    return AIM_LOW_SIGNAL_ONE_WAY_SHARE if max(int(rows), 0) * float(epsilon) < AIM_LOW_SIGNAL else AIM_ONE_WAY_SHARE
 
 
 # AIM at any rows × ε when every number has at most this many values at its precision (each its own bin in AIM's
