@@ -226,6 +226,9 @@ def test_a_drafted_bound_is_not_stretched_by_a_few_outliers():
     # a long tail still picks the log scale, decided on the whole range of values
     amount = pd.DataFrame({"amount": np.r_[rng.exponential(100.0, 2000), [90000.0] * 5]})
     assert draft_schema(amount)["amount"].binning == "log"
+    # beside an x, a y is a size or a coordinate, not the target; alone it is the usual name of one
+    sizes = draft_schema(pd.DataFrame({"x": width, "y": width, "price": np.arange(len(width)) % 7}))
+    assert sizes["y"].role is None and draft_schema(pd.DataFrame({"y": width}))["y"].role == "target"
     # a table of 60 rows keeps its extremes inside: 1 % of it is less than one value
     few = pd.DataFrame({"age": np.r_[[17] * 15, [30] * 15, [50] * 15, [95] * 15]})
     assert (draft_schema(few)["age"].lower, draft_schema(few)["age"].upper) == (10, 100)

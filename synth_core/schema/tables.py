@@ -368,6 +368,7 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
     if dupes:
         raise SchemaError(f"the table has duplicated column names: {_preview(dupes)}")
     markers = list(missing_markers)
+    lowered = {c.lower() for c in cols}
     specs, excluded, roles_taken = [], {}, set()
     for name in table.columns:
         name = str(name)
@@ -386,6 +387,8 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
             excluded[name] = reason
             continue
         role = next((r for r, pattern in _ROLE_NAMES.items() if r not in roles_taken and pattern.match(name)), None)
+        if role == "target" and name.lower() == "y" and "x" in lowered:
+            role = None  # beside an x, a y is a coordinate or a size (diamonds' x, y, z), not what is predicted
         if dates is not None:
             years = dates.dt.year.dropna()
             lo, hi = math.floor(years.min() / 10) * 10, math.ceil((years.max() + 1) / 10) * 10
