@@ -201,3 +201,23 @@ def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table
     assert recommend(schema, 600, 4.0).options == {"one_way_share": 0.5}  # ... half from there
     assert recommend(schema, 999, 1.0).options == {"one_way_share": 0.8}
     assert recommend(schema, 6_000, 1.0).family == "dp-tbart"
+
+
+def test_a_noisy_row_count_is_combined_with_the_totals_the_measurements_imply(toy_schema, toy_table):
+    """AIM holds its model to a known total. A released count off by 300 rows (Laplace noise of scale 50 can be
+    off by 224, as one HMDA run was) would spread the difference over the cells: the count is weighed against
+    the totals the first measurement implies (post-processing), while a public count is kept exact."""
+    from synth_core.models.aim import mbi
+    m = mbi()
+    fitted = api.fit(toy_table, toy_schema.confirm(), model="aim", epsilon=1.0, preset="tiny").model
+    assert fitted.count_variance == 2 * (1 / 0.02) ** 2  # the run's own noisy count: ε 0.02, Laplace scale 50
+    n = len(toy_table)
+    rng = np.random.default_rng(0)
+    measured = [m.LinearMeasurement(np.full(k, n / k) + rng.normal(0, 2.0, k), (name,), stddev=2.0)
+                for name, k in (("a", 2), ("b", 5), ("c", 10))]
+    fitted.count_variance = 2 * 50.0 ** 2
+    assert abs(fitted.best_total(n + 300, measured) - n) < 10
+    fitted.count_variance = 0.0  # public: exact, whatever the measurements say
+    assert fitted.best_total(n + 300, measured) == n + 300
+    ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=n)
+    assert ledger.count_variance == 0.0  # rows public by default

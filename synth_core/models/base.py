@@ -152,6 +152,8 @@ class SynthModel:
     # how many times its first size a calibration pool may grow to while its weights rest on too few rows
     # (models.calibration.grow_and_calibrate); a family whose rows are slow to draw keeps its first pool
     max_pool_growth = POOL_GROWTH
+    # the variance of the row count the run released (0: public, or no ledger); set by `fit` from the ledger
+    count_variance = 0.0
 
     @classmethod
     def timing_variant(cls, options: dict) -> str:
@@ -204,6 +206,7 @@ class SynthModel:
         if plan is not None and not plan.matches(epsilon, delta, accountant):
             raise ValueError("the noise plan was calibrated for another budget")
         self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
+        self.count_variance = ledger.count_variance if ledger is not None else 0.0
         steps, outcome = StepCount(), "interrupted"
         try:
             if self.prepare(should_stop):

@@ -138,6 +138,14 @@ class PrivacyLedger:
         self.entries.append(entry)
         return entry
 
+    @property
+    def count_variance(self) -> float:
+        """The variance of the released row count around the true one: 0 where it is public (or was not
+        measured), 2·scale² for the Laplace noise of a noisy count."""
+        entry = None if self.rows_public else next((e for e in self.entries if e.kind == COUNT), None)
+        scale = float(entry.details.get("noise_scale") or 0.0) if entry is not None else 0.0
+        return 2.0 * scale ** 2
+
     def has_training(self) -> bool:
         """Whether the run's DP training is already charged."""
         return self.training_entry() is not None
