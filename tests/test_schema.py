@@ -229,6 +229,9 @@ def test_a_drafted_bound_is_not_stretched_by_a_few_outliers():
     # beside an x, a y is a size or a coordinate, not the target; alone it is the usual name of one
     sizes = draft_schema(pd.DataFrame({"x": width, "y": width, "price": np.arange(len(width)) % 7}))
     assert sizes["y"].role is None and draft_schema(pd.DataFrame({"y": width}))["y"].role == "target"
+    # a column nearly always one value keeps its whole range: without its few other values it would be no range
+    gain = draft_schema(pd.DataFrame({"gain": np.r_[np.zeros(2000, int), [5, 700, 99999]]}))["gain"]
+    assert (gain.lower, gain.upper) == (0, 100000)
     # a table of 60 rows keeps its extremes inside: 1 % of it is less than one value
     few = pd.DataFrame({"age": np.r_[[17] * 15, [30] * 15, [50] * 15, [95] * 15]})
     assert (draft_schema(few)["age"].lower, draft_schema(few)["age"].upper) == (10, 100)

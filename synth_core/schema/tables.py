@@ -308,10 +308,12 @@ def _bulk_range(values: pd.Series) -> tuple[float, float]:
     `TAIL_VALUES` or 1 % of the values if fewer (at least 1). One outlier (a diamond 59 mm wide where the
     others are 4-10) would otherwise stretch the bounds, and with them every bin, over a range almost no row
     lies in; and the most extreme values are single rows, the facts a draft should least propose. Values
-    beyond the bounds are clipped when the table is read, and the schema page counts them."""
+    beyond the bounds are clipped when the table is read, and the schema page counts them. Where all but
+    those values are one value (a gain most rows have as 0), the whole range: the bulk alone is no range."""
     x = np.sort(values.to_numpy(dtype=float))
     k = max(1, min(TAIL_VALUES, math.ceil(len(x) / 100)))
-    return float(x[k - 1]), float(x[-k])
+    lo, hi = float(x[k - 1]), float(x[-k])
+    return (lo, hi) if hi > lo else (float(x[0]), float(x[-1]))
 
 
 def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None) -> str | None:
