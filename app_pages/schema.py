@@ -29,7 +29,7 @@ st.write("The model may use only facts that are **public**: the range of each nu
 table, schema = state.require_table()
 
 if schema.drafted_from_data and not schema.confirmed:
-    st.warning("**These bounds and category lists were drafted by reading your private table.** The draft "
+    st.warning("**These bounds, category lists and decimals were drafted by reading your private table.** The draft "
                "already leaves out the 10 most extreme values of each number (they are clipped to its bounds) and "
                "rounds its bounds outward, leaves out categories seen in fewer than 10 rows and columns that "
                "identify people, but what remains still describes your data. Edit it into public facts (list every "

@@ -237,6 +237,30 @@ def test_a_drafted_bound_is_not_stretched_by_a_few_outliers():
     assert (draft_schema(few)["age"].lower, draft_schema(few)["age"].upper) == (10, 100)
 
 
+def test_a_draft_proposes_the_precision_values_are_written_at():
+    """A rate written at one decimal (and stored in single precision, as tables from R often are: 1.7999999523
+    for 1.8) is drafted with decimals 1, read back at exactly that precision without counting a value as
+    rounded, and a model decodes its rows at it; a measurement with many digits gets no precision."""
+    from synth_core.encoding import TokenEncoder
+
+    rng = np.random.default_rng(0)
+    rate = rng.choice([1.8, 3.2, 3.9, 4.3, 10.6], 600).astype(np.float32).astype(float)
+    price = rng.uniform(0.0, 500.0, 600).round(2)
+    ratio = rng.uniform(0.0, 1.0, 600)
+    table = pd.DataFrame({"rate": rate, "price": price, "ratio": ratio, "rooms": rng.integers(1, 9, 600)})
+    schema = draft_schema(table)
+    assert [schema[c].decimals for c in ("rate", "price", "ratio", "rooms")] == [1, 2, None, None]
+    clean, report = validate_table(table, schema)
+    assert set(np.unique(clean["rate"])) <= {1.8, 3.2, 3.9, 4.3, 10.6} and report.columns["rate"].rounded == 0
+    encoder = TokenEncoder(schema.confirm(), 32)
+    decoded = encoder.decode(encoder.encode(clean), np.random.default_rng(1))
+    assert np.allclose(decoded["rate"], decoded["rate"].round(1), rtol=0, atol=1e-12)
+    # values beyond the declared precision are rounded to it and counted for the steward
+    rate_only = Schema(columns=[schema["rate"]])
+    _, report = validate_table(pd.DataFrame({"rate": [1.25, 3.2, 4.31]}), rate_only)
+    assert report.columns["rate"].rounded == 2 and "declared precision" in "\n".join(report.summary())
+
+
 def test_random_table_uses_only_the_public_schema(toy_schema):
     from synth_core.schema import random_table, validate_table
     table = random_table(toy_schema, 500, seed=0)

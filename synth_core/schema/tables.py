@@ -43,7 +43,7 @@ class ValidationReport:
             if r.clipped_low or r.clipped_high:
                 lines.append(f"{name}: {r.clipped_low} values below and {r.clipped_high} above the public bounds were clipped")
             if r.rounded:
-                lines.append(f"{name}: {r.rounded} non-integer values were rounded")
+                lines.append(f"{name}: {r.rounded} values were rounded to the declared precision")
             if r.mapped_unknown:
                 lines.append(f"{name}: {r.mapped_unknown} values outside the public categories were mapped to the unknown category")
             if r.inconsistent:
@@ -118,9 +118,12 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
             values = values.astype(float)
             if not np.isfinite(values[~miss]).all():
                 raise SchemaError(f"column {spec.name!r} holds infinite values")
-            if spec.kind == "integer":
-                rounded = values.round()
-                rep.rounded = int(((rounded != values) & ~miss).sum())
+            if spec.kind == "integer" or spec.decimals is not None:
+                # to the declared precision; a value that differs by single precision only (1.7999999523 for
+                # 1.8) is written at it and not counted
+                rounded = values.round(0 if spec.kind == "integer" else int(spec.decimals))
+                off = (rounded - values).abs() > 1e-6 * np.maximum(1.0, values.abs())
+                rep.rounded = int((off & ~miss).sum())
                 values = rounded
             if spec.lower is not None:
                 rep.clipped_low = int((values < spec.lower).sum())
@@ -266,6 +269,7 @@ def _parse_dates(values: pd.Series) -> pd.Series:
 # --- drafting -----------------------------------------------------------------------------------
 MIN_CATEGORY_COUNT = 10   # a category seen in fewer rows is never proposed: it maps to "(other)"
 TAIL_VALUES = 10          # a drafted bound leaves out this many extreme values at each end (at most 1 % of them)
+MAX_DECIMALS = 4          # a draft proposes the decimals a continuous column is written at, up to this many
 UNKNOWN = "(other)"
 _ID_NAME = re.compile(r"(^|[^a-z])(id|ids|key|uuid|guid|rownames?|row|index|idx|case|record|serial|ssn|number|no)"
                       r"($|[^a-z])", re.IGNORECASE)
@@ -314,6 +318,16 @@ def _bulk_range(values: pd.Series) -> tuple[float, float]:
     k = max(1, min(TAIL_VALUES, math.ceil(len(x) / 100)))
     lo, hi = float(x[k - 1]), float(x[-k])
     return (lo, hi) if hi > lo else (float(x[0]), float(x[-1]))
+
+
+def _decimals(values: pd.Series, bounds: tuple[float, float]) -> int | None:
+    """The fewest decimals (1 to `MAX_DECIMALS`) every value and both bounds are written at, or None. A value
+    stored in single precision (1.7999999523 for 1.8: tables from R often are) counts as written at 1. With
+    the precision declared, a model's bins hold the values the column can take and its rows are written at
+    them (a rate of 3.2 % is drawn as 3.2, not 3.2187); nothing is rounded: every value already is."""
+    x = np.concatenate([values.to_numpy(dtype=float), np.asarray(bounds, dtype=float)])
+    tolerance = 1e-6 * np.maximum(1.0, np.abs(x))  # single precision holds 7 significant digits
+    return next((d for d in range(1, MAX_DECIMALS + 1) if (np.abs(x - np.round(x, d)) <= tolerance).all()), None)
 
 
 def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None) -> str | None:
@@ -409,6 +423,7 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
                 name=name, kind="integer" if is_int else "continuous",
                 lower=int(lo) if is_int else lo, upper=int(hi) if is_int else hi, nullable=nullable,
                 binning="log" if skewed else "uniform", role=role,
+                decimals=None if is_int else _decimals(numeric, (lo, hi)),
             ))
         else:
             values = (numeric.map(lambda v: str(int(v)) if float(v).is_integer() else str(v)) if is_numeric
