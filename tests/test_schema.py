@@ -210,6 +210,12 @@ def test_a_draft_protects_by_default():
     assert set(clean["visit"]) == {2019.0} and report.ignored_columns == sorted(schema.excluded, key=list(table).index)
     assert clean["city"].isin(["Leeds", "York", "(other)"]).all()
     assert Schema.from_json(schema.to_json()).excluded == schema.excluded
+    # yes/no values stored as objects beside a missing value (openintro's ucla_textbooks_f18) are categories
+    # the table is then read with, not the numbers 0 and 1
+    flags = pd.DataFrame({"seminar": [False] * 40 + [True] * 20 + [None]}, dtype=object)
+    flag = draft_schema(flags)["seminar"]
+    assert flag.kind == "categorical" and flag.categories == ["False", "True"] and flag.nullable
+    assert set(validate_table(flags, draft_schema(flags))[0]["seminar"].dropna()) == {"False", "True"}
 
 
 def test_a_drafted_bound_is_not_stretched_by_a_few_outliers():

@@ -396,7 +396,9 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
             excluded[name] = "it holds no values"
             continue
         numeric = pd.to_numeric(present, errors="coerce")
-        is_numeric = numeric.notna().all() and not pd.api.types.is_bool_dtype(raw)
+        # yes/no values are categories, also in a column of objects (booleans beside a missing value)
+        boolean = pd.api.types.is_bool_dtype(raw) or present.map(lambda v: isinstance(v, (bool, np.bool_))).all()
+        is_numeric = numeric.notna().all() and not boolean
         dates = None if is_numeric else _dates(present)
         reason = None if dates is not None else _identifier_reason(name, present, numeric if is_numeric else None)
         if reason:
