@@ -397,7 +397,8 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
             continue
         numeric = pd.to_numeric(present, errors="coerce")
         # yes/no values are categories, also in a column of objects (booleans beside a missing value)
-        boolean = pd.api.types.is_bool_dtype(raw) or present.map(lambda v: isinstance(v, (bool, np.bool_))).all()
+        boolean = pd.api.types.is_bool_dtype(raw) or (raw.dtype == object and bool(
+            present.map(lambda v: isinstance(v, (bool, np.bool_))).all()))
         is_numeric = numeric.notna().all() and not boolean
         dates = None if is_numeric else _dates(present)
         reason = None if dates is not None else _identifier_reason(name, present, numeric if is_numeric else None)
