@@ -69,9 +69,9 @@ def _is_missing(series: pd.Series, markers: Iterable[str]) -> pd.Series:
 def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, ValidationReport]:
     """Check a private table against the public schema and return it in canonical form.
 
-    Canonical form: the schema's columns in the schema's order; categoricals as strings (missing as NA
-    ); numbers as float (integers rounded), clipped to the public bounds, missing as NaN. A derived column
-    the table lacks is computed from its rule; one it has is kept, and its rows that disagree with the rule
+    Canonical form: the schema's columns in the schema's order; categoricals as strings (missing as NA);
+    numbers as float (rounded to their declared precision: integers to whole numbers), clipped to the public
+    bounds, missing as NaN. A derived column the table lacks is computed from its rule; one it has is kept, and its rows that disagree with the rule
     are counted.
     Raises SchemaError for anything that cannot be fixed without inventing or dropping data.
     """
