@@ -71,8 +71,8 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
 
     Canonical form: the schema's columns in the schema's order; categoricals as strings (missing as NA);
     numbers as float (rounded to their declared precision: integers to whole numbers), clipped to the public
-    bounds, missing as NaN. A derived column the table lacks is computed from its rule; one it has is kept, and its rows that disagree with the rule
-    are counted.
+    bounds, missing as NaN. A derived column the table lacks is computed from its rule; one it has is kept,
+    and its rows that disagree with the rule are counted.
     Raises SchemaError for anything that cannot be fixed without inventing or dropping data.
     """
     if not isinstance(table, pd.DataFrame):
