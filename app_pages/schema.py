@@ -72,6 +72,8 @@ edited = st.data_editor(
         "source": st.column_config.TextColumn("where the facts come from", disabled=True),
     },
 )
+st.caption("Further right in the table: *binning* (a log scale for skewed amounts) and *decimals* (the precision a "
+           "number is written at: the synthetic values are written at it too).")
 try:
     updated = frame_to_schema(edited, schema)
 except SchemaError as e:
