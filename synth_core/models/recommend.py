@@ -159,6 +159,6 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
                f"{max_bins} ranges")
     else:
         why = (f"for {rows:,} rows and {columns} columns it gave the most faithful tables in our benchmarks, with "
-               f"half of ε measuring the table's overall statistics to match the rows to them")
+               "half of ε measuring the table's overall statistics to match the rows to them")
     return Recommendation(family="dp-tbart", preset="cpu", calibration_share=share, max_bins=max_bins,
                           reason=f"DP-TBART, standard size: {why}.")
