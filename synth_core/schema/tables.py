@@ -66,6 +66,12 @@ def _is_missing(series: pd.Series, markers: Iterable[str]) -> pd.Series:
     return miss
 
 
+def _written_at(values, rounded):
+    """Where each value already is its rounded form, up to single precision (7 significant digits: 1.7999999523
+    is 1.8 stored as R tables often store it)."""
+    return np.abs(np.asarray(rounded, float) - np.asarray(values, float)) <= 1e-6 * np.maximum(1.0, np.abs(values))
+
+
 def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, ValidationReport]:
     """Check a private table against the public schema and return it in canonical form.
 
@@ -122,8 +128,7 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
                 # to the declared precision; a value that differs by single precision only (1.7999999523 for
                 # 1.8) is written at it and not counted
                 rounded = values.round(0 if spec.kind == "integer" else int(spec.decimals))
-                off = (rounded - values).abs() > 1e-6 * np.maximum(1.0, values.abs())
-                rep.rounded = int((off & ~miss).sum())
+                rep.rounded = int((~_written_at(values, rounded) & ~miss).sum())
                 values = rounded
             if spec.lower is not None:
                 rep.clipped_low = int((values < spec.lower).sum())
@@ -326,8 +331,7 @@ def _decimals(values: pd.Series, bounds: tuple[float, float]) -> int | None:
     the precision declared, a model's bins hold the values the column can take and its rows are written at
     them (a rate of 3.2 % is drawn as 3.2, not 3.2187); nothing is rounded: every value already is."""
     x = np.concatenate([values.to_numpy(dtype=float), np.asarray(bounds, dtype=float)])
-    tolerance = 1e-6 * np.maximum(1.0, np.abs(x))  # single precision holds 7 significant digits
-    return next((d for d in range(1, MAX_DECIMALS + 1) if (np.abs(x - np.round(x, d)) <= tolerance).all()), None)
+    return next((d for d in range(1, MAX_DECIMALS + 1) if _written_at(x, np.round(x, d)).all()), None)
 
 
 def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None) -> str | None:
