@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_tbart import fidelity, load_split, peak_rss_mib, steady_rate  # noqa: E402
+from bench_tbart import fidelity, load_split, peak_gpu_mib, peak_rss_mib, steady_rate  # noqa: E402
 from synth_core import api  # noqa: E402
 from synth_core.cli import parse_options  # noqa: E402
 from synth_core.evaluate.fairness import fairness_figures  # noqa: E402
@@ -123,7 +123,7 @@ def main() -> None:
         "stage1_s": s1.seconds, "stage1_steps": s1.steps_done, "stage2_s": s2.seconds,
         "stage2_rows_per_s": steady_rate(s2.events) if s2.events else None,
         "fit_s": t_fit, "sample_s": t_sample, "sample_rows": rows, "fit_plus_sample_s": t_fit + t_sample,
-        "peak_rss_mib": peak_rss_mib(),
+        "peak_rss_mib": peak_rss_mib(), "peak_gpu_mib": peak_gpu_mib(),
         "format_compliance_constrained": constrained_info["format_compliance"],
         "format_compliance_unconstrained": unconstrained_info["format_compliance"],
         "unconstrained_rows_tried": unconstrained_info["rows_tried"],
@@ -137,7 +137,8 @@ def main() -> None:
           f"{figures['steps']} steps of ~{figures['batch_size']:.0f} rows; {figures['parameters']:,} parameters "
           f"({figures['stage2_parameters']:,} trained in stage 2) on {figures['device']}")
     print(f"fit {t_fit:.1f} s (stage 1 {s1.seconds:.1f} s, stage 2 {s2.seconds:.1f} s) + sample {t_sample:.1f} s "
-          f"({rows} rows) = {t_fit + t_sample:.1f} s wall; peak RSS {figures['peak_rss_mib']:.0f} MiB")
+          f"({rows} rows) = {t_fit + t_sample:.1f} s wall; peak RSS {figures['peak_rss_mib']:.0f} MiB"
+          + (f", peak GPU memory {figures['peak_gpu_mib']:.0f} MiB" if figures["peak_gpu_mib"] is not None else ""))
     print(f"format compliance: constrained {figures['format_compliance_constrained']:.1%}, unconstrained "
           f"{figures['format_compliance_unconstrained']:.1%} of {figures['unconstrained_rows_tried']} rows "
           f"(rejected: {figures['unconstrained_rejected']})")

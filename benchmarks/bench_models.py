@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_tbart import load_split  # noqa: E402
+from bench_tbart import load_split, peak_gpu_mib, peak_rss_mib, steady_rate  # noqa: E402
 from synth_core import api  # noqa: E402
 from synth_core.cli import parse_options  # noqa: E402
 from synth_core.encoding.tokens import TokenEncoder  # noqa: E402
@@ -92,19 +91,6 @@ def load_dataset(ds: dict, data_dir: Path):
     shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
     n_train = int(round(0.8 * len(shuffled)))
     return schema, shuffled.iloc[:n_train], shuffled.iloc[n_train:].reset_index(drop=True)
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def steady_rate(events: list[dict], skip: int = 2) -> float:
-    """Median over steps of rows per second (warm-up steps excluded): robust to a passing hiccup on a
-    shared machine."""
-    ev = events[skip:] if len(events) > skip + 2 else events
-    rates = [b["batch_size"] / (b["elapsed_s"] - a["elapsed_s"]) for a, b in zip(ev, ev[1:])
-             if b["elapsed_s"] > a["elapsed_s"]]
-    return float(np.median(rates)) if rates else float("nan")
 
 
 def independent_marginals(train, schema: Schema, epsilon: float, delta: float, accountant: str, seed: int):
@@ -212,7 +198,8 @@ def main() -> None:
         "parameters": model.n_parameters, "device": r.device,
         "fit_s": t_fit, "sample_s": t_sample, "fit_plus_sample_s": t_fit + t_sample,
         "train_rows_per_s": steady_rate(r.events), "sample_rows_per_s": len(train_split) / t_sample,
-        "peak_rss_mib": peak_rss_mib(), "ledger": [e.mechanism for e in result.ledger.entries],
+        "peak_rss_mib": peak_rss_mib(), "peak_gpu_mib": peak_gpu_mib(),
+        "ledger": [e.mechanism for e in result.ledger.entries],
         "calibration_share": args.calibration_share, "calibrated": model.calibration is not None,
         "calibration": calibration,
     }
@@ -246,7 +233,8 @@ def main() -> None:
           f"{figures['n_bins']} bins, {'calibrated' if figures['calibrated'] else 'not calibrated'}")
     print(f"fit {t_fit:.1f} s + sample {t_sample:.1f} s = {t_fit + t_sample:.1f} s wall; "
           f"training {figures['train_rows_per_s']:.0f} rows/s, sampling {figures['sample_rows_per_s']:.0f} rows/s; "
-          f"peak RSS {figures['peak_rss_mib']:.0f} MiB")
+          f"peak RSS {figures['peak_rss_mib']:.0f} MiB"
+          + (f", peak GPU memory {figures['peak_gpu_mib']:.0f} MiB" if figures["peak_gpu_mib"] is not None else ""))
     print(row(args.model + (" calibrated" if calibration else ""), figures["synthetic"]))
     if "uncalibrated" in figures:
         print(row("  its own rows", figures["uncalibrated"]))

@@ -36,6 +36,11 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def peak_gpu_mib() -> float | None:
+    """The most GPU memory torch held at once in this process (None without CUDA)."""
+    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+
+
 def steady_rate(events: list[dict], skip: int = 2) -> float:
     """Median over steps of rows per second, the first `skip` steps (warm-up) excluded: robust to a
     passing hiccup on a shared machine."""
@@ -106,7 +111,7 @@ def main() -> None:
         "steps": model.train_result.steps_done, "batch_size": model.plan.expected_batch_size,
         "parameters": model.n_parameters, "device": model.train_result.device,
         "fit_s": t_fit, "sample_s": t_sample, "fit_plus_sample_s": t_fit + t_sample,
-        "peak_rss_mib": peak_rss_mib(),
+        "peak_rss_mib": peak_rss_mib(), "peak_gpu_mib": peak_gpu_mib(),
         "dp_rows_per_s": dp_rate, "nonprivate_rows_per_s": np_rate, "dp_over_nonprivate": dp_rate / np_rate,
     }
     t2 = time.perf_counter()
