@@ -10,10 +10,10 @@
 #    split in two halves, smollm2-a/ and smollm2-b/.
 # 2. On the device tool, the second call at once after the first (a machine stays warm 30 s, and the first
 #    half of SmolLM2 stays on it only while it is warm; without it the llm group runs without SmolLM2):
-#        run(command="bash benchmarks/gpu_checks.sh families", carry=[".gpu/base", ".gpu/smollm2-a"], timeout_s=400)
-#        run(command="bash benchmarks/gpu_checks.sh llm", carry=[".gpu/base", ".gpu/smollm2-b"], timeout_s=400)
+#        run(command="bash benchmarks/gpu_checks.sh families", carry=[".gpu/base", ".gpu/smollm2-a"], timeout_s=360)
+#        run(command="bash benchmarks/gpu_checks.sh llm", carry=[".gpu/base", ".gpu/smollm2-b"], timeout_s=360)
 #    Each writes $OUT/gpu-GROUP.log and $OUT/gpu-GROUP.jsonl (one JSON line a run: bench_gpu.py). The runs stop
-#    at BUDGET_S seconds (default 330) so that the call ends inside its timeout; then give the machine back.
+#    at BUDGET_S seconds (default 280) so that the call ends inside its timeout; then give the machine back.
 # A dry run here, on the CPU (after prepare): OUT=/tmp/gpu-out DEVICE=cpu bash benchmarks/gpu_checks.sh llm
 #    --train-rows 2000 --preset quick  (further arguments go to bench_gpu.py)
 set -euo pipefail
@@ -55,4 +55,4 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 gunzip -c "$GPU/base/adult.csv.gz" > /tmp/gpu-data/adult.csv
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 python3 benchmarks/bench_gpu.py --group "$what" --device "${DEVICE:-cuda}" --data-dir /tmp/gpu-data \
-    --budget-s "${BUDGET_S:-330}" --out "$out/gpu-$what.jsonl" "${@:2}"
+    --budget-s "${BUDGET_S:-280}" --out "$out/gpu-$what.jsonl" "${@:2}"
