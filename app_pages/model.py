@@ -18,7 +18,7 @@ from synth_core.training.device import device_label
 from synth_core.training.distributed import offered_processes
 from synth_core.training.timing import estimate_fit_seconds, stored_costs
 from workbench import state
-from workbench.format import duration
+from workbench.format import duration, epsilon as epsilon_text, runs
 
 st.title("3 · Model and privacy budget")
 
@@ -101,8 +101,8 @@ table_total = st.number_input(
     help="Every run on this table draws from this total (ε adds up across runs on the same rows). A run that "
          "would exceed it is refused until you raise it, accepting the larger risk.")
 if account and account.charges:
-    st.caption(f"This table has spent ε = {spent_before:.3g} in {len(account.charges)} earlier run(s); "
-               f"{max(0.0, table_total - spent_before):.3g} remains of the total.")
+    st.caption(f"This table has spent ε = {epsilon_text(spent_before)} in {runs(len(account.charges))} before; "
+               f"{epsilon_text(max(0.0, table_total - spent_before))} remains of the total.")
 else:
     st.caption("No run on this table has spent any of its budget yet.")
 

@@ -7,7 +7,7 @@ import streamlit as st
 from synth_core.runs.jobs import cancel_job, cancel_requested, job_state, ledger_of, list_runs, progress, run_summary
 from synth_core.runs import RunDir, RunError
 from workbench import state
-from workbench.format import duration
+from workbench.format import duration, epsilon
 from workbench.charts import epsilon_chart, loss_chart
 
 st.title("4 · Train")
@@ -55,7 +55,7 @@ def show_run(run: RunDir) -> None:
     c = st.columns(4)
     c[0].metric("state", status.get("state"))
     c[1].metric(prog["unit"], f"{prog['steps_done']} / {prog['steps_planned'] or '…'}")
-    c[2].metric("ε spent", f"{summary.get('spent_epsilon') or 0.0:.3g} of {target:g}")
+    c[2].metric("ε spent", f"{epsilon(summary.get('spent_epsilon') or 0.0)} of {epsilon(target)}")
     c[3].metric("time left" if live else "training time",
                 duration(prog["remaining_s"] if live else prog["elapsed_s"]))
     st.caption(f"Device: {config.get('device', 'starting…')} · model `{summary.get('model') or '?'}`, size "

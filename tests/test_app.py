@@ -147,6 +147,9 @@ def test_walk_through_from_upload_to_export(workspace):
     spent, target = [float(x) for x in eps_metric.split(" of ")]
     assert 0 < spent <= target == 1.0
     assert "ε spent" in [m.label for m in at.sidebar.metric]
+    # the table's budget as a person reads it: what the accountant leaves below 0.0001 is "0", not "2e-07"
+    left = next(str(c.value) for c in at.sidebar.caption if "remains" in str(c.value))
+    assert left.endswith("remains, after 1 run.") and "e-" not in left, left
     run_dir = Path(at.session_state["run_path"])
     assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
     private = run_dir / "private" / "train.parquet"

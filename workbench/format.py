@@ -10,3 +10,15 @@ def duration(seconds: float | None) -> str:
     if s >= 3600:
         return f"{s // 3600} h {s % 3600 // 60:02d} min"
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def epsilon(value: float) -> str:
+    """An amount of ε to three significant digits: '0.25', '1', '0.123', '12.3'; what is left below 0.0001 (a
+    run that spent 0.9999998 of 1 leaves 2e-07) is '0'."""
+    value = float(value)
+    return f"{value:.3g}" if abs(value) >= 1e-4 else "0"
+
+
+def runs(count: int) -> str:
+    """'1 run', '3 runs'."""
+    return f"{count} run" if count == 1 else f"{count} runs"

@@ -6,6 +6,7 @@ import streamlit as st
 from synth_core.runs.jobs import ledger_of, run_summary
 
 from . import state
+from .format import epsilon, runs
 
 
 def render_sidebar() -> None:
@@ -26,9 +27,9 @@ def render_sidebar() -> None:
         st.caption(f"Data: **{name}**" if name else "No data loaded.")
         account = state.budgets().account(state.table_id()) if name else None
         if account is not None:
-            st.metric("This table's budget", f"{account.spent_epsilon:.3g} of ε {account.total_epsilon:g}",
+            st.metric("This table's budget", f"{epsilon(account.spent_epsilon)} of ε {epsilon(account.total_epsilon)}",
                       help="What all runs on this table spent together; a run beyond the total is refused.")
-            st.caption(f"{account.remaining_epsilon:.3g} remains, across {len(account.charges)} run(s).")
+            st.caption(f"{epsilon(account.remaining_epsilon)} remains, after {runs(len(account.charges))}.")
         schema = state.schema()
         if schema is not None and schema.provenance["warning"]:
             st.caption(":material/warning: Schema drafted from the data and not yet confirmed.")
@@ -48,7 +49,7 @@ def _run_budget(run) -> None:
         target = summary.get("epsilon")
         if target:
             spent = float(summary.get("spent_epsilon") or 0.0)
-            st.metric("ε spent", f"{spent:.3g} of {target:g}")
+            st.metric("ε spent", f"{epsilon(spent)} of {epsilon(target)}")
             st.progress(min(1.0, spent / target))
         ledger = ledger_of(run)
         if ledger is not None:
