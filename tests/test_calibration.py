@@ -52,6 +52,22 @@ def test_composition_is_tighter_than_the_sum_and_plans_to_the_target():
     assert alone.noise_multiplier < together.noise_multiplier < split.noise_multiplier  # ... composition costs less
 
 
+@pytest.mark.parametrize("epsilon", [0.05, 0.08])
+def test_a_small_epsilon_with_measurements_alongside_plans_within_it(epsilon, toy_schema, toy_table):
+    """The app offers ε = 0.05: there RDP's bound on the measurement alone exceeds the whole budget (a Gaussian the
+    PRV accountant sets to 0.025 costs 0.10 by RDP), which once made every calibrated DP-SGD run fail to plan."""
+    measurement = gaussian_for(0.5 * epsilon, 1e-5)
+    assert compose((measurement,), 1e-5, "rdp") > epsilon
+    together = plan(SamplingShape(population=40_000, expected_batch=2048, epochs=10), epsilon, 1e-5,
+                    alongside=(measurement,))
+    total = compose((Gaussian(together.noise_multiplier, together.sample_rate, together.steps), measurement), 1e-5)
+    assert 0.98 * epsilon <= total <= epsilon
+    if epsilon == 0.05:  # the same through a run: the ledger ends within the budget
+        result = api.fit(toy_table, toy_schema.confirm(), model="dp-tbart", epsilon=epsilon, preset="tiny",
+                         calibration_share=0.3)
+        assert result.ledger.spent_epsilon <= epsilon and result.model.calibration is not None
+
+
 def test_measurements_that_leave_nothing_for_training_are_refused():
     shape = SamplingShape(population=2_000, expected_batch=64, epochs=1)
     with pytest.raises(BudgetError, match="nothing is left for training"):
