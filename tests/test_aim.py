@@ -221,3 +221,51 @@ def test_a_noisy_row_count_is_combined_with_the_totals_the_measurements_imply(to
     assert fitted.best_total(n + 300, measured) == n + 300
     ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=n)
     assert ledger.count_variance == 0.0  # rows public by default
+
+
+def test_compression_merges_the_cells_the_first_measurement_finds_below_three_sigma():
+    """MST's domain compression, post-processing of the noisy first measurement alone: the cells below 3σ become
+    one cell of the model, its measurement their noisy counts summed with σ's noise (weighted by 1/√k), and rows
+    drawn there are shared among them by their noisy counts clipped at zero."""
+    from synth_core.models.aim import AIM
+    from synth_core.schema import ColumnSpec, Schema
+    schema = Schema(columns=[ColumnSpec("x", "categorical", categories=list("abcdef")),
+                             ColumnSpec("y", "categorical", categories=["u", "v", "w"])])
+    model = AIM(schema, preset="tiny")
+    sigma = 10.0
+    first = {"x": np.array([500.0, 29.0, -12.0, 8.0, 300.0, 0.0]), "y": np.array([100.0, 5.0, 200.0])}
+    model._compress(first, sigma)
+    assert list(model.kept) == ["x"]  # y has one cell below 30: nothing to merge
+    assert model.kept["x"].tolist() == [0, 4] and model.model_sizes == {"x": 3, "y": 3}
+    assert model.merged_weights["x"] == pytest.approx([29 / 37, 0.0, 8 / 37, 0.0])
+    assert model._to_model("x", np.array([0, 1, 2, 3, 4, 5])).tolist() == [0, 2, 2, 2, 1, 2]
+    measured = model._first_measurement("x", first["x"], sigma)
+    assert np.asarray(measured.noisy_measurement) == pytest.approx([500.0, 300.0, 25.0 / 2.0])  # (29-12+8+0)/√4
+    back = model._to_public("x", np.array([0, 1] + [2] * 4000), np.random.default_rng(0))
+    assert back[:2].tolist() == [0, 4] and set(back[2:]) == {1, 3}
+    assert np.mean(back[2:] == 1) == pytest.approx(29 / 37, abs=0.03)
+
+
+def test_aim_with_a_compressed_domain_samples_exactly_under_conditions_after_a_reload(toy_schema, toy_table, tmp_path):
+    """`hours` lies between 10 and 60 of its public 0-100: at ε = 8 the first measurement finds its empty bins
+    (σ about 4 rows against 120 in each bin with rows), the model holds the bins with rows and one cell for the
+    rest, and the saved run keeps what was merged and how its rows are shared."""
+    result = api.fit(toy_table, toy_schema, model="aim", epsilon=8.0, preset="tiny", options={"compress": True},
+                     run_dir=tmp_path / "run")
+    model = result.model
+    kept = set(model.kept["hours"].tolist())  # an empty bin's noise passes 3σ once in 740 draws
+    assert kept >= {1, 2, 3, 4, 5} and len(kept) <= 8 and model.model_sizes["hours"] == len(kept) + 1
+    assert ledger_total_ok(result.ledger, 8.0)
+    reloaded = SynthModel.load(RunDir(tmp_path / "run").model_dir)
+    assert reloaded.model_sizes == model.model_sizes
+    assert reloaded.merged_weights["hours"] == pytest.approx(model.merged_weights["hours"])
+    rows, info = api.sample(tmp_path / "run", 60, conditions={"hours": 95.0, "job": "pilot"}, seed=1)
+    assert (rows["hours"] == 95.0).all() and (rows["job"] == "pilot").all() and info["method"] == "exact"
+    rows, _ = api.sample(tmp_path / "run", 2000, seed=2)
+    assert rows["hours"].between(0, 100).all() and rows["hours"].between(10, 60).mean() > 0.8
+    with pytest.raises(ValueError, match="compress"):
+        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"compress": "yes"})
+
+
+def ledger_total_ok(ledger, epsilon: float) -> bool:
+    return ledger.spent_epsilon <= epsilon and ledger.spent_epsilon == pytest.approx(epsilon, rel=0.01)
