@@ -298,6 +298,13 @@ def _calibrate_composed(epsilon: float, delta: float, sample_rate: float, steps:
     def total(sigma: float, how: str) -> float:
         return compose((Gaussian(sigma, sample_rate, steps), *alongside), delta, how)
 
+    def bisect(how: str, low: float, high: float, ratio: float) -> tuple[float, float]:
+        """[low, high] narrowed on a log scale until high / low ≤ ratio; total(high) stays within ε."""
+        while high / low > ratio:
+            mid = math.sqrt(low * high)
+            low, high = (mid, high) if total(mid, how) > epsilon else (low, mid)
+        return low, high
+
     # RDP's σ for the composition (an upper bound on ε, so enough noise), by bisection: microseconds an evaluation
     low, high = 0.05, 1e4
     if total(high, "rdp") > epsilon:
@@ -305,19 +312,9 @@ def _calibrate_composed(epsilon: float, delta: float, sample_rate: float, steps:
             raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} with the measurements alongside")
         # at a small ε RDP's bound on the measurements alone exceeds it (a Gaussian PRV sets to ε = 0.025 costs 0.10
         # by RDP at δ = 1e-5): bisect with PRV itself, about ten evaluations
-        while high / low > 1.05:
-            mid = math.sqrt(low * high)
-            if total(mid, "prv") > epsilon:
-                low = mid
-            else:
-                high = mid
+        low, high = bisect("prv", low, high, 1.05)
         return _search_down(lambda sigma: total(sigma, "prv") - epsilon, low, high, 0.005 * epsilon)[1]
-    while high / low > 1.002:
-        mid = math.sqrt(low * high)
-        if total(mid, "rdp") > epsilon:
-            low = mid
-        else:
-            high = mid
+    low, high = bisect("rdp", low, high, 1.002)
     if accountant == "prv":  # PRV, tighter, needs less noise: bracket it below RDP's σ, then narrow it
         low = 0.85 * high
         while total(low, "prv") <= epsilon and low > 0.05:
