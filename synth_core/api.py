@@ -19,7 +19,7 @@ from .models.recommend import AUTO, CANDIDATES, recommend
 from .privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget, default_delta, delta_warning
 from .privacy.budget import check_quantile_share
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
-from .privacy.accounting import NoisePlan
+from .privacy.planning import NoisePlan
 from .privacy.measurements import (count_epsilon, epsilon_left, marginals_alongside, marginals_epsilon, measure_marginals,
                                    measure_quantiles, noisy_count, quantiles_alongside, rows_upper_bound)
 from .privacy.table_budget import TableCharge

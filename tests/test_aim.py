@@ -14,8 +14,8 @@ from synth_core.models.aim import workload
 from synth_core.models.base import SynthModel
 from synth_core.models.recommend import aim_bins, recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
-from synth_core.privacy.accounting import (ZCDP, Gaussian, compose, gaussian_for, gaussian_rho, plan_rho, rho_for,
-                                           zcdp_epsilon)
+from synth_core.privacy.accounting import ZCDP, Gaussian, compose, gaussian_for, gaussian_rho, rho_for, zcdp_epsilon
+from synth_core.privacy.planning import plan_rho
 from synth_core.privacy.ledger import MARGINALS, SELECTED, charge_interrupted
 from synth_core.privacy.randomness import secret_rng
 from synth_core.privacy.selection import RhoBudget, record

@@ -15,7 +15,8 @@ from synth_core.models.calibration import (POOL_GROWTH, calibrate_weights, grow_
                                           summary)
 from synth_core.models.recommend import recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
-from synth_core.privacy.accounting import Gaussian, SamplingShape, compose, gaussian_for, plan
+from synth_core.privacy.accounting import Gaussian, compose, gaussian_for
+from synth_core.privacy.planning import SamplingShape, plan
 from synth_core.privacy.ledger import MARGINALS, TRAINING
 from synth_core.privacy.measurements import (FINE_BINS, Marginal, Marginals, choose_marginals, measure_marginals,
                                              measured_marginals)

@@ -237,7 +237,8 @@ def test_a_step_that_fails_midway_is_charged(toy_schema, toy_table):
 
 
 def test_group_privacy_plan_spends_within_the_budget_and_matches_the_formula():
-    from synth_core.privacy.accounting import SamplingShape, group_privacy, member_budget, plan
+    from synth_core.privacy.accounting import group_privacy, member_budget
+    from synth_core.privacy.planning import SamplingShape, plan
     p = plan(SamplingShape(population=8, expected_batch=2, epochs=20, group_size=2), 2.0, 1e-5, "rdp")
     e1, d1 = member_budget(2.0, 1e-5, 2)
     assert d1 == pytest.approx(1e-5 / (1 + math.exp(1.0)))

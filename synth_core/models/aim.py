@@ -8,7 +8,7 @@ two others, and what they contain) that the current graphical model gets most wr
 Gaussian mechanism, and fits the model to every measurement so far by mirror descent (mbi). The marginals it
 may select are those that keep the model within a size that grows with the budget spent; when a measurement
 barely moves the model the noise is halved. Rounds are paid from a zCDP budget (`privacy.selection.RhoBudget`),
-planned with the run's other mechanisms (`privacy.accounting.plan_rho`); the last round spends what is left.
+planned with the run's other mechanisms (`privacy.planning.plan_rho`); the last round spends what is left.
 
 With `compress` (off by default), the cells the first measurement finds below 3σ are pooled into one cell of the
 model (MST's domain compression, post-processing of that measurement): on wide tables of sparse numbers the later
@@ -36,7 +36,7 @@ import torch
 
 from ..encoding import TokenEncoder
 from ..privacy import PrivacyLedger, selection
-from ..privacy.accounting import RhoPlan, plan_rho
+from ..privacy.planning import RhoPlan, plan_rho
 from ..privacy.randomness import secret_rng
 from ..training.engine import StepCount, TrainResult
 from . import recommend

@@ -20,8 +20,8 @@ import pandas as pd
 import torch
 
 from ..privacy import NoisePlan, PrivacyLedger
-from ..privacy import accounting
-from ..privacy.accounting import RhoPlan, SamplingShape
+from ..privacy import planning
+from ..privacy.planning import RhoPlan, SamplingShape
 from ..privacy.ledger import record_training
 from ..privacy.measurements import Marginals
 from ..schema import Schema
@@ -174,7 +174,7 @@ class SynthModel:
                              "process), or choose another family")
 
     def sampling_shape(self, n_rows: int) -> SamplingShape:
-        """How DP training samples a table of n_rows rows (see privacy.accounting.SamplingShape)."""
+        """How DP training samples a table of n_rows rows (see privacy.planning.SamplingShape)."""
         tc = self.train_config
         # small tables: at least ~8 Poisson batches per epoch. Fewer, larger batches leave too few steps to
         # learn from (demo table, 3.6k rows, ε=1: 2-way TVD 0.162 with n/2 batches vs 0.129 with n/8)
@@ -184,7 +184,7 @@ class SynthModel:
     def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
                      alongside: tuple = ()) -> NoisePlan:
         """The noise plan; `alongside`: the run's Gaussian measurements, composed with the training."""
-        return accounting.plan(self.sampling_shape(n_rows), epsilon, delta, accountant, alongside)
+        return planning.plan(self.sampling_shape(n_rows), epsilon, delta, accountant, alongside)
 
     def probe_plan(self, rows: int, batch: int, steps: int) -> NoisePlan:
         """A plan for timing `steps` steps of `batch` expected rows on `rows` random rows from the public
@@ -369,7 +369,7 @@ class SynthModel:
             model.net.eval()
         model.restore(state)
         if state.get("plan"):
-            model.plan = accounting.plan_from_dict(state["plan"])
+            model.plan = planning.plan_from_dict(state["plan"])
         if state.get("calibration"):
             model.calibration = Marginals.from_dict(state["calibration"])
         return model

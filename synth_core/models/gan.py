@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch.func import grad as func_grad
 
 from ..privacy import NoisePlan, gaussian_noise, secret_generator
-from ..privacy.accounting import SamplingShape
+from ..privacy.planning import SamplingShape
 from ..training.device import device_label, seed_everything
 from ..training.engine import FuncDPStep, StepCount, TrainResult, cosine_decay, run_steps
 from .base import register

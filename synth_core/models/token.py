@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from ..encoding import TokenEncoder
-from ..privacy.accounting import SamplingShape
+from ..privacy.planning import SamplingShape
 from .base import SamplingError, SynthModel, draw_with_rejection
 
 

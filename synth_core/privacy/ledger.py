@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from .accounting import ZCDP, Gaussian, NoisePlan, RhoPlan, accountant_for, compose, zcdp_epsilon
+from .accounting import ZCDP, Gaussian, accountant_for, compose, zcdp_epsilon
+from .planning import NoisePlan, RhoPlan
 from .budget import delta_warning
 
 # kinds of mechanisms in a ledger

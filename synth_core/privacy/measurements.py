@@ -13,7 +13,7 @@ modelled column alone (`Schema.modelled`: a derived column is computed from its 
 of the pairs `choose_marginals` picks from public facts, and of every numeric column alone a second time on
 finer public bins (`measured_marginals`), released together by one Gaussian mechanism (adding or removing a
 row moves one cell of each marginal by 1: L2 sensitivity √k for k marginals). The accountant composes it with
-the run's DP-SGD (`accounting.plan(alongside=...)`).
+the run's DP-SGD (`planning.plan(alongside=...)`).
 """
 from __future__ import annotations
 
