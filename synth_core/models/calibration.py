@@ -7,7 +7,9 @@ on the noise-scaled squared error between the pool's weighted marginals and the 
 soon as that error reaches what the measurements' own noise leaves (its expectation at the true table, one
 noise variance per cell): the pool is moved as far as the noise warrants and no further, which keeps it
 close to the model's own distribution (an information projection with early stopping, after Wang et al.,
-NeurIPS 2023, "Post-processing private synthetic data for improving utility on selected measures").
+NeurIPS 2023, "Post-processing private synthetic data for improving utility on selected measures"). mbi's
+`ReweightedDatasetEstimator` on the same pool has no such stop and fits the measurements' noise: level on large
+tables at ε = 1, behind wherever the noise is large (benchmarks/bench_reweight.py, RESULTS.md).
 
 The weights should hold as many effective rows (1 / Σ weight²) as the rows asked for, or the sample repeats a
 few candidates many times: where the model rarely draws what the measurements show, the pool is doubled with
