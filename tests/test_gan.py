@@ -12,7 +12,8 @@ from opacus.optimizers import DPOptimizer
 from synth_core import api
 from synth_core.training.engine import FuncDPStep
 from synth_core.models import get_model_class
-from synth_core.models.gan import Critic, GANConfig, critic_pair_loss, slerp
+from synth_core.models.gan import GANConfig
+from synth_core.models.gan_nets import Critic, critic_pair_loss, slerp
 from synth_core.privacy import NoisePlan, epsilon_after
 from synth_core.runs import RunDir
 
