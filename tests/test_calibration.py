@@ -316,6 +316,22 @@ def test_auto_picks_aim_up_to_5000_rows_times_epsilon_unless_the_target_is_a_num
     assert "no number as the target" in aim.reason
 
 
+def test_auto_picks_aim_with_a_compressed_domain_at_a_small_epsilon_from_5000_to_10000_rows_times_epsilon(toy_schema):
+    """RESULTS.md (issue 15): at ε ≤ 0.25 from 5,000 to 10,000 rows × ε AIM with MST's domain compression had 2-way
+    TVD lower or level and 1-way lower than DP-TBART's on six tables (three new to the rule); at ε = 1 in the same
+    band DP-TBART stayed ahead, and a number as the target keeps DP-TBART (TSTR)."""
+    for target in ("sex", None):
+        schema = _with_target(toy_schema, target) if target else toy_schema
+        for rows, epsilon in ((30_000, 0.25), (20_000, 0.25), (39_000, 0.25), (40_000, 0.2)):
+            choice = recommend(schema, rows, epsilon)
+            assert choice.family == "aim" and choice.options == {"one_way_share": 0.5, "compress": True}, (rows, epsilon)
+            assert "pooled" in choice.reason and choice.calibration_share == 0.0
+        assert recommend(schema, 19_000, 0.25).options == {"one_way_share": 0.5}  # below 5,000: AIM, not compressed
+        for rows, epsilon in ((40_000, 0.25), (8_000, 1.0), (20_000, 0.3)):  # 10,000 and up; ε above 0.25
+            assert recommend(schema, rows, epsilon).family == "dp-tbart", (rows, epsilon)
+    assert recommend(_with_target(toy_schema, "hours"), 30_000, 0.25).family == "dp-tbart"  # a number as the target
+
+
 def test_auto_picks_aim_at_any_size_when_every_number_has_few_values(toy_schema, toy_table, tmp_path):
     """RESULTS.md (issue 15): above 5,000 rows × ε AIM's 2-way TVD was lower than DP-TBART's on SmokeBan, WVS,
     GSSvocab and Fertility2, whose numbers have at most 100 values at their precision; DP-TBART's was lower on

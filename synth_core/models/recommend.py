@@ -10,8 +10,9 @@ to the rule), and level on Arrests with its count of checks as the target; check
 such tables (GSS7402, HealthInsurance, monica, Vocab), level or a little ahead (2-way 0.057 against 0.059, two
 seeds). Timed alone on the 2 cores the two fits take about as long (GSS7402 15 s against 12 s, SmokeBan 11 s
 against 9 s).
-From 5,000 rows × ε otherwise, DP-TBART with calibration: the best or near-best 2-way TVD and detection on
-Adult, King, CPS1988 at ε = 1, SLID at 1 and Computers at 2 (not on CPS1988 at 0.25, where AIM's was lower),
+At ε ≤ 0.25 from 5,000 to 10,000 rows × ε, without a number as the target, AIM with MST's domain compression (see
+COMPRESSED_BELOW). From 5,000 rows × ε otherwise, DP-TBART with calibration: the best or near-best 2-way TVD and detection on
+Adult, King, CPS1988 at ε = 1, SLID at 1 and Computers at 2,
 and calibration helped more, the fewer rows per unit of ε; half of ε measures the marginals, at any size. On
 nine tables of three to five columns the rule had not seen, AIM's 2-way TVD was level (within 0.002) or behind
 on eight at ε = 1 and DP-TBART's TSTR better on eight, so the column count does not enter the rule.
@@ -64,6 +65,14 @@ AIM_ONE_WAY_SHARE = 0.5
 # better, CreditCard a little worse; three draws each; RESULTS.md); from 2,000 on level (seven cells), and above
 # 5,000 on narrow tables worse (GSSvocab, Fertility2)
 AIM_LOW_SIGNAL_ONE_WAY_SHARE, AIM_LOW_SIGNAL = 0.8, 2_000
+# At a small ε, from SMALL_SIGNAL up to COMPRESSED_BELOW rows × ε and without a number as the target, AIM with MST's
+# domain compression (`compress`: the cells its first measurement finds below 3σ pooled): against DP-TBART with
+# calibration its 2-way TVD was lower on Adult, CPS1988 and credit_cards at 0.25 (by 0.004-0.009), and on four
+# tables new to the rule lower or level: VietNamI at 0.25 0.057 against 0.066, diamonds by `cut` at 0.2 0.247
+# against 0.250, CPSSW8 at 0.15 0.068 against 0.067, nycflights13's weather at 0.25 0.1375 against 0.1365
+# (two draws each); 1-way lower on six of the seven, TSTR level or better on five, fits faster; at ε = 1 in the same band
+# DP-TBART stayed ahead (SLID, ISLR's Default), so the rule stops at COMPRESSED_MAX_EPSILON (RESULTS.md, issue 15)
+COMPRESSED_BELOW, COMPRESSED_MAX_EPSILON = 10_000, 0.25
 
 
 def aim_one_way_share(rows: int, epsilon: float) -> float:
@@ -133,7 +142,9 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
     max_bins = None
     numeric_target = any(c.role == "target" and c.is_numeric for c in schema.columns)
     narrow = narrow_numbers(schema)
-    if rows * epsilon < AIM_BELOW or narrow or (rows * epsilon < SMALL_SIGNAL and not numeric_target):
+    compressed = (not narrow and not numeric_target and epsilon <= COMPRESSED_MAX_EPSILON
+                  and SMALL_SIGNAL <= rows * epsilon < COMPRESSED_BELOW)
+    if rows * epsilon < AIM_BELOW or narrow or compressed or (rows * epsilon < SMALL_SIGNAL and not numeric_target):
         if rows * epsilon < AIM_BELOW:
             why = ("a neural model learns too little, and a model built from the table's overall statistics, each "
                    "measured where it is most wrong, gave the more faithful tables")
@@ -142,6 +153,10 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
                     else "only categories")
             why = (f"and {what}, a model built from the table's overall statistics, each measured where it is most "
                    "wrong, gave tables as faithful as a neural model's or more")
+        elif compressed:
+            why = ("and no number as the target, a model built from the table's overall statistics, each measured "
+                   "where it is most wrong, with the values too rare to measure pooled, gave tables as faithful as a "
+                   "neural model's or more")
         else:
             why = ("and no number as the target, a model built from the table's overall statistics, each measured "
                    "where it is most wrong, gave tables as faithful as a neural model's and better for prediction")
@@ -149,7 +164,7 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
         share_words = {AIM_ONE_WAY_SHARE: "half", AIM_LOW_SIGNAL_ONE_WAY_SHARE: "four fifths"}[one_way]
         return Recommendation(
             family="aim", preset="cpu", calibration_share=0.0,
-            options={"one_way_share": one_way},
+            options={"one_way_share": one_way, **({"compress": True} if compressed else {})},
             reason=(f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} {why} in our benchmarks; "
                     f"{share_words} of ε measures each column alone"
                     f"{aim_numbers(schema, aim_bins(rows, epsilon, columns))}."))
