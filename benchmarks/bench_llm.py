@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tbart import fidelity, load_split, peak_gpu_mib, peak_rss_mib, steady_rate  # noqa: E402
 from synth_core import api  # noqa: E402
-from synth_core.cli import parse_options  # noqa: E402
+from synth_core.cli_args import parse_options  # noqa: E402
 from synth_core.evaluate.fairness import fairness_figures  # noqa: E402
 from synth_core.release.fair_sampling import fair_sample  # noqa: E402
 from synth_core.models import SamplingError  # noqa: E402

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from bench_tbart import load_split, peak_gpu_mib, peak_rss_mib, steady_rate  # noqa: E402
 from mst import mst  # noqa: E402
 from synth_core import api  # noqa: E402
-from synth_core.cli import parse_options  # noqa: E402
+from synth_core.cli_args import parse_options  # noqa: E402
 from synth_core.encoding.tokens import TokenEncoder  # noqa: E402
 from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy, ml_efficacy_regression  # noqa: E402
 from synth_core.models.recommend import aim_bins  # noqa: E402

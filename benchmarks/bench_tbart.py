@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synth_core import api  # noqa: E402
-from synth_core.cli import parse_options  # noqa: E402
+from synth_core.cli_args import parse_options  # noqa: E402
 from synth_core.training.engine import train  # noqa: E402
 from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy  # noqa: E402
 from synth_core.models import get_model_class  # noqa: E402

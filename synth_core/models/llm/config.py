@@ -1,0 +1,103 @@
+"""DP-LLMTGen's settings: the config (what a run saves) and the presets, with what a pretrained backbone on a
+CPU changes in them (model.py reads both)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class LLMConfig:
+    # None: the offline default, a GPT-2 built from a config with a tokenizer built from the schema;
+    # else a local directory or a hub id already in the local Hugging Face cache
+    backbone: str | None = None
+    n_layer: int = 2          # the default backbone's size (ignored for a pretrained one)
+    n_head: int = 4
+    n_embd: int = 64
+    lora_r: int = 8
+    lora_alpha: int = 16
+    # None: the attention and MLP projections peft knows for the model; "all-linear": every linear layer
+    lora_targets: list | str | None = None
+    # LoRA on the last k blocks of a pretrained backbone only (None: every block). The blocks below hold no
+    # trainable weight, so the backward pass (and per-row clipping) stops above them: on a CPU, most of a
+    # step's time is the backward through a deep frozen network
+    lora_last_layers: int | None = None
+    alpha: float = 0.65       # weight of value tokens in the cross-entropy (1 - alpha on format tokens)
+    # stage 2 learns which column comes next (True), or only that one does (False: the loss at a column name
+    # is -log P(any column name), whether the value ended; the choice among them is left out). The column
+    # order is drawn at random per row, so the choice says nothing about the table: stage 1 teaches it, and
+    # in stage 2 its gradient would only be noise inside each row's clipped gradient
+    stage2_order: bool = False
+    beta: float = 0.1         # weight of the numerical-understanding loss
+    stage1_rows: int = 20000  # rows drawn from the public schema for format learning
+    stage1_epochs: float = 1.0
+    stage1_batch_size: int = 128
+    stage1_lr: float = 3e-3
+    # train every weight in stage 1 (public data only) or LoRA only; None: every weight for the untrained
+    # default backbone, LoRA only for a pretrained one (whose knowledge full fine-tuning on random rows erodes)
+    stage1_full: bool | None = None
+    # stage 2 (DP-SGD): every weight but the position embeddings, or LoRA only. None: every weight for the
+    # untrained default backbone, LoRA only for a pretrained one. LoRA is how a pretrained model keeps what it
+    # knows; the default knows nothing, and after stage 1 its LoRA learned no link between columns even
+    # without noise (benchmarks/RESULTS.md, "Third session: why the default backbone learned no links")
+    stage2_full: bool | None = None
+    # how a row is written (encoding.text): "sentence" ("age is 39, sex is Female, …", any column order) or
+    # "compact" (a CSV line after a header naming the columns once: half the tokens, schema order). None:
+    # compact for a pretrained backbone (whose time goes into each token), sentence for the default
+    row_format: str | None = None
+    # what the output layer predicts: "row" (only the tokens a row's text can hold, from the public schema:
+    # a pretrained model's 49k-token output layer and its softmax cost more than its last blocks on a CPU)
+    # or "all" (the tokenizer's vocabulary). The default backbone's vocabulary is the schema's already
+    output_tokens: str = "row"
+    constrained: bool = True  # constrained decoding by default
+    # constrained decoding: the model says when a value ends; which column comes next is drawn uniformly from
+    # those not yet written, as in training (whose order is random per row). Else the model picks it too,
+    # from what stage 1 taught it (stage 2 does not train that choice unless stage2_order)
+    uniform_order: bool = True
+    compliance_probe: int = 200  # at most this many rows sampled without constraints to report their format compliance
+    sample_batch_size: int = 1024
+
+
+# Stage 2's per-sample clipping: "hooks" (Opacus materialises each row's LoRA gradient: one backward pass,
+# ~16k numbers a row for the CPU sizes) is ~1.6x faster on a CPU than "ghost" (norms without per-sample
+# gradients, but two backward passes through the frozen network). Both clip each row's whole gradient to
+# max_grad_norm; ghost stays for the GPU size, whose LoRA gradients per row are too large to materialise.
+PRESETS: dict[str, dict] = {
+    # seconds, for tests and demos on tiny tables
+    "tiny": dict(model=dict(n_layer=2, n_head=2, n_embd=32, lora_r=4, stage1_rows=300, stage1_epochs=2,
+                            stage1_batch_size=32, stage1_lr=1e-2, compliance_probe=20, sample_batch_size=256),
+                 train=dict(epochs=2, batch_size=64, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="hooks")),
+    # a first look on 2 CPU cores for a table the size of Adult
+    "quick": dict(model=dict(n_layer=2, n_head=4, n_embd=64, lora_r=8, stage1_rows=60000, stage1_epochs=1,
+                             stage1_batch_size=16, stage1_lr=2e-3),
+                  train=dict(epochs=1, batch_size=512, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="hooks")),
+    # the CPU default: a row costs ~40 tokens, so one DP epoch of Adult is ~1.6M tokens. Stage 1 (no privacy
+    # cost) takes small batches: a CPU step's cost is proportional to its rows, and the row grammar (which
+    # columns are left, how many digits a bounded number has) is learned per step, not per row: 120,000
+    # random rows in batches of 16 took unconstrained format compliance on Adult from 0% (10,000 rows in
+    # batches of 128) to ~80% in ~4 minutes on one thread
+    "cpu": dict(model=dict(n_layer=2, n_head=4, n_embd=64, lora_r=8, stage1_rows=120000, stage1_epochs=1,
+                           stage1_batch_size=16, stage1_lr=2e-3),
+                train=dict(epochs=2, batch_size=512, lr=1e-2, max_grad_norm=1.0, grad_sample_mode="hooks")),
+    # GPT-2-small-sized default backbone, or a pretrained one given as `backbone`, for a GPU
+    "gpu": dict(model=dict(n_layer=12, n_head=12, n_embd=768, lora_r=16, lora_alpha=32, stage1_rows=50000,
+                           stage1_epochs=2, stage1_lr=5e-4, stage1_batch_size=64),
+                train=dict(epochs=5, batch_size=1024, lr=3e-3, max_grad_norm=1.0, grad_sample_mode="ghost")),
+}
+
+
+# A pretrained backbone on a CPU (SmolLM2-135M: 30 blocks, 576 wide) costs ~100x the default per token:
+# these replace the CPU presets' values, under any option given. LoRA on the last 2 blocks only (the backward
+# pass stops there), the compact rows and the output layer cut to the row's tokens make a step ~7x cheaper
+# (Adult with SmolLM2, 2 cores: 1.0 -> 7.3 rows/s). No stage 1: on random rows from the schema it taught the
+# pretrained model uniform values, which 16 noisy steps could not undo (2,000 Adult rows, ε = 1: 1-way TVD
+# 0.466); the model reads CSV already and constrained decoding keeps the format. LoRA on every linear layer
+# of those blocks, and the small output layer, give stage 2 something to move.
+PRETRAINED_CPU: dict[str, dict] = {
+    "tiny": dict(model=dict(lora_last_layers=1, stage1_rows=32, stage1_batch_size=16, sample_batch_size=64),
+                 train=dict(epochs=1)),
+    "quick": dict(model=dict(lora_last_layers=2, lora_targets="all-linear", stage1_rows=0, sample_batch_size=256,
+                             compliance_probe=50), train=dict(epochs=1, lr=5e-3)),
+    "cpu": dict(model=dict(lora_last_layers=2, lora_targets="all-linear", stage1_rows=0, sample_batch_size=256,
+                           compliance_probe=50), train=dict(epochs=2, lr=5e-3)),
+}
