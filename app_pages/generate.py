@@ -13,7 +13,7 @@ from synth_core.release.privacy_report import privacy_report, report_json, repor
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
-from workbench.format import duration
+from synth_core.format import duration
 
 st.title("6 · Generate and export")
 st.write("Sampling from the trained model costs no privacy: make as many rows as you need. The export is the "

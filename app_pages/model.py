@@ -18,7 +18,7 @@ from synth_core.training.device import device_label
 from synth_core.training.distributed import offered_processes
 from synth_core.training.timing import estimate_fit_seconds, stored_costs
 from workbench import state
-from workbench.format import duration, epsilon as epsilon_text, runs
+from synth_core.format import duration, epsilon as epsilon_text, runs
 
 st.title("3 · Model and privacy budget")
 

@@ -17,7 +17,7 @@ from synth_core.runs.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
-from workbench.format import duration
+from synth_core.format import duration
 from synth_core.evaluate.charts import dcr_chart, marginal_chart, projection_chart
 
 st.title("5 · Review")

@@ -7,7 +7,7 @@ import streamlit as st
 from synth_core.runs.jobs import cancel_job, cancel_requested, job_state, ledger_of, list_runs, progress, run_summary
 from synth_core.runs import RunDir, RunError
 from workbench import state
-from workbench.format import duration, epsilon
+from synth_core.format import duration, epsilon
 from workbench.charts import epsilon_chart, loss_chart
 
 st.title("4 · Train")

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from . import api
 from .cli_args import build_parser, parse_options
+from .format import epsilon as epsilon_text, runs as runs_text
 from .models import get_model_class
 from .models.recommend import AUTO
 from .privacy import BudgetError
@@ -141,8 +142,12 @@ def _fit_table(args, table, schema) -> int:
         print(f"note: {line}")
     r = result.model.train_result
     plan = result.model.plan
-    print(f"{result.run.status()['state']}: {r.steps_done}/{r.steps_planned} {plan.unit}, {r.seconds:.1f} s on "
-          f"{r.device}, {r.samples_per_second:.0f} rows/s")
+    if plan.steps_adapt:  # an adaptive mechanism's rounds end when its budget does
+        done = f"{r.steps_done} {plan.unit}" + (f" of about {r.steps_planned}" if r.cancelled else "")
+        print(f"{result.run.status()['state']}: {done}, {r.seconds:.1f} s on {r.device}")
+    else:
+        print(f"{result.run.status()['state']}: {r.steps_done}/{r.steps_planned} {plan.unit}, {r.seconds:.1f} s on "
+              f"{r.device}, {r.samples_per_second:.0f} rows/s")
     print(f"privacy: ε spent {result.ledger.spent_epsilon:.4f} of {args.epsilon:g} (δ = {result.ledger.target_delta:g}, "
           f"{plan.describe()})")
     config = result.run.public_config()
@@ -155,8 +160,8 @@ def _fit_table(args, table, schema) -> int:
               f"{config['calibration_share']:g} of ε, composed with training); samples are calibrated to them")
     if charge is not None:
         account = charge.book.account(charge.table_id)
-        print(f"this table: ε {account.spent_epsilon:.4g} spent of {account.total_epsilon:g} across its runs, "
-              f"{account.remaining_epsilon:.4g} left")
+        print(f"this table: ε {epsilon_text(account.spent_epsilon)} spent of {epsilon_text(account.total_epsilon)} "
+              f"across its runs, {epsilon_text(account.remaining_epsilon)} left")
     print(f"run saved in {result.run.path}")
     return 0
 
@@ -296,8 +301,8 @@ def _runs(args) -> int:
         print(f"warning: {w}")
     if "table" in out:
         t = out["table"]
-        print(f"this table: ε {t['epsilon_spent']:.4g} spent of {t['epsilon_total']:g} across {t['runs']} run(s), "
-              f"{t['epsilon_remaining']:.4g} left")
+        print(f"this table: ε {epsilon_text(t['epsilon_spent'])} spent of {epsilon_text(t['epsilon_total'])} across "
+              f"{runs_text(t['runs'])}, {epsilon_text(t['epsilon_remaining'])} left")
     return 0
 
 

@@ -127,6 +127,25 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     assert set(rows["sex"]) <= {"Female", "Male"} and rows["hours"].between(0, 100).all()
 
 
+def test_the_cli_says_how_many_rounds_aim_took_and_that_nothing_of_the_table_is_left(toy_schema, toy_table,
+                                                                                   tmp_path, monkeypatch, capsys):
+    """AIM's planned rounds are an upper bound: the run ends when its budget does, and the CLI says the rounds
+    it took (not '5/528'); a table whose whole ε is spent has 0 left, not a rounding residue like 2e-07."""
+    from synth_core.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    toy_table.to_csv("t.csv", index=False)
+    toy_schema.save("s.json")
+    assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--model", "aim", "--preset", "tiny",
+                 "--epsilon", "1", "--out", "run"]) == 0
+    out = capsys.readouterr().out
+    run = RunDir(tmp_path / "run")
+    rounds = run.events()[-1]["step"]
+    assert rounds < run.config()["plan"]["rounds"]
+    assert f"completed: {rounds} rounds, " in out and "rows/s" not in out and "/" not in out.split("completed:")[1].split(",")[0]
+    assert "this table: ε 1 spent of 1 across its runs, 0 left" in out
+
+
 def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):
     """Unless a size fixes them, AIM's bins follow rows × ε per column (public: the released count), and the run's saved
     config records the choice, so the reloaded model reads the same bins."""

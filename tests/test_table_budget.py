@@ -14,6 +14,7 @@ import pytest
 from conftest import wait_until
 from synth_core.cli import main
 from synth_core.demo import demo_schema, demo_table
+from synth_core.format import epsilon
 from synth_core.home import budgets_path
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.table_budget import TableBudgets, TableCharge, fingerprint
@@ -68,7 +69,7 @@ def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised
         assert main(["runs", "r2"]) == 0
     text = words.getvalue()
     assert "completed" in text and "privacy: ε" in text and "Noisy row count" in text
-    assert f"this table: ε {table['epsilon_spent']:.4g} spent of 2 across 2 run(s)" in text
+    assert f"this table: ε {epsilon(table['epsilon_spent'])} spent of 2 across 2 runs" in text
     assert table["epsilon_total"] == 2.0 and table["runs"] == 2 and 1.0 < table["epsilon_spent"] <= 1.5  # composed within each run: below the sum
     book = TableBudgets(budgets_path())
     report = privacy_report(RunDir("r2"), budgets=book)

@@ -6,7 +6,7 @@ import streamlit as st
 from synth_core.runs.jobs import ledger_of, run_summary
 
 from . import state
-from .format import epsilon, runs
+from synth_core.format import epsilon, runs
 
 
 def render_sidebar() -> None:

@@ -319,7 +319,9 @@ class AIM(SynthModel):
             emit(done, expected, loss, list(cl))
         self.rounds_log = [tuple(e["selected"]) for e in events[1:]]  # the pairs chosen (the first measured every column)
         seconds = time.perf_counter() - start
-        return TrainResult(steps_done=done, steps_planned=max(done, rounds) if not cancelled else rounds,
+        # the rounds it took when the budget ran out (the plan's count is an upper bound), else those it expected
+        planned = done if not cancelled else max(done, events[-1]["steps"] if events else rounds)
+        return TrainResult(steps_done=done, steps_planned=planned,
                            cancelled=cancelled, epsilon_spent=plan.spent_after(budget.spent) - plan.prior_epsilon,
                            seconds=seconds, samples_seen=len(data), last_loss=events[-1]["loss"] if events else None,
                            device="cpu", events=events)

@@ -126,7 +126,7 @@ class RhoPlan:
 
     def describe(self) -> str:
         """The plan in a few words, for a person."""
-        return f"ρ = {self.rho:.4g} (zCDP) over about {self.rounds} rounds"
+        return f"ρ = {self.rho:.4g} (zCDP), in as many rounds as it takes to spend it"
 
     def to_dict(self) -> dict:
         return {**asdict(self), "steps": self.rounds}

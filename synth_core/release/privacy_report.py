@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 from dataclasses import asdict
 
+from ..format import runs
 from ..models import get_model_class
 from ..privacy.table_budget import TableBudgets
 from ..runs import RunDir
@@ -102,7 +103,7 @@ def report_markdown(report: dict) -> str:
         lines += ["## Warnings", ""] + [f"- **{w}**" for w in report["warnings"]] + [""]
     t = report.get("table")
     cumulative = ([f"All releases from the same private table together: **ε = {_fmt(t['epsilon_spent'])}**, "
-                   f"δ = {_fmt(t['delta_spent'])} over {t['runs']} run(s) (basic composition), of a total of "
+                   f"δ = {_fmt(t['delta_spent'])} over {runs(t['runs'])} (basic composition), of a total of "
                    f"{_fmt(t['epsilon_total'])} the data steward allows for it.", ""] if t else [])
     lines += [
         "## Guarantee",

@@ -1,4 +1,5 @@
-"""Numbers as the pages write them for a person."""
+"""Numbers as the CLI, the pages and the reports write them for a person (the core decides the figures; this
+only writes them)."""
 from __future__ import annotations
 
 
