@@ -10,7 +10,8 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from synth_core import api
-from synth_core.models.aim import workload
+from synth_core.models import graphical
+from synth_core.models.aim import mbi, workload
 from synth_core.models.base import SynthModel
 from synth_core.models.recommend import aim_bins, recommend
 from synth_core.privacy import BudgetError, PrivacyLedger
@@ -79,6 +80,46 @@ def test_a_rho_budget_refuses_what_it_does_not_have_and_its_mechanisms_draw_secr
     with pytest.raises(BudgetError, match="left"):
         budget.select(np.zeros(3), epsilon=0.8, sensitivity=1.0, rng=rng)
     assert budget.spent <= budget.total
+
+
+def test_the_exponential_mechanism_over_the_allowed_candidates_draws_by_their_scores_and_asks_few():
+    """Drawing the first allowed candidate in the order of the Gumbel-perturbed scores is the exponential
+    mechanism over the allowed ones alone; `allowed` is asked only of the candidates above the one drawn."""
+    q, epsilon, sensitivity = np.array([3.0, 2.0, 1.0, 0.0, 2.5]), 2.0, 1.0
+    allowed = {1, 2, 3}
+    expected = np.exp(0.5 * epsilon / sensitivity * q[[1, 2, 3]])
+    expected /= expected.sum()
+    rng, asked = np.random.default_rng(7), []  # a seeded generator, for this statistical check only
+    draws = []
+    for _ in range(20_000):
+        budget = RhoBudget(10.0)
+        draws.append(budget.select(q, epsilon, sensitivity, rng, lambda i: asked.append(i) or i in allowed))
+    counts = np.bincount(draws, minlength=5)
+    assert counts[0] == counts[4] == 0
+    assert np.allclose(counts[[1, 2, 3]] / len(draws), expected, atol=0.01)
+    assert len(asked) < 3 * len(draws)  # not every candidate each time
+
+
+def test_the_models_marginals_on_many_cliques_agree_with_mbi_across_and_within_its_components():
+    """project_many splits a clique by the model's connected components (independent under the model) and
+    contracts each part over its own component: the same marginals as mbi's own projection."""
+    m = mbi()
+    rng = np.random.default_rng(0)
+    sizes = {"a": 3, "b": 4, "c": 2, "d": 5, "e": 3}
+    data = {k: rng.integers(0, n, 400) for k, n in sizes.items()}
+    data["b"] = (data["a"] + rng.integers(0, 2, 400)) % 4
+    data["e"] = (data["d"] + data["c"]) % 3
+    domain = m.Domain(list(sizes), list(sizes.values()))
+    table = m.Dataset(data, domain)
+    measured = [("a", "b"), ("c",), ("d", "e"), ("c", "e")]
+    measurements = [m.LinearMeasurement(np.asarray(table.project(cl).datavector()), cl, stddev=1.0)
+                    for cl in measured + [("a",), ("d",)]]
+    model = m.estimation.MirrorDescent().estimate(domain, measurements, known_total=400.0, iters=200)
+    cliques = [("b", "a"), ("a", "c"), ("e", "a", "c"), ("c", "d"), ("d", "a", "b"), ("b", "e", "d"), ("a",)]
+    ours = graphical.project_many(model, cliques)
+    for cl in cliques:
+        assert np.allclose(ours[cl], np.asarray(model.project(cl).datavector()), rtol=1e-3, atol=1e-3), cl
+    assert graphical.components(model)["a"] == graphical.components(model)["b"] != graphical.components(model)["c"]
 
 
 def test_a_dead_aim_worker_is_charged_its_whole_budget():

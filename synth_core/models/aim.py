@@ -39,14 +39,11 @@ from ..privacy import PrivacyLedger, selection
 from ..privacy.planning import RhoPlan, plan_rho
 from ..privacy.randomness import secret_rng
 from ..training.engine import StepCount, TrainResult
-from . import recommend
+from . import graphical, recommend
 from .base import SynthModel, register
 
 # mbi runs on JAX; in float64, as mbi advises for tables of over 100k rows
 _MBI = None
-# a marginal outside the model's cliques is contracted with opt_einsum up to this many operations (a few ms)
-EINSUM_MAX_COST = 2e7
-
 
 def mbi():
     """private-pgm's mbi, imported on first use (JAX takes seconds to load)."""
@@ -107,7 +104,13 @@ def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | N
                  if sizes[target] * math.prod(sizes[c] for c in cl) <= max_cells]
     closure = {sub for cl in sets for r in range(1, len(cl) + 1) for sub in itertools.combinations(cl, r)}
     closure |= {(name,) for name in names}
-    return {cl: float(sum(len(set(cl) & set(w)) for w in sets)) or 1.0 for cl in sorted(closure, key=len)}
+    # a marginal's weight, Σ over the workload's sets of the columns it shares with each, is the sum over its
+    # columns of the sets that hold that column
+    holding = {name: 0 for name in names}
+    for w in sets:
+        for name in w:
+            holding[name] += 1
+    return {cl: float(sum(holding[c] for c in cl)) or 1.0 for cl in sorted(closure, key=len)}
 
 
 @register("aim")
@@ -296,14 +299,16 @@ class AIM(SynthModel):
             if budget.left < 2 * cost:  # the last round spends what is left
                 epsilon, sigma = budget.schedule(budget.left)
             steps.started += 1
-            size_limit = cfg.max_model_size * budget.spent / budget.total
-            allowed = self._small_enough(candidates, model, size_limit)
-            keys = list(allowed)
+            # a candidate may be drawn if measuring it keeps the model within the size its spending allows
+            fits = graphical.SizeCheck(model, cfg.max_model_size * budget.spent / budget.total)
+            keys = list(candidates)
             bias = math.sqrt(2 / math.pi) * sigma
-            estimates = self._project(model, keys)
-            qualities = np.array([allowed[cl] * (np.abs(answers[cl] - estimates[cl]).sum() - bias * answers[cl].size)
-                                  for cl in keys])
-            cl = keys[budget.select(qualities, epsilon, max(allowed.values()), rng)]
+            estimates = graphical.project_many(model, keys)
+            weights = np.array([candidates[cl] for cl in keys])
+            qualities = weights * np.array([np.abs(answers[cl] - estimates[cl]).sum() - bias * answers[cl].size
+                                            for cl in keys])
+            allowed = lambda i: fits(keys[i])  # noqa: E731
+            cl = keys[budget.select(qualities, epsilon, graphical.largest_allowed(weights, allowed), rng, allowed)]
             before = estimates[cl]  # the model's marginal before the measurement, computed above
             y = budget.measure(answers[cl], sigma, rng)
             measurements.append(m.LinearMeasurement(y, cl, stddev=sigma))
@@ -342,50 +347,6 @@ class AIM(SynthModel):
             if on_event is not None:
                 on_event(event)
         return emit
-
-    @staticmethod
-    def _project(model, cliques: list) -> dict:
-        """The model's marginal (counts, flat in the clique's order) on each clique. A clique inside one of the
-        model's own comes from its marginals; any other is the sum over the other columns of the product of
-        the model's factors: contracted by opt_einsum where its plan is cheap (mbi's variable elimination
-        compiles a function per clique and model structure, and AIM asks ~100 new ones a round), else by mbi's
-        elimination uncompiled (~50 ms a clique, whatever the model: a contraction of a large model with
-        cycles grew to minutes a round on Adult), and where the product underflows."""
-        import jax
-        import opt_einsum
-
-        names = list(model.domain.attributes)
-        axis = {a: i for i, a in enumerate(names)}
-        operands = []
-        for cl in model.cliques:
-            log = np.asarray(model.potentials[cl].values, dtype=np.float64)
-            operands += [np.exp(log - log.max()), [axis[a] for a in model.potentials[cl].domain.attributes]]
-        total = float(model.total)
-        out = {}
-        for cl in cliques:
-            if model.marginals.supports(cl):
-                out[cl] = np.asarray(model.marginals.project(cl).datavector())
-                continue
-            counts = None
-            path, info = opt_einsum.contract_path(*operands, [axis[a] for a in cl], optimize="greedy")
-            if info.opt_cost <= EINSUM_MAX_COST:
-                counts = opt_einsum.contract(*operands, [axis[a] for a in cl], optimize=path).ravel()
-                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                    counts = counts * (total / counts.sum())
-                counts = counts if np.isfinite(counts).all() else None
-            if counts is None:
-                with jax.disable_jit():
-                    counts = np.asarray(model.project(cl).datavector())
-            out[cl] = counts
-        return out
-
-    def _small_enough(self, candidates: dict, model, limit: float) -> dict:
-        """The candidates whose measurement keeps the model within `limit` MiB (or that it already holds)."""
-        jt = mbi().junction_tree
-        held = {sub for c in model.cliques for r in range(1, len(c) + 1) for sub in itertools.combinations(c, r)}
-        out = {cl: w for cl, w in candidates.items()
-               if tuple(cl) in held or jt.hypothetical_model_size(model.domain, list(model.cliques) + [cl]) <= limit}
-        return out or {cl: w for cl, w in candidates.items() if len(cl) == 1}
 
     def charge(self, ledger: PrivacyLedger, outcome: str, steps: int) -> None:
         budget = self.budget if self.budget is not None else selection.RhoBudget(self.plan.rho)

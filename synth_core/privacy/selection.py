@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -71,18 +72,27 @@ class RhoBudget:
         self.measurements += 1
         return np.asarray(counts, float) + rng.normal(0.0, sigma, size=np.shape(counts))
 
-    def select(self, qualities: np.ndarray, epsilon: float, sensitivity: float, rng: np.random.Generator) -> int:
-        """The exponential mechanism: index i drawn with probability ∝ exp(ε·q_i / (2·Δ)), paid."""
+    def select(self, qualities: np.ndarray, epsilon: float, sensitivity: float, rng: np.random.Generator,
+               allowed: Callable[[int], bool] | None = None) -> int:
+        """The exponential mechanism over the candidates `allowed` accepts (every one when None): index i drawn
+        with probability ∝ exp(ε·q_i / (2·Δ)) among them, paid. Drawn by the Gumbel-max trick: each score plus
+        its own Gumbel noise, the candidates taken from the highest, the first allowed wins. That is exactly the
+        mechanism run over the allowed candidates alone (the argmax of a subset of Gumbel-perturbed scores), but
+        `allowed` (which may be costly) is asked only of the candidates above the one drawn. Δ must bound the
+        quality's sensitivity over the allowed candidates; whether a candidate is allowed must not depend on
+        the private data."""
         self._spend(exponential_rho(epsilon), "selection")
         self.selections += 1
         q = np.asarray(qualities, float)
         if not np.isfinite(q).any():
             raise ValueError("no candidate has a finite quality")
-        q = np.where(np.isfinite(q), q, -np.inf)  # a candidate whose quality cannot be computed is never drawn
-        logits = 0.5 * epsilon / sensitivity * (q - q.max())
-        p = np.exp(logits)
-        p /= p.sum()
-        return int(rng.choice(len(p), p=p))
+        scores = 0.5 * epsilon / sensitivity * (q - q[np.isfinite(q)].max()) + rng.gumbel(size=len(q))
+        for i in np.argsort(-scores, kind="stable"):
+            if not np.isfinite(scores[i]):
+                break  # a candidate whose quality cannot be computed is never drawn
+            if allowed is None or allowed(int(i)):
+                return int(i)
+        raise ValueError("no allowed candidate has a finite quality")
 
 
 def record(ledger: PrivacyLedger, budget: RhoBudget, delta: float, cancelled: bool = False,

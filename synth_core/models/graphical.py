@@ -1,0 +1,134 @@
+"""What AIM asks of its graphical model each round, made cheap on wide tables: the model's marginal on every
+candidate clique (`project_many`) and whether measuring a candidate keeps the model small enough (`SizeCheck`).
+
+A round of AIM scores every candidate of the workload (a table of 86 columns has 3,655 pairs) against the model.
+Two facts keep that affordable (benchmarks/RESULTS.md, "AIM on wide tables"):
+
+- the model's columns fall into connected components (columns linked by the cliques it has measured); columns of
+  different components are independent under the model, so a candidate that spans several is the outer product
+  of its parts' marginals, and a part is contracted over its own component's factors only;
+- mbi's model size for a candidate (its junction tree with the candidate added) costs ~40 ms on 86 columns, so it
+  is asked lazily: only of the candidates the exponential mechanism reaches (`privacy.selection`), not of all.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+
+import numpy as np
+
+# a candidate's marginal is contracted by opt_einsum when its plan costs at most this many operations, else by
+# mbi's variable elimination (uncompiled: it would compile one function per clique and model structure)
+EINSUM_MAX_COST = 2e7
+
+
+def components(model) -> dict:
+    """Each column of the model's domain -> a label shared by the columns its measured cliques link."""
+    parent = {a: a for a in model.domain.attributes}
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for cl in model.cliques:
+        for a in cl[1:]:
+            parent[find(a)] = find(cl[0])
+    return {a: find(a) for a in parent}
+
+
+def project_many(model, cliques: list) -> dict:
+    """The model's marginal (counts, flat in the clique's order) on each clique. A clique inside one of the
+    model's own comes from its marginals; a clique spanning components is the outer product of its parts
+    (independent under the model); a part inside one component is the sum over that component's other columns
+    of the product of its factors, contracted by opt_einsum where its plan is cheap, else by mbi's elimination
+    (uncompiled), and there too where the product underflows."""
+    import jax
+    import opt_einsum
+
+    names = list(model.domain.attributes)
+    axis = {a: i for i, a in enumerate(names)}
+    label = components(model)
+    operands = defaultdict(list)
+    for cl in model.cliques:
+        factor = model.potentials[cl]
+        log = np.asarray(factor.values, dtype=np.float64)
+        operands[label[cl[0]]] += [np.exp(log - log.max()), [axis[a] for a in factor.domain.attributes]]
+    total = float(model.total)
+    parts: dict[tuple, np.ndarray] = {}
+
+    def part(attrs: tuple) -> np.ndarray:
+        """Counts on columns of one component, shaped by their sizes, in their order."""
+        if attrs in parts:
+            return parts[attrs]
+        shape = [model.domain.size(a) for a in attrs]
+        counts = None
+        if model.marginals.supports(attrs):
+            counts = np.asarray(model.marginals.project(attrs).datavector())
+        else:
+            ops, out = operands[label[attrs[0]]], [axis[a] for a in attrs]
+            path, info = opt_einsum.contract_path(*ops, out, optimize="greedy")
+            if info.opt_cost <= EINSUM_MAX_COST:
+                counts = opt_einsum.contract(*ops, out, optimize=path).ravel()
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    counts = counts * (total / counts.sum())
+                counts = counts if np.isfinite(counts).all() else None
+            if counts is None:
+                with jax.disable_jit():
+                    counts = np.asarray(model.project(attrs).datavector())
+        parts[attrs] = counts = np.asarray(counts, dtype=np.float64).reshape(shape)
+        return counts
+
+    out = {}
+    for cl in cliques:
+        cl = tuple(cl)
+        groups: dict = {}
+        for a in cl:
+            groups.setdefault(label[a], []).append(a)
+        if len(groups) == 1:
+            out[cl] = part(cl).ravel()
+            continue
+        spans = list(groups.values())
+        order = [a for g in spans for a in g]
+        joint = part(tuple(spans[0]))
+        for g in spans[1:]:
+            joint = np.multiply.outer(joint, part(tuple(g))) / total
+        out[cl] = np.transpose(joint, [order.index(a) for a in cl]).ravel()
+    return out
+
+
+class SizeCheck:
+    """Whether measuring a candidate keeps the model within `limit` MiB (mbi's junction-tree size with the
+    candidate added), asked lazily and remembered for this round's model; a candidate inside a clique the
+    model holds always fits."""
+
+    def __init__(self, model, limit: float):
+        from .aim import mbi
+
+        self._size = mbi().junction_tree.hypothetical_model_size
+        self.domain, self.cliques, self.limit = model.domain, list(model.cliques), limit
+        self.held = {tuple(sub) for c in self.cliques for sub in _subsets(c)}
+        self.memo: dict[tuple, bool] = {}
+
+    def __call__(self, clique) -> bool:
+        clique = tuple(clique)
+        if clique in self.held:
+            return True
+        if clique not in self.memo:
+            self.memo[clique] = self._size(self.domain, self.cliques + [clique]) <= self.limit
+        return self.memo[clique]
+
+
+def largest_allowed(weights: np.ndarray, allowed) -> float:
+    """The largest weight among the candidates `allowed` accepts (the exponential mechanism's sensitivity over
+    them), asking `allowed` level by level from the top: usually of one candidate."""
+    for w in np.unique(weights)[::-1]:
+        if any(allowed(int(i)) for i in np.flatnonzero(weights == w)):
+            return float(w)
+    raise ValueError("no candidate is allowed")
+
+
+def _subsets(clique: tuple):
+    for r in range(1, len(clique) + 1):
+        yield from itertools.combinations(clique, r)
