@@ -297,10 +297,12 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
             st.error(f"Could not time the model: {e}")
 if estimate and estimate.get("key") == est_key:
     phases = estimate["phases"]
-    st.info(f"{'At most' if estimate.get('at_most') else 'About'} **{duration(estimate['seconds'])}** on "
-            f"{estimate['device']}: {'up to ' if estimate.get('at_most') else ''}"
+    adapts = estimate.get("steps_adapt") and estimate.get("steps_at_most", 0) > estimate["steps"]
+    st.info(f"About **{duration(estimate['seconds'])}** on {estimate['device']}: "
             f"{estimate['steps']} training {'rounds' if plan and plan.get('kind') == 'zcdp' else 'steps'} of "
-            f"{estimate['per_step_s']:.2f} s ({duration(phases['training'])}), "
+            f"{estimate['per_step_s']:.2f} s ({duration(phases['training'])}"
+            + (f"; it ends when its budget is spent, after at most {estimate['steps_at_most']:,} rounds: "
+               f"{duration(estimate['at_most_s'])}" if adapts else "") + "), "
             f"drawing the synthetic rows for the review ({duration(phases['sampling'])}), starting and planning "
             f"({duration(phases['start'] + phases['setup'])}). Costs {estimate['measured']}; the training page refines "
             "the time left from the run's own steps.")

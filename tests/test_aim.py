@@ -157,8 +157,8 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     assert {k for k in ledger.entries[-1].details} >= {"rho", "selections", "measurements", "marginals"}
     # the next time estimate is a lookup of this run's costs, with the rounds it took rather than those planned
     estimate = estimate_fit_seconds("aim", toy_schema, "tiny", len(toy_table), 2.0, 1e-5)
-    assert estimate["measured"].startswith("measured on a run") and not estimate["at_most"]
-    assert estimate["steps"] == model.train_result.steps_done < model.plan.rounds
+    assert estimate["measured"].startswith("measured on a run") and estimate["steps_adapt"]
+    assert estimate["steps"] == model.train_result.steps_done < model.plan.rounds == estimate["steps_at_most"]
     # the train page counts rounds, as many as the run expected at its last one
     shown = progress(RunDir(tmp_path / "run"))
     assert shown["unit"] == "rounds" and shown["steps_done"] == shown["steps_planned"] == model.train_result.steps_done
@@ -185,6 +185,19 @@ def test_the_cli_says_how_many_rounds_aim_took_and_that_nothing_of_the_table_is_
     assert rounds < run.config()["plan"]["rounds"]
     assert f"completed: {rounds} rounds, " in out and "rows/s" not in out and "/" not in out.split("completed:")[1].split(",")[0]
     assert "this table: ε 1 spent of 1 across its runs, 0 left" in out
+
+
+def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the_most_it_could(toy_schema, toy_table):
+    """Before any run, the estimate expects twice the schedule's fewest rounds, not the 16 per column planned
+    (a table of 86 columns was estimated at 4 hours and took 6 minutes); a run takes at least the fewest."""
+    estimate = estimate_fit_seconds("aim", toy_schema, "cpu", len(toy_table), 1.0, 1e-5,
+                                    options={"one_way_share": 0.5})
+    assert estimate["measured"].startswith("timed on rows") and estimate["steps_adapt"]
+    assert estimate["steps"] < estimate["steps_at_most"] == 16 * len(toy_schema.columns)
+    assert estimate["at_most_s"] > estimate["seconds"]
+    result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"one_way_share": 0.5})
+    fewest = result.model.fewest_rounds(result.model.plan)
+    assert 2 <= fewest <= result.model.train_result.steps_done and estimate["steps"] == 2 * fewest
 
 
 def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):

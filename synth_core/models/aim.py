@@ -182,6 +182,25 @@ class AIM(SynthModel):
         first = math.sqrt(columns / (2 * share * rho)) if share else max(sigma, math.sqrt(columns / rho))
         return {"one_way_sigma": first, "selection_epsilon": epsilon, "round_sigma": sigma}
 
+    def fewest_rounds(self, plan: RhoPlan) -> int:
+        """The rounds of the schedule's shortest run: every round after the first hardly moves the model, so
+        each costs four times the one before, and the last spends what is left."""
+        opening = self.opening(plan.rho, plan.rounds)
+        left = plan.rho - len(self.sizes) / (2 * opening["one_way_sigma"] ** 2)
+        cost = selection.RhoBudget.cost(opening["selection_epsilon"], opening["round_sigma"])
+        rounds = 1
+        while left > 1e-12 * plan.rho:
+            rounds += 1
+            if left < 2 * cost:
+                break
+            left, cost = left - cost, cost * 4
+        return rounds
+
+    def expected_steps(self, plan: RhoPlan) -> int:
+        """Twice the fewest rounds, at most those planned: runs took 1 to 5 times the fewest (4 to 24 rounds of
+        64 to 1,376 planned, on eleven tables: benchmarks/RESULTS.md, "AIM on wide tables")."""
+        return min(plan.rounds, 2 * self.fewest_rounds(plan))
+
     def probe_plan(self, rows: int, batch: int, steps: int) -> RhoPlan:
         return plan_rho(1.0, 1e-6, steps, rows)
 

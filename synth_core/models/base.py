@@ -186,6 +186,11 @@ class SynthModel:
         """The noise plan; `alongside`: the run's Gaussian measurements, composed with the training."""
         return planning.plan(self.sampling_shape(n_rows), epsilon, delta, accountant, alongside)
 
+    def expected_steps(self, plan) -> int:
+        """The steps to expect of a run of this plan, for a time estimate made before any run of the model on
+        this machine (training.timing): all of them; an adaptive mechanism (AIM) usually ends far earlier."""
+        return plan.steps
+
     def probe_plan(self, rows: int, batch: int, steps: int) -> NoisePlan:
         """A plan for timing `steps` steps of `batch` expected rows on `rows` random rows from the public
         schema (training.timing's probe): σ does not change a step's cost."""

@@ -51,8 +51,9 @@ class Costs:
     startup_s: float = STARTUP_S
     measured: str = "timed on rows from the public schema"
     # the share of its planned steps a run took (an adaptive mechanism's rounds end early as its noise falls;
-    # DP-SGD takes them all): the plan's steps times this are the steps to expect
-    steps_share: float = 1.0
+    # DP-SGD takes them all): the plan's steps times this are the steps to expect; None when no run was
+    # measured (a probe), and the model says what to expect (`SynthModel.expected_steps`)
+    steps_share: float | None = None
 
 
 def costs_key(family: str, preset: str, device: str, schema: Schema, options: dict | None = None) -> str:
@@ -165,13 +166,17 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO:
         costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps)
     per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
-    steps = max(1, int(round(plan.steps * costs.steps_share)))
+    # the steps a past run of the model took, as a share of its plan's; else what the model expects
+    steps = max(1, int(round(plan.steps * costs.steps_share if costs.steps_share is not None
+                             else synth.expected_steps(plan))))
     phases = {"start": costs.startup_s, "setup": costs.setup_s + fixed, "training": per_step * steps,
               "sampling": rows_drawn(review_rows, calibrated) * costs.draw_row_s}
-    return {"seconds": sum(phases.values()), "phases": phases, "per_step_s": per_step, "steps": steps,
+    seconds = sum(phases.values())
+    return {"seconds": seconds, "phases": phases, "per_step_s": per_step, "steps": steps,
             "batch_size": batch, "device": label, "measured": costs.measured,
-            # the plan's steps, all of them, where a run may well take fewer: the estimate is a ceiling
-            "at_most": costs.steps_share == 1.0 and plan.steps_adapt}
+            # an adaptive mechanism ends when its budget is spent: at most after every planned step
+            "steps_adapt": plan.steps_adapt, "steps_at_most": plan.steps,
+            "at_most_s": seconds + per_step * (plan.steps - steps)}
 
 
 def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None) -> float | None:
