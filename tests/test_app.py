@@ -122,6 +122,10 @@ def test_walk_through_from_upload_to_export(workspace):
     sigma = float(next(m.value for m in at.metric if m.label == "Noise on the columns (σ)"))
     columns = len(at.session_state["schema"].modelled().columns)
     assert sigma == pytest.approx(math.sqrt(columns / (2 * 0.8 * rho)), rel=0.01)
+    # the time estimate expects the rounds AIM usually takes, and says the most it could take
+    at.button(key="estimate_button").click().run(timeout=RUN_S)
+    no_exceptions(at)
+    assert "training rounds of" in texts(at.info) and "ends when its budget is spent, after at most" in texts(at.info)
     at.radio(key="family").set_value("dp-tbart").run()
     labels = [m.label for m in at.metric]
     assert {"Noise added (σ)", "Rows per step (batch)", "Training steps", "Share of rows per step (q)"} <= set(labels)
