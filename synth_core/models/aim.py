@@ -197,9 +197,10 @@ class AIM(SynthModel):
         return rounds
 
     def expected_steps(self, plan: RhoPlan) -> int:
-        """Twice the fewest rounds, at most those planned: runs took 1 to 5 times the fewest (4 to 24 rounds of
-        64 to 1,376 planned, on eleven tables: benchmarks/RESULTS.md, "AIM on wide tables")."""
-        return min(plan.rounds, 2 * self.fewest_rounds(plan))
+        """Four times the fewest rounds, at most those planned. Runs took 1 to 5 times the fewest (4 to 33 rounds
+        of 64 to 1,376 planned, 17 runs on 11 tables: benchmarks/RESULTS.md, "AIM on wide tables"): small tables
+        1-1.6 times (seconds either way), the long runs (many columns or rows) 2-5 times."""
+        return min(plan.rounds, 4 * self.fewest_rounds(plan))
 
     def probe_plan(self, rows: int, batch: int, steps: int) -> RhoPlan:
         return plan_rho(1.0, 1e-6, steps, rows)
