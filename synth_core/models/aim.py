@@ -128,6 +128,7 @@ class AIM(SynthModel):
     uses_dp_sgd = False
     measures_marginals = True
     trains_distributed = False
+    step_cost_grows_with_rows = False  # a round reads the answers computed in the first
     dp_mechanism = "AIM: marginals selected (exponential mechanism) and measured (Gaussian mechanism)"
     presets = {
         # a round's cost is mostly compiling the estimation for the model's new structure: iterations are cheap

@@ -161,6 +161,9 @@ class SynthModel:
         estimate's key, training.timing); "" when none does."""
         return ""
 
+    # a training step's cost grows with the rows in it (DP-SGD's batch); AIM's round reads counts computed once
+    step_cost_grows_with_rows = True
+
     @classmethod
     def probe_batch_limit(cls, options: dict) -> int:
         """The largest batch the time estimate's probe steps should hold (training.timing)."""

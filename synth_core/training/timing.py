@@ -130,9 +130,10 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
     size by 40%); then rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format
     learning). A family whose steps take seconds per row (DP-LLMTGen on a pretrained backbone) probes
     smaller batches (`SynthModel.probe_batch_limit`), extended the same way."""
-    small = min(batch, PROBE_MAX_BATCH, get_model_class(model).probe_batch_limit(options or {}))
+    klass = get_model_class(model)
+    small = min(batch, PROBE_MAX_BATCH, klass.probe_batch_limit(options or {}))
     synth, per_step, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps, fixed_too=True)
-    if batch > small:
+    if batch > small and klass.step_cost_grows_with_rows:
         half = small // 2
         _, per_half, _ = _timed_steps(model, schema, preset, half, options, device, probe_steps)
         per_row = max(0.0, (per_step - per_half) / (small - half))
