@@ -198,10 +198,10 @@ class AIM(SynthModel):
         return rounds
 
     def expected_steps(self, plan: RhoPlan) -> int:
-        """The fewest rounds times what runs took beyond them, at most those planned. Runs took 1 to 5 times the
-        fewest (4 to 33 rounds of 64 to 1,376 planned, 17 runs on 11 tables: benchmarks/RESULTS.md, "AIM on wide
-        tables"): 1 to 1.6 times below 40,000 columns × rows × ε (the signal, public: the released count), 2.2
-        to 4.8 times from 60,000 (where a run takes minutes)."""
+        """The fewest rounds times what runs took beyond them, at most those planned. Runs took 1 to 5.5 times the
+        fewest (4 to 33 rounds of 64 to 1,376 planned, on 12 tables: benchmarks/RESULTS.md, "AIM on wide
+        tables"): 1 to 1.8 times below 40,000 columns × rows × ε (the signal, public: the released count), 2.2
+        to 5.5 times from 60,000 (where a run takes minutes)."""
         signal = len(self.sizes) * plan.population * plan.epsilon
         return min(plan.rounds, math.ceil(self.fewest_rounds(plan) * (4 if signal >= 50_000 else 1.5)))
 
