@@ -139,6 +139,7 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
         per_row = max(0.0, (per_step - per_half) / (small - half))
         per_step += per_row * (batch - small)
     draw_row_s = float("inf")
+    synth.draw(PROBE_DRAW_ROWS[0], seed=0)  # the first draw pays for warm-up (AIM's compiles: 1.2 s for 100 rows)
     for rows in PROBE_DRAW_ROWS:  # a fast sampler draws in large chunks: time it at a size where it does
         start = time.perf_counter()
         synth.draw(rows, seed=0)
