@@ -122,6 +122,22 @@ def test_the_models_marginals_on_many_cliques_agree_with_mbi_across_and_within_i
     assert graphical.components(model)["a"] == graphical.components(model)["b"] != graphical.components(model)["c"]
 
 
+def test_compiled_programs_are_freed_before_the_process_runs_out_of_memory_maps(monkeypatch):
+    """mbi compiles anew for every model structure; a long AIM run held ~600 more memory maps a round until
+    the kernel's limit stopped it ("LLVM ERROR: Unable to allocate section memory"). Past the soft limit the
+    compiled programs are freed; below it they are kept (freeing costs recompiling)."""
+    import jax
+
+    freed = []
+    monkeypatch.setattr(jax, "clear_caches", lambda: freed.append(True))
+    monkeypatch.setattr(graphical, "MAPS_SOFT_LIMIT", 10**9)
+    graphical.release_compiled(10)
+    assert not freed
+    monkeypatch.setattr(graphical, "MAPS_SOFT_LIMIT", 0)
+    graphical.release_compiled(3)
+    assert freed == [True]
+
+
 def test_a_dead_aim_worker_is_charged_its_whole_budget():
     plan = plan_rho(2.0, 1e-6, rounds=40, rows=5000)
     ledger = PrivacyLedger(target_epsilon=2.0, target_delta=1e-6, n_rows=5000)

@@ -338,6 +338,7 @@ class AIM(SynthModel):
             model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters, warm_start=model)
             self.model = model
             done += 1
+            graphical.release_compiled(done)
             after = np.asarray(model.project(cl).datavector())
             loss = 0.5 * float(np.abs(before - y).sum()) / max(total, 1.0)
             if np.abs(after - before).sum() <= bias * after.size:  # the measurement hardly moved the model

@@ -132,3 +132,25 @@ def largest_allowed(weights: np.ndarray, allowed) -> float:
 def _subsets(clique: tuple):
     for r in range(1, len(clique) + 1):
         yield from itertools.combinations(clique, r)
+
+
+# memory maps a process may hold before the compiled programs are freed (Linux allows 65,530 by default)
+MAPS_SOFT_LIMIT = 20_000
+
+
+def release_compiled(rounds_done: int) -> None:
+    """Free the programs JAX compiled for the model so far, once the process holds many memory maps. mbi
+    compiles its estimation anew for each model structure, and every round adds a clique: each compiled program
+    stays loaded and holds memory maps (~600 a round on 47 columns), and a long run stopped at the kernel's limit
+    with "LLVM ERROR: Unable to allocate section memory" (AER's STAR at ε = 1, ~100 rounds in). Freeing them every
+    round keeps the maps flat but costs ~50% more time a round (what is reused is compiled again), so it waits for
+    MAPS_SOFT_LIMIT (every 10 rounds where the maps cannot be counted)."""
+    import jax
+
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            many = sum(1 for _ in f) > MAPS_SOFT_LIMIT
+    except OSError:
+        many = rounds_done % 10 == 0
+    if many:
+        jax.clear_caches()
