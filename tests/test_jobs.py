@@ -70,7 +70,7 @@ def test_private_rows_stay_owner_only_and_the_holdout_never_trains(worker_root):
     schema.rows = 200  # declared public: the training rows' count follows from it and the public share
     run = jobs.start_fit_job(tmp_path, table, schema, {**SLOW_REQUEST, "options": {}, "holdout_share": 0.25})
     # the review sample is written right after training, and the run is marked completed just after it
-    wait(run, lambda: (run.samples_dir / "review.csv").exists() and jobs.job_state(run)["state"] != "running")
+    wait(run, lambda: run.review_sample.exists() and jobs.job_state(run)["state"] != "running")
     train, hold = jobs.read_private(run, "train"), jobs.read_private(run, "holdout")
     assert (len(train), len(hold)) == (150, 50)
     assert run.ledger().n_rows == 150 and run.ledger().rows_public  # the accountant saw only the training rows
