@@ -54,10 +54,9 @@ GROUPS: dict[str, list[tuple[str, str, str, dict]]] = {
         ("aim", "aim", "cpu", {}),  # no DP-SGD; JAX, on the GPU where the image's JAX sees it; stopped between rounds
     ],
     "llm": [
-        # a pretrained backbone learns no format from random schema rows (RESULTS.md, issue 17): no stage 1
-        ("dp-llmtgen smollm2", "dp-llmtgen", "gpu",
-         {"backbone": "smollm2", "stage1_rows": 0, "lora_targets": "all-linear", "epochs": 2}),
-        ("dp-llmtgen gpt2-small-sized default", "dp-llmtgen", "gpu", {"epochs": 2}),
+        # the gpu preset with a pretrained backbone (config.PRETRAINED): no stage 1, LoRA on every linear layer
+        ("dp-llmtgen smollm2", "dp-llmtgen", "gpu", {"backbone": "smollm2", "epochs": 1}),
+        ("dp-llmtgen gpt2-small-sized default", "dp-llmtgen", "gpu", {"epochs": 1}),
         ("dp-llmtgen cpu preset", "dp-llmtgen", "cpu", {}),
     ],
 }
@@ -65,6 +64,8 @@ GROUPS: dict[str, list[tuple[str, str, str, dict]]] = {
 
 def run_one(label, family, preset, options, data, args, deadline) -> dict:
     schema, train, test, ds = data
+    if args.run_budget_s:
+        deadline = min(deadline, time.monotonic() + args.run_budget_s)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     stopped = {"at_deadline": False}
@@ -130,6 +131,8 @@ def main() -> None:
     ap.add_argument("--delta", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, default=300.0, help="the whole call's time for runs")
+    ap.add_argument("--run-budget-s", type=float, default=None,
+                    help="stop each run's training this many seconds after it starts (the runs after it get their turn)")
     ap.add_argument("--min-left-s", type=float, default=25.0, help="start no run with less than this left")
     ap.add_argument("--train-rows", type=int, default=None, help="a subset of the training split (a dry run)")
     ap.add_argument("--preset", default=None, help="every run at this preset instead (a dry run: quick)")

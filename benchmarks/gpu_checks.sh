@@ -12,6 +12,11 @@
 #    half of SmolLM2 stays on it only while it is warm; without it the llm group runs without SmolLM2):
 #        run(command="bash benchmarks/gpu_checks.sh families", carry=[".gpu/base", ".gpu/smollm2-a"], timeout_s=360)
 #        run(command="bash benchmarks/gpu_checks.sh llm", carry=[".gpu/base", ".gpu/smollm2-b"], timeout_s=360)
+#    The llm group alone, one run a call (the first call brings SmolLM2's first half and runs the default):
+#        run(command="BUDGET_S=300 bash benchmarks/gpu_checks.sh llm --only 'dp-llmtgen gpt2-small-sized default'",
+#            carry=[".gpu/base", ".gpu/smollm2-a"], timeout_s=400)
+#        run(command="BUDGET_S=300 bash benchmarks/gpu_checks.sh llm --only 'dp-llmtgen smollm2'",
+#            carry=[".gpu/base", ".gpu/smollm2-b"], timeout_s=400)
 #    Each writes $OUT/gpu-GROUP.log and $OUT/gpu-GROUP.jsonl (one JSON line a run: bench_gpu.py). The runs stop
 #    at BUDGET_S seconds (default 280) so that the call ends inside its timeout; then give the machine back.
 # A dry run here, on the CPU (after prepare): OUT=/tmp/gpu-out DEVICE=cpu bash benchmarks/gpu_checks.sh llm

@@ -439,6 +439,19 @@ def test_fairness_prompts_lower_the_demographic_parity_gap(fitted):
 
 
 # --- backbones, the API ----------------------------------------------------------------------------
+def test_a_pretrained_backbone_on_the_gpu_preset_trains_in_physical_batches_of_256_rows():
+    """SmolLM2 at the gpu preset's 1,024-row batches ran out of an H100's memory: the pretrained recipe splits a
+    batch into physical chunks, leaving the Poisson batch (and so ε and the update) as the preset's."""
+    cls = get_model_class("dp-llmtgen")
+    model_cfg, train_cfg = cls.configure("gpu", {"backbone": "/models/any"})
+    assert train_cfg.physical_batch_size == 256 and train_cfg.batch_size == cls.presets["gpu"]["train"]["batch_size"]
+    assert model_cfg.stage1_rows == 0 and model_cfg.lora_targets == "all-linear" and model_cfg.lora_last_layers is None
+    _, default_train = cls.configure("gpu", {})
+    assert default_train.physical_batch_size > default_train.batch_size  # the default backbone: one chunk
+    _, asked = cls.configure("gpu", {"backbone": "/models/any", "physical_batch_size": 64})
+    assert asked.physical_batch_size == 64  # an option given wins over the recipe
+
+
 def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
     schema = schema_()

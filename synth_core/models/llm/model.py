@@ -55,7 +55,7 @@ from ...encoding.text import (DIGIT, EXP_OFFSET, FORMAT, ORDER, ORDER_TAIL, VALU
 from ...schema import SchemaError, random_table
 from ...training.engine import TrainResult, train
 from ..base import SynthModel, register
-from .config import PRESETS, PRETRAINED_CPU, LLMConfig
+from .config import PRESETS, PRETRAINED, LLMConfig
 from .backbone import default_backbone, pretrained_backbone, restrict_outputs, with_lora
 from .sampling import TextSampling
 
@@ -90,9 +90,9 @@ class DPLLMTGen(TextSampling, SynthModel):
 
     @classmethod
     def configure(cls, preset: str, overrides: dict | None = None, seed: int | None = 0, device: str | None = None):
-        """The preset's values, with a pretrained backbone's CPU recipe (PRETRAINED_CPU) under the options."""
-        if isinstance(overrides, dict) and overrides.get("backbone") and preset in PRETRAINED_CPU:
-            recipe = PRETRAINED_CPU[preset]
+        """The preset's values, with a pretrained backbone's recipe (PRETRAINED) under the options."""
+        if isinstance(overrides, dict) and overrides.get("backbone") and preset in PRETRAINED:
+            recipe = PRETRAINED[preset]
             overrides = {**recipe["model"], **recipe["train"], **overrides}
         return super().configure(preset, overrides, seed=seed, device=device)
 
