@@ -108,11 +108,13 @@ def main() -> None:
     t_sample = time.perf_counter() - t1
     constrained_info = dict(model.last_sample_info)
     t2 = time.perf_counter()
-    try:
-        model.sample(args.unconstrained_rows, seed=args.seed + 1, constrained=False, max_tries_factor=1)
-    except SamplingError:
-        pass  # fewer well-formed rows than asked: the compliance figure is what we want
-    unconstrained_info = dict(model.last_sample_info)
+    unconstrained_info = {"format_compliance": None, "rows_tried": 0, "rejected": {}}
+    if args.unconstrained_rows:  # 0: not measured
+        try:
+            model.sample(args.unconstrained_rows, seed=args.seed + 1, constrained=False, max_tries_factor=1)
+        except SamplingError:
+            pass  # fewer well-formed rows than asked: the compliance figure is what we want
+        unconstrained_info = dict(model.last_sample_info)
     t_unc = time.perf_counter() - t2
 
     figures = {
@@ -140,8 +142,8 @@ def main() -> None:
           f"({rows} rows) = {t_fit + t_sample:.1f} s wall; peak RSS {figures['peak_rss_mib']:.0f} MiB"
           + (f", peak GPU memory {figures['peak_gpu_mib']:.0f} MiB" if figures["peak_gpu_mib"] is not None else ""))
     print(f"format compliance: constrained {figures['format_compliance_constrained']:.1%}, unconstrained "
-          f"{figures['format_compliance_unconstrained']:.1%} of {figures['unconstrained_rows_tried']} rows "
-          f"(rejected: {figures['unconstrained_rejected']})")
+          + (f"{figures['format_compliance_unconstrained']:.1%} of {figures['unconstrained_rows_tried']} rows "
+             f"(rejected: {figures['unconstrained_rejected']})" if args.unconstrained_rows else "not measured"))
     print(f"DP-LLMTGen synthetic 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  detection {f['detection_auc']:.3f}  "
           f"ML acc {f['ml']['accuracy']:.3f}  ML ROC-AUC {f['ml']['roc_auc']:.3f}")
     figures["fairness"], figures["fairness_real_train"] = fairness_experiment(

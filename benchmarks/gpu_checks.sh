@@ -15,8 +15,9 @@
 #    The llm group alone, one run a call (the first call brings SmolLM2's first half and runs the default):
 #        run(command="BUDGET_S=300 bash benchmarks/gpu_checks.sh llm --only 'dp-llmtgen gpt2-small-sized default'",
 #            carry=[".gpu/base", ".gpu/smollm2-a"], timeout_s=400)
-#        run(command="BUDGET_S=300 bash benchmarks/gpu_checks.sh llm --only 'dp-llmtgen smollm2'",
-#            carry=[".gpu/base", ".gpu/smollm2-b"], timeout_s=400)
+#        run(command="BUDGET_S=300 bash benchmarks/gpu_checks.sh llm --only 'dp-llmtgen smollm2 last-4 r8'
+#            --sample-rows 10000 --fair-rows 3000", carry=[".gpu/base", ".gpu/smollm2-b"], timeout_s=400)
+#    (SmolLM2 samples ~220 rows/s with constrained decoding: 39,074 rows take 3 minutes of a call)
 #    Each writes $OUT/gpu-GROUP.log and $OUT/gpu-GROUP.jsonl (one JSON line a run: bench_gpu.py). The runs stop
 #    at BUDGET_S seconds (default 280) so that the call ends inside its timeout; then give the machine back.
 # A dry run here, on the CPU (after prepare): OUT=/tmp/gpu-out DEVICE=cpu bash benchmarks/gpu_checks.sh llm
