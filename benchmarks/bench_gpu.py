@@ -56,7 +56,8 @@ GROUPS: dict[str, list[tuple[str, str, str, dict]]] = {
     "llm": [
         # SmolLM2 with ~460 k trained weights instead of 5.0 M (RESULTS.md: the noise per step against the signal)
         ("dp-llmtgen smollm2 last-4 r8", "dp-llmtgen", "gpu",
-         {"backbone": "smollm2", "lora_last_layers": 4, "lora_r": 8, "lora_alpha": 16, "epochs": 2}),
+         {"backbone": "smollm2", "lora_last_layers": 4, "lora_r": 8, "lora_alpha": 16, "epochs": 2,
+          "batch_size": 512}),  # 153 steps: SmolLM2 moves with the updates (RESULTS.md)
         # the gpu preset with a pretrained backbone (config.PRETRAINED): no stage 1, LoRA on every linear layer
         ("dp-llmtgen smollm2", "dp-llmtgen", "gpu", {"backbone": "smollm2", "epochs": 1}),
         ("dp-llmtgen gpt2-small-sized default", "dp-llmtgen", "gpu", {"epochs": 1}),
