@@ -98,6 +98,10 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
            "fit_plus_sample_s": t_fit + t_sample, "train_rows_per_s": steady_rate(r.events) if r.events else None,
            "sample_rows": n_synth, "sample_rows_per_s": n_synth / t_sample, "peak_gpu_mib": peak_gpu_mib(),
            "epoch_s": (r.seconds / epochs * r.steps_planned / max(r.steps_done, 1)) if epochs else None}
+    plan = model.plan if model.uses_dp_sgd else None
+    if plan is not None:  # what the noise per step against the signal is computed from (RESULTS.md)
+        out.update(noise_multiplier=plan.noise_multiplier, expected_batch=plan.expected_batch_size,
+                   trained_weights=getattr(model, "n_trainable", None))
     stage1 = getattr(model, "stage1_result", None)
     if stage1 is not None:
         out["stage1_s"] = stage1.seconds
