@@ -98,7 +98,9 @@ class Marginals:
     def to_dict(self) -> dict:
         return {"n_bins": self.n_bins, "noise_std": self.noise_std, "rows": self.rows,
                 "marginals": [{"columns": list(m.columns), "shape": list(m.shape),
-                               "counts": [round(float(c), 3) for c in m.counts],
+                               # whole floats (JSON keeps them exactly): a reloaded run calibrates to the very
+                               # counts it measured, so its samples equal the fitted model's for a seed
+                               "counts": [float(c) for c in m.counts],
                                **({"noise_std": m.noise_std} if m.noise_std is not None else {}),
                                **({"n_bins": m.n_bins} if m.n_bins is not None else {})}
                               for m in self.marginals]}
