@@ -214,9 +214,12 @@ def with_lora(base, cfg, device):
             # epoch of DP-SGD, 0.29 even without noise); a pretrained model's vocabulary is too wide.
             targets = targets + ["lm_head"]
     if targets == "all-linear":  # every linear layer but the output layer, by name (peft's own "all-linear"
-        head = base.get_output_embeddings()  # cannot be limited to some layers)
+        from transformers.pytorch_utils import Conv1D  # cannot be limited to some layers); GPT-2's are Conv1D
+        head = base.get_output_embeddings()
         targets = sorted({name.rsplit(".", 1)[-1] for name, module in base.named_modules()
-                          if isinstance(module, torch.nn.Linear) and module is not head})
+                          if isinstance(module, (torch.nn.Linear, Conv1D)) and module is not head})
+        if not targets:
+            raise ValueError(f"{cfg.backbone} has no linear layer for LoRA: name them with lora_targets")
     layers = None
     if cfg.lora_last_layers and cfg.backbone is not None:
         depth = int(getattr(base.config, "num_hidden_layers", None) or getattr(base.config, "n_layer"))
