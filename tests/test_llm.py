@@ -452,14 +452,36 @@ def test_a_pretrained_backbone_on_the_gpu_preset_trains_in_physical_batches_of_2
     assert asked.physical_batch_size == 64  # an option given wins over the recipe
 
 
-def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_path):
+def tiny_backbone(directory, schema, n_layer: int = 1) -> str:
+    """A small GPT-2 (one block) saved like a downloaded pretrained model (config, weights, tokenizer)."""
     from transformers import GPT2Config, GPT2LMHeadModel
+    tok = row_text.build_schema_tokenizer(schema)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=n_layer, n_head=2,
+                               bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return str(directory)
+
+
+def test_a_pretrained_backbone_on_the_cpu_preset_takes_four_times_the_dp_steps():
+    """SmolLM2 moves with the updates: on a 2,000-row table the preset's batches (n/8 = 250 rows) gave it 16
+    steps at ε = 1; its CPU recipe takes Poisson batches of 64, so ~60 steps for the same rows seen and ε."""
+    import tempfile
+    cls = get_model_class("dp-llmtgen")
+    with tempfile.TemporaryDirectory() as d:
+        pretrained = cls(schema_(), preset="cpu", seed=0, backbone=tiny_backbone(d, schema_(), n_layer=2))
+    default = cls(schema_(), preset="cpu", seed=0)
+    mine, theirs = (m.plan_privacy(2000, 1.0, DELTA) for m in (pretrained, default))
+    assert pretrained.train_config.lr == 1e-2 and mine.expected_batch_size == 64 and theirs.expected_batch_size == 250
+    # LoRA on every linear layer of the last 2 blocks: GPT-2's are Conv1D (none were found, and peft refused)
+    assert {n.split(".h.")[1].split(".")[0] for n in pretrained.lora_names} == {"0", "1"}
+    assert mine.steps >= 3.5 * theirs.steps and mine.planned_epsilon <= 1.0  # the same budget, more (noisier) steps
+    assert mine.noise_multiplier < theirs.noise_multiplier * 0.7  # each step samples fewer rows: less σ per step
+
+
+def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_path):
     schema = schema_()
     tok = row_text.build_schema_tokenizer(schema)
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=1, n_head=2,
-                               bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(tmp_path / "lm")
-    tok.save_pretrained(tmp_path / "lm")
-    model = get_model_class("dp-llmtgen")(schema, preset="tiny", seed=0, backbone=str(tmp_path / "lm"),
+    model = get_model_class("dp-llmtgen")(schema, preset="tiny", seed=0, backbone=tiny_backbone(tmp_path / "lm", schema),
                                           stage1_rows=64, stage1_epochs=1)
     assert model.pretrained and model.n_trainable < model.n_parameters
     # a pretrained backbone writes compact rows and predicts only the tokens a row can hold
