@@ -225,6 +225,29 @@ def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path,
     assert get_model_class("dp-llmtgen").probe_batch_limit({"backbone": "smollm2"}) < timing.PROBE_MAX_BATCH
 
 
+def test_a_probe_extends_a_steps_cost_along_the_rows_its_poisson_batches_drew(monkeypatch):
+    """SmolLM2's first estimate was 40% short: its probes of 32 and 16 expected rows drew about as many rows
+    each over their two timed steps, and the line through the expected sizes came out nearly flat."""
+    from synth_core.training import timing
+
+    class Drawn:
+        def draw(self, rows, seed=None):
+            return None
+
+    def probe(drawn: dict) -> float:
+        def timed(model, schema, preset, batch, options, device, steps, fixed_too=False):
+            return Drawn(), 0.5 + 0.1 * drawn[batch], drawn[batch], 0.0  # a step: 0.5 s, and 0.1 s a row
+        monkeypatch.setattr(timing, "_timed_steps", timed)
+        costs, _ = timing.probe_costs("dp-llmtgen", demo_schema(), "cpu", 64, {"backbone": "/models/any"})
+        assert costs.batch == 64
+        return costs.per_step_s
+
+    truth = 0.5 + 0.1 * 64
+    assert probe({32: 24, 16: 10}) == pytest.approx(truth)  # the line through what was drawn
+    # drawn about as many (the expected sizes' line: 3.7 s): the larger probe scaled in proportion, over
+    assert truth <= probe({32: 24, 16: 20}) <= 1.15 * truth
+
+
 # --- the run folder under faults ----------------------------------------------------------------------
 def _wait_exit(pid: int) -> None:
     deadline = time.time() + PATIENCE_S

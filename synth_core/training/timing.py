@@ -105,8 +105,8 @@ def rows_drawn(review_rows: int, calibrated: bool) -> int:
 
 def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: dict | None, device: str | None,
                  steps: int, fixed_too: bool = False):
-    """(the fitted probe model, seconds per step after the first, fixed seconds it times itself): `steps` + 1
-    DP-SGD steps of `batch` expected rows drawn from the public schema."""
+    """(the fitted probe model, seconds per step after the first, the rows those steps drew on average, fixed
+    seconds it times itself): `steps` + 1 DP-SGD steps of `batch` expected rows drawn from the public schema."""
     synth = get_model_class(model)(schema, preset=preset, device=device, seed=0, **(options or {}))
     # a small sampling rate keeps the probe's own accounting cheap; σ does not change a step's cost
     probe_rows = max(20 * batch, 100)
@@ -115,11 +115,18 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
     time_fixed = getattr(synth, "time_fixed_costs", None) if fixed_too else None
     fixed = float(time_fixed(steps)) if time_fixed is not None else 0.0
     stamps: list[float] = []
+    rows: list[int] = []
+
+    def seen(event: dict) -> None:
+        stamps.append(time.perf_counter())
+        rows.append(int(event.get("batch_size") or batch))
+
     start = time.perf_counter()
-    synth.fit(probe, plan.epsilon, plan.delta, "rdp", plan=plan, on_event=lambda event: stamps.append(time.perf_counter()))
+    synth.fit(probe, plan.epsilon, plan.delta, "rdp", plan=plan, on_event=seen)
     if len(stamps) >= 2:  # the first step pays for warm-up; time the ones after it
-        return synth, (stamps[-1] - stamps[0]) / (len(stamps) - 1), fixed
-    return synth, time.perf_counter() - start, fixed
+        timed = rows[1:]
+        return synth, (stamps[-1] - stamps[0]) / len(timed), sum(timed) / len(timed), fixed
+    return synth, time.perf_counter() - start, float(rows[0] if rows else batch), fixed
 
 
 def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: dict | None = None,
@@ -132,12 +139,18 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
     smaller batches (`SynthModel.probe_batch_limit`), extended the same way."""
     klass = get_model_class(model)
     small = min(batch, PROBE_MAX_BATCH, klass.probe_batch_limit(options or {}))
-    synth, per_step, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps, fixed_too=True)
+    synth, per_step, rows, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps,
+                                                fixed_too=True)
     if batch > small and klass.step_cost_grows_with_rows:
-        half = small // 2
-        _, per_half, _ = _timed_steps(model, schema, preset, half, options, device, probe_steps)
-        per_row = max(0.0, (per_step - per_half) / (small - half))
-        per_step += per_row * (batch - small)
+        # along the line through the rows the probes' Poisson batches drew, not the rows they expected: over
+        # two timed steps those vary by ~15%, and SmolLM2's first estimate extended a nearly flat line (3.6 s a
+        # step of 64 rows, against 5.9 s measured)
+        _, per_half, rows_half, _ = _timed_steps(model, schema, preset, small // 2, options, device, probe_steps)
+        if rows - rows_half >= small / 4:
+            per_row = max(0.0, (per_step - per_half) / (rows - rows_half))
+            per_step += per_row * (batch - rows)
+        else:  # the two probes drew about as many rows: scale the larger one in proportion (an overestimate)
+            per_step *= batch / max(rows, 1.0)
     draw_row_s = float("inf")
     synth.draw(PROBE_DRAW_ROWS[0], seed=0)  # the first draw pays for warm-up (AIM's compiles: 1.2 s for 100 rows)
     for rows in PROBE_DRAW_ROWS:  # a fast sampler draws in large chunks: time it at a size where it does
