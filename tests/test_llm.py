@@ -453,7 +453,7 @@ def test_a_pretrained_backbone_on_the_gpu_preset_trains_in_physical_batches_of_2
 
 
 def tiny_backbone(directory, schema, n_layer: int = 1) -> str:
-    """A small GPT-2 (one block) saved like a downloaded pretrained model (config, weights, tokenizer)."""
+    """A small GPT-2 (n_layer blocks) saved like a downloaded pretrained model (config, weights, tokenizer)."""
     from transformers import GPT2Config, GPT2LMHeadModel
     tok = row_text.build_schema_tokenizer(schema)
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=n_layer, n_head=2,
@@ -462,13 +462,11 @@ def tiny_backbone(directory, schema, n_layer: int = 1) -> str:
     return str(directory)
 
 
-def test_a_pretrained_backbone_on_the_cpu_preset_takes_four_times_the_dp_steps():
+def test_a_pretrained_backbone_on_the_cpu_preset_takes_four_times_the_dp_steps(tmp_path):
     """SmolLM2 moves with the updates: on a 2,000-row table the preset's batches (n/8 = 250 rows) gave it 16
     steps at ε = 1; its CPU recipe takes Poisson batches of 64, so ~60 steps for the same rows seen and ε."""
-    import tempfile
     cls = get_model_class("dp-llmtgen")
-    with tempfile.TemporaryDirectory() as d:
-        pretrained = cls(schema_(), preset="cpu", seed=0, backbone=tiny_backbone(d, schema_(), n_layer=2))
+    pretrained = cls(schema_(), preset="cpu", seed=0, backbone=tiny_backbone(tmp_path / "lm", schema_(), n_layer=2))
     default = cls(schema_(), preset="cpu", seed=0)
     mine, theirs = (m.plan_privacy(2000, 1.0, DELTA) for m in (pretrained, default))
     assert pretrained.train_config.lr == 1e-2 and mine.expected_batch_size == 64 and theirs.expected_batch_size == 250

@@ -139,18 +139,18 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
     smaller batches (`SynthModel.probe_batch_limit`), extended the same way."""
     klass = get_model_class(model)
     small = min(batch, PROBE_MAX_BATCH, klass.probe_batch_limit(options or {}))
-    synth, per_step, rows, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps,
+    synth, per_step, drew, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps,
                                                 fixed_too=True)
     if batch > small and klass.step_cost_grows_with_rows:
         # along the line through the rows the probes' Poisson batches drew, not the rows they expected: over
         # two timed steps those vary by ~15%, and SmolLM2's first estimate extended a nearly flat line (3.6 s a
         # step of 64 rows, against 5.9 s measured)
-        _, per_half, rows_half, _ = _timed_steps(model, schema, preset, small // 2, options, device, probe_steps)
-        if rows - rows_half >= small / 4:
-            per_row = max(0.0, (per_step - per_half) / (rows - rows_half))
-            per_step += per_row * (batch - rows)
+        _, per_half, drew_half, _ = _timed_steps(model, schema, preset, small // 2, options, device, probe_steps)
+        if drew - drew_half >= small / 4:
+            per_row = max(0.0, (per_step - per_half) / (drew - drew_half))
+            per_step += per_row * (batch - drew)
         else:  # the two probes drew about as many rows: scale the larger one in proportion (an overestimate)
-            per_step *= batch / max(rows, 1.0)
+            per_step *= batch / max(drew, 1.0)
     draw_row_s = float("inf")
     synth.draw(PROBE_DRAW_ROWS[0], seed=0)  # the first draw pays for warm-up (AIM's compiles: 1.2 s for 100 rows)
     for rows in PROBE_DRAW_ROWS:  # a fast sampler draws in large chunks: time it at a size where it does
