@@ -487,7 +487,7 @@ def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_p
     assert model.net.get_output_embeddings().out_features == len(model.codec.output_tokens()) < len(tok)
     rows = model.encode(table_(4))
     with torch.no_grad():  # the header read once (its keys and values) = the header in every row
-        cached = model.net(input_ids=rows[:, 0].clamp(min=0), past_key_values=model.prefix_cache(4)).logits
+        cached = model.net(input_ids=rows[:, 0].clamp(min=0), **{model.cache_keyword: model.prefix_cache(4)}).logits
         whole = torch.cat([model._prefix.expand(4, -1), rows[:, 0].clamp(min=0)], 1)
         inline = model.net(input_ids=whole).logits[:, model._prefix.shape[1]:]
         alone = model.net(input_ids=rows[:, 0].clamp(min=0)).logits

@@ -197,6 +197,20 @@ def restrict_outputs(base, outputs: list[int]) -> None:
     base.set_output_embeddings(small)
 
 
+def cache_keyword(net) -> str:
+    """The keyword a model's forward takes its KV cache by: `cache` in recent transformers 5 (which warns
+    at every call given the older `past_key_values`), `past_key_values` before."""
+    import inspect
+    base = net.get_base_model() if hasattr(net, "get_base_model") else net
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def returned_cache(output):
+    """The KV cache a forward returned, under either name (see cache_keyword)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
 def with_lora(base, cfg, device):
     """`base` on `device`, wrapped with LoRA adapters on every attention and MLP projection peft knows for
     it (or cfg.lora_targets); the default backbone also gets one on its small output layer."""

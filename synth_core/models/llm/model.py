@@ -56,7 +56,8 @@ from ...schema import SchemaError, random_table
 from ...training.engine import TrainResult, train
 from ..base import SynthModel, register
 from .config import PRESETS, PRETRAINED, LLMConfig
-from .backbone import default_backbone, pretrained_backbone, restrict_outputs, with_lora
+from .backbone import (cache_keyword, default_backbone, pretrained_backbone, restrict_outputs, returned_cache,
+                       with_lora)
 from .sampling import TextSampling
 
 
@@ -145,6 +146,7 @@ class DPLLMTGen(TextSampling, SynthModel):
                          else torch.arange(self.codec.vocab_size, device=self.device))
         self.n_outputs = len(self.token_of)
         self.net = with_lora(base, cfg, self.device)
+        self.cache_keyword = cache_keyword(self.net)
         self.lora_names = {n for n, _ in self.net.named_parameters() if "lora_" in n}
         # a pretrained model's output layer cut to the row's tokens is small: stage 2 trains it, which moves the
         # values' distributions directly (as the default's LoRA on its output layer does)
@@ -198,7 +200,7 @@ class DPLLMTGen(TextSampling, SynthModel):
             return None
         from transformers import DynamicCache
         with torch.no_grad():
-            past = self.net(input_ids=self._prefix, use_cache=True).past_key_values
+            past = returned_cache(self.net(input_ids=self._prefix, use_cache=True))
         return DynamicCache(ddp_cache_data=[(layer.keys.expand(batch, -1, -1, -1), layer.values.expand(batch, -1, -1, -1))
                                             for layer in past.layers])
 
@@ -288,7 +290,7 @@ class DPLLMTGen(TextSampling, SynthModel):
         ids, kinds, cols, exps = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
         inp = ids[:, :-1].clamp(min=0)
         tgt, kind = self.output_of[ids[:, 1:].clamp(min=0)], kinds[:, 1:]  # the target outputs (pads masked below)
-        logits = module(input_ids=inp.contiguous(), past_key_values=self.prefix_cache(len(inp)),
+        logits = module(input_ids=inp.contiguous(), **{self.cache_keyword: self.prefix_cache(len(inp))},
                         use_cache=False).logits.float()
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.clamp(min=0).reshape(-1),
                              reduction="none").view(tgt.shape)

@@ -5,7 +5,7 @@ cannot put in a prompt (the compact format's non-leading columns) are met by rej
 parsed back and checked against the public schema; a malformed row is rejected and counted, never returned.
 
 A mixin of DPLLMTGen (model.py), which builds what it reads: net, codec, tokenizer, the output map
-(`token_of`), `_never`, `_order_starts`, `prefix_cache`, `max_len`."""
+(`token_of`), `_never`, `_order_starts`, `prefix_cache`, `cache_keyword`, `max_len`."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 
 from ..base import SamplingError
+from .backbone import returned_cache
 from .grammar import Grammar
 
 
@@ -40,8 +41,8 @@ class TextSampling:
             st = [states[i] for i in idx] if states is not None else None
             done = torch.zeros(len(idx), dtype=torch.bool, device=device)
             gen: list[list[int]] = [[] for _ in idx]
-            res = net(input_ids=x, past_key_values=self.prefix_cache(len(idx)), use_cache=True)
-            past = res.past_key_values
+            res = net(input_ids=x, **{self.cache_keyword: self.prefix_cache(len(idx))}, use_cache=True)
+            past = returned_cache(res)
             for _ in range(self.max_len - plen + 4):
                 logits = res.logits[:, -1, :].float() / max(temperature, 1e-6)
                 if st is not None:
@@ -66,8 +67,8 @@ class TextSampling:
                 done |= nxt == self.codec.eos
                 if bool(done.all()):
                     break
-                res = net(input_ids=nxt.unsqueeze(1), past_key_values=past, use_cache=True)
-                past = res.past_key_values
+                res = net(input_ids=nxt.unsqueeze(1), **{self.cache_keyword: past}, use_cache=True)
+                past = returned_cache(res)
             for r, i in enumerate(idx):
                 out[i] = prompts[i] + gen[r]
         return out
