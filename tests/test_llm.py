@@ -186,9 +186,9 @@ def test_stage1_reads_only_the_public_schema(monkeypatch):
 
     real_encode = model.encode
 
-    def spy_encode(table, seed=None):
+    def spy_encode(table, seed=None, **kw):
         calls.append(("encode", "private" if table is private else "random" if table is encoded[-1] else "?"))
-        return real_encode(table, seed)
+        return real_encode(table, seed, **kw)
 
     real_learn = model.learn_format
 
@@ -216,9 +216,9 @@ def test_cancel_during_stage1_never_reads_the_private_table(monkeypatch):
     ledger = PrivacyLedger(EPS, DELTA, 300)
     touched, private, real_encode = [], table_(300), model.encode
 
-    def spy(table, seed=None):
+    def spy(table, seed=None, **kw):
         touched.append(table is private)
-        return real_encode(table, seed)
+        return real_encode(table, seed, **kw)
 
     monkeypatch.setattr(model, "encode", spy)
     model.fit(private, EPS, DELTA, "rdp", ledger=ledger, should_stop=lambda: True)
@@ -320,7 +320,7 @@ def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monk
     """Value and digit tokens weigh α, format tokens 1 − α. At a column name (ORDER) stage 1 learns which
     column comes next; stage 2 only that one does, −log Σ_names p(name): the order is random per row, so the
     choice says nothing about the table."""
-    model = new_model(beta=0.0, alpha=0.7)
+    model = new_model(beta=0.0, alpha=0.7, constrained_loss=False)  # over every output (the next test: masked)
     rows = model.encode(table_(6))
     ids, kinds = rows[:, 0], rows[:, 1]
     C = len(model.schema.names)
@@ -354,6 +354,54 @@ def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monk
         last_loss=None, device="cpu"))
     model.learn_format()
     assert seen == [True] and model.order_choice_now is False
+
+
+@pytest.mark.parametrize("options", [{}, {"row_format": "compact"}])
+def test_stage2_loss_is_over_the_tokens_constrained_decoding_allows(options, monkeypatch):
+    """With constrained_loss, stage 2's cross-entropy at each token is over what the row grammar allows
+    there (the choice the model makes when it samples): a token with one choice costs nothing, so the noisy
+    steps go into the values, not into a format constrained decoding imposes anyway. The mask at a token is the
+    grammar's after the row's own tokens before it: the same whichever rows are encoded with it. Stage 1,
+    which teaches the format itself, and constrained_loss=False keep the loss over every output. It is on by
+    default for a pretrained backbone sampled with constraints (the next test), off for the default backbone."""
+    model = new_model(beta=0.0, constrained_loss=True, **options)
+    table = table_(40)
+    rows = model.encode(table)
+    where = rows[:, 4]
+    assert (where[:, 0] == 0).all() and (where[:, 1:][rows[:, 0, 1:] >= 0] > 0).all()  # a mask at every token
+    book = model._loss_masks
+    grammar = llm.grammar.Grammar(model.codec, "cpu", model.outputs)
+    C = len(model.schema.names)
+    alone = model.encode(table.iloc[[7]])  # one row alone: its masks are the grammar's on its own tokens too
+    for row in (rows[0], rows[7], alone[0]):
+        ids = [t for t in row[0].tolist() if t >= 0]
+        state = grammar._enter_name(tuple(range(C)), ())
+        for t in range(1, len(ids)):
+            mask = book.rows[int(row[4, t])]
+            assert torch.equal(mask, grammar.allowed(state)) and mask[int(model.output_of[ids[t]])]
+            state = grammar.step(state, ids[t])
+    with torch.no_grad():
+        masked, _ = model.row_losses(model.net, rows)
+        full = rows.clone()
+        full[:, 4] = 0
+        unmasked, _ = model.row_losses(model.net, full)
+    assert torch.isfinite(masked).all() and (masked < unmasked).all()
+    forced = torch.tensor([[int(book.rows[int(k)].sum()) == 1 for k in row[1:]] for row in where])
+    assert forced.any()  # e.g. the separator after a category: nothing to learn there
+    assert (model.encode(table, masks=False)[:, 4] == 0).all()
+    assert not new_model().constrained_loss and (new_model().encode(table)[:, 4] == 0).all()
+    # a gradient with the masks is finite (the name and digit terms read positions where none is allowed)
+    model._trainable(False)
+    ce, num = model.row_losses(model.net, rows[:8])
+    (ce + num).sum().backward()
+    grads = [p.grad for p in model.net.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+    seen = []
+    monkeypatch.setattr(llm.model, "train", lambda net, data, *a, **k: seen.append(data) or llm.model.TrainResult(
+        steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0, seconds=0.0, samples_seen=0,
+        last_loss=None, device="cpu"))
+    model.learn_format()
+    assert len(seen) == 1 and (seen[0][:, 4] == 0).all()  # stage 1: over every output
 
 
 def test_default_embeddings_are_one_matrix_in_stage1_and_two_in_stage2(monkeypatch):
@@ -486,6 +534,8 @@ def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_p
     assert model.row_format == "compact" and model.config.lora_last_layers == 1  # the CPU recipe's
     assert model.net.get_output_embeddings().out_features == len(model.codec.output_tokens()) < len(tok)
     rows = model.encode(table_(4))
+    # sampled with constraints, its stage 2 loss is over what the row grammar allows at each token
+    assert model.constrained_loss and (rows[:, 4, 1:][rows[:, 0, 1:] >= 0] > 0).all()
     with torch.no_grad():  # the header read once (its keys and values) = the header in every row
         cached = model.net(input_ids=rows[:, 0].clamp(min=0), **{model.cache_keyword: model.prefix_cache(4)}).logits
         whole = torch.cat([model._prefix.expand(4, -1), rows[:, 0].clamp(min=0)], 1)
@@ -493,6 +543,7 @@ def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_p
         alone = model.net(input_ids=rows[:, 0].clamp(min=0)).logits
     assert torch.allclose(cached, inline, atol=1e-5) and not torch.allclose(cached, alone, atol=1e-3)
     model.fit(table_(200), EPS, DELTA, "rdp")
+    assert model._loss_masks is None  # the grammar states the private rows reached are let go after training
     model.save(tmp_path / "run")
     saved = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
     assert saved and all("lora_" in k or k in model.head_names for k in saved) and model.head_names <= set(saved)

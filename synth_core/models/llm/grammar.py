@@ -155,3 +155,54 @@ class Grammar:
         if any(tuple(seq[:len(nseg)]) == nseg for seq in alternatives):
             return True
         return spec.is_numeric and token in c.id_char
+
+
+class LossMasks:
+    """The grammar's mask at every position of encoded rows, for a loss over the tokens constrained decoding
+    allows there (what the model's choice is among, when it samples): each distinct mask once (`table`;
+    row 0 allows every output: no mask), each position the index of its mask. A mask is a public function of
+    the row's own tokens before it (the schema's grammar), so each row's loss still reads that row alone.
+    Indices only grow, so rows encoded at different times share one table."""
+
+    def __init__(self, grammar: Grammar):
+        self.grammar = grammar
+        self.rows: list[torch.Tensor] = [torch.ones(grammar.size, dtype=torch.bool)]
+        self._by_content: dict[bytes, int] = {}
+        self._of_state: dict[tuple, int] = {}
+        self._next: dict[tuple, tuple] = {}
+        self._table: torch.Tensor | None = None
+        C = len(grammar.c.names)
+        self.start = grammar._enter_name(tuple(range(C)), ())  # the compact format's first value, else a name
+
+    def _index(self, state: tuple) -> int:
+        k = self._of_state.get(state)
+        if k is None:
+            mask = self.grammar.allowed(state)
+            key = mask.numpy().tobytes()
+            k = self._by_content.get(key)
+            if k is None:
+                k = self._by_content[key] = len(self.rows)
+                self.rows.append(mask)
+                self._table = None
+            self._of_state[state] = k
+        return k
+
+    def of_row(self, ids: list[int]) -> list[int]:
+        """Mask indices for a row's token ids (BOS first): entry t is the mask over what may stand at t; 0 at
+        BOS, and where the grammar would not allow the row's token (never for a row inside the schema)."""
+        g, out, state = self.grammar, [0], self.start
+        for tok in ids[1:]:
+            k = self._index(state)
+            out_id = tok if g.index is None else g.index.get(tok)
+            out.append(k if out_id is not None and bool(self.rows[k][out_id]) else 0)
+            key = (state, tok)
+            nxt = self._next.get(key)
+            if nxt is None:
+                nxt = self._next[key] = g.step(state, tok)
+            state = nxt
+        return out
+
+    def table(self, device) -> torch.Tensor:
+        if self._table is None or self._table.device != torch.device(device):
+            self._table = torch.stack(self.rows).to(device)
+        return self._table

@@ -14,7 +14,10 @@ the core's engine (Poisson sampling, per-sample clipping, calibrated Gaussian no
 ledger). Its loss is a weighted cross-entropy, weight α on the tokens of values and 1 − α on the tokens of
 the format, plus β × a numerical-understanding loss: the squared error, scaled by the column's public
 range, between the true number and the number made of the expected values of the model's predicted
-digits, which is differentiable in the model's logits.
+digits, which is differentiable in the model's logits. For a pretrained backbone sampled with constraints
+(the default) the cross-entropy at each token is over the tokens the row grammar allows there
+(`constrained_loss`, grammar.LossMasks): the choice the model makes when it samples, so a token with one
+choice costs nothing and the noisy steps go into the values rather than into the format.
 
 Stage 2 does not learn which column comes next (`stage2_order`, off by default). The order is drawn at random
 for each row, so that choice says nothing about the table, and its loss cannot fall below log(columns left);
@@ -58,6 +61,7 @@ from ..base import SynthModel, register
 from .config import PRESETS, PRETRAINED, LLMConfig
 from .backbone import (cache_keyword, default_backbone, pretrained_backbone, restrict_outputs, returned_cache,
                        with_lora)
+from .grammar import Grammar, LossMasks
 from .sampling import TextSampling
 
 
@@ -173,6 +177,7 @@ class DPLLMTGen(TextSampling, SynthModel):
         for d, out in enumerate(self.digit_outputs):
             self.digit_value[out] = float(d)
         self._prefix = torch.tensor([self.codec.prefix_ids], dtype=torch.long, device=self.device)
+        self._loss_masks: LossMasks | None = None  # stage 2's masks (constrained_loss), built when rows are encoded
 
     def _longest_row(self) -> int:
         """Tokens of the longest possible row, from the public schema."""
@@ -257,20 +262,35 @@ class DPLLMTGen(TextSampling, SynthModel):
         for n, p in self.net.named_parameters():
             p.requires_grad_(full or n in names)
 
+    @property
+    def constrained_loss(self) -> bool:
+        cfg = self.config
+        if cfg.constrained_loss is not None:
+            return bool(cfg.constrained_loss)
+        return bool(cfg.constrained) and self.pretrained
+
     # --- encoding ---------------------------------------------------------------------------------
-    def encode(self, table: pd.DataFrame, seed: int | None = None) -> torch.Tensor:
-        """(rows, 4, L) tensor: token ids (-1 pad), kinds, columns, digit exponents; each row in its own
-        random column order (seeded)."""
+    def encode(self, table: pd.DataFrame, seed: int | None = None, masks: bool = True) -> torch.Tensor:
+        """(rows, 5, L) tensor: token ids (-1 pad), kinds, columns, digit exponents, and the index of the
+        grammar's mask at each token (see constrained_loss; 0: none, always when `masks` is False); each row
+        in its own random column order (seeded)."""
         rng = np.random.default_rng(self.train_config.seed if seed is None else seed)
         C = len(self.codec.names)
         cols = [table[n].tolist() for n in self.schema.names]
+        book = None
+        if masks and self.constrained_loss:
+            if self._loss_masks is None:
+                self._loss_masks = LossMasks(Grammar(self.codec, "cpu", self.outputs))
+            book = self._loss_masks
         encoded = []
         for i in range(len(table)):
             values = [None if (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))) else v
                       for v in (col[i] for col in cols)]
-            encoded.append(self.codec.encode_row(values, list(rng.permutation(C))))
+            row = self.codec.encode_row(values, list(rng.permutation(C)))
+            where = book.of_row(row[0].tolist()) if book is not None else [0] * row.shape[1]
+            encoded.append(np.vstack([row, np.asarray(where, dtype=np.int64)[None]]))
         L = max(e.shape[1] for e in encoded)
-        out = np.zeros((len(encoded), 4, L), dtype=np.int64)
+        out = np.zeros((len(encoded), 5, L), dtype=np.int64)
         out[:, 0, :] = -1
         for i, e in enumerate(encoded):
             out[i, :, :e.shape[1]] = e
@@ -287,11 +307,18 @@ class DPLLMTGen(TextSampling, SynthModel):
         ids = rows[:, 0]
         L = int((ids >= 0).sum(1).max())
         rows = rows[:, :, :L]
-        ids, kinds, cols, exps = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+        ids, kinds, cols, exps, where = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4, 1:]
         inp = ids[:, :-1].clamp(min=0)
         tgt, kind = self.output_of[ids[:, 1:].clamp(min=0)], kinds[:, 1:]  # the target outputs (pads masked below)
         logits = module(input_ids=inp.contiguous(), **{self.cache_keyword: self.prefix_cache(len(inp))},
                         use_cache=False).logits.float()
+        if bool((where > 0).any()):
+            if self._loss_masks is None:
+                raise RuntimeError("rows encoded with the grammar's masks after those were let go: encode them again")
+            # over what constrained decoding allows at each token (a token with one choice costs nothing); a
+            # finite floor, not -inf: the name and digit terms below also read positions where none is allowed
+            allowed = self._loss_masks.table(logits.device)[where]
+            logits = logits.masked_fill(~allowed, -1e9)
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.clamp(min=0).reshape(-1),
                              reduction="none").view(tgt.shape)
         a = self.config.alpha
@@ -340,7 +367,8 @@ class DPLLMTGen(TextSampling, SynthModel):
             return self.stage1_result
         full = cfg.stage1_full if cfg.stage1_full is not None else not self.pretrained
         self._trainable(full)
-        data = self.encode(self.format_table(), seed=(self.train_config.seed or 0) + 11)
+        # stage 1 teaches the format itself: its loss is over every output (no masks)
+        data = self.encode(self.format_table(), seed=(self.train_config.seed or 0) + 11, masks=False)
         tc = dataclasses.replace(self.train_config, epochs=cfg.stage1_epochs, batch_size=cfg.stage1_batch_size,
                                  lr=cfg.stage1_lr)
         self.order_choice_now = True  # stage 1 learns the whole format, which column comes next included
@@ -371,6 +399,13 @@ class DPLLMTGen(TextSampling, SynthModel):
         self.untie_embeddings()
         self._trainable(False)
         return True
+
+    def train_private(self, data, plan, on_event, should_stop, steps) -> TrainResult:
+        try:
+            return super().train_private(data, plan, on_event, should_stop, steps)
+        finally:
+            # the grammar states the private rows reached (their prefixes) are not kept past their training
+            self._loss_masks = None
 
     def ledger_details(self) -> dict:
         return {"trained_parameters": ("every weight but the position embeddings (untrained default backbone)"
