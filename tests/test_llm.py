@@ -522,6 +522,8 @@ def test_a_pretrained_backbone_on_the_cpu_preset_takes_four_times_the_dp_steps(t
     assert {n.split(".h.")[1].split(".")[0] for n in pretrained.lora_names} == {"0", "1"}
     assert mine.steps >= 3.5 * theirs.steps and mine.planned_epsilon <= 1.0  # the same budget, more (noisier) steps
     assert mine.noise_multiplier < theirs.noise_multiplier * 0.7  # each step samples fewer rows: less σ per step
+    quick = cls(schema_(), preset="quick", seed=0, backbone=tiny_backbone(tmp_path / "lm", schema_(), n_layer=2))
+    assert (quick.train_config.batch_size, quick.train_config.lr, quick.train_config.epochs) == (64, 1e-2, 1)
 
 
 def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_path):
