@@ -112,13 +112,14 @@ PRESETS: dict[str, dict] = {
 # On the GPU preset: LoRA on every linear layer of every block, no stage 1 either, and physical batches of 256
 # rows: a batch of 1,024 rows through SmolLM2's 30 blocks with ghost clipping ran out of an H100's 80 GB
 # (~70 MB of saved activations a row); the Poisson batch, and so the privacy and the update, are unchanged.
+_CPU_MODEL = dict(lora_last_layers=2, lora_targets="all-linear", stage1_rows=0, sample_batch_size=256,
+                  compliance_probe=50)
+_CPU_TRAIN = dict(lr=1e-2, batch_size=64)
 PRETRAINED: dict[str, dict] = {
     "tiny": dict(model=dict(lora_last_layers=1, stage1_rows=32, stage1_batch_size=16, sample_batch_size=64),
                  train=dict(epochs=1)),
-    "quick": dict(model=dict(lora_last_layers=2, lora_targets="all-linear", stage1_rows=0, sample_batch_size=256,
-                             compliance_probe=50), train=dict(epochs=1, lr=1e-2, batch_size=64)),
-    "cpu": dict(model=dict(lora_last_layers=2, lora_targets="all-linear", stage1_rows=0, sample_batch_size=256,
-                           compliance_probe=50), train=dict(epochs=2, lr=1e-2, batch_size=64)),
+    "quick": dict(model=_CPU_MODEL, train=dict(_CPU_TRAIN, epochs=1)),
+    "cpu": dict(model=_CPU_MODEL, train=dict(_CPU_TRAIN, epochs=2)),
     "gpu": dict(model=dict(lora_targets="all-linear", stage1_rows=0),
                 train=dict(physical_batch_size=256)),
 }
