@@ -7,6 +7,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import json  # noqa: E402
+import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -154,18 +155,47 @@ def test_malformed_generations_are_rejected_and_counted_never_returned(fitted, m
 
 def test_number_automaton_keeps_values_inside_the_public_bounds():
     g = llm.Grammar(new_model().codec, "cpu")
-    assert g._number_viable(0, "") == (True, False)
-    assert g._number_viable(0, "1") == (True, False)        # 18, 19
-    assert g._number_viable(0, "18") == (True, True)
-    assert g._number_viable(0, "17") == (False, False)
-    assert g._number_viable(0, "9") == (False, False)       # 9 and 90..99 are outside [18, 80]
-    assert g._number_viable(0, "80") == (True, True)
-    assert g._number_viable(0, "-") == (False, False)
-    assert g._number_viable(0, "018")[0] is False
-    assert g._number_viable(3, "100.0") == (True, True)
-    assert g._number_viable(3, "100.5")[0] is False
-    assert g._number_viable(3, "4.")[0] and not g._number_viable(3, "4.")[1]
-    assert g._number_viable(3, "4.25")[0] is False           # one decimal declared
+    age, col3 = g.numbers[0].accepts, g.numbers[3].accepts
+    assert age("") == (True, False)
+    assert age("1") == (True, False)        # 18, 19
+    assert age("18") == (True, True)
+    assert age("17") == (False, False)
+    assert age("9") == (False, False)       # 9 and 90..99 are outside [18, 80]
+    assert age("80") == (True, True)
+    assert age("-") == (False, False)
+    assert age("018")[0] is False
+    assert col3("100.0") == (True, True)
+    assert col3("100.5")[0] is False
+    assert col3("4.")[0] and not col3("4.")[1]
+    assert col3("4.25")[0] is False           # one decimal declared
+
+
+@pytest.mark.parametrize("lower, upper, decimals", [
+    (18, 80, 0), (0, 99_999, 0), (-5, 5, 0), (-3.5, 12.25, 1), (-1, 1, 2), (0.5, 0.7, 1), (100, 100, 0),
+    (-200, -10, 0), (0, 0, 0), (0, 0, 2), (-0.5, -0.1, 1), (3, 2, 0), (7, 1234, 1), (-7.3, 88.04, 2)])
+def test_number_automaton_takes_exactly_the_prefixes_of_the_values_in_bounds(lower, upper, decimals):
+    """Against every value inside the bounds written at the precision (as TextCodec.format_value writes it):
+    a text is viable exactly when it is a prefix of one, complete exactly when it is one. Prefixes with the
+    same futures share a state: the states stay few however many values a column has."""
+    import itertools
+    from synth_core.models.llm.numbers import NumberAutomaton
+    s = 10 ** decimals
+    units = range(math.ceil(lower * s - 1e-9), math.floor(upper * s + 1e-9) + 1)
+    valid = {("-" if u < 0 else "") + (f"{abs(u) // s}.{abs(u) % s:0{decimals}d}" if decimals else str(abs(u)))
+             for u in units}
+    prefixes = {v[:i] for v in valid for i in range(len(v) + 1)}
+    chars = "0123456789-."
+    texts = {"".join(t) for n in range(4) for t in itertools.product(chars, repeat=n)}
+    texts |= prefixes | {p + c for p in prefixes for c in chars}
+    numbers = NumberAutomaton(lower, upper, decimals)
+    assert {t: numbers.accepts(t) for t in texts} == {t: (t in prefixes, t in valid) for t in texts}
+    states = set()
+    for text in prefixes:
+        state = numbers.start
+        for ch in text:
+            state = numbers.step(state, ch)
+        states.add(state)
+    assert len(states) <= 20  # 0 to 99,999: 100,001 prefixes, 6 states
 
 
 # --- stage 1: the public schema only -------------------------------------------------------------
@@ -377,7 +407,7 @@ def test_stage2_loss_is_over_the_tokens_constrained_decoding_allows(options, mon
         ids = [t for t in row[0].tolist() if t >= 0]
         state = grammar._enter_name(tuple(range(C)), ())
         for t in range(1, len(ids)):
-            mask = book.rows[int(row[4, t])]
+            mask = book.masks[int(row[4, t])]
             assert torch.equal(mask, grammar.allowed(state)) and mask[int(model.output_of[ids[t]])]
             state = grammar.step(state, ids[t])
     with torch.no_grad():
@@ -386,7 +416,7 @@ def test_stage2_loss_is_over_the_tokens_constrained_decoding_allows(options, mon
         full[:, 4] = 0
         unmasked, _ = model.row_losses(model.net, full)
     assert torch.isfinite(masked).all() and (masked < unmasked).all()
-    forced = torch.tensor([[int(book.rows[int(k)].sum()) == 1 for k in row[1:]] for row in where])
+    forced = torch.tensor([[int(book.masks[int(k)].sum()) == 1 for k in row[1:]] for row in where])
     assert forced.any()  # e.g. the separator after a category: nothing to learn there
     assert (model.encode(table, masks=False)[:, 4] == 0).all()
     assert not new_model().constrained_loss and (new_model().encode(table)[:, 4] == 0).all()
@@ -596,3 +626,23 @@ def test_time_estimate_times_a_few_stage1_steps_instead_of_running_it():
     seconds = model.time_fixed_costs(probe_steps=2)
     assert model.stage1_result.steps_done == 2 and model.stage1_result.steps_planned == 4000  # 64,000 rows, batch 32, 2 epochs
     assert seconds > 0 and model.format_learned
+
+
+@pytest.mark.parametrize("row_format, capacity", [("sentence", 64), ("compact", 64), ("compact", 3)])
+def test_decoding_cache_gives_the_logits_of_transformers_cache(row_format, capacity):
+    """Sampling's KV cache (buffers allocated once, written in place; grown when a row outruns them) gives
+    the same next-token logits as transformers' DynamicCache, the compact format's header included."""
+    model = new_model(row_format=row_format)
+    net = model.net.eval()
+    kw = model.cache_keyword
+    prompts = torch.tensor([model.codec.prompt_ids({}, 0)] * 3)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        ref = net(input_ids=prompts, **{kw: model.prefix_cache(3)}, use_cache=True)
+        ours = net(input_ids=prompts, **{kw: model.prefix_cache(3, capacity=capacity)}, use_cache=True)
+        for _ in range(6):
+            assert torch.allclose(ref.logits[:, -1], ours.logits[:, -1], atol=1e-5)
+            nxt = torch.randint(0, model.codec.vocab_size, (3, 1), generator=gen)
+            ref = net(input_ids=nxt, **{kw: llm.backbone.returned_cache(ref)}, use_cache=True)
+            ours = net(input_ids=nxt, **{kw: llm.backbone.returned_cache(ours)}, use_cache=True)
+        assert torch.allclose(ref.logits[:, -1], ours.logits[:, -1], atol=1e-5)

@@ -16,7 +16,7 @@ the format, plus β × a numerical-understanding loss: the squared error, scaled
 range, between the true number and the number made of the expected values of the model's predicted
 digits, which is differentiable in the model's logits. For a pretrained backbone sampled with constraints
 (the default) the cross-entropy at each token is over the tokens the row grammar allows there
-(`constrained_loss`, grammar.LossMasks): the choice the model makes when it samples, so a token with one
+(`constrained_loss`, grammar.Automaton): the choice the model makes when it samples, so a token with one
 choice costs nothing and the noisy steps go into the values rather than into the format.
 
 Stage 2 does not learn which column comes next (`stage2_order`, off by default). The order is drawn at random
@@ -59,9 +59,9 @@ from ...schema import SchemaError, random_table
 from ...training.engine import TrainResult, train
 from ..base import SynthModel, register
 from .config import PRESETS, PRETRAINED, LLMConfig
-from .backbone import (cache_keyword, default_backbone, pretrained_backbone, restrict_outputs, returned_cache,
+from .backbone import (cache_keyword, decoding_cache, default_backbone, pretrained_backbone, restrict_outputs, returned_cache,
                        with_lora)
-from .grammar import Grammar, LossMasks
+from .grammar import Automaton, Grammar
 from .sampling import TextSampling
 
 
@@ -177,7 +177,7 @@ class DPLLMTGen(TextSampling, SynthModel):
         for d, out in enumerate(self.digit_outputs):
             self.digit_value[out] = float(d)
         self._prefix = torch.tensor([self.codec.prefix_ids], dtype=torch.long, device=self.device)
-        self._loss_masks: LossMasks | None = None  # stage 2's masks (constrained_loss), built when rows are encoded
+        self._loss_masks: Automaton | None = None  # stage 2's masks (constrained_loss), built when rows are encoded
 
     def _longest_row(self) -> int:
         """Tokens of the longest possible row, from the public schema."""
@@ -197,17 +197,19 @@ class DPLLMTGen(TextSampling, SynthModel):
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
 
-    def prefix_cache(self, batch: int):
+    def prefix_cache(self, batch: int, capacity: int | None = None):
         """The header's keys and values (compact format), computed once for `batch` rows with the current
         weights, without gradient: the header is public and the same for every row, so each row's gradient
-        is that of its own tokens reading it. None when rows have no header."""
+        is that of its own tokens reading it. None when rows have no header, unless `capacity` is given:
+        then a cache for decoding that many positions (header included; backbone.decoding_cache)."""
         if self._prefix.shape[1] == 0:
-            return None
+            return None if capacity is None else decoding_cache(capacity)
         from transformers import DynamicCache
         with torch.no_grad():
             past = returned_cache(self.net(input_ids=self._prefix, use_cache=True))
-        return DynamicCache(ddp_cache_data=[(layer.keys.expand(batch, -1, -1, -1), layer.values.expand(batch, -1, -1, -1))
-                                            for layer in past.layers])
+        header = DynamicCache(ddp_cache_data=[(layer.keys.expand(batch, -1, -1, -1),
+                                               layer.values.expand(batch, -1, -1, -1)) for layer in past.layers])
+        return header if capacity is None else decoding_cache(capacity, header)
 
     def time_fixed_costs(self, probe_steps: int = 3) -> float:
         """For timing.estimate_fit_seconds: stage 1's seconds (they do not scale with the private table),
@@ -280,7 +282,7 @@ class DPLLMTGen(TextSampling, SynthModel):
         book = None
         if masks and self.constrained_loss:
             if self._loss_masks is None:
-                self._loss_masks = LossMasks(Grammar(self.codec, "cpu", self.outputs))
+                self._loss_masks = Automaton(Grammar(self.codec, "cpu", self.outputs))
             book = self._loss_masks
         encoded = []
         for i in range(len(table)):

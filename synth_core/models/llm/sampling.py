@@ -1,5 +1,5 @@
 """DP-LLMTGen's sampling: rows written by the trained language model, token by token with a KV cache, in
-batches grouped by prompt length; constrained decoding (grammar.Grammar) keeps every row inside the public
+batches grouped by prompt length; constrained decoding (grammar.Automaton over grammar.Grammar) keeps every row inside the public
 schema; a value-specified prompt ("sex is Female, …") fixes conditions exactly, and those the row format
 cannot put in a prompt (the compact format's non-leading columns) are met by rejection. Generated text is
 parsed back and checked against the public schema; a malformed row is rejected and counted, never returned.
@@ -14,7 +14,7 @@ import torch
 
 from ..base import SamplingError
 from .backbone import returned_cache
-from .grammar import Grammar
+from .grammar import Automaton, Grammar
 
 
 class TextSampling:
@@ -31,30 +31,32 @@ class TextSampling:
         row's grammar state after its prompt. Rows are grouped by prompt length."""
         net, device = self.net, self.device
         net.eval()
-        grammar = self._grammar if states is not None else None
+        automaton = self._automaton if states is not None else None
         out: list[list[int] | None] = [None] * len(prompts)
         by_len: dict[int, list[int]] = {}
         for i, p in enumerate(prompts):
             by_len.setdefault(len(p), []).append(i)
         for plen, idx in by_len.items():
             x = torch.tensor([prompts[i] for i in idx], dtype=torch.long, device=device)
-            st = [states[i] for i in idx] if states is not None else None
+            # each row's state as the automaton's number: a step of a row is then a dict lookup
+            sids = [automaton.state_id(states[i]) for i in idx] if automaton is not None else None
             done = torch.zeros(len(idx), dtype=torch.bool, device=device)
             gen: list[list[int]] = [[] for _ in idx]
-            res = net(input_ids=x, **{self.cache_keyword: self.prefix_cache(len(idx))}, use_cache=True)
+            steps = self.max_len - plen + 4
+            cache = self.prefix_cache(len(idx), capacity=self._prefix.shape[1] + plen + steps)
+            res = net(input_ids=x, **{self.cache_keyword: cache}, use_cache=True)
             past = returned_cache(res)
-            for _ in range(self.max_len - plen + 4):
+            for _ in range(steps):
                 logits = res.logits[:, -1, :].float() / max(temperature, 1e-6)
-                if st is not None:
-                    masks = {}
-                    keys = [masks.setdefault(s, len(masks)) for s in st]
-                    table = torch.stack([grammar.allowed(s) for s in masks]).to(device)
-                    mask = table[torch.tensor(keys, device=device)]
+                if sids is not None:
+                    mask_of = automaton.mask_of
+                    where = torch.tensor([mask_of[s] for s in sids], device=logits.device)
+                    mask = automaton.table(logits.device)[where]
                     logits = logits.masked_fill(~mask, float("-inf"))
                 else:
                     logits = logits.masked_fill(self._never, float("-inf"))
                 probs = torch.softmax(logits, dim=-1)
-                if st is not None and self.config.uniform_order:
+                if sids is not None and self.config.uniform_order:
                     probs = self._uniform_next_column(probs, mask)
                 nxt = self.token_of[torch.multinomial(probs, 1, generator=generator).squeeze(1)]
                 nxt = torch.where(done, torch.full_like(nxt, self.codec.eos), nxt)
@@ -62,8 +64,8 @@ class TextSampling:
                 for r, t in enumerate(tokens):
                     if not finished[r]:
                         gen[r].append(t)
-                        if st is not None:
-                            st[r] = grammar.step(st[r], t)
+                        if sids is not None:
+                            sids[r] = automaton.next(sids[r], t)
                 done |= nxt == self.codec.eos
                 if bool(done.all()):
                     break
@@ -133,8 +135,9 @@ class TextSampling:
         def meets(row: list) -> bool:
             return all(self.codec.format_value(j, row[j]) == text for j, text in rejected_on.items())
 
-        if getattr(self, "_grammar", None) is None or len(self._grammar.cache) > 200_000:
-            self._grammar = Grammar(self.codec, self.device, self.outputs)  # masks are kept between calls
+        if getattr(self, "_automaton", None) is None or len(self._automaton) > 200_000:
+            # the grammar's states and masks are kept between calls (they are public: the schema's grammar)
+            self._automaton = Automaton(Grammar(self.codec, self.device, self.outputs))
         generator, rng = self._sampling_randomness(seed)
         batch = min(self.config.sample_batch_size, chunk_size)
         kept, tried, reasons, well_formed = [], 0, {}, 0
