@@ -28,13 +28,21 @@ class Grammar:
         self.size = codec.vocab_size if outputs is None else len(outputs)
         self.index = None if outputs is None else {t: i for i, t in enumerate(outputs)}
         self.value_cache: dict = {}
-        self.ends: dict = {}  # what may follow a complete value, by the columns left
+        self._value_next: dict = {}  # (column, segment, token) -> segment (None: the value ends)
+        self._by_ids: dict[tuple, torch.Tensor] = {}  # one mask object per set of allowed tokens
+        self._unions: dict = {}
+        self._first_names = [tuple(ids) for ids in codec.name_ids]
+        self._next_names = [tuple(ids) for ids in codec.next_ids]
         self.numbers = {j: NumberAutomaton(spec.lower, spec.upper, codec.decimals[j])
                         for j, spec in enumerate(codec.schema.columns) if spec.is_numeric}
 
     def _mask(self, ids) -> torch.Tensor:
-        mask = torch.zeros(self.size, dtype=torch.bool)
-        mask[[t if self.index is None else self.index[t] for t in ids]] = True
+        """The mask allowing token ids `ids`: the same object for the same set (Automaton relies on it)."""
+        key = tuple(sorted(set(ids)))
+        mask = self._by_ids.get(key)
+        if mask is None:
+            mask = self._by_ids[key] = torch.zeros(self.size, dtype=torch.bool)
+            mask[[t if self.index is None else self.index[t] for t in key]] = True
         return mask
 
     def value_tokens(self, j: int, seg: tuple) -> tuple[torch.Tensor, bool]:
@@ -67,16 +75,16 @@ class Grammar:
         if phase == "end":
             mask = self._mask([c.eos])
         elif phase == "name":
-            mask = self._mask(self._name(r, remaining)[len(seg)] for r in remaining
-                              if len(seg) < len(self._name(r, remaining))
-                              and tuple(self._name(r, remaining)[:len(seg)]) == seg)
+            names, n = self._names(remaining), len(seg)
+            mask = self._mask([names[r][n] for r in remaining if len(names[r]) > n and names[r][:n] == seg])
         else:
             mask, end = self.value_tokens(j, seg)
-            if end:
-                rest = tuple(r for r in remaining if r != j)
-                if rest not in self.ends:
-                    self.ends[rest] = self._mask([c.next_ids[r][0] for r in rest] if rest else [c.eos])
-                mask = mask | self.ends[rest]
+            if end:  # or what follows the value: the next column's first token, or EOS after the last
+                follow = self._mask([c.next_ids[r][0] for r in remaining if r != j] or [c.eos])
+                key = (id(mask), id(follow))
+                if key not in self._unions:
+                    self._unions[key] = mask | follow
+                mask = self._unions[key]
         return mask
 
     def step(self, state: tuple, token: int) -> tuple:
@@ -94,12 +102,14 @@ class Grammar:
             return self._enter_name(rest, (token,))
         return (remaining, "value", j, nseg)
 
-    def _name(self, r: int, remaining: tuple) -> list[int]:
-        return self.c.name_ids[r] if len(remaining) == len(self.c.names) else self.c.next_ids[r]
+    def _names(self, remaining: tuple) -> list[tuple]:
+        """Each column's name segment: "name is " for the row's first column, ", name is " after."""
+        return self._first_names if len(remaining) == len(self.c.names) else self._next_names
 
     def _enter_name(self, remaining: tuple, seg: tuple) -> tuple:
+        names = self._names(remaining)
         for r in remaining:
-            if tuple(self._name(r, remaining)) == seg:
+            if names[r] == seg:
                 return (remaining, "value", r, ())
         return (remaining, "name", None, seg)
 
@@ -113,6 +123,12 @@ class Grammar:
 
     def _value_step(self, j: int, seg: tuple, token: int) -> tuple | None:
         """Column j's segment after `token`, or None when the token does not continue the value."""
+        key = (j, seg, token)
+        if key not in self._value_next:
+            self._value_next[key] = self._next_segment(j, seg, token)
+        return self._value_next[key]
+
+    def _next_segment(self, j: int, seg: tuple, token: int) -> tuple | None:
         ch = self.c.id_char.get(token)
         if j in self.numbers and ch is not None and (seg == () or seg[0] == NUMBER):
             numbers = self.numbers[j]
@@ -136,7 +152,7 @@ class Automaton:
         self.grammar = grammar
         self.masks: list[torch.Tensor] = [torch.ones(grammar.size, dtype=torch.bool)]
         self.mask_of: list[int] = []  # state id -> mask index
-        self._by_content: dict[bytes, int] = {}
+        self._by_object: dict[int, int] = {}  # the grammar's mask objects (one per set of tokens) -> index
         self._ids: dict[tuple, int] = {}
         self._states: list[tuple] = []
         self._next: dict[tuple[int, int], int] = {}
@@ -154,11 +170,10 @@ class Automaton:
             sid = self._ids[state] = len(self._states)
             self._states.append(state)
             mask = self.grammar.allowed(state)
-            key = mask.numpy().tobytes()
-            k = self._by_content.get(key)
+            k = self._by_object.get(id(mask))
             if k is None:
-                k = self._by_content[key] = len(self.masks)
-                self.masks.append(mask)
+                k = self._by_object[id(mask)] = len(self.masks)
+                self.masks.append(mask)  # kept: its id stays its own
             self.mask_of.append(k)
         return sid
 
