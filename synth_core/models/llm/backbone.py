@@ -5,6 +5,8 @@ backbone is checked here, with a one-line reason, before anything trains - or by
 from a config; either wrapped with LoRA adapters (peft)."""
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import warnings
@@ -217,20 +219,38 @@ def decoding_cache(capacity: int, prefix=None):
     whole cache at every token instead (a third of SmolLM2's sampling time on a CPU). `prefix`: a cache whose
     keys and values (possibly expanded over the batch) come first."""
     from transformers import DynamicCache
+    layer = functools.partial(_preallocated_layer(), capacity)
+    cache = DynamicCache()
+    if prefix is None:
+        cache.layer_class_to_replicate = layer
+    else:
+        cache.layer_class_to_replicate, cache.layers = None, []
+        for old in prefix.layers:
+            cache.layers.append(layer())
+            cache.layers[-1].update(old.keys, old.values)
+    return cache
+
+
+@functools.cache
+def _preallocated_layer():
     from transformers.cache_utils import DynamicLayer
 
     class PreallocatedLayer(DynamicLayer):
-        """A DynamicLayer whose keys and values are views of the first positions of its buffers."""
+        """A DynamicLayer whose keys and values are views of the first positions of buffers allocated once
+        (grown to twice the length if a row outruns them)."""
+
+        def __init__(self, capacity: int):
+            super().__init__()
+            self.capacity, self.buffers = capacity, None
 
         def update(self, key_states, value_states, *args, **kwargs):
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
-                self.buffers = None
             old = self.get_seq_length()
             n = old + key_states.shape[-2]
             if self.buffers is None or n > self.buffers[0].shape[-2]:
                 B, H, _, D = key_states.shape
-                size = max(capacity, n) if self.buffers is None else 2 * n
+                size = max(self.capacity, n) if self.buffers is None else 2 * n
                 grown = [key_states.new_empty(B, H, size, D), value_states.new_empty(B, H, size, D)]
                 if old:
                     grown[0][:, :, :old], grown[1][:, :, :old] = self.keys, self.values
@@ -239,16 +259,7 @@ def decoding_cache(capacity: int, prefix=None):
             self.keys, self.values = self.buffers[0][:, :, :n], self.buffers[1][:, :, :n]
             return self.keys, self.values
 
-    cache = DynamicCache()
-    if prefix is None:
-        cache.layer_class_to_replicate = PreallocatedLayer
-    else:
-        cache.layer_class_to_replicate = None
-        cache.layers = []
-        for layer in prefix.layers:
-            cache.layers.append(PreallocatedLayer())
-            cache.layers[-1].update(layer.keys, layer.values)
-    return cache
+    return PreallocatedLayer
 
 
 def with_lora(base, cfg, device):

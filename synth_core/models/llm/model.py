@@ -59,8 +59,8 @@ from ...schema import SchemaError, random_table
 from ...training.engine import TrainResult, train
 from ..base import SynthModel, register
 from .config import PRESETS, PRETRAINED, LLMConfig
-from .backbone import (cache_keyword, decoding_cache, default_backbone, pretrained_backbone, restrict_outputs, returned_cache,
-                       with_lora)
+from .backbone import (cache_keyword, decoding_cache, default_backbone, pretrained_backbone, restrict_outputs,
+                       returned_cache, with_lora)
 from .grammar import Automaton, Grammar
 from .sampling import TextSampling
 

@@ -1,8 +1,9 @@
-"""DP-LLMTGen's sampling: rows written by the trained language model, token by token with a KV cache, in
-batches grouped by prompt length; constrained decoding (grammar.Automaton over grammar.Grammar) keeps every row inside the public
-schema; a value-specified prompt ("sex is Female, …") fixes conditions exactly, and those the row format
-cannot put in a prompt (the compact format's non-leading columns) are met by rejection. Generated text is
-parsed back and checked against the public schema; a malformed row is rejected and counted, never returned.
+"""DP-LLMTGen's sampling: rows written by the trained language model, token by token with a KV cache
+(backbone.decoding_cache), in batches grouped by prompt length; constrained decoding (grammar.Automaton over
+grammar.Grammar) keeps every row inside the public schema; a value-specified prompt ("sex is Female, …")
+fixes conditions exactly, and those the row format cannot put in a prompt (the compact format's non-leading
+columns) are met by rejection. Generated text is parsed back and checked against the public schema; a
+malformed row is rejected and counted, never returned.
 
 A mixin of DPLLMTGen (model.py), which builds what it reads: net, codec, tokenizer, the output map
 (`token_of`), `_never`, `_order_starts`, `prefix_cache`, `cache_keyword`, `max_len`."""
