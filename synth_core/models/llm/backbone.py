@@ -217,10 +217,15 @@ def decoding_cache(capacity: int, prefix=None):
     """A KV cache for decoding that holds `capacity` positions in buffers allocated once per layer, so that a
     step writes its token's keys and values in place; transformers' DynamicCache concatenates each layer's
     whole cache at every token instead (a third of SmolLM2's sampling time on a CPU). `prefix`: a cache whose
-    keys and values (possibly expanded over the batch) come first."""
+    keys and values (possibly expanded over the batch) come first. With a transformers whose caches are not
+    made of layers (before 4.56), `prefix` itself: the library's cache, concatenated at each token."""
     from transformers import DynamicCache
-    layer = functools.partial(_preallocated_layer(), capacity)
-    cache = DynamicCache()
+    try:
+        layer = functools.partial(_preallocated_layer(), capacity)
+        cache = DynamicCache()
+        cache.layer_class_to_replicate, layer.func.lazy_initialization  # noqa: B018 (transformers >= 4.56)
+    except (ImportError, AttributeError):
+        return prefix
     if prefix is None:
         cache.layer_class_to_replicate = layer
     else:
