@@ -482,6 +482,27 @@ def test_constrained_sampling_is_always_well_formed(fitted):
     assert table["job"].dropna().isin(["clerk", "nurse", "pilot"]).all()
 
 
+
+def test_decoding_states_are_let_go_past_their_bound_between_batches(fitted, monkeypatch):
+    """The numbered decoding states are kept between batches up to a bound (the sentence format reaches a few
+    dozen new ones a row: a large sample would otherwise hold millions); past it a batch starts afresh, and
+    the rows drawn are the same as with every state kept."""
+    model, _ = fitted
+    monkeypatch.setattr(model.config, "sample_batch_size", 16)
+    model._automaton = None
+    kept = model.sample(48, seed=3)
+    monkeypatch.setattr(llm.sampling, "AUTOMATON_STATES", 10)
+    built = []
+
+    class Counted(llm.grammar.Automaton):
+        def __init__(self, grammar):
+            super().__init__(grammar)
+            built.append(self)
+
+    monkeypatch.setattr(llm.sampling, "Automaton", Counted)
+    pd.testing.assert_frame_equal(kept, model.sample(48, seed=3))
+    assert len(built) == 3  # three constrained batches of 16 rows, each past the bound: each starts afresh
+
 def test_value_specified_prompts_satisfy_the_conditions(fitted):
     model, _ = fitted
     table = model.sample(40, conditions={"sex": "Female", "income": ">50K"}, seed=1)

@@ -17,6 +17,8 @@ from ..base import SamplingError
 from .backbone import returned_cache
 from .grammar import Automaton, Grammar
 
+AUTOMATON_STATES = 200_000  # numbered decoding states kept at most (each a few hundred bytes)
+
 
 class TextSampling:
     # --- sampling ---------------------------------------------------------------------------------
@@ -136,9 +138,6 @@ class TextSampling:
         def meets(row: list) -> bool:
             return all(self.codec.format_value(j, row[j]) == text for j, text in rejected_on.items())
 
-        if getattr(self, "_automaton", None) is None or len(self._automaton) > 200_000:
-            # the grammar's states and masks are kept between calls (they are public: the schema's grammar)
-            self._automaton = Automaton(Grammar(self.codec, self.device, self.outputs))
         generator, rng = self._sampling_randomness(seed)
         batch = min(self.config.sample_batch_size, chunk_size)
         kept, tried, reasons, well_formed = [], 0, {}, 0
@@ -148,6 +147,10 @@ class TextSampling:
             if tried and len(kept) < tried:
                 want = int(want / max(len(kept) / tried, 1 / max_tries_factor) * 1.1) + 1
             m = min(batch, want, budget - tried)
+            if getattr(self, "_automaton", None) is None or len(self._automaton) > AUTOMATON_STATES:
+                # the grammar's numbered states and masks are kept between batches and calls (they are public:
+                # the schema's grammar), up to a bound: the sentence format reaches ~26 new ones a row
+                self._automaton = Automaton(Grammar(self.codec, self.device, self.outputs))
             rows, why = self._draw(m, cond, constrained, generator, rng, temperature)
             tried += m
             well_formed += len(rows)
