@@ -151,6 +151,7 @@ class Automaton:
     def __init__(self, grammar: Grammar):
         self.grammar = grammar
         self.masks: list[torch.Tensor] = [torch.ones(grammar.size, dtype=torch.bool)]
+        self._allows: list[frozenset | None] = [None]  # each mask's allowed outputs (None: all), for of_row
         self.mask_of: list[int] = []  # state id -> mask index
         self._by_object: dict[int, int] = {}  # the grammar's mask objects (one per set of tokens) -> index
         self._ids: dict[tuple, int] = {}
@@ -174,11 +175,9 @@ class Automaton:
             if k is None:
                 k = self._by_object[id(mask)] = len(self.masks)
                 self.masks.append(mask)  # kept: its id stays its own
+                self._allows.append(frozenset(mask.nonzero().flatten().tolist()))
             self.mask_of.append(k)
         return sid
-
-    def state(self, sid: int) -> tuple:
-        return self._states[sid]
 
     def next(self, sid: int, token: int) -> int:
         nxt = self._next.get((sid, token))
@@ -193,7 +192,7 @@ class Automaton:
         for tok in ids[1:]:
             k = self.mask_of[sid]
             out_id = tok if g.index is None else g.index.get(tok)
-            out.append(k if out_id is not None and bool(self.masks[k][out_id]) else 0)
+            out.append(k if out_id is not None and (k == 0 or out_id in self._allows[k]) else 0)
             sid = self.next(sid, tok)
         return out
 
