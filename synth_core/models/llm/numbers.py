@@ -10,12 +10,11 @@ values are drawn, and a step is a few integer operations instead of re-parsing t
 
 States (hashable tuples): ("sign", negative, lo, hi) before the first digit, magnitudes in [lo, hi] units;
 ("int", R) with R[k] = (lo, hi) offsets or None; ("frac", m, (lo, hi)) after m digits of the fraction.
-None is a dead state (no completion)."""
+None is a dead state (no completion); the start may have no positive values left and still allow "-"
+(`alive`)."""
 from __future__ import annotations
 
 import math
-
-Interval = "tuple[int, int] | None"
 
 
 def _cut(iv, lo: int, hi: int):
