@@ -8,6 +8,7 @@ import streamlit as st
 from synth_core.api import load_model
 from synth_core.evaluate.charts import group_rates_chart
 from synth_core.models.base import SamplingError
+from synth_core.release.export import to_csv
 from synth_core.release.generate import SamplingJob
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir, RunError
@@ -141,7 +142,7 @@ st.dataframe(table.head(50), hide_index=True)
 report = privacy_report(run, sampling=info, synthetic_rows=len(table), budgets=state.budgets())
 stem = generated["file"].removesuffix(".csv")
 c1, c2, c3 = st.columns(3)
-c1.download_button("Download the synthetic table (CSV)", table.to_csv(index=False), file_name=f"{stem}.csv",
+c1.download_button("Download the synthetic table (CSV)", to_csv(table), file_name=f"{stem}.csv",
                    mime="text/csv", key="download_csv", type="primary")
 c2.download_button("Privacy report (JSON)", report_json(report), file_name=f"{stem}-privacy-report.json",
                    mime="application/json", key="download_report_json")

@@ -43,7 +43,7 @@ def main() -> None:
     train_split, test_split = load_split(args.data, schema)
     t0 = time.perf_counter()
     result = api.fit(train_split, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
-                     preset=args.preset, seed=args.seed)
+                     preset=args.preset, seed=args.seed, public_table=True)
     print(f"{args.model}, preset {args.preset}: fit {time.perf_counter() - t0:.0f} s, "
           f"ε spent {result.ledger.spent_epsilon:.4f} of {args.epsilon:g}")
     fair, real = fairness_experiment(result.model, train_split, test_split,

@@ -85,7 +85,7 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
     t0 = time.perf_counter()
     result = api.fit(train, schema, model=family, epsilon=args.epsilon, delta=args.delta, preset=preset,
                      options=options, seed=args.seed, device=args.device, should_stop=should_stop,
-                     calibration_share=0.0)
+                     calibration_share=0.0, public_table=True)
     t_fit = time.perf_counter() - t0
     model, r = result.model, result.model.train_result
     t1 = time.perf_counter()

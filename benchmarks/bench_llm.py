@@ -96,7 +96,8 @@ def main() -> None:
     t0 = time.perf_counter()
     result = api.fit(train_split, schema, model="dp-llmtgen", epsilon=args.epsilon, delta=args.delta,
                      preset=args.preset, options=options, seed=args.seed, device=args.device, on_event=progress,
-                     **({} if args.calibration_share is None else {"calibration_share": args.calibration_share}))
+                     **({} if args.calibration_share is None else {"calibration_share": args.calibration_share}),
+                     public_table=True)
     t_fit = time.perf_counter() - t0
     model = result.model
     s1, s2 = model.stage1_result, model.train_result

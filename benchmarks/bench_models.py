@@ -182,7 +182,7 @@ def main() -> None:
     result = api.fit(train_split, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                      accountant=args.accountant, preset=args.preset, options=options, seed=args.seed,
                      device=args.device, calibration_share=args.calibration_share,
-                     quantile_share=args.quantile_share)
+                     quantile_share=args.quantile_share, public_table=True)
     t_fit = time.perf_counter() - t0
     model = result.model
     t1 = time.perf_counter()

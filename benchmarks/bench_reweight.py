@@ -88,7 +88,7 @@ def main() -> None:
         share = 0.3
     t0 = time.perf_counter()
     model = api.fit(train, schema, model=args.model, epsilon=args.epsilon, delta=args.delta, seed=args.seed,
-                    calibration_share=share).model
+                    calibration_share=share, public_table=True).model
     print(f"{args.dataset} at ε = {args.epsilon:g}: {model.family}, fitted in {time.perf_counter() - t0:.0f} s")
     if model.calibration is None:
         raise SystemExit(f"{model.family} measured no marginals for calibration: nothing to compare")

@@ -89,7 +89,8 @@ def main() -> None:
 
     t0 = time.perf_counter()
     result = api.fit(train_split, schema, model="dp-tbart", epsilon=args.epsilon, delta=args.delta,
-                     preset=args.preset, options=options, seed=args.seed, device=args.device)
+                     preset=args.preset, options=options, seed=args.seed, device=args.device,
+                     public_table=True)
     t_fit = time.perf_counter() - t0
     model = result.model
     t1 = time.perf_counter()

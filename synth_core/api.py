@@ -22,7 +22,10 @@ from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.planning import NoisePlan
 from .privacy.measurements import (count_epsilon, epsilon_left, marginals_alongside, marginals_epsilon, measure_marginals,
                                    measure_quantiles, noisy_count, quantiles_alongside, rows_upper_bound)
-from .privacy.table_budget import TableCharge
+from .files import atomic_output, check_output_file
+from .home import budgets_path
+from .privacy.table_budget import TableBudgets, TableCharge
+from .release.export import to_csv
 from .runs import RunDir, RunError, RunGone
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training import distributed
@@ -37,6 +40,7 @@ class FitResult:
     run: RunDir | None
     schema: Schema
     warnings: list[str] = field(default_factory=list)
+    table_charge: TableCharge | None = None  # what the run drew from its table's budget
 
 
 def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: float = 1.0,
@@ -45,16 +49,21 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         seed: int | None = 0, device: str | None = None, run_dir: str | Path | None = None,
         overwrite: bool = False, on_event: Callable[[dict], None] | None = None,
         should_stop: Callable[[], bool] | None = None, review_rows: int | None = None,
-        accept_draft: bool = False, table_charge: TableCharge | None = None,
-        calibration_share: float | None = None, quantile_share: float | None = None) -> FitResult:
+        accept_draft: bool = False, table_charge: TableCharge | None = None, table_epsilon: float | None = None,
+        public_table: bool = False, calibration_share: float | None = None,
+        quantile_share: float | None = None) -> FitResult:
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
 
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
     review_rows: also sample this many rows into the run's review sample before it is marked done.
     accept_draft: train on a schema drafted from the data and never confirmed (refused otherwise); the
     ledger and every report then say so first.
-    table_charge: draw from the table's budget across runs: the whole ε is reserved first (refused if the
-    table has less left) and what the ledger spent is settled however the run ends.
+    The table's budget across runs (privacy.table_budget): every fit draws from it. The whole ε is reserved
+    first, under a charge of the run's own (refused if the table has less left), and what the ledger spent is
+    settled however the run ends. table_charge: the charge to draw (reserved already by a background job);
+    by default the workbench home's book, the table's account opened with a total of `table_epsilon` (for a
+    table the book has never seen, this run's ε when not given). public_table: the steward says the table is
+    public or invented: it draws from no table's budget (the run's config says so).
     calibration_share: measure the table's marginals with this share of what the count and bounds leave
     of ε (privacy.measurements), composed with DP-SGD by the accountant; samples are then calibrated to
     them (models.calibration). 0: no measurement; None: 0 for a named family, the recommendation's for auto.
@@ -106,10 +115,20 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     warnings = [schema.provenance["warning"]] if schema.provenance["warning"] else []
     provenance = {**schema.provenance, **({"accepted_unconfirmed": True} if schema.provenance["warning"] else {})}
     # n_rows: the row count the run releases, declared public or noisy (measured below); δ and the plan use it
+    if table_charge is not None and (public_table or table_epsilon is not None):
+        raise ValueError("a run draws from the table_charge it is given: public_table and table_epsilon are for a "
+                         "run that opens its own")
+    if table_epsilon is not None:
+        check_run_budget(table_epsilon, None)
     ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta if delta is not None else 0.0, n_rows=n,
                            schema_provenance=provenance, rows_public=schema.rows is not None)
-    if table_charge is not None:
-        table_charge.reserve(epsilon, delta or 0.0)
+    if table_charge is None and not public_table and group.is_main:  # rank 0 alone draws under torchrun
+        book = TableBudgets(budgets_path())
+        table_charge = TableCharge(book, book.table_id(table))
+        book.open_account(table_charge.table_id, table_epsilon, epsilon)
+    if table_charge is not None and not table_charge.reserved:
+        where = run_dir.path if isinstance(run_dir, RunDir) else run_dir
+        table_charge.reserve(epsilon, delta or 0.0, run=str(Path(where).resolve()) if where is not None else "")
     try:
         prepared = isinstance(run_dir, RunDir)  # by a background job (synth_core.runs.jobs), with its schema
         if not group.is_main:
@@ -118,6 +137,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             run = run_dir.require()
         else:
             run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
+            if run is not None and table_charge is not None:
+                run.write_charge(table_charge.to_dict())
         # its phases, for the next estimate
         clock = RunClock(run.request().get("created") if prepared and run is not None else None)
         gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
@@ -204,6 +225,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 run.write_config({
                     "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
                     "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
+                    "table_budget": table_charge is not None,  # False: the steward declared the table public
                     "calibration_share": calibration_share, "quantile_share": paid["quantile_share"],
                     **({"auto": choice.to_dict()} if choice is not None else {}),
                     # counts of clipped or missing values describe the private table: the steward's, never exported
@@ -249,7 +271,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                     pass
             raise
         schema = estimated
-        return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings)
+        return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings,
+                         table_charge=table_charge)
     finally:
         if table_charge is not None:
             table_charge.settle(ledger)  # what the run spent, from the ledger in memory, however it ended
@@ -292,6 +315,9 @@ def parse_conditions(schema: Schema, pairs: list[str]) -> dict:
         name = name.strip()
         if name not in schema:
             raise SchemaError(f"cannot condition on {name!r}: no such column")
+        if name in conditions:
+            raise SchemaError(f"column {name!r} is fixed twice; a row has one value in each column: give one "
+                              "--condition for it")
         if schema[name].is_numeric:
             try:
                 conditions[name] = float(value)
@@ -306,20 +332,14 @@ def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed:
            out: str | Path | None = None, device: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table, info)."""
     if out is not None:
-        out = Path(out)
-        if out.is_dir():
-            raise RunError(f"{out} is a folder; give the name of the CSV file to write")
+        out = check_output_file(out, "CSV file")
         if not out.parent.is_dir():
             raise RunError(f"the folder {out.parent} does not exist; create it or write elsewhere")
     model = load_model(run_dir, device=device)
     table = model.sample(rows, conditions=conditions, seed=seed)
     info = dict(model.last_sample_info)
-    if out is not None:
-        tmp = out.with_name(f".{out.name}.tmp")
-        try:
-            table.to_csv(tmp, index=False)
-            tmp.replace(out)
-        finally:
-            tmp.unlink(missing_ok=True)
+    if out is not None:  # leaves the machine: safe to open in a spreadsheet
+        with atomic_output(out, make_parent=False) as f:
+            to_csv(table, f)
         info["path"] = str(out)
     return table, info

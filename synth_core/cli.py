@@ -25,8 +25,10 @@ from .models import get_model_class
 from .models.recommend import AUTO
 from .privacy import BudgetError
 from .privacy.budget import DEFAULT_CALIBRATION_SHARE
+from .files import atomic_output, check_output_file, check_output_folder, write_atomic
 from .home import budgets_path
-from .privacy.table_budget import TableBudgets, TableCharge, fingerprint
+from .release.export import to_csv
+from .privacy.table_budget import TableBudgets
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, draft_schema, read_table
 from .schema.derived import describe
@@ -51,12 +53,11 @@ def _fit(args) -> int:
 
 def _demo(args) -> int:
     from .demo import demo_schema, demo_table
-    if args.csv:
-        path = Path(args.csv)
-        if path.is_dir():
-            raise RunError(f"{path} is a folder; give the name of the CSV file to write")
-        schema_path = path.with_suffix(".schema.json")
-        demo_table().to_csv(path, index=False)
+    if args.csv is not None:
+        path = check_output_file(args.csv, "CSV file")
+        schema_path = check_output_file(path.with_suffix(".schema.json"), "schema file")
+        with atomic_output(path) as f:
+            to_csv(demo_table(), f)
         demo_schema().save(schema_path)
         print(f"wrote {path} (4,000 invented census-like rows) and its public schema {schema_path}; try:\n"
               f"  python -m synth_core fit --data {path} --schema {schema_path} --model auto --epsilon 1 --out runs/demo")
@@ -70,7 +71,7 @@ def _demo(args) -> int:
     args.random_order = args.midpoint = False
     args.bounds_epsilon = 0.0
     args.calibration_share = DEFAULT_CALIBRATION_SHARE
-    args.table_budget = False  # invented rows: no one to protect across runs, so no table budget to draw from
+    args.public_table = True  # invented rows: no one to protect across runs, so no table budget to draw from
     code = _fit_table(args, demo_table(), demo_schema())
     run = RunDir(args.out)
     table, _ = api.sample(args.out, args.rows, seed=0)
@@ -115,7 +116,6 @@ def _fit_table(args, table, schema) -> int:
             figures["rows_s"] = f"{e['samples_per_s']:.0f}"
         bar.set_postfix(**figures, refresh=False)
 
-    charge = _table_charge(table, args) if group.is_main else None  # rank 0 alone draws from the table's budget
     if group.is_main:
         processes = f" across {group.world_size} processes" if group.active else ""
         print(f"calibrating noise for ε = {args.epsilon:g} with the {args.accountant.upper()} accountant"
@@ -126,7 +126,8 @@ def _fit_table(args, table, schema) -> int:
                          bounds_epsilon=args.bounds_epsilon, seed=args.seed, device=args.device,
                          run_dir=args.out, overwrite=args.overwrite, on_event=on_event if group.is_main else None,
                          should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False),
-                         table_charge=charge, calibration_share=_calibration_share(args),
+                         table_epsilon=getattr(args, "table_epsilon", None),
+                         public_table=getattr(args, "public_table", False), calibration_share=_calibration_share(args),
                          quantile_share=getattr(args, "quantile_share", None))
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -158,8 +159,8 @@ def _fit_table(args, table, schema) -> int:
     if result.model.calibration is not None:
         print(f"marginals: {len(result.model.calibration.marginals)} measured with noise (share "
               f"{config['calibration_share']:g} of ε, composed with training); samples are calibrated to them")
-    if charge is not None:
-        account = charge.book.account(charge.table_id)
+    if result.table_charge is not None:
+        account = result.table_charge.account()
         print(f"this table: ε {epsilon_text(account.spent_epsilon)} spent of {epsilon_text(account.total_epsilon)} "
               f"across its runs, {epsilon_text(account.remaining_epsilon)} left")
     print(f"run saved in {result.run.path}")
@@ -171,21 +172,6 @@ def _calibration_share(args) -> float | None:
         return args.calibration_share  # None with auto: the recommendation's
     # a family that measures marginals itself (AIM) gains nothing from measuring them again
     return 0.0 if get_model_class(args.model).measures_marginals else DEFAULT_CALIBRATION_SHARE
-
-
-def _table_charge(table, args) -> TableCharge | None:
-    """The table's budget across runs, in the workbench home: set from --table-epsilon, or for a new table
-    from this run's ε."""
-    if not getattr(args, "table_budget", True):
-        return None
-    book = TableBudgets(budgets_path())
-    table_id = fingerprint(table)
-    total = getattr(args, "table_epsilon", None)
-    if total is not None:
-        book.set_total(table_id, total)
-    elif book.account(table_id) is None:
-        book.set_total(table_id, args.epsilon)
-    return TableCharge(book, table_id, str(Path(args.out).resolve()))
 
 
 def _sample(args) -> int:
@@ -214,6 +200,8 @@ def _labelled(items: list[str], prefix: str) -> list[tuple[str, str]]:
 def _evaluate(args) -> int:
     from .evaluate import EvaluationError, build_report, quick_figures
 
+    if args.out is not None:
+        check_output_folder(args.out, "report folder")
     runs = _labelled(args.run, "run")
     files = _labelled(args.synthetic, "file")
     if not runs and not files:
@@ -254,6 +242,8 @@ def _evaluate(args) -> int:
 def _audit(args) -> int:
     from .evaluate.audit import run_audit
 
+    if args.json:
+        check_output_file(args.json, "JSON file")  # before minutes of training
     table = schema = None
     if args.data or args.schema:
         if not (args.data and args.schema):
@@ -270,7 +260,7 @@ def _audit(args) -> int:
         print(f"  top/bottom {g['k_plus']}: {g['correct']} of {g['guesses']} guesses right -> ε ≥ {g['epsilon_lower_bound']:.3f}")
     print(f"can prove: {result.can_prove}\ncannot prove: {result.cannot_prove}")
     if args.json:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2))
+        write_atomic(args.json, json.dumps(result.to_dict(), indent=2))
     return 1 if result.violation else 0
 
 
@@ -280,7 +270,7 @@ def _runs(args) -> int:
     from .runs.jobs import run_summary
     out = {"summary": run_summary(run), "ledger": ledger.to_dict()}
     book = TableBudgets(budgets_path())
-    table_id = book.table_of(str(run.path.resolve()))
+    table_id = book.table_of(run.charge_key())
     if table_id is not None:
         account = book.account(table_id)
         out["table"] = {"epsilon_total": account.total_epsilon, "epsilon_spent": account.spent_epsilon,
@@ -333,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "schema":
             if args.schema_command == "draft":
+                check_output_file(args.out, "schema file")
                 table = read_table(args.data, missing_markers=args.missing)
                 schema = draft_schema(table, max_categories=args.max_categories, missing_markers=args.missing)
                 schema.save(args.out)

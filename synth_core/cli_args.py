@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--table-epsilon", type=float, default=None,
                    help="the total ε this table may spend across all its runs (default for a new table: this "
                         "run's ε); a run beyond it is refused")
+    f.add_argument("--public-table", action="store_true",
+                   help="the table is public or invented: this run draws from no table's budget (by default every "
+                        "run draws from its table's, in the workbench home)")
 
     s = sub.add_parser("sample", help="sample synthetic rows from a run")
     s.add_argument("--run", required=True)

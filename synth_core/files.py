@@ -1,36 +1,109 @@
-"""Writing files safely: a reader sees the old content or the new one, never half of either."""
+"""Writing files safely: a reader sees the old content or the new one, never half of either; and a target that
+is not a regular file (a device such as /dev/null or /dev/full, a FIFO, a socket, a folder) is never replaced.
+
+Every file the workbench writes goes through `atomic_output`: a temporary file created owner-only in the
+target's own folder (so the rename cannot cross file systems), flushed to disk, renamed over the target, and
+removed if anything fails (a full disk, Ctrl-C).
+"""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import secrets
+import stat
+from contextlib import contextmanager
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str, *, make_parent: bool = True, private: bool = False) -> None:
-    """Write a file so that a reader sees the old or the new content, never half of one.
+class OutputError(ValueError):
+    """A path the workbench was asked to write that it must not write: the message says why, in one line."""
 
-    make_parent: create missing folders (False: a missing folder is an error, FileNotFoundError; a run's
-    files use this so that a deleted run folder is never re-created). private: the file is readable by its
-    owner only (it holds statistics of a private table)."""
+
+def check_output_file(path: str | os.PathLike, what: str = "file") -> Path:
+    """`path` as a file to (re)write: refused when empty, a folder, or anything that exists and is not a regular
+    file (a device, a FIFO, a socket; a link is followed). Returns it as a Path."""
+    if path is None or not str(path).strip():
+        raise OutputError(f"give the name of the {what} to write (the path is empty)")
     path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise OutputError(f"{path} cannot be written: {e.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise OutputError(f"{path} is a folder; give the name of the {what} to write")
+    if not stat.S_ISREG(mode):
+        raise OutputError(f"{path} is not a regular file (a device, a pipe or a socket): the workbench writes "
+                          f"only ordinary files; give the name of the {what} to write")
+    return path
+
+
+def check_output_folder(path: str | os.PathLike, what: str = "folder") -> Path:
+    """`path` as a folder to write into: refused when empty, or when it exists and is not a folder."""
+    if path is None or not str(path).strip():
+        raise OutputError(f"give the {what} to write (the path is empty)")
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{path} is a file, not a folder; give a new or empty folder for the {what}")
+    return path
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for every thread, for a moment)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w", *, make_parent: bool = True, private: bool = False):
+    """A file object to write `path` through; the target is replaced only when the block ends without error.
+
+    make_parent: create missing folders (False: a missing folder is an error, FileNotFoundError; a run's files
+    use this so that a deleted run folder is never re-created). private: the file stays readable by its owner
+    only (it holds statistics of a private table); otherwise it gets the usual permissions (umask)."""
+    path = check_output_file(path)
     if make_parent:
         path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
+            if not private:
+                os.fchmod(f.fileno(), 0o666 & ~_umask())
+        check_output_file(path)  # still not a device: nothing swapped one in meanwhile
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
+        try:
             tmp.unlink()
+        except FileNotFoundError:
+            pass
 
 
-def open_private(path: Path, mode: str = "wb"):
-    """A new file (replacing any), readable by its owner only, opened for writing."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""}))
+def write_atomic(path: str | os.PathLike, text: str, *, make_parent: bool = True, private: bool = False) -> None:
+    """Write a text file so that a reader sees the old or the new content, never half of one (atomic_output)."""
+    if Path(path).is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
+    with atomic_output(path, make_parent=make_parent, private=private) as f:
+        f.write(text)
+
+
+@contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock on the file `path` (created owner-only) across processes until the block ends."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -19,7 +19,6 @@ import sys
 import time
 import traceback
 
-from .privacy.table_budget import TableBudgets, TableCharge
 from .runs import RunDir, RunError, RunGone
 from .training import distributed
 
@@ -44,15 +43,14 @@ def main(argv: list[str]) -> int:
         if group.active and group.is_main:
             run.write_training_process(os.getpid())  # the job runs while this does (runs.jobs)
         from . import api
-        from .runs.jobs import cancel_requested, read_private, review_rows_for
+        from .runs.jobs import cancel_requested, read_private, review_rows_for, run_charge
         request = run.request()
         table = read_private(run, "train")
         if table is None:
             raise FileNotFoundError("the run's private rows are missing")
         schema = run.schema()
         rows = int(request.get("review_rows") or review_rows_for(len(table)))
-        charge = (TableCharge(TableBudgets(request["budgets"]), request["table"], str(run.path.resolve()))
-                  if request.get("table") and request.get("budgets") and group.is_main else None)
+        charge = run_charge(run) if group.is_main else None  # reserved when the job was made
         if group.is_main:
             processes = f" in {group.world_size} processes" if group.active else ""
             print(f"{time.strftime('%H:%M:%S')} training {request['model']} on {len(table)} rows{processes}",
@@ -63,6 +61,7 @@ def main(argv: list[str]) -> int:
                 bounds_epsilon=request.get("bounds_epsilon", 0.0), seed=request.get("seed", 0),
                 device=request.get("device"), run_dir=run, review_rows=rows,
                 accept_draft=bool(request.get("accept_draft")), table_charge=charge,
+                public_table=charge is None,
                 calibration_share=request.get("calibration_share") or 0.0,
                 should_stop=lambda: bool(terminated) or cancel_requested(run))
         if group.is_main:

@@ -162,7 +162,7 @@ def test_the_workload_comes_from_the_public_domain_sizes():
 def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditions(toy_schema, toy_table, tmp_path):
     events = []
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny", run_dir=tmp_path / "run",
-                     on_event=events.append, review_rows=20)
+                     on_event=events.append, review_rows=20, public_table=True)
     model, ledger = result.model, result.ledger
     assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)  # the last round spends what is left
     assert model.budget.selections == model.train_result.steps_done - 1 >= 1
@@ -211,7 +211,7 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
     assert estimate["measured"].startswith("timed on rows") and estimate["steps_adapt"]
     assert estimate["steps"] < estimate["steps_at_most"] == 16 * len(toy_schema.columns)
     assert estimate["at_most_s"] > estimate["seconds"]
-    result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"one_way_share": 0.5})
+    result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"one_way_share": 0.5}, public_table=True)
     fewest = result.model.fewest_rounds(result.model.plan)
     assert 2 <= fewest <= result.model.train_result.steps_done
     assert estimate["steps"] == math.ceil(1.5 * fewest)  # a small signal: 5 columns × 600 rows × ε = 1
@@ -225,7 +225,7 @@ def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_sch
     assert aim_bins(600, 1.0, 5) == 32 and aim_bins(600, 5.0, 5) == 100 and aim_bins(2_500, 1.0, 10) == 100
     assert aim_bins(2_500, 1.0, 11) == 32  # more columns: more rounds share the same ρ
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 0},
-                     run_dir=tmp_path / "run")
+                     run_dir=tmp_path / "run", public_table=True)
     assert result.model.config.n_bins == 32 and result.model.encoder.n_bins == 32
     reloaded = SynthModel.load(RunDir(tmp_path / "run").model_dir)
     assert reloaded.config.n_bins == 32 and len(reloaded.encoder.codecs[3].edges) == 33
@@ -237,7 +237,7 @@ def test_aim_cancelled_after_two_rounds_keeps_its_model_and_is_charged_what_it_s
                                                                                       tmp_path):
     events = []
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny", run_dir=tmp_path / "run",
-                     on_event=events.append, should_stop=lambda: len(events) >= 2)
+                     on_event=events.append, should_stop=lambda: len(events) >= 2, public_table=True)
     assert result.model.train_result.cancelled and result.model.train_result.steps_done == 2
     entry = result.ledger.entries[-1]
     assert entry.kind == SELECTED and entry.details["cancelled"]
@@ -252,7 +252,7 @@ def test_aim_gives_every_columns_first_measurement_the_share_of_rho_asked(toy_sc
     spent = {}
     for share in (0.0, 0.8):
         model = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny",
-                        options={"one_way_share": share}).model
+                        options={"one_way_share": share}, public_table=True).model
         one_way = [rho for what, rho in model.budget.log if what == "one-way marginal"]
         spent[share] = sum(one_way) / model.plan.rho
         assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)
@@ -263,14 +263,14 @@ def test_aim_gives_every_columns_first_measurement_the_share_of_rho_asked(toy_sc
     assert spent[0.8] == pytest.approx(0.8, rel=1e-6) and spent[0.0] <= 0.5 + 1e-9  # (AIM: at most half)
     for bad in (1.0, -0.1, True, "half"):
         with pytest.raises(ValueError, match="one_way_share"):
-            api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"one_way_share": bad})
+            api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"one_way_share": bad}, public_table=True)
 
 
 def test_aim_refuses_training_options_it_does_not_have(toy_schema, toy_table):
     with pytest.raises(ValueError, match="unknown options for aim: epochs"):
-        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"epochs": 2})
+        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"epochs": 2}, public_table=True)
     with pytest.raises(ValueError, match="n_bins"):
-        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 1})
+        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 1}, public_table=True)
 
 
 def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table, tmp_path):
@@ -279,7 +279,7 @@ def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table
     the choice reads the row count the run releases."""
     schema = toy_schema.confirm()
     schema.rows = len(toy_table)  # 600 public rows: at ε = 1, 600 < 1,000
-    result = api.fit(toy_table, schema, model="auto", epsilon=1.0, preset="tiny", run_dir=tmp_path / "run")
+    result = api.fit(toy_table, schema, model="auto", epsilon=1.0, preset="tiny", run_dir=tmp_path / "run", public_table=True)
     config = result.run.public_config()
     assert config["model"] == config["auto"]["family"] == "aim" and config["calibration_share"] == 0
     # most of ρ for every column alone first (RESULTS.md: AIM's own twentieth left its 1-way figures behind, and
@@ -301,7 +301,7 @@ def test_a_noisy_row_count_is_combined_with_the_totals_the_measurements_imply(to
     the totals the first measurement implies (post-processing), while a public count is kept exact."""
     from synth_core.models.aim import mbi
     m = mbi()
-    fitted = api.fit(toy_table, toy_schema.confirm(), model="aim", epsilon=1.0, preset="tiny").model
+    fitted = api.fit(toy_table, toy_schema.confirm(), model="aim", epsilon=1.0, preset="tiny", public_table=True).model
     assert fitted.count_variance == 2 * (1 / 0.02) ** 2  # the run's own noisy count: ε 0.02, Laplace scale 50
     n = len(toy_table)
     rng = np.random.default_rng(0)
@@ -343,7 +343,7 @@ def test_aim_with_a_compressed_domain_samples_exactly_under_conditions_after_a_r
     (σ about 4 rows against 120 in each bin with rows), the model holds the bins with rows and one cell for the
     rest, and the saved run keeps what was merged and how its rows are shared."""
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=8.0, preset="tiny", options={"compress": True},
-                     run_dir=tmp_path / "run")
+                     run_dir=tmp_path / "run", public_table=True)
     model = result.model
     kept = set(model.kept["hours"].tolist())  # an empty bin's noise passes 3σ once in 740 draws
     assert kept >= {1, 2, 3, 4, 5} and len(kept) <= 8 and model.model_sizes["hours"] == len(kept) + 1
@@ -356,7 +356,7 @@ def test_aim_with_a_compressed_domain_samples_exactly_under_conditions_after_a_r
     rows, _ = api.sample(tmp_path / "run", 2000, seed=2)
     assert rows["hours"].between(0, 100).all() and rows["hours"].between(10, 60).mean() > 0.8
     with pytest.raises(ValueError, match="compress"):
-        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"compress": "yes"})
+        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"compress": "yes"}, public_table=True)
 
 
 def ledger_total_ok(ledger, epsilon: float) -> bool:

@@ -65,7 +65,7 @@ def test_every_epsilon_is_computed_in_the_privacy_layer():
 def test_a_path_inside_a_run_folder_is_spelled_in_runs_rundir_only():
     layout = {"status.json", "events.jsonl", "ledger.json", "request.json", "worker.json", "worker.log",
               "training.json", "review.csv", "synthetic.csv", "train.parquet", "holdout.parquet", "samples",
-              "private", "reports", "cancel"}
+              "private", "reports", "cancel", "charge.json"}
     offenders = {}
     for p in modules(CORE) + APP:
         if p == CORE / "runs" / "rundir.py":

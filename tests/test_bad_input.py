@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -61,6 +63,20 @@ def inputs(tmp_path_factory) -> Path:
     variant("nameless", lambda s: s["columns"][0].pop("name"))
     variant("bad-date", lambda s: s["columns"][0].update(date="century"))
     variant("unbounded-age", lambda s: s["columns"][0].update(lower=None, upper=None))
+    variant("confirmed-no", lambda s: s.update(drafted_from_data=True, confirmed="no"))
+    variant("drafted-yes", lambda s: s.update(drafted_from_data="yes"))
+    variant("nullable-yes", lambda s: s["columns"][1].update(nullable="yes"))
+    variant("decimals-negative", lambda s: s["columns"][4].update(decimals=-1))
+    variant("decimals-on-integer", lambda s: s["columns"][0].update(decimals=2))
+    variant("fractional-integer-bound", lambda s: s["columns"][0].update(lower=17.5))
+    variant("two-targets", lambda s: [c.update(role="target") for c in s["columns"][:2]])
+    variant("null-category", lambda s: s["columns"][1]["categories"].append(None))
+    variant("list-category", lambda s: s["columns"][1]["categories"].append(["a"]))
+    variant("unknown-top-field", lambda s: s.update(colour="red"))
+    variant("markers-not-list", lambda s: s.update(missing_markers="NA"))
+    variant("excluded-list", lambda s: s.update(excluded=["id"]))
+    variant("columns-object", lambda s: s.update(columns={"age": {}}))
+    os.mkfifo(d / "fifo")
     table = demo_table(300, seed=1)
     table.drop(columns=["income"]).to_csv(d / "no-income.csv", index=False)
     table.assign(sex=["Robot"] * len(table)).to_csv(d / "robot.csv", index=False)
@@ -76,10 +92,10 @@ def runs(inputs, tmp_path_factory) -> Path:
     """A trained run, a failed one, and trained runs whose files were damaged afterwards."""
     d = tmp_path_factory.mktemp("runs")
     table, schema = demo_table(300, seed=2), demo_schema()
-    api.fit(table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=d / "good")
+    api.fit(table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=d / "good", public_table=True)
     with pytest.raises(RuntimeError):
         api.fit(table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=d / "failed",
-                on_event=lambda e: (_ for _ in ()).throw(RuntimeError("disk on fire")))
+                on_event=lambda e: (_ for _ in ()).throw(RuntimeError("disk on fire")), public_table=True)
     for name, damage in (("corrupt-weights", lambda m: (m / "model.pt").write_bytes(b"not a torch file")),
                          ("truncated-weights", lambda m: (m / "model.pt").write_bytes((m / "model.pt").read_bytes()[:100])),
                          ("corrupt-description", lambda m: (m / "model.json").write_text("{ broken")),
@@ -246,6 +262,43 @@ CLI_CASES = [
     (["demo", "--preset", "bogus", "--out", "demo"], "unknown preset", None),
     (["demo", "--out", "{in}/good.csv"], "is a file", None),
     (["nonsense"], "invalid choice", None),
+    # schema files with fields of the wrong type: refused when read, never coerced (a string is truthy)
+    *[(["fit", "--data", "{in}/good.csv", "--schema", f"{{in}}/{name}.json", "--epsilon", "1", "--out", "run"],
+       words, None) for name, words in [
+          ("confirmed-no", "confirmed must be true or false"), ("drafted-yes", "drafted_from_data must be true"),
+          ("nullable-yes", "nullable must be true or false"), ("decimals-negative", "decimals must be a whole number"),
+          ("decimals-on-integer", "decimals is for a continuous column"),
+          ("fractional-integer-bound", "must be a whole number"), ("two-targets", "columns as the target"),
+          ("null-category", "declared with nullable"), ("list-category", "text or a number"),
+          ("unknown-top-field", "unknown fields"), ("markers-not-list", "missing_markers"),
+          ("excluded-list", "excluded must be an object"), ("columns-object", "'columns' list")]],
+    # outputs that are not ordinary files are never replaced; an empty path is refused
+    *[(argv, words, None) for argv, words in [
+        (["schema", "draft", "--data", "{in}/good.csv", "--out", "/dev/full"], "not a regular file"),
+        (["schema", "draft", "--data", "{in}/good.csv", "--out", "/dev/null"], "not a regular file"),
+        (["schema", "draft", "--data", "{in}/good.csv", "--out", "{in}/fifo"], "not a regular file"),
+        (["schema", "draft", "--data", "{in}/good.csv", "--out", ""], "path is empty"),
+        (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "/dev/full"], "not a regular file"),
+        (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "/dev/null"], "not a regular file"),
+        (["sample", "--run", "{runs}/good", "--rows", "5", "--out", "{in}/fifo"], "not a regular file"),
+        (["sample", "--run", "{runs}/good", "--rows", "5", "--out", ""], "path is empty"),
+        (["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", ""],
+         "path is empty"),
+        (["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "/dev/null"],
+         "is a file, not a folder"),
+        (["demo", "--csv", "/dev/full"], "not a regular file"), (["demo", "--csv", ""], "path is empty"),
+        (["demo", "--out", ""], "path is empty"),
+        (["audit", "--json", "/dev/full"], "not a regular file"),
+        (["evaluate", "--real", "{in}/good.csv", "--run", "{runs}/good", "--out", "/dev/null"], "is a file"),
+        (["evaluate", "--real", "{in}/good.csv", "--run", "{runs}/good", "--out", ""], "path is empty"),
+    ]],
+    # conditions a row cannot meet, or that the column cannot hold
+    *[(["sample", "--run", "{runs}/good", "--rows", "5", "--out", "x.csv", *conditions], words, None)
+      for conditions, words in [
+          (["--condition", "sex=Female", "--condition", "sex=Male"], "fixed twice"),
+          (["--condition", "sex=Female", "--condition", "sex=Female"], "fixed twice"),
+          (["--condition", "age=40.5"], "whole numbers"), (["--condition", "age=inf"], "finite"),
+          (["--condition", "age=nan"], "missing value")]],
 ]
 
 
@@ -262,6 +315,54 @@ def test_the_cli_answers_bad_input_in_one_line(argv, words, target, inputs, runs
     assert snapshot(inputs) == before_in and snapshot(runs) == before_runs
     created = snapshot(tmp_path) - before_here
     assert all(p == target or p.startswith(f"{target}/") for p in created) if target else not created, created
+
+
+def test_devices_and_pipes_named_as_outputs_are_left_as_they_were(inputs, runs, tmp_path, monkeypatch):
+    """The atomic write renames over its target: before, `--out /dev/full` turned the device into a file."""
+    for argv in (["schema", "draft", "--data", f"{inputs}/good.csv", "--out", "/dev/full"],
+                 ["sample", "--run", f"{runs}/good", "--rows", "5", "--out", "/dev/full"],
+                 ["sample", "--run", f"{runs}/good", "--rows", "5", "--out", f"{inputs}/fifo"]):
+        assert cli(argv, tmp_path, monkeypatch)[0] == 2
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode) and stat.S_ISFIFO(os.stat(inputs / "fifo").st_mode)
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_exported_csv_cells_that_a_spreadsheet_would_run_are_written_as_text(tmp_path, monkeypatch):
+    """OWASP's CSV-injection rule: a text cell starting with = + - @ tab or CR gets a leading '; numbers do not."""
+    from synth_core.release.export import spreadsheet_safe
+    from synth_core.schema import ColumnSpec
+    nasty = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "@SUM(1)", "-2+3", "=1+1", "-x", "plain"]
+    schema = Schema(columns=[ColumnSpec("c", "categorical", categories=nasty),
+                             ColumnSpec("n", "integer", lower=-50, upper=50)])
+    table = pd.DataFrame({"c": nasty * 40, "n": [-5, 3, -7, 0, 1, 2, -1] * 40})
+    api.fit(table, schema, epsilon=4.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run", public_table=True)
+    code, out = cli(["sample", "--run", str(tmp_path / "run"), "--rows", "300", "--out", "x.csv", "--seed", "0"],
+                    tmp_path, monkeypatch)
+    assert code == 0, out
+    written = pd.read_csv(tmp_path / "x.csv", keep_default_na=False)
+    risky = written["c"].str.startswith(("=", "+", "-", "@", "\t", "\r"))
+    assert not risky.any() and written["c"].str.startswith("'").sum() > 100
+    assert pd.api.types.is_integer_dtype(written["n"]) and (written["n"] < 0).any()  # numbers as they were
+    cells = nasty + ["\tx", "\rx", None]
+    safe = spreadsheet_safe(pd.DataFrame({"c": cells, "n": [-1.5] * len(cells)}))
+    assert safe["c"].tolist()[:-1] == [v if v == "plain" else "'" + v for v in cells[:-1]]
+    assert pd.isna(safe["c"].iloc[-1])
+    assert (safe["n"] == -1.5).all()
+
+
+def test_the_markdown_report_shows_what_it_quotes_as_text(tmp_path):
+    from synth_core.release.privacy_report import privacy_report, report_markdown
+    from synth_core.runs import RunDir
+    from synth_core.schema import ColumnSpec
+    odd = ["<script>alert(1)</script>", "a|b", "line\nbreak", "[link](http://x)"]
+    schema = Schema(columns=[ColumnSpec("name | <b>", "categorical", categories=odd),
+                             ColumnSpec("n", "integer", lower=0, upper=9)])
+    table = pd.DataFrame({"name | <b>": odd * 50, "n": list(range(8)) * 25})
+    api.fit(table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run", public_table=True)
+    text = report_markdown(privacy_report(RunDir(tmp_path / "run"), sampling={"conditions": {"name | <b>": "a|b"}}))
+    assert "<script>" not in text and "<b>" not in text and "](http" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| name")]
+    assert len(rows) == 1 and rows[0].count(" | ") == 4  # one row of five cells: nothing broke the table
 
 
 # --- edge input that must work, and work right -----------------------------------------------------------
@@ -283,7 +384,7 @@ def test_a_single_category_and_a_constant_number_train_and_sample(tmp_path):
     schema = Schema(columns=[ColumnSpec("k", "categorical", categories=["only"]),
                              ColumnSpec("c", "integer", lower=5, upper=6)])
     table = pd.DataFrame({"k": ["only"] * 200, "c": [5] * 200})
-    result = api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp")
+    result = api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", public_table=True)
     synth = result.model.sample(50, seed=0)
     assert (synth["k"] == "only").all() and synth["c"].between(5, 6).all()
 
@@ -336,8 +437,8 @@ def test_sampling_refuses_odd_row_counts(runs):
     for rows in (0, -1, 2.5, "10", True, None):
         with pytest.raises(ValueError, match="positive integer"):
             model.sample(rows)
-    with pytest.raises(RunError):
-        api.sample(runs / "good", 3, out=runs)  # a folder
+    with pytest.raises(ValueError, match="is a folder"):
+        api.sample(runs / "good", 3, out=runs)
 
 
 # --- the app -----------------------------------------------------------------------------------------------

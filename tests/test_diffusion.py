@@ -23,7 +23,7 @@ def fit_tiny(schema, table, model="tablediffusion-denoiser", tmp_path=None, epsi
     opts = {"epochs": 3, "batch_size": 100, "lr": 2e-2}
     opts.update(options)
     return api.fit(table, schema, model=model, epsilon=epsilon, preset="tiny", options=opts, seed=0,
-                   accountant="rdp", run_dir=None if tmp_path is None else tmp_path / "run")
+                   accountant="rdp", run_dir=None if tmp_path is None else tmp_path / "run", public_table=True)
 
 
 # --- encoding: from the public schema only -----------------------------------------------------------
@@ -153,7 +153,7 @@ def test_tiny_fit_and_sample_take_seconds_within_budget_with_poisson_batches(toy
     sizes = []
     t = time.perf_counter()
     result = api.fit(toy_table, toy_schema, model=family, epsilon=2.0, preset="tiny",
-                     options={"epochs": 3, "batch_size": 100}, accountant="rdp", on_event=lambda e: sizes.append(e["batch_size"]))
+                     options={"epochs": 3, "batch_size": 100}, accountant="rdp", on_event=lambda e: sizes.append(e["batch_size"]), public_table=True)
     synth = result.model.sample(300, seed=0)
     assert time.perf_counter() - t < 20
     assert len(synth) == 300 and list(synth.columns) == toy_schema.names
@@ -251,7 +251,7 @@ def test_clipping_does_not_starve_a_rare_value():
     shares = []
     for seed in (0, 1):
         result = api.fit(table, schema, model="tablediffusion-denoiser", epsilon=8.0, preset="tiny",
-                         options={"epochs": 10, "batch_size": 400}, seed=seed, accountant="rdp")
+                         options={"epochs": 10, "batch_size": 400}, seed=seed, accountant="rdp", public_table=True)
         assert result.model.train_config.max_grad_norm > 1.0
         shares.append((result.model.sample(20000, seed=seed).flag == "yes").mean())
     assert all(abs(s - (table.flag == "yes").mean()) < 0.04 for s in shares), shares

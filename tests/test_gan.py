@@ -22,7 +22,7 @@ FAMILIES = ["dtgan-d", "dtgan-g", "dp-wgan"]
 
 def fit_tiny(schema, table, model="dtgan-d", epsilon=4.0, tmp_path=None, **options):
     return api.fit(table, schema, model=model, epsilon=epsilon, preset="tiny", options=options, seed=0,
-                   accountant="rdp", run_dir=None if tmp_path is None else tmp_path / "run")
+                   accountant="rdp", run_dir=None if tmp_path is None else tmp_path / "run", public_table=True)
 
 
 def capture_step(optimizer):
@@ -135,7 +135,7 @@ def test_final_epsilon_within_target_and_ledger_written(toy_schema, toy_table, f
 def test_every_critic_iteration_is_an_accounted_poisson_step(toy_schema, toy_table, family):
     events = []
     result = api.fit(toy_table, toy_schema, model=family, epsilon=2.0, preset="tiny", accountant="rdp",
-                     options={"n_critic": 3, "epochs": 3}, on_event=events.append)
+                     options={"n_critic": 3, "epochs": 3}, on_event=events.append, public_table=True)
     model = result.model
     p = model.plan
     assert len(events) == p.steps == model.train_result.steps_done  # one event and one DP step per critic iteration
@@ -224,7 +224,7 @@ def test_model_contract_for_the_app():
 def test_cancel_and_crash_are_paid_for(toy_schema, toy_table, tmp_path, family):
     seen = []
     api.fit(toy_table, toy_schema, model=family, epsilon=2.0, preset="tiny", accountant="rdp",
-            run_dir=tmp_path / "cancelled", on_event=seen.append, should_stop=lambda: len(seen) >= 2)
+            run_dir=tmp_path / "cancelled", on_event=seen.append, should_stop=lambda: len(seen) >= 2, public_table=True)
     run = RunDir(tmp_path / "cancelled")
     assert run.status()["state"] == "cancelled" and len(run.events()) == 2
     assert 0 < run.ledger().spent_epsilon < 2.0
@@ -234,7 +234,7 @@ def test_cancel_and_crash_are_paid_for(toy_schema, toy_table, tmp_path, family):
             raise RuntimeError("disk on fire")
     with pytest.raises(RuntimeError):
         api.fit(toy_table, toy_schema, model=family, epsilon=2.0, preset="tiny", accountant="rdp",
-                run_dir=tmp_path / "failed", on_event=boom)
+                run_dir=tmp_path / "failed", on_event=boom, public_table=True)
     failed = RunDir(tmp_path / "failed")
     entry = failed.ledger().training_entry()
     assert entry.mechanism == "DP-SGD (interrupted)" and entry.details["steps"] == 2

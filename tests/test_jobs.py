@@ -293,7 +293,7 @@ def test_sigterm_keeps_the_model_as_cancel_does(worker_root):
 def test_overwrite_clears_the_old_model_and_sample_refuses_unfinished_runs(tmp_path):
     from synth_core.runs import RunError
     table, schema = demo_table(300), demo_schema()
-    fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run")
+    fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run", public_table=True)
     (tmp_path / "run" / "samples").mkdir()
     (tmp_path / "run" / "samples" / "old.csv").write_text("a\n1\n")
 
@@ -301,7 +301,7 @@ def test_overwrite_clears_the_old_model_and_sample_refuses_unfinished_runs(tmp_p
         raise RuntimeError("disk on fire")
     with pytest.raises(RuntimeError):
         fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run", overwrite=True,
-            on_event=boom)
+            on_event=boom, public_table=True)
     run = RunDir(tmp_path / "run")
     assert run.status()["state"] == "failed" and not run.has_model() and not run.samples_dir.exists()
     with pytest.raises(RunError, match="failed, not completed"):
@@ -309,5 +309,5 @@ def test_overwrite_clears_the_old_model_and_sample_refuses_unfinished_runs(tmp_p
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("mine")
     with pytest.raises(RunError, match="not a run"):
-        fit(table, schema, epsilon=1.0, preset="tiny", run_dir=tmp_path / "mine", overwrite=True)
+        fit(table, schema, epsilon=1.0, preset="tiny", run_dir=tmp_path / "mine", overwrite=True, public_table=True)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"

@@ -18,7 +18,7 @@ def fit_tiny(schema, table, epsilon=8.0, tmp_path=None, **options):
     opts = {"epochs": 3, "batch_size": 100, "lr": 2e-2}
     opts.update(options)
     return api.fit(table, schema, model=FAMILY, epsilon=epsilon, preset="tiny", options=opts, seed=0,
-                   accountant="rdp", run_dir=None if tmp_path is None else tmp_path / "run")
+                   accountant="rdp", run_dir=None if tmp_path is None else tmp_path / "run", public_table=True)
 
 
 def link(synth: pd.DataFrame) -> float:
@@ -73,7 +73,7 @@ def test_tiny_fit_and_sample_take_seconds_within_budget_with_poisson_batches(toy
     t = time.perf_counter()
     result = api.fit(toy_table, toy_schema, model=FAMILY, epsilon=2.0, preset="tiny", accountant="rdp",
                      options={"epochs": 3, "batch_size": 100, "copies": 2},
-                     on_event=lambda e: sizes.append(e["batch_size"]))
+                     on_event=lambda e: sizes.append(e["batch_size"]), public_table=True)
     synth = result.model.sample(300, seed=0)
     assert time.perf_counter() - t < 20
     assert len(synth) == 300 and list(synth.columns) == toy_schema.names

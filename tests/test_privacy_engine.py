@@ -270,7 +270,7 @@ def test_a_dead_worker_is_charged_by_its_saved_plan_and_an_old_plan_in_full():
 def test_the_row_count_is_public_only_when_declared_and_noisy_otherwise(toy_schema, toy_table, tmp_path):
     from synth_core import api
     from synth_core.release.privacy_report import privacy_report
-    result = api.fit(toy_table, toy_schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "a")
+    result = api.fit(toy_table, toy_schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "a", public_table=True)
     ledger = result.ledger
     (count,) = [e for e in ledger.entries if e.kind == "noisy-count"]
     assert not ledger.rows_public and ledger.n_rows == count.details["count"] and count.epsilon == 0.04
@@ -282,10 +282,10 @@ def test_the_row_count_is_public_only_when_declared_and_noisy_otherwise(toy_sche
     assert "rows" not in result.run.public_config()  # the exact count stays with the steward
 
     declared = Schema.from_dict({**toy_schema.to_dict(), "rows": len(toy_table)})
-    result = api.fit(toy_table, declared, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "b")
+    result = api.fit(toy_table, declared, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "b", public_table=True)
     assert result.ledger.rows_public and result.ledger.n_rows == len(toy_table)
     assert not [e for e in result.ledger.entries if e.kind == "noisy-count"]
     wrong = Schema.from_dict({**toy_schema.to_dict(), "rows": len(toy_table) + 1})
     with pytest.raises(SchemaError, match="declares"):
-        api.fit(toy_table, wrong, epsilon=2.0, preset="tiny", run_dir=tmp_path / "c")
+        api.fit(toy_table, wrong, epsilon=2.0, preset="tiny", run_dir=tmp_path / "c", public_table=True)
     assert not (tmp_path / "c").exists()

@@ -29,7 +29,7 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 
 def _fit(table, schema, model="dp-tbart", seed=0, **options):
     return api.fit(table, schema, model=model, epsilon=1.0, preset="tiny", seed=seed, accountant="rdp",
-                   options={"epochs": 2, "batch_size": 64, **options})
+                   options={"epochs": 2, "batch_size": 64, **options}, public_table=True)
 
 
 def test_replaying_training_with_the_seed_does_not_reproduce_the_released_model(toy_schema, toy_table):
@@ -62,9 +62,9 @@ def test_every_family_trains_differently_from_the_same_seed(family, toy_schema, 
     rows = toy_table.iloc[:200].reset_index(drop=True)
     options = {"epochs": 1, "batch_size": 32} if get_model_class(family).uses_dp_sgd else {}
     first = api.fit(rows, toy_schema, model=family, epsilon=1.0, preset="tiny", seed=0, accountant="rdp",
-                    options=options).model
+                    options=options, public_table=True).model
     second = api.fit(rows, toy_schema, model=family, epsilon=1.0, preset="tiny", seed=0, accountant="rdp",
-                     options=options).model
+                     options=options, public_table=True).model
     assert first.train_result.steps_done > 0
     assert not _same(_weights(first), _weights(second)), f"{family}: the same seed reproduced DP training"
 

@@ -5,30 +5,47 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import wait_until
+from synth_core import api
 from synth_core.cli import main
 from synth_core.demo import demo_schema, demo_table
 from synth_core.format import epsilon
 from synth_core.home import budgets_path
 from synth_core.privacy import BudgetError, PrivacyLedger
-from synth_core.privacy.table_budget import TableBudgets, TableCharge, fingerprint
+from synth_core.privacy.table_budget import BookError, TableBudgets, TableCharge, fingerprint, legacy_fingerprint
 from synth_core.release.privacy_report import privacy_report, report_markdown
 from synth_core.runs import RunDir, jobs
 
 
-def test_a_table_is_recognised_whatever_the_order_of_its_rows_and_columns():
+def test_a_table_is_recognised_whatever_the_order_of_its_rows_and_columns_and_only_with_the_books_key(tmp_path):
     table = demo_table(300, seed=3)
+    book = TableBudgets(tmp_path / "budgets.json")
     same = table.sample(frac=1, random_state=1)[list(reversed(table.columns))]
-    assert fingerprint(same) == fingerprint(table)
+    assert book.table_id(same) == book.table_id(table)
     changed = table.copy()
     changed.loc[0, "age"] += 1
-    assert fingerprint(changed) != fingerprint(table)
+    assert book.table_id(changed) != book.table_id(table)
+    # keyed (HMAC): without the book's secret, a stored fingerprint cannot test a guess of a row
+    assert book.table_id(table) != fingerprint(table, b"\0" * 32) != legacy_fingerprint(table)
+    assert oct(book.key_path.stat().st_mode & 0o777) == "0o600"
+    assert TableBudgets(tmp_path / "other" / "budgets.json").table_id(table) != book.table_id(table)
+    # a book kept before fingerprints were keyed: the table's account is carried over, not started afresh
+    old = TableBudgets(tmp_path / "old" / "budgets.json")
+    old.path.parent.mkdir()
+    old.path.write_text(json.dumps({legacy_fingerprint(table): {"total_epsilon": 1.0, "charges": {
+        "/runs/a": {"epsilon": 0.9, "delta": 1e-6, "settled": True, "time": 0}}}}))
+    assert old.account(old.table_id(table)).spent_epsilon == pytest.approx(0.9)
+    assert legacy_fingerprint(table) not in json.loads(old.path.read_text())
 
 
 def test_runs_draw_from_the_total_and_settle_what_they_spent(tmp_path):
@@ -36,19 +53,75 @@ def test_runs_draw_from_the_total_and_settle_what_they_spent(tmp_path):
     with pytest.raises(BudgetError, match="no total"):
         book.reserve("t", "run-1", 1.0)
     book.set_total("t", 2.0)
-    book.reserve("t", "run-1", 1.5)
+    first = TableCharge(book, "t")
+    first.reserve(1.5)
     with pytest.raises(BudgetError, match="would exceed the table's budget"):
-        book.reserve("t", "run-2", 1.0)  # 1.5 reserved of 2.0
+        TableCharge(book, "t").reserve(1.0)  # 1.5 reserved of 2.0
+    with pytest.raises(BudgetError, match="never replaced"):
+        book.reserve("t", first.key, 0.1)  # a charge's key cannot be reused to lower it
     ledger = PrivacyLedger(1.5, 1e-5, 100)
     ledger.record("x", 0.4, 1e-6)
-    TableCharge(book, "t", "run-1").settle(ledger)  # it stopped early: 0.4 spent
-    book.reserve("t", "run-2", 1.0)
+    first.settle(ledger)  # it stopped early: 0.4 spent
+    second = TableCharge(book, "t")
+    second.reserve(1.0)
     account = book.account("t")
     assert account.spent_epsilon == pytest.approx(1.4) and account.remaining_epsilon == pytest.approx(0.6)
-    assert book.table_of("run-2") == "t" and book.table_of("run-9") is None
+    assert book.table_of(second.key) == "t" and book.table_of("run-9") is None
+    second.settle(PrivacyLedger(1.0, 1e-5, 100))  # refused before anything ran: its reservation goes
+    assert set(book.account("t").charges) == {first.key}
     book.set_total("t", 5.0)  # the steward raises it
-    assert book.account("t").remaining_epsilon == pytest.approx(3.6)
+    assert book.account("t").remaining_epsilon == pytest.approx(4.6)
     assert oct(book.path.stat().st_mode & 0o777) == "0o600"
+
+
+BAD_BOOKS = {
+    "a list": [],
+    "a table without a total": {"t": {"charges": {}}},
+    "a total of Infinity": '{"t": {"total_epsilon": Infinity, "charges": {}}}',
+    "a total that is text": {"t": {"total_epsilon": "10", "charges": {}}},
+    "a negative charge": {"t": {"total_epsilon": 1.0, "charges": {"r": {"epsilon": -5, "delta": 0}}}},
+    "a charge without ε": {"t": {"total_epsilon": 1.0, "charges": {"r": {"delta": 0}}}},
+    "a charge of NaN": '{"t": {"total_epsilon": 1.0, "charges": {"r": {"epsilon": NaN}}}}',
+    "a δ above 1": {"t": {"total_epsilon": 1.0, "charges": {"r": {"epsilon": 0.1, "delta": 3}}}},
+    "charges as a list": {"t": {"total_epsilon": 1.0, "charges": [0.5]}},
+    "a charge that is a number": {"t": {"total_epsilon": 1.0, "charges": {"r": 0.5}}},
+    "an unknown key in a charge": {"t": {"total_epsilon": 1.0, "charges": {"r": {"epsilon": 0.1, "refund": 1}}}},
+    "an unknown key in a table": {"t": {"total_epsilon": 1.0, "credit": 5}},
+    "settled as text": {"t": {"total_epsilon": 1.0, "charges": {"r": {"epsilon": 0.1, "settled": "yes"}}}},
+    "half a file": '{"t": {"total_epsilon": 1.0, "char',
+    "not UTF-8": b"\xff\xfe\x00garbage",
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_BOOKS))
+def test_a_book_that_is_not_what_the_workbench_writes_is_refused_in_one_line_and_left_as_it_is(tmp_path, what):
+    book = TableBudgets(tmp_path / "budgets.json")
+    content = BAD_BOOKS[what]
+    if isinstance(content, bytes):
+        book.path.write_bytes(content)
+    else:
+        book.path.write_text(content if isinstance(content, str) else json.dumps(content))
+    before = book.path.read_bytes()
+    for attempt in (lambda: book.account("t"), lambda: book.set_total("t", 1.0),
+                    lambda: TableCharge(book, "t").reserve(0.1), lambda: book.table_of("r")):
+        with pytest.raises(BookError) as err:
+            attempt()
+        message = str(err.value)
+        assert str(book.path) in message and "repair" in message and "\n" not in message
+    assert book.path.read_bytes() == before  # neither reset nor trusted
+
+
+def test_a_corrupt_book_refuses_a_fit_before_anything_is_spent(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    demo_table(300, seed=4).to_csv("t.csv", index=False)
+    demo_schema().save("s.json")
+    budgets_path().write_text(json.dumps({"t": {"total_epsilon": float("inf")}}).replace("Infinity", "1e400"))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--preset", "tiny", "--epsilon", "1",
+                     "--out", "r"]) == 2
+    assert "cannot be trusted" in err.getvalue() and err.getvalue().count("\n") == 1
+    assert not (tmp_path / "r").exists()
 
 
 def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised(tmp_path, monkeypatch):
@@ -80,24 +153,136 @@ def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised
 def test_jobs_reserve_from_the_table_and_a_deleted_run_is_still_charged(worker_root):
     table, schema = demo_table(400, seed=5), demo_schema()
     book = TableBudgets(worker_root / "budgets.json")
-    book.set_total(fingerprint(table), 1.5)
+    table_id = book.table_id(table)
+    book.set_total(table_id, 1.5)
     slow = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",
             "options": {"epochs": 400, "batch_size": 16}, "seed": 0}
     run = jobs.start_fit_job(worker_root / "runs", table, schema, slow, budgets=book)
     with pytest.raises(BudgetError, match="would exceed"):  # 1.0 of 1.5 is reserved by the first run
-        jobs.start_fit_job(worker_root / "runs", table, schema, slow, budgets=book)
-    assert len(list((worker_root / "runs").iterdir())) == 1  # the refused run left nothing behind
+        jobs.start_fit_job(worker_root / "runs", table, schema, {**slow, "name": "another"}, budgets=book)
+    assert len([p for p in (worker_root / "runs").iterdir() if p.is_dir()]) == 1  # the refused run left nothing behind
     wait_until(lambda: len(run.events()) >= 5, "five steps")
-    key = str(run.path.resolve())
+    key = run.charge()["key"]
     for _ in range(5):
         try:
             shutil.rmtree(run.path)
             break
         except OSError:
             time.sleep(0.1)
-    wait_until(lambda: book.account(fingerprint(table)).charges[key]["settled"], "the run's charge to settle")
-    charge = book.account(fingerprint(table)).charges[key]
+    wait_until(lambda: book.account(table_id).charges[key]["settled"], "the run's charge to settle")
+    charge = book.account(table_id).charges[key]
     assert 0 < charge["epsilon"] < 1.0 and not run.path.exists()  # the steps it took, counted in memory
+
+
+def test_the_same_request_started_twice_starts_one_run_and_charges_once(worker_root):
+    """A double click on "Start training", or the same request from two tabs at once: one run, one charge."""
+    table, schema = demo_table(400, seed=6), demo_schema()
+    book = TableBudgets(worker_root / "budgets.json")
+    book.set_total(book.table_id(table), 10.0)
+    request = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",
+               "options": {"epochs": 400, "batch_size": 16}, "seed": 0}
+    started = []
+    threads = [threading.Thread(target=lambda: started.append(
+        jobs.start_fit_job(worker_root / "runs", table, schema, dict(request), budgets=book))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({r.path for r in started}) == 1 and len([p for p in (worker_root / "runs").iterdir() if p.is_dir()]) == 1
+    assert len(book.account(book.table_id(table)).charges) == 1
+    other = jobs.start_fit_job(worker_root / "runs", table, schema, {**request, "name": "second"}, budgets=book)
+    assert other.path != started[0].path and len(book.account(book.table_id(table)).charges) == 2
+    jobs.cancel_job(started[0])
+    jobs.cancel_job(other)
+
+
+def _spent(table) -> tuple[float, float]:
+    """(what the book charges the table, what the ledgers of the models trained on it cost)."""
+    book = TableBudgets(budgets_path())
+    account = book.account(book.table_id(table))
+    return account.spent_epsilon, account.total_epsilon
+
+
+def test_a_run_refused_into_an_occupied_folder_or_overwritten_never_lowers_the_book(tmp_path, monkeypatch):
+    """The audit's sequence: fit into A; fit into A again (refused: A holds a run); fit into C; --overwrite C.
+    Before, the refused retry reset A's charge to 0 and two more models trained on a budget of 1."""
+    monkeypatch.chdir(tmp_path)
+    table = demo_table(300, seed=4)
+    table.to_csv("t.csv", index=False)
+    demo_schema().save("s.json")
+    common = ["fit", "--data", "t.csv", "--schema", "s.json", "--preset", "tiny", "--accountant", "rdp",
+              "--epsilon", "1"]
+    # a total of 1: the retries are refused by the folder or the budget, and none lowers A's charge
+    assert main([*common, "--out", "A"]) == 0
+    cost_a = RunDir("A").ledger().spent_epsilon
+    assert _spent(table) == (pytest.approx(cost_a), 1.0)
+    assert main([*common, "--out", "A"]) == 2
+    assert main([*common, "--out", "C"]) == 2 and not Path("C").exists()
+    assert main([*common, "--out", "A", "--overwrite"]) == 2
+    assert RunDir("A").ledger().spent_epsilon == cost_a  # refused before A was touched
+    assert _spent(table)[0] == pytest.approx(cost_a)
+    # a total of 2: the retry into A passes the budget and is refused by the folder; C trains; C's overwrite
+    # would need more than is left
+    assert main([*common, "--out", "A", "--table-epsilon", "2"]) == 2
+    assert _spent(table) == (pytest.approx(cost_a), 2.0)  # the refused retry left no charge and lowered none
+    assert main([*common, "--out", "C"]) == 0
+    cost_c = RunDir("C").ledger().spent_epsilon
+    assert _spent(table)[0] == pytest.approx(cost_a + cost_c)
+    assert main([*common, "--out", "C", "--overwrite"]) == 2
+    assert _spent(table)[0] == pytest.approx(cost_a + cost_c)
+    # the steward raises the total: an overwrite is a new run, and the model it replaced stays charged
+    assert main([*common, "--out", "C", "--overwrite", "--table-epsilon", "3"]) == 0
+    charged = _spent(table)[0]
+    assert charged == pytest.approx(cost_a + cost_c + RunDir("C").ledger().spent_epsilon)
+    assert charged >= cost_a + 2 * min(cost_a, cost_c) - 1e-9  # at least what the three trained models cost
+
+
+CRASH = """
+import os, sys
+from synth_core.privacy import measurements
+real = measurements.measure_marginals
+def killed(*args, **kwargs):
+    real(*args, **kwargs)
+    os._exit(9)  # SIGKILL's effect: no finally, no settle
+measurements.measure_marginals = killed
+import synth_core.api as api
+api.measure_marginals = killed
+from synth_core import api
+from synth_core.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_fit_killed_mid_measurement_keeps_its_whole_reservation_through_refused_retries(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    table = demo_table(300, seed=7)
+    table.to_csv("t.csv", index=False)
+    demo_schema().save("s.json")
+    common = ["fit", "--data", "t.csv", "--schema", "s.json", "--preset", "tiny", "--accountant", "rdp",
+              "--epsilon", "1", "--model", "dp-tbart", "--calibration-share", "0.3"]
+    killed = subprocess.run([sys.executable, "-c", CRASH, *common, "--out", "A"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert killed.returncode == 9, killed.stderr
+    assert _spent(table) == (1.0, 1.0)  # its whole ε stays reserved: the measurement ran, its ledger was never settled
+    assert main([*common, "--out", "A"]) == 2  # refused: A holds the killed run
+    assert _spent(table)[0] == 1.0
+    assert main([*common, "--out", "C"]) == 2 and not Path("C").exists()
+    assert _spent(table)[0] == 1.0
+
+
+def test_every_entry_point_draws_from_the_tables_budget_unless_the_table_is_declared_public(tmp_path):
+    table, schema = demo_table(300, seed=8), demo_schema()
+    fitted = api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "a")
+    charged, total = _spent(table)
+    assert total == 1.0 and charged == pytest.approx(fitted.ledger.spent_epsilon)
+    assert fitted.run.charge()["key"] in TableBudgets(budgets_path()).account(fitted.table_charge.table_id).charges
+    with pytest.raises(BudgetError, match="would exceed"):
+        api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp")
+    public = api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", public_table=True,
+                     run_dir=tmp_path / "b")
+    assert public.table_charge is None and public.run.charge() is None
+    assert public.run.public_config()["table_budget"] is False
+    assert _spent(table)[0] == pytest.approx(charged)
 
 
 def test_the_app_refuses_a_run_beyond_the_table_budget(tmp_path, monkeypatch):

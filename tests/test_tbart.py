@@ -23,7 +23,7 @@ def fit_tiny(schema, table, tmp_path=None, **options):
     opts.update(options)
     # RDP: the PRV accountant is slow at the large sampling rates of tiny tables (tests below use PRV too)
     return api.fit(table, schema, epsilon=8.0, preset="tiny", options=opts, seed=0, accountant="rdp",
-                   run_dir=None if tmp_path is None else tmp_path / "run")
+                   run_dir=None if tmp_path is None else tmp_path / "run", public_table=True)
 
 
 # --- encoding: from the public schema only ---------------------------------------------------------
@@ -183,7 +183,7 @@ def test_cancelled_run_keeps_its_model_and_is_marked(toy_schema, toy_table, tmp_
     seen = []
     api.fit(toy_table, toy_schema, epsilon=4.0, preset="tiny", options={"epochs": 5, "batch_size": 50},
                      accountant="rdp", run_dir=tmp_path / "run", on_event=seen.append,
-                     should_stop=lambda: len(seen) >= 2)
+                     should_stop=lambda: len(seen) >= 2, public_table=True)
     run = RunDir(tmp_path / "run")
     assert run.status()["state"] == "cancelled" and "kept" in run.status()["message"]
     assert run.has_model() and len(run.events()) == 2
@@ -197,7 +197,7 @@ def test_crash_leaves_a_readable_failed_run_with_the_spent_budget(toy_schema, to
             raise RuntimeError("disk on fire")
     with pytest.raises(RuntimeError):
         api.fit(toy_table, toy_schema, epsilon=4.0, preset="tiny", options={"epochs": 5, "batch_size": 50},
-                accountant="rdp", run_dir=tmp_path / "run", on_event=boom)
+                accountant="rdp", run_dir=tmp_path / "run", on_event=boom, public_table=True)
     run = RunDir(tmp_path / "run")
     assert run.status()["state"] == "failed" and "disk on fire" in run.status()["message"]
     assert run.ledger().spent_epsilon > 0  # the steps taken were paid for
@@ -215,10 +215,10 @@ def test_drafted_unconfirmed_schema_is_flagged_in_the_ledger(toy_table, tmp_path
     from synth_core.schema import draft_schema
     schema = draft_schema(toy_table)
     with pytest.raises(SchemaError, match="never confirmed"):  # refused unless the steward accepts it
-        api.fit(toy_table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "refused")
+        api.fit(toy_table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "refused", public_table=True)
     assert not (tmp_path / "refused").exists()
     result = api.fit(toy_table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run",
-                     accept_draft=True)
+                     accept_draft=True, public_table=True)
     ledger = RunDir(tmp_path / "run").ledger().to_dict()
     assert ledger["schema_provenance"]["drafted_from_data"] and not ledger["schema_provenance"]["confirmed"]
     assert any("drafted" in w for w in ledger["warnings"])
@@ -229,9 +229,9 @@ def test_missing_bounds_are_estimated_with_dp_and_paid_for(toy_schema, toy_table
     toy_schema["hours"].lower = None
     toy_schema["hours"].upper = None
     with pytest.raises(SchemaError, match="without public bounds.*hours"):
-        api.fit(toy_table, toy_schema, epsilon=2.0, preset="tiny")
+        api.fit(toy_table, toy_schema, epsilon=2.0, preset="tiny", public_table=True)
     result = api.fit(toy_table, toy_schema, epsilon=2.0, bounds_epsilon=0.5, preset="tiny",
-                     accountant="rdp", coarse_range=(0.0, 1000.0))
+                     accountant="rdp", coarse_range=(0.0, 1000.0), public_table=True)
     entries = result.ledger.entries
     (bounds,) = [e for e in entries if e.kind == "dp-bounds"]
     assert bounds.epsilon == 0.5

@@ -6,7 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from synth_core import home
-from synth_core.privacy.table_budget import TableBudgets, fingerprint
+from synth_core.privacy.table_budget import TableBudgets
 from synth_core.runs import RunDir
 
 # a table smaller than this cannot be split, validated and trained on meaningfully
@@ -25,11 +25,11 @@ def budgets() -> TableBudgets:
 
 
 def table_id() -> str | None:
-    """The session table's fingerprint (its budget's key), computed once per table."""
+    """The session table's keyed fingerprint (its budget's key), computed once per table."""
     if table() is None:
         return None
     if st.session_state.get("table_id_of") is not id(table()):
-        st.session_state["table_id"] = fingerprint(table())
+        st.session_state["table_id"] = budgets().table_id(table())
         st.session_state["table_id_of"] = id(table())
     return st.session_state["table_id"]
 

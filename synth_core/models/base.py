@@ -318,14 +318,12 @@ class SynthModel:
         """Anything else a family needs beside model.pt and model.json."""
 
     def save(self, directory: str | Path) -> None:
-        from ..files import open_private, write_atomic
+        from ..files import atomic_output, write_atomic
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.save_extra(directory)
-        tmp = directory / ".model.pt.tmp"
-        with open_private(tmp) as f:
+        with atomic_output(directory / "model.pt", "wb", private=True) as f:
             torch.save({k: v.detach().cpu() for k, v in self.weights_to_save().items()}, f)
-        tmp.replace(directory / "model.pt")
         write_atomic(directory / "model.json", json.dumps(self.state(), indent=2), private=True)
 
     @classmethod

@@ -5,36 +5,58 @@ whole ε before it starts (refused if the table's remaining ε is smaller) and s
 ends, at what its ledger says it spent. A run that never settles (its process was killed) keeps its whole
 reservation, an upper bound. Spending composes by basic composition (sums of ε and δ).
 
-A table is recognised by a fingerprint of its contents (rows in any order, columns in any order), kept in the
-workbench home beside the runs and never in an export. The book is one JSON file, written atomically under a
-file lock, so the app, the CLI and background workers can share it.
+Each reservation is a charge of its own, under a fresh random key, never under a path: a run refused or failed
+into a folder that already holds a run, an `--overwrite`, a retry after a crash, each adds a charge and none
+replaces or lowers another's. The run folder keeps its charge's key (runs.rundir), so a run that died is
+settled later from its own ledger.
+
+A table is recognised by a keyed fingerprint of its contents (HMAC-SHA256 of its rows in any order and columns
+in any order, under a secret kept beside the book, owner-only): a fingerprint stored in a run folder that is
+shared cannot be used to test a guess of a row. The book is one JSON file, validated on every read and written
+atomically under a file lock, so the app, the CLI and background workers can share it; a book that is not what
+this module writes is refused, never reset.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
+import hmac
 import json
-import os
+import math
+import secrets
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..files import write_atomic
+from ..files import locked, write_atomic
 from .budget import BudgetError, check_budget
 
 
-def fingerprint(table: pd.DataFrame) -> str:
-    """A fingerprint of a table's contents, the same for its rows or columns in another order."""
+def _canonical_rows(table: pd.DataFrame) -> tuple[list[str], bytes]:
+    """The table's column names (sorted) and its rows' hashes (sorted): the same for any row or column order."""
     ordered = table.copy()
     ordered.columns = [str(c) for c in ordered.columns]
     ordered = ordered[sorted(ordered.columns)]
     rows = np.sort(pd.util.hash_pandas_object(ordered.astype("string"), index=False).to_numpy())
-    h = hashlib.sha256("\x1f".join(ordered.columns).encode())
-    h.update(rows.tobytes())
+    return list(ordered.columns), rows.tobytes()
+
+
+def legacy_fingerprint(table: pd.DataFrame) -> str:
+    """The unkeyed fingerprint books written before the keyed one used (read once, to carry them over)."""
+    columns, rows = _canonical_rows(table)
+    h = hashlib.sha256("\x1f".join(columns).encode())
+    h.update(rows)
+    return h.hexdigest()[:32]
+
+
+def fingerprint(table: pd.DataFrame, key: bytes) -> str:
+    """A keyed fingerprint of a table's contents (HMAC-SHA256), the same for its rows or columns in another order.
+    Without `key`, nobody can tell which table a fingerprint belongs to, nor test a candidate row against it."""
+    columns, rows = _canonical_rows(table)
+    h = hmac.new(key, "\x1f".join(columns).encode(), hashlib.sha256)
+    h.update(rows)
     return h.hexdigest()[:32]
 
 
@@ -52,7 +74,7 @@ class TableAccount:
     """One table's budget: the total the steward set, and what each run reserved or spent."""
 
     total_epsilon: float
-    charges: dict  # run -> {"epsilon", "delta", "settled", "time"}
+    charges: dict  # charge key -> {"epsilon", "delta", "settled", "time", "run"}
     label: str = ""
 
     @property
@@ -68,35 +90,126 @@ class TableAccount:
         return max(0.0, self.total_epsilon - self.spent_epsilon)
 
 
+class BookError(BudgetError):
+    """The book of table budgets (or its key) is not what this module writes: refused, never reset."""
+
+
+def _number(value, what: str, where: str, upper: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= upper:
+        bound = f" and at most {upper:g}" if math.isfinite(upper) else ""
+        raise ValueError(f"{where}: {what} must be a finite number ≥ 0{bound}, not {value!r}")
+    return float(value)
+
+
+def _object(value, where: str, fields: set, required: str) -> dict:
+    """`value` as an object with only `fields`, `required` among them; ValueError naming `where` otherwise."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be an object, not {value!r}")
+    unknown = set(value) - fields
+    if unknown:
+        raise ValueError(f"{where} has unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+    if required not in value:
+        raise ValueError(f"{where} has no {required}")
+    return value
+
+
+def _check_book(data) -> dict:
+    """The book's content as this module writes it; ValueError naming the first entry that is not."""
+    if not isinstance(data, dict):
+        raise ValueError(f"the book must be a JSON object of tables, not a {type(data).__name__}")
+    for table_id, entry in data.items():
+        where = f"table {table_id}"
+        _object(entry, where, {"total_epsilon", "charges", "label"}, "total_epsilon")
+        _number(entry["total_epsilon"], "total_epsilon", where)
+        if not isinstance(entry.get("label", ""), str):
+            raise ValueError(f"{where}: label must be text")
+        charges = entry.get("charges", {})
+        if not isinstance(charges, dict):
+            raise ValueError(f"{where}: charges must be an object of runs, not {charges!r}")
+        for key, charge in charges.items():
+            at = f"{where}, charge {key}"
+            _object(charge, at, {"epsilon", "delta", "settled", "time", "run"}, "epsilon")
+            _number(charge["epsilon"], "epsilon", at)
+            _number(charge.get("delta", 0.0), "delta", at, upper=1.0)
+            _number(charge.get("time", 0.0), "time", at)
+            if not isinstance(charge.get("settled", False), bool):
+                raise ValueError(f"{at}: settled must be true or false, not {charge['settled']!r}")
+            if not isinstance(charge.get("run", ""), str):
+                raise ValueError(f"{at}: run must be text")
+    return data
+
+
 class TableBudgets:
-    """The book of every table's budget, in one file (the workbench home's budgets.json)."""
+    """The book of every table's budget, in one file (the workbench home's budgets.json), and the key of its
+    tables' fingerprints beside it."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
+    @property
+    def key_path(self) -> Path:
+        return self.path.with_name(f".{self.path.stem}.key")
+
     # --- the file, read and written under a lock ----------------------------------------------------
-    @contextmanager
     def _locked(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        return locked(self.path.with_name(f".{self.path.name}.lock"))
+
+    def _refuse(self, why: str) -> BookError:
+        return BookError(f"the table budgets in {self.path} cannot be trusted ({why}); restore the file from a "
+                         "backup or repair that entry by hand. It was left as it is: every table's spending is in it")
 
     def _read(self) -> dict:
         try:
-            return json.loads(self.path.read_text())
+            text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return {}
-        except (OSError, json.JSONDecodeError) as e:
-            raise BudgetError(f"the table budgets in {self.path} cannot be read ({e}); repair or remove the file") \
-                from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise self._refuse(f"unreadable: {e}") from None
+        try:
+            data = json.loads(text, parse_constant=lambda c: float(c))  # Infinity / NaN, refused below
+        except json.JSONDecodeError as e:
+            raise self._refuse(f"not valid JSON: {e}") from None
+        try:
+            return _check_book(data)
+        except ValueError as e:
+            raise self._refuse(str(e)) from None
 
     def _write(self, data: dict) -> None:
-        write_atomic(self.path, json.dumps(data, indent=2), private=True)
+        write_atomic(self.path, json.dumps(_check_book(data), indent=2, allow_nan=False), private=True)
+
+    # --- which table ----------------------------------------------------------------------------------
+    def _key(self) -> bytes:
+        """The book's secret key for fingerprints (created once, owner-only)."""
+        try:
+            text = self.key_path.read_text().strip()
+        except FileNotFoundError:
+            with self._locked():
+                if not self.key_path.exists():
+                    write_atomic(self.key_path, secrets.token_hex(32), private=True)
+            text = self.key_path.read_text().strip()
+        try:
+            key = bytes.fromhex(text)
+        except ValueError:
+            key = b""
+        if len(key) < 16:
+            raise BookError(f"{self.key_path} is not a key this workbench wrote; restore it from a backup (without it "
+                            "no table is recognised, and each would start a new budget)")
+        return key
+
+    def table_id(self, table: pd.DataFrame) -> str:
+        """The keyed fingerprint under which `table`'s budget is kept. A book written before fingerprints were
+        keyed has the table's entry under its old fingerprint: it is carried over to the new one, once."""
+        table_id = fingerprint(table, self._key())
+        if self.path.exists():
+            with self._locked():
+                data = self._read()
+                old = legacy_fingerprint(table)
+                if table_id not in data and old in data:
+                    data[table_id] = data.pop(old)
+                    self._write(data)
+        return table_id
 
     # --- reading ------------------------------------------------------------------------------------
     def account(self, table_id: str) -> TableAccount | None:
@@ -106,9 +219,9 @@ class TableBudgets:
         return TableAccount(total_epsilon=float(entry["total_epsilon"]), charges=dict(entry.get("charges", {})),
                             label=entry.get("label", ""))
 
-    def table_of(self, run: str) -> str | None:
-        """The table a run drew from (None if it drew from no table's budget)."""
-        return next((tid for tid, entry in self._read().items() if str(run) in entry.get("charges", {})), None)
+    def table_of(self, charge: str) -> str | None:
+        """The table a charge (a key, or for a charge made before keys, a run's resolved path) drew from."""
+        return next((tid for tid, entry in self._read().items() if str(charge) in entry.get("charges", {})), None)
 
     # --- the steward ----------------------------------------------------------------------------------
     def set_total(self, table_id: str, epsilon: float, label: str = "") -> TableAccount:
@@ -123,44 +236,76 @@ class TableBudgets:
             self._write(data)
         return self.account(table_id)
 
+    def open_account(self, table_id: str, total: float | None, epsilon: float, label: str = "") -> TableAccount:
+        """The account a run draws from: its total set to `total` when given, and for a table the book has
+        never seen, to the run's own ε when not (the one rule for a first run; a page asks the steward)."""
+        if total is not None:
+            return self.set_total(table_id, total, label)
+        account = self.account(table_id)
+        return account if account is not None else self.set_total(table_id, epsilon, label)
+
     # --- runs -------------------------------------------------------------------------------------------
-    def reserve(self, table_id: str, run: str, epsilon: float, delta: float = 0.0) -> TableAccount:
-        """Reserve a run's whole budget; BudgetError if the table's remaining ε is smaller."""
+    def reserve(self, table_id: str, key: str, epsilon: float, delta: float = 0.0, run: str = "") -> TableAccount:
+        """Reserve a run's whole budget under a new charge `key`; BudgetError if the table's remaining ε is
+        smaller, or if the key already names a charge (a charge is never replaced)."""
         with self._locked():
             data = self._read()
             entry = data.get(table_id)
             if entry is None:
                 raise BudgetError("this table has no total privacy budget yet: set one before its first run")
             account = TableAccount(float(entry["total_epsilon"]), dict(entry.get("charges", {})))
-            account.charges.pop(str(run), None)
+            if str(key) in account.charges:
+                raise BudgetError(f"the charge {key} is already in the book: a charge is never replaced")
             check_within(epsilon, account.total_epsilon, account.spent_epsilon)
-            entry.setdefault("charges", {})[str(run)] = {"epsilon": float(epsilon), "delta": float(delta),
-                                                         "settled": False, "time": time.time()}
+            entry.setdefault("charges", {})[str(key)] = {"epsilon": float(epsilon), "delta": float(delta),
+                                                         "settled": False, "time": time.time(), "run": str(run)}
             self._write(data)
         return self.account(table_id)
 
-    def settle(self, table_id: str, run: str, epsilon: float, delta: float) -> None:
-        """A run ended: charge what its ledger says it spent instead of its reservation."""
+    def settle(self, table_id: str, key: str, epsilon: float, delta: float) -> None:
+        """A run ended: charge what its ledger says it spent instead of its reservation. A run that spent
+        nothing (refused before any mechanism ran) leaves no charge."""
         with self._locked():
             data = self._read()
             entry = data.get(table_id)
             if entry is None:
                 return
-            entry.setdefault("charges", {})[str(run)] = {"epsilon": float(epsilon), "delta": float(delta),
-                                                         "settled": True, "time": time.time()}
+            charges = entry.setdefault("charges", {})
+            old = charges.get(str(key), {})
+            if epsilon <= 0 and delta <= 0:
+                charges.pop(str(key), None)
+            else:
+                charges[str(key)] = {"epsilon": float(epsilon), "delta": float(delta), "settled": True,
+                                     "time": time.time(), "run": old.get("run", "")}
             self._write(data)
 
 
 @dataclass
 class TableCharge:
-    """What a run draws from its table's budget: reserved before it starts, settled when it ends."""
+    """What one run draws from its table's budget: reserved before it starts (under a key of its own), settled
+    when it ends from its ledger."""
 
     book: TableBudgets
     table_id: str
-    run: str
+    key: str = field(default_factory=lambda: secrets.token_hex(8))
+    reserved: bool = False
 
-    def reserve(self, epsilon: float, delta: float = 0.0) -> TableAccount:
-        return self.book.reserve(self.table_id, self.run, epsilon, delta)
+    def reserve(self, epsilon: float, delta: float = 0.0, run: str = "") -> TableAccount:
+        account = self.book.reserve(self.table_id, self.key, epsilon, delta, run)
+        self.reserved = True
+        return account
 
     def settle(self, ledger) -> None:
-        self.book.settle(self.table_id, self.run, ledger.spent_epsilon, ledger.spent_delta)
+        if self.reserved:
+            self.book.settle(self.table_id, self.key, ledger.spent_epsilon, ledger.spent_delta)
+
+    def account(self) -> TableAccount | None:
+        return self.book.account(self.table_id)
+
+    def to_dict(self) -> dict:
+        """What a run folder keeps of its charge, to be settled from its ledger if its process dies."""
+        return {"book": str(self.book.path), "table": self.table_id, "key": self.key}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TableCharge":
+        return cls(TableBudgets(data["book"]), str(data["table"]), str(data["key"]), reserved=True)

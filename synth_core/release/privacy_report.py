@@ -63,7 +63,7 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         "synthetic_rows": synthetic_rows,
         "table": None,
     }
-    table_id = budgets.table_of(str(run.path.resolve())) if budgets is not None else None
+    table_id = budgets.table_of(run.charge_key()) if budgets is not None else None
     if table_id is not None:
         account = budgets.account(table_id)
         report["table"] = {"epsilon_spent": account.spent_epsilon, "delta_spent": account.spent_delta,
@@ -80,12 +80,22 @@ def report_json(report: dict) -> str:
     return json.dumps(report, indent=2, default=str)
 
 
+_MARKDOWN = str.maketrans({**{c: f"\\{c}" for c in "\\`*_[]{}()#+-!|~"}, "<": "&lt;", ">": "&gt;",
+                           "&": "&amp;", "\n": " ", "\r": " ", "\t": " "})
+
+
+def _md(value) -> str:
+    """Text the report quotes (column names, categories, conditions: the steward's, or a file's) as markdown
+    that shows it as written: no HTML, no links or emphasis, no line break or `|` that breaks a table."""
+    return str(value).translate(_MARKDOWN)
+
+
 def _fmt(value, digits: int = 4) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
         return f"{value:.{digits}g}"
-    return str(value)
+    return _md(value)
 
 
 def report_markdown(report: dict) -> str:
@@ -96,7 +106,7 @@ def report_markdown(report: dict) -> str:
     lines += [
         "# Privacy report for a synthetic table",
         "",
-        f"Generated {report['generated']} from run `{report['run']}` ({report['run_state']}).",
+        f"Generated {report['generated']} from run {_md(report['run'])} ({report['run_state']}).",
         "",
     ]
     if report["warnings"]:
@@ -147,16 +157,17 @@ def report_markdown(report: dict) -> str:
     for c in report["schema"]["columns"]:
         if c["kind"] == "categorical":
             cats = c.get("categories") or []
-            facts = ", ".join(map(str, cats[:12])) + (f", … ({len(cats)} in all)" if len(cats) > 12 else "")
+            facts = ", ".join(map(_md, cats[:12])) + (f", … ({len(cats)} in all)" if len(cats) > 12 else "")
         else:
             facts = f"{_fmt(c.get('lower'))} to {_fmt(c.get('upper'))}"
-        lines.append(f"| {c['name']} | {c['kind']} | {facts} | {'yes' if c.get('nullable') else 'no'} | "
-                     f"{c.get('role') or ''} |")
+        lines.append(f"| {_md(c['name'])} | {c['kind']} | {facts} | {'yes' if c.get('nullable') else 'no'} | "
+                     f"{_md(c.get('role') or '')} |")
     s = report.get("sampling") or {}
     if s or report.get("synthetic_rows"):
         lines += ["", "## Sampling", ""]
         if report.get("synthetic_rows"):
             lines.append(f"- Rows: {report['synthetic_rows']}")
         for k, v in s.items():
-            lines.append(f"- {k.replace('_', ' ')}: {json.dumps(v, default=str) if isinstance(v, (dict, list)) else _fmt(v)}")
+            shown = _md(json.dumps(v, default=str, ensure_ascii=False)) if isinstance(v, (dict, list)) else _fmt(v)
+            lines.append(f"- {k.replace('_', ' ')}: {shown}")
     return "\n".join(lines) + "\n"

@@ -12,6 +12,8 @@ deletes them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -26,7 +28,9 @@ import pandas as pd
 
 from ..privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget
 from ..privacy.ledger import charge_interrupted
-from ..privacy.table_budget import TableBudgets, TableCharge, fingerprint
+from .. import home
+from ..files import locked
+from ..privacy.table_budget import TableBudgets, TableCharge
 from ..models import get_model_class
 from ..models.recommend import AUTO
 from ..training import distributed
@@ -35,8 +39,8 @@ from ..schema import Schema, SchemaError
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
                 "device", "review_rows", "holdout_share", "name", "accept_draft", "calibration_share",
-                "table_name", "processes")
-# added by start_fit_job: the table's fingerprint and the book of table budgets the run draws from
+                "table_name", "processes", "public_table")
+# added by start_fit_job: the table's keyed fingerprint, and the key that tells the same request started twice
 
 
 # the review sample a background job draws after training: as many rows as it trained on, at most this
@@ -80,8 +84,13 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
                   python: str | None = None, budgets: TableBudgets | None = None) -> RunDir:
     """Create a run under `root`, store the private rows in it, and start the worker process.
 
-    budgets: the book of table budgets; the run's whole ε is reserved from the table's (refused if the table
-    has less left), and the worker settles what it spent."""
+    budgets: the book of table budgets (default: the workbench home's); the run's whole ε is reserved from the
+    table's under a charge of its own (refused if the table has less left; a table the book has never seen gets
+    this run's ε as its total), and the worker settles what it spent. A request with public_table (the steward
+    says the table is public or invented) draws from no budget.
+
+    Starting is idempotent: while a run of the same request on the same table is being created or trains
+    (a second click on "Start", a second tab), that run is returned and no other is started or charged."""
     unknown = set(request) - set(REQUEST_KEYS)
     if unknown:
         raise ValueError(f"unknown request keys: {', '.join(sorted(unknown))}")
@@ -99,31 +108,89 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
     check_calibration_share(request.get("calibration_share") or 0.0)
     processes = requested_processes(request.get("processes"), request["model"])
-    table_id = fingerprint(table)  # which table the run came from (its listing), and its budget's key
+    book = budgets if budgets is not None else TableBudgets(home.budgets_path())
+    table_id = book.table_id(table)  # which table the run came from (its listing), and its budget's key
+    start_key = hashlib.sha256(json.dumps([table_id, request], sort_keys=True, default=str).encode()).hexdigest()
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
-    run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
-    if budgets is not None:
+    with locked(Path(root) / ".starting.lock"):  # one start at a time, across sessions and processes
+        live = _live_run_of(Path(root), start_key)
+        if live is not None:
+            return live  # the same request, started a moment ago: nothing more is started or charged
+        run = _create_run(root, train, holdout, schema, request, book, table_id, start_key)
+        return _start_worker(run, python, processes)
+
+
+def _live_run_of(root: Path, start_key: str) -> RunDir | None:
+    """A run under `root` started from the same request that is still being created or trains."""
+    for path in root.iterdir():
+        run = RunDir(path)
         try:
-            budgets.reserve(table_id, str(run.path.resolve()), request["epsilon"], request.get("delta") or 0.0)
-        except BudgetError:
-            shutil.rmtree(run.path)  # refused: nothing of it is left behind
-            raise
-        request = {**request, "budgets": str(budgets.path)}
-    request = {**request, "table": table_id}
-    _write_private(train, run.private_path("train"))
-    if holdout is not None:
-        _write_private(holdout, run.private_path("holdout"))
-    run.write_schema(schema)
-    run.write_request({**request, "rows": len(train), "created": time.time(),
-                       "holdout_rows": 0 if holdout is None else len(holdout)})
-    run.set_status("created", "waiting for the training process to start")
-    log = open(run.worker_log, "ab")
-    os.chmod(run.worker_log, 0o600)
-    # a new session: the worker outlives the page that started it (reloads, closed tabs, reruns)
-    proc = subprocess.Popen(worker_command(python or sys.executable, run.path, processes), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
-    log.close()
+            if path.is_dir() and run.exists() and run.request().get("start_key") == start_key \
+                    and job_state(run).get("state") in ("created", "running"):
+                return run
+        except (RunError, OSError):
+            continue
+    return None
+
+
+def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema: Schema, request: dict,
+                book: TableBudgets, table_id: str, start_key: str) -> RunDir:
+    """The run folder with its charge reserved, its private rows, schema and request; nothing is left of it
+    when the charge is refused or a file cannot be written."""
+    run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
+    try:
+        if not request.get("public_table"):
+            charge = TableCharge(book, table_id)
+            book.open_account(table_id, None, request["epsilon"])
+            charge.reserve(request["epsilon"], request.get("delta") or 0.0, run=str(run.path.resolve()))
+            run.write_charge(charge.to_dict())  # the worker settles it; so does job_state if the worker dies
+        _write_private(train, run.private_path("train"))
+        if holdout is not None:
+            _write_private(holdout, run.private_path("holdout"))
+        run.write_schema(schema)
+        run.write_request({**request, "table": table_id, "start_key": start_key, "rows": len(train),
+                           "created": time.time(), "holdout_rows": 0 if holdout is None else len(holdout)})
+        run.set_status("created", "waiting for the training process to start")
+    except BaseException:
+        charge = run_charge(run)
+        if charge is not None:  # nothing ran: the reservation goes with the run
+            charge.book.settle(charge.table_id, charge.key, 0.0, 0.0)
+        shutil.rmtree(run.path, ignore_errors=True)
+        raise
+    return run
+
+
+def run_charge(run: RunDir) -> TableCharge | None:
+    """The charge a run draws on its table's budget (reserved when the run was made), None if it draws none."""
+    try:
+        charge = run.charge()
+    except RunError:
+        return None
+    if charge is not None:
+        return TableCharge.from_dict(charge)
+    request = run.request()
+    if request.get("table") and request.get("budgets"):  # a run made before charges had keys of their own
+        return TableCharge(TableBudgets(request["budgets"]), request["table"], str(run.path.resolve()), reserved=True)
+    return None
+
+
+def _start_worker(run: RunDir, python: str | None, processes: int) -> RunDir:
+    """Start the run's worker process; if it cannot start, the run is marked failed and its charge released
+    (nothing ran)."""
+    try:
+        fd = os.open(run.worker_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
+            # a new session: the worker outlives the page that started it (reloads, closed tabs, reruns)
+            proc = subprocess.Popen(worker_command(python or sys.executable, run.path, processes), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    cwd=str(Path(__file__).resolve().parents[2]))
+    except OSError as e:
+        charge = run_charge(run)
+        if charge is not None:
+            charge.book.settle(charge.table_id, charge.key, 0.0, 0.0)
+        run.set_status("failed", f"the training process could not start: {e}")
+        raise
     # reap the worker when it ends, so a finished job leaves no zombie behind in a long-lived app
     threading.Thread(target=proc.wait, daemon=True).start()
     run.write_worker(proc.pid)
@@ -207,9 +274,9 @@ def _mark_dead(run: RunDir) -> None:
     if ledger is not None and plan is not None and not ledger.has_training():
         charge_interrupted(ledger, plan, steps=len(run.events()))
         run.write_ledger(ledger)
-    request = run.request()
-    if ledger is not None and request.get("table") and request.get("budgets"):
-        TableCharge(TableBudgets(request["budgets"]), request["table"], str(run.path.resolve())).settle(ledger)
+    charge = run_charge(run)
+    if ledger is not None and charge is not None:
+        charge.settle(ledger)
     run.set_status("failed", "the training process stopped unexpectedly (it was killed or the machine "
                              "restarted); the ε of the steps it took is recorded in the ledger")
 

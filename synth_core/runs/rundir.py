@@ -2,6 +2,7 @@
 place that spells a path inside a run folder; everything else asks a RunDir.
 
     config.json       model family, preset, options, ε, δ, accountant, the noise plan
+    charge.json       which charge on which table's budget the run draws (privacy.table_budget)
     schema.json       the public schema the run used (with its provenance)
     ledger.json       every mechanism that touched the private table and its ε
     events.jsonl      one JSON line per optimizer step (step, epoch, loss, ε, samples/s)
@@ -35,7 +36,7 @@ from typing import Any
 
 from ..privacy import PrivacyLedger
 from ..schema import Schema
-from ..files import open_private, write_atomic
+from ..files import atomic_output, check_output_folder, write_atomic
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
 # keys of config.json that describe the private table itself: they stay with the steward, in no report
@@ -60,7 +61,7 @@ class RunDir:
         """A new, empty run folder. With `overwrite`, a finished run already there is cleared first (its
         model and samples go with it, so a failed refit can never sample the old model); a folder that holds
         other files, or a run still in progress, is refused."""
-        run = cls(path)
+        run = cls(check_output_folder(path, "run folder"))
         if run.path.exists() and not run.path.is_dir():
             raise RunError(f"{run.path} is a file, not a folder for a run")
         if run.path.exists() and any(run.path.iterdir()):
@@ -151,6 +152,28 @@ class RunDir:
 
     def ledger(self) -> PrivacyLedger:
         return PrivacyLedger.from_dict(self._read_json("ledger.json"))
+
+    # --- its charge on the table's budget --------------------------------------------------------------
+    def write_charge(self, charge: dict) -> None:
+        """Which charge on which table's budget this run draws (privacy.table_budget.TableCharge.to_dict), so
+        that a run whose process died is settled from its own ledger."""
+        self._write_json("charge.json", charge)
+
+    def charge(self) -> dict | None:
+        """The run's charge on its table's budget, None for a run that draws from none (or made before charges
+        were recorded in the run)."""
+        if not (self.path / "charge.json").exists():
+            return None
+        data = self._read_json("charge.json")
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("book", "table", "key")):
+            raise RunError(f"{self.path / 'charge.json'} is not a charge this workbench wrote")
+        return data
+
+    def charge_key(self) -> str:
+        """The key of the run's charge in the book; for a run made before charges had keys of their own, its
+        resolved path (the key they were kept under)."""
+        charge = self.charge()
+        return charge["key"] if charge is not None else str(self.path.resolve())
 
     # --- the background job's files -----------------------------------------------------------------
     def private_path(self, which: str) -> Path:
@@ -255,10 +278,8 @@ class RunDir:
         except FileNotFoundError:
             raise self._gone() from None
         path = self.sample_path(name)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open_private(tmp, "w") as f:
+        with atomic_output(path, private=True, make_parent=False) as f:
             table.to_csv(f, index=False)
-        tmp.replace(path)
         return path
 
     def samples_stamp(self) -> float:

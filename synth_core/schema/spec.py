@@ -28,6 +28,8 @@ ROLES = (None, "sensitive", "target")
 DATES = (None, "year")
 # the largest magnitude of a numeric bound: integers beyond 2^53 lose exactness as floats
 MAX_MAGNITUDE = 1e15
+# a continuous column's written precision: beyond this a float64 no longer holds the digits
+MOST_DECIMALS = 12
 
 
 class SchemaError(ValueError):
@@ -100,6 +102,18 @@ class ColumnSpec:
             raise SchemaError(f"{where}: date must be 'year' or empty, not {self.date!r}")
         if self.date is not None and self.kind != "integer":
             raise SchemaError(f"{where}: a column read from dates (date={self.date!r}) is an integer column")
+        if not isinstance(self.nullable, bool):
+            raise SchemaError(f"{where}: nullable must be true or false, not {self.nullable!r}")
+        if self.decimals is not None and (isinstance(self.decimals, bool) or not isinstance(self.decimals, int)
+                                          or not 0 <= self.decimals <= MOST_DECIMALS):
+            raise SchemaError(f"{where}: decimals must be a whole number from 0 to {MOST_DECIMALS}, not "
+                              f"{self.decimals!r}")
+        if self.decimals is not None and self.kind != "continuous":
+            raise SchemaError(f"{where}: decimals is for a continuous column, not an {self.kind} one")
+        if self.unknown is not None and not isinstance(self.unknown, str):
+            raise SchemaError(f"{where}: the unknown category must be text, not {self.unknown!r}")
+        if self.derived is not None and not isinstance(self.derived, dict):
+            raise SchemaError(f"{where}: derived must be an object (a rule), not {self.derived!r}")
         if self.is_numeric:
             for label, bound in (("lower", self.lower), ("upper", self.upper)):
                 if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
@@ -109,6 +123,11 @@ class ColumnSpec:
                     raise SchemaError(f"{where}: {label} bound {bound:g} is beyond ±{MAX_MAGNITUDE:g}, more than a "
                                       "number column can hold exactly; rescale the column (e.g. to thousands) or "
                                       "leave it out")
+            if self.kind == "integer":
+                for label, bound in (("lower", self.lower), ("upper", self.upper)):
+                    if bound is not None and bound != math.floor(bound):
+                        raise SchemaError(f"{where} is an integer column: its {label} bound must be a whole "
+                                          f"number, not {bound!r}")
             if self.has_bounds and self.lower >= self.upper:
                 raise SchemaError(f"{where}: lower bound {self.lower} must be below upper bound {self.upper}")
             if self.categories:
@@ -122,8 +141,14 @@ class ColumnSpec:
                     raise SchemaError(f"{where}: quantiles must be a non-empty ascending list of numbers within the "
                                       "bounds")
         else:
-            if not self.categories:
+            if not self.categories or not isinstance(self.categories, (list, tuple)):
                 raise SchemaError(f"{where}: a categorical column needs a non-empty public category list")
+            for c in self.categories:
+                if c is None or isinstance(c, (bool, list, tuple, dict, set)) \
+                        or (isinstance(c, float) and not math.isfinite(c)):
+                    raise SchemaError(f"{where}: every category must be text or a number, not {c!r}"
+                                      + ("; a missing value is declared with nullable, not as a category"
+                                         if c is None else ""))
             cats = [str(c) for c in self.categories]
             dupes = sorted({c for c in cats if cats.count(c) > 1})
             if dupes:
@@ -155,6 +180,12 @@ class ColumnSpec:
                 x = float(value)
             except (TypeError, ValueError):
                 raise SchemaError(f"{where} is numeric; {value!r} is not a number") from None
+            if not math.isfinite(x):
+                raise SchemaError(f"{where} is numeric; {value!r} is not a finite number")
+            if self.kind == "integer" and x != math.floor(x):
+                raise SchemaError(f"{where} holds whole numbers; {x:g} is not one")
+            if self.decimals is not None and round(x, self.decimals) != x:
+                raise SchemaError(f"{where} is written with {self.decimals} decimal(s); {x!r} has more")
             lo, hi = self._range(None)
             if not lo <= x <= hi:
                 raise SchemaError(f"{where}: {x:g} lies outside the public bounds [{lo:g}, {hi:g}]")
@@ -266,6 +297,9 @@ class ColumnSpec:
             return point, np.unique(np.r_[start - 0.5, inner, hi + 0.5])
         width = max(1, math.ceil((hi - start + 1) / n_bins))
         return point, np.r_[np.arange(start - 0.5, hi + 0.5, width), hi + 0.5]
+
+
+SCHEMA_FIELDS = {"version", "drafted_from_data", "confirmed", "missing_markers", "columns", "excluded", "rows"}
 
 
 @dataclass
@@ -380,6 +414,15 @@ class Schema:
             raise SchemaError(f"the schema names a column twice: {_preview(dupes)}")
         for c in self.columns:
             c.check()
+        targets = [c.name for c in self.columns if c.role == "target"]
+        if len(targets) > 1:
+            raise SchemaError(f"the schema marks {len(targets)} columns as the target ({_preview(targets)}); a "
+                              "review predicts one: keep the role on one column")
+        for label, flag in (("drafted_from_data", self.drafted_from_data), ("confirmed", self.confirmed)):
+            if not isinstance(flag, bool):
+                raise SchemaError(f"the schema's {label} must be true or false, not {flag!r}")
+        if not isinstance(self.missing_markers, list) or not all(isinstance(m, str) for m in self.missing_markers):
+            raise SchemaError("the schema's missing_markers must be a list of texts")
         if self.derived_columns:
             from .derived import check_source
             for c in self.derived_columns:
@@ -415,10 +458,16 @@ class Schema:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Schema":
-        if not isinstance(data, dict) or "columns" not in data:
+        if not isinstance(data, dict) or not isinstance(data.get("columns"), list):
             raise SchemaError("a schema is a JSON object with a 'columns' list")
         if "version" not in data:
             raise SchemaError("the schema has no 'version' field")
+        unknown = set(data) - SCHEMA_FIELDS
+        if unknown:
+            raise SchemaError(f"the schema has unknown fields: {_preview(sorted(map(str, unknown)))}")
+        excluded = data.get("excluded") or {}
+        if not isinstance(excluded, dict):
+            raise SchemaError("the schema's excluded must be an object of column: reason")
         allowed = set(ColumnSpec.__dataclass_fields__)
         columns = []
         for i, col in enumerate(data["columns"]):
@@ -432,11 +481,11 @@ class Schema:
             columns.append(ColumnSpec(**col))
         return cls(
             columns=columns,
-            drafted_from_data=bool(data.get("drafted_from_data", False)),
-            confirmed=bool(data.get("confirmed", True)),
-            missing_markers=list(data.get("missing_markers", [])),
+            drafted_from_data=data.get("drafted_from_data", False),
+            confirmed=data.get("confirmed", True),
+            missing_markers=data.get("missing_markers", []),
             version=data["version"],
-            excluded={str(k): str(v) for k, v in (data.get("excluded") or {}).items()},
+            excluded={str(k): str(v) for k, v in excluded.items()},
             rows=data.get("rows"),
         )
 
