@@ -6,6 +6,7 @@ directory. sample: load a run's model and write synthetic rows.
 """
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from .home import budgets_path
 from .privacy.table_budget import TableBudgets, TableCharge
 from .release.export import to_csv
 from .runs import RunDir, RunError, RunGone
+from .runs.jobs import job_state
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training import distributed
 from .training.device import device_label
@@ -120,8 +122,10 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                          "run that opens its own")
     if table_epsilon is not None:
         check_run_budget(table_epsilon, None)
-    ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta if delta is not None else 0.0, n_rows=n,
-                           schema_provenance=provenance, rows_public=schema.rows is not None)
+    # the exact count only where it is public: a ledger is written to the run folder from its first entry on
+    ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=delta if delta is not None else 0.0,
+                           n_rows=n if schema.rows is not None else None, schema_provenance=provenance,
+                           rows_public=schema.rows is not None)
     if table_charge is None and not public_table and group.is_main:  # rank 0 alone draws under torchrun
         book = TableBudgets(budgets_path())
         table_charge = TableCharge(book, book.table_id(table))
@@ -136,9 +140,16 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         elif prepared:
             run = run_dir.require()
         else:
+            if overwrite and run_dir is not None and RunDir(run_dir).exists():
+                job_state(RunDir(run_dir))  # a run whose process died is marked so (and charged): it may go
             run = RunDir.create(run_dir, overwrite=overwrite) if run_dir is not None else None
-            if run is not None and table_charge is not None:
-                run.write_charge(table_charge.to_dict())
+            if run is not None:
+                run.write_worker(os.getpid())  # a reader tells a run this process no longer trains (runs.process)
+                if table_charge is not None:
+                    run.write_charge(table_charge.to_dict())
+        if run is not None:  # every mechanism is on disk as soon as it is recorded
+            run.write_ledger(ledger)
+            ledger.on_record = run.write_ledger
         # its phases, for the next estimate
         clock = RunClock(run.request().get("created") if prepared and run is not None else None)
         gone: list[RunGone] = []  # the run folder was deleted during training: stop, write nothing more
@@ -262,13 +273,15 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         except RunGone:
             raise  # nothing can be written where the run was
         except BaseException as e:
-            if run is not None:
-                try:
-                    run.write_ledger(ledger)
-                    state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
-                    run.set_status(state, f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=5))
-                except RunGone:
-                    pass
+            if run is not None:  # each record on its own: a full disk that refuses one may take the other
+                state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
+                for write in (lambda: run.write_ledger(ledger),
+                              lambda: run.set_status(state, f"{type(e).__name__}: {e}",
+                                                     traceback=traceback.format_exc(limit=5))):
+                    try:
+                        write()
+                    except (RunGone, OSError):
+                        pass  # what cannot be written now, a reader finds out from the dead process (runs.jobs)
             raise
         schema = estimated
         return FitResult(model=synth, ledger=ledger, validation=report, run=run, schema=schema, warnings=warnings,

@@ -99,8 +99,9 @@ def _fit_table(args, table, schema) -> int:
 
     group = distributed.current()
     previous = signal.signal(signal.SIGINT, on_sigint)
-    # torchrun stops its processes with SIGTERM (another one failed, or torchrun was stopped): as a Ctrl-C
-    previous_term = signal.signal(signal.SIGTERM, on_sigint) if group.active else None
+    # SIGTERM (kill, a service manager, torchrun stopping its processes) as a Ctrl-C: the run ends cancelled,
+    # its ledger and the table's budget saying what it spent
+    previous_term = signal.signal(signal.SIGTERM, on_sigint)
     bar = None
 
     def on_event(e: dict) -> None:
@@ -131,8 +132,7 @@ def _fit_table(args, table, schema) -> int:
                          quantile_share=getattr(args, "quantile_share", None))
     finally:
         signal.signal(signal.SIGINT, previous)
-        if previous_term is not None:
-            signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGTERM, previous_term)
         if bar is not None:
             bar.close()
     if not group.is_main:

@@ -253,8 +253,12 @@ def test_a_dead_worker_is_charged_by_its_saved_plan_and_an_old_plan_in_full():
     from synth_core.privacy.ledger import charge_interrupted
     p = plan_noise(1000, 100, 2, 1.0, 1e-5, accountant="rdp")
     ledger = PrivacyLedger(1.0, 1e-5, 1000)
-    charge_interrupted(ledger, p.to_dict(), steps=5)
-    assert ledger.entries[0].epsilon == pytest.approx(p.spent(5)[0]) and ledger.has_training()
+    charge_interrupted(ledger, p.to_dict(), steps=5)  # five logged, and the sixth it may have begun
+    assert ledger.entries[0].epsilon == pytest.approx(p.spent(6)[0]) and ledger.has_training()
+    assert ledger.entries[0].details["steps"] == 6
+    ledger = PrivacyLedger(1.0, 1e-5, 1000)
+    charge_interrupted(ledger, p.to_dict(), steps=p.steps)  # never more than the plan's steps
+    assert ledger.entries[0].details["steps"] == p.steps
     old = {k: v for k, v in p.to_dict().items() if k != "group_size"}  # saved before group sizes existed
     ledger = PrivacyLedger(1.0, 1e-5, 1000)
     charge_interrupted(ledger, old, steps=5)

@@ -232,9 +232,8 @@ def test_a_run_refused_into_an_occupied_folder_or_overwritten_never_lowers_the_b
     assert _spent(table)[0] == pytest.approx(cost_a + cost_c)
     # the steward raises the total: an overwrite is a new run, and the model it replaced stays charged
     assert main([*common, "--out", "C", "--overwrite", "--table-epsilon", "3"]) == 0
-    charged = _spent(table)[0]
-    assert charged == pytest.approx(cost_a + cost_c + RunDir("C").ledger().spent_epsilon)
-    assert charged >= cost_a + 2 * min(cost_a, cost_c) - 1e-9  # at least what the three trained models cost
+    # what the three trained models cost, each charged once
+    assert _spent(table)[0] == pytest.approx(cost_a + cost_c + RunDir("C").ledger().spent_epsilon)
 
 
 CRASH = """

@@ -24,6 +24,7 @@ COUNT = "noisy-count"          # the row count, when the schema does not declare
 MARGINALS = "marginals"        # Gaussian measurements of marginals (calibration of the samples)
 QUANTILES = "quantiles"        # Gaussian measurement of numeric columns' histograms, read as quantiles (their bins)
 SELECTED = "selected-marginals"  # marginals chosen by the exponential mechanism and measured (AIM): zCDP, by ρ
+UNFINISHED = "unfinished"      # a run whose process died before training: the rest of its ε, charged in full
 TRAINED = (TRAINING, SELECTED)   # the kinds that charge a family's private training (AIM's is its selections)
 
 
@@ -69,11 +70,18 @@ class PrivacyLedger:
 
     target_epsilon: float
     target_delta: float
-    n_rows: int                     # the row count as released: declared public, or noisy (see rows_public)
+    n_rows: int | None              # the row count as released: declared public, or noisy (see rows_public);
+    #                                 None until a noisy count is measured
     schema_provenance: dict = field(default_factory=dict)
     entries: list[LedgerEntry] = field(default_factory=list)
     rows_public: bool = True        # False: n_rows is a noisy count paid from ε (an entry of kind COUNT)
     _composed: dict = field(default_factory=dict, repr=False, compare=False)  # signature -> composed ε
+    # called with the ledger after every entry (a run writes it to its folder: a process that dies mid-run
+    # leaves every mechanism it recorded on disk)
+    on_record: object = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:  # pickled (sent to torchrun's other ranks) without its listener
+        return {**self.__dict__, "on_record": None}
 
     @property
     def sum_epsilon(self) -> float:
@@ -137,6 +145,8 @@ class PrivacyLedger:
         entry = LedgerEntry(mechanism=mechanism, epsilon=float(epsilon), delta=float(delta),
                             accountant=accountant, details=details, kind=kind)
         self.entries.append(entry)
+        if self.on_record is not None:
+            self.on_record(self)
         return entry
 
     @property
@@ -159,7 +169,7 @@ class PrivacyLedger:
         out = []
         if self.schema_provenance.get("warning"):
             out.append(self.schema_provenance["warning"])
-        w = delta_warning(self.target_delta, self.n_rows)
+        w = delta_warning(self.target_delta, self.n_rows) if self.n_rows and self.target_delta else None
         if w:
             out.append(w)
         if self.spent_epsilon > self.target_epsilon * 1.0001:
@@ -225,10 +235,22 @@ def record_training(ledger: PrivacyLedger, mechanism: str, plan: NoisePlan, step
                          **extra, **details)
 
 
+def charge_unfinished(ledger: PrivacyLedger) -> LedgerEntry:
+    """Charge a run whose process died before training began (during the count, the bounds or a measurement):
+    whatever it was measuring when it died is unknown, so the rest of its (ε, δ) is charged, never less than
+    it spent."""
+    epsilon = max(0.0, ledger.target_epsilon - ledger.spent_epsilon)
+    delta = max(0.0, ledger.target_delta - ledger.spent_delta)
+    return ledger.record("Interrupted before training (the rest of the budget, charged in full)", epsilon=epsilon,
+                         delta=delta, kind=UNFINISHED,
+                         reason="the process died while a mechanism may have been running")
+
+
 def charge_interrupted(ledger: PrivacyLedger, plan: dict, steps: int) -> LedgerEntry:
-    """Charge a training process that died before writing its own entry: the `steps` it logged, by the plan
-    it saved. A plan saved before group sizes were recorded is charged in full, never less than it spent; so
-    is an adaptive mechanism's (its rounds spend unequal shares, and a round may have started unlogged)."""
+    """Charge a training process that died before writing its own entry: the `steps` it logged and the one it
+    may have begun unlogged (at most the plan's), by the plan it saved. A plan saved before group sizes were
+    recorded is charged in full, never less than it spent; so is an adaptive mechanism's (its rounds spend
+    unequal shares, and a round may have started unlogged)."""
     if plan.get("kind") == "zcdp":
         p = RhoPlan.from_dict(plan)
         return ledger.record("Marginals selected and measured (interrupted; charged in full)",
@@ -240,6 +262,7 @@ def charge_interrupted(ledger: PrivacyLedger, plan: dict, steps: int) -> LedgerE
                              accountant=p.accountant, kind=TRAINING, steps=steps, steps_planned=p.steps,
                              reason="the plan was saved without its group size")
     p = NoisePlan.from_dict(plan)
+    steps = min(int(steps) + 1, int(p.steps))  # the step it died in may have begun
     epsilon, delta = p.spent(steps)
     extra = {"group_size": p.group_size} if p.group_size > 1 else {}
     return ledger.record("DP-SGD (interrupted)", epsilon=epsilon, delta=delta, accountant=p.accountant, kind=TRAINING,

@@ -50,6 +50,7 @@ def noisy_count(n: int, epsilon: float, ledger: PrivacyLedger) -> int:
     """n + Laplace(1/ε), rounded, at least 2; recorded in the ledger (ε-DP, δ = 0)."""
     scale = 1.0 / epsilon
     value = max(2, int(round(n + secret_rng().laplace(0.0, scale))))
+    ledger.n_rows = value  # the released count, before the ledger that holds it is written anywhere
     ledger.record("Noisy row count (Laplace mechanism)", epsilon=epsilon, delta=0.0, kind=COUNT,
                   noise_scale=scale, count=value)
     return value

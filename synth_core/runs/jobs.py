@@ -27,13 +27,14 @@ import numpy as np
 import pandas as pd
 
 from ..privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget
-from ..privacy.ledger import charge_interrupted
+from ..privacy.ledger import charge_interrupted, charge_unfinished
 from .. import home
 from ..files import locked
 from ..privacy.table_budget import TableBudgets, TableCharge
 from ..models import get_model_class
 from ..models.recommend import AUTO
 from ..training import distributed
+from . import process
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError
 
@@ -229,34 +230,17 @@ def cancel_requested(run: RunDir) -> bool:
 
 
 def _worker_alive(run: RunDir) -> bool:
-    """Whether the worker still runs: its process, or under torchrun rank 0's (which goes on training if
-    torchrun alone is killed, and whose death ends torchrun)."""
-    return any(_alive(pid) for pid in run.worker_pids())
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a reused pid belongs to another program
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        if b"synth_core.worker" not in cmdline:
-            return False
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"  # a zombie has finished
-    except OSError:
-        return True  # no /proc: trust kill(0)
+    """Whether the run's process still trains it: its own, or under torchrun rank 0's (which goes on training
+    if torchrun alone is killed, and whose death ends torchrun)."""
+    return any(process.alive(r, legacy_command=b"synth_core.worker") for r in run.worker_records())
 
 
 def job_state(run: RunDir) -> dict:
-    """The run's status, with a worker that died unnoticed (killed, machine restarted) marked failed
-    and the ε of the steps it took charged to the ledger."""
+    """The run's status, with a run whose process died unnoticed (killed, stopped by a full disk, the machine
+    restarted) marked failed, whoever started it (a background job, the CLI, the API), and what it may have
+    spent charged to its ledger and its table's budget (`settle_dead`)."""
     status = run.require().status()
-    if status.get("state") in ("created", "running") and run.worker_pid() is not None \
-            and not _worker_alive(run):
+    if status.get("state") in ("created", "running") and run.worker_records() and not _worker_alive(run):
         time.sleep(0.2)  # the worker may have written its last status just now
         status = run.status()
         if status.get("state") in ("created", "running"):
@@ -266,19 +250,33 @@ def job_state(run: RunDir) -> dict:
 
 
 def _mark_dead(run: RunDir) -> None:
+    """A run whose process died without saying how it ended: its ledger charges what it may have spent (the
+    steps it logged and the one it may have begun, by its saved plan; before training, the rest of its ε),
+    its table's budget is settled from that ledger, and its status says so."""
     try:
         ledger = run.ledger()
-        plan = run.config()["plan"]
-    except (RunError, KeyError, TypeError):
-        ledger, plan = None, None  # it died before training began: nothing was spent
-    if ledger is not None and plan is not None and not ledger.has_training():
-        charge_interrupted(ledger, plan, steps=len(run.events()))
-        run.write_ledger(ledger)
-    charge = run_charge(run)
-    if ledger is not None and charge is not None:
-        charge.settle(ledger)
-    run.set_status("failed", "the training process stopped unexpectedly (it was killed or the machine "
-                             "restarted); the ε of the steps it took is recorded in the ledger")
+    except RunError:
+        ledger = None
+    try:
+        plan = run.config().get("plan")
+    except (RunError, AttributeError):
+        plan = None
+    if ledger is None:  # it died before writing one: its table's budget keeps the whole reservation
+        message = ("the training process stopped unexpectedly (killed, or the machine restarted) before it wrote "
+                   "its ledger; the table's budget keeps this run's whole ε reserved")
+    else:
+        if not ledger.has_training():
+            if plan is not None:
+                charge_interrupted(ledger, plan, steps=len(run.events()))
+            else:
+                charge_unfinished(ledger)
+            run.write_ledger(ledger)
+        charge = run_charge(run)
+        if charge is not None:
+            charge.settle(ledger)
+        message = ("the training process stopped unexpectedly (killed, or the machine restarted); what it may "
+                   f"have spent, ε = {ledger.spent_epsilon:.4g}, is charged in its ledger")
+    run.set_status("failed", message)
 
 
 def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | None:

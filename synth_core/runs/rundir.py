@@ -36,6 +36,7 @@ from typing import Any
 
 from ..privacy import PrivacyLedger
 from ..schema import Schema
+from . import process
 from ..files import atomic_output, check_output_folder, write_atomic
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
@@ -183,7 +184,8 @@ class RunDir:
         return self.path / "private" / f"{which}.parquet"
 
     def write_worker(self, pid: int) -> None:
-        self._write_json("worker.json", {"pid": pid, "started": time.time()})
+        """The process that trains the run (the app's worker, or the CLI or script that called `api.fit`)."""
+        self._write_json("worker.json", process.record(pid))
 
     def worker_pid(self) -> int | None:
         """The worker's process id, or None if no worker was started (or its record is unreadable)."""
@@ -194,16 +196,20 @@ class RunDir:
 
     def write_training_process(self, pid: int) -> None:
         """Under torchrun: the process of rank 0, which trains and writes the run (the worker's pid is torchrun's)."""
-        self._write_json("worker.rank0.json", {"pid": pid, "started": time.time()})
+        self._write_json("worker.rank0.json", process.record(pid))
 
-    def worker_pids(self) -> list[int]:
-        """The worker's process id and, under torchrun, rank 0's: the job runs while either does."""
-        pids = [self.worker_pid()]
-        try:
-            pids.append(int(self._read_json("worker.rank0.json")["pid"]))
-        except (RunError, KeyError, TypeError, ValueError):
-            pass
-        return [p for p in pids if p is not None]
+    def worker_records(self) -> list[dict]:
+        """The records (runs.process) of the process that trains the run and, under torchrun, of rank 0's: the
+        run trains while either process does."""
+        out = []
+        for name in ("worker.json", "worker.rank0.json"):
+            try:
+                entry = self._read_json(name)
+            except RunError:
+                continue
+            if isinstance(entry, dict) and "pid" in entry:
+                out.append(entry)
+        return out
 
     @property
     def worker_log(self) -> Path:
