@@ -16,6 +16,7 @@ from typing import Callable
 import pandas as pd
 
 from .models import SynthModel, get_model_class
+from .models.base import check_sample_rows
 from .models.recommend import AUTO, CANDIDATES, recommend
 from .privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget, default_delta, delta_warning
 from .privacy.budget import check_quantile_share
@@ -28,11 +29,15 @@ from .home import budgets_path
 from .privacy.table_budget import TableBudgets, TableCharge
 from .release.export import to_csv
 from .runs import RunDir, RunError, RunGone
-from .runs.jobs import job_state
+from .runs.jobs import job_state, review_rows_for
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training import distributed
 from .training.device import device_label
 from .training.timing import RunClock, rows_drawn, sampling_seconds
+
+# review_rows: as many rows as the run releases it trained on
+REVIEW_RELEASED = "released"
+
 
 @dataclass
 class FitResult:
@@ -57,7 +62,9 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     """Train `model` on the private `table` within a total budget (ε, δ) and return it with its ledger.
 
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
-    review_rows: also sample this many rows into the run's review sample before it is marked done.
+    review_rows: also sample this many rows into the run's review sample before it is marked done;
+    REVIEW_RELEASED: as many as the run releases it trained on (its noisy count, never the exact one), at most
+    runs.jobs.REVIEW_ROWS.
     accept_draft: train on a schema drafted from the data and never confirmed (refused otherwise); the
     ledger and every report then say so first.
     The table's budget across runs (privacy.table_budget): every fit draws from it. The whole ε is reserved
@@ -98,6 +105,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     group = distributed.current()  # several processes under torchrun: rank 0 alone writes and pays what precedes training
     if klass is not None:
         klass.check_processes(group.world_size)
+    if review_rows not in (None, 0, REVIEW_RELEASED):
+        check_sample_rows(review_rows)  # before anything is spent
     if calibration_share is not None:
         check_calibration_share(calibration_share)
     if quantile_share is not None:
@@ -222,6 +231,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
             options = paid["options"]
             klass = get_model_class(model)
             warnings += [w for w in [delta_warning(delta, ledger.n_rows)] if w]
+            if review_rows == REVIEW_RELEASED:
+                review_rows = review_rows_for(ledger.n_rows)
             if not group.is_main and estimated.to_dict() != schema.to_dict():  # rank 0 did it above
                 clean, report = validate_table(clean, estimated)
             synth = klass(estimated, preset=preset, device=device, seed=seed, **(options or {}))

@@ -43,18 +43,17 @@ def main(argv: list[str]) -> int:
         if group.active and group.is_main:
             run.write_training_process(os.getpid())  # the job runs while this does (runs.jobs)
         from . import api
-        from .runs.jobs import cancel_requested, read_private, review_rows_for, run_charge
+        from .runs.jobs import cancel_requested, read_private, run_charge
         request = run.request()
         table = read_private(run, "train")
         if table is None:
             raise FileNotFoundError("the run's private rows are missing")
         schema = run.schema()
-        rows = int(request.get("review_rows") or review_rows_for(len(table)))
+        rows = request.get("review_rows") or api.REVIEW_RELEASED  # as many as the run releases it trained on
         charge = run_charge(run) if group.is_main else None  # reserved when the job was made
         if group.is_main:
             processes = f" in {group.world_size} processes" if group.active else ""
-            print(f"{time.strftime('%H:%M:%S')} training {request['model']} on {len(table)} rows{processes}",
-                  flush=True)
+            print(f"{time.strftime('%H:%M:%S')} training {request['model']}{processes}", flush=True)
         api.fit(table, schema, model=request["model"], epsilon=request["epsilon"],
                 delta=request.get("delta"), accountant=request.get("accountant", "prv"),
                 preset=request.get("preset", "cpu"), options=request.get("options") or {},

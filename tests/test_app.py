@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import PATIENCE_S, end_workers
 from synth_core.demo import demo_table
+from synth_core.runs import RunDir
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 RUN_S = 600  # one script run of the app; a safety net for a hung page, not a speed check
@@ -159,7 +160,7 @@ def test_walk_through_from_upload_to_export(workspace):
     private = run_dir / "private" / "train.parquet"
     assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
     assert len(pd.read_parquet(private)) == 270  # 10% kept aside for the review
-    assert "people" not in (run_dir / "worker.log").read_text()
+    assert "people" not in RunDir(run_dir).worker_log.read_text()
 
     # 5. review: figures with verdicts, marginals, projection, distance to closest record
     at.switch_page("app_pages/review.py").run(timeout=RUN_S)

@@ -106,7 +106,7 @@ def test_a_killed_rank_fails_the_run_and_its_steps_are_charged(tmp_path):
                             start_new_session=True)
     try:
         run = RunDir(out)
-        wait_until(lambda: (out / "events.jsonl").exists() and len(run.events()) >= 3 or proc.poll() is not None,
+        wait_until(lambda: run.exists() and len(run.events()) >= 3 or proc.poll() is not None,
                    "two ranks training")
         assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
         _kill_rank(proc.pid, 1)

@@ -311,3 +311,51 @@ def test_overwrite_clears_the_old_model_and_sample_refuses_unfinished_runs(tmp_p
     with pytest.raises(RunError, match="not a run"):
         fit(table, schema, epsilon=1.0, preset="tiny", run_dir=tmp_path / "mine", overwrite=True, public_table=True)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+
+
+def _shareable_json(run: RunDir) -> dict:
+    """Every JSON value in the run folder outside private/ (what a steward shares), by file."""
+    out = {}
+    for path in run.path.rglob("*"):
+        if path.is_file() and run.private_dir not in path.parents and path.suffix in (".json", ".jsonl"):
+            out[str(path.relative_to(run.path))] = [json.loads(line) for line in path.read_text().splitlines()
+                                                    if line.strip()] if path.suffix == ".jsonl" else \
+                json.loads(path.read_text())
+    return out
+
+
+def _pairs(value) -> list[tuple]:
+    """Every (key, value) in nested JSON."""
+    if isinstance(value, dict):
+        return [(k, v) for k, v in value.items()] + [p for v in value.values() for p in _pairs(v)]
+    if isinstance(value, list):
+        return [p for v in value for p in _pairs(v)]
+    return []
+
+
+@pytest.mark.parametrize("model", ["aim", "dp-tbart"])
+def test_the_shareable_run_folder_holds_nothing_the_budget_did_not_pay_for(worker_root, model):
+    """Issue 40 item 4: no exact row count, batch sizes, non-private losses or rows seen outside private/; the
+    review sample sized by the released count; dates, not times, in the ledger; a keyed table fingerprint."""
+    from synth_core.privacy.table_budget import legacy_fingerprint
+    table = demo_table(347, seed=3)
+    options = {} if model == "aim" else {"epochs": 2}
+    run = jobs.start_fit_job(worker_root, table, demo_schema(), {**SLOW_REQUEST, "options": options,
+                                                                 "model": model, "holdout_share": 0.0})
+    wait(run, lambda: jobs.job_state(run)["state"] not in ("created", "running"))
+    assert jobs.job_state(run)["state"] == "completed", run.status()
+    shared = _shareable_json(run)
+    assert set(shared) >= {"config.json", "ledger.json", "status.json", "request.json", "schema.json"}
+    assert not {"events.jsonl", "training.json", "worker.log", "reports"} & {p.name for p in run.path.iterdir()}
+    pairs = [p for v in shared.values() for p in _pairs(v)]
+    assert not {k for k, _ in pairs} & {"holdout_rows", "samples_seen", "loss", "private_validation_counts"}
+    ledger = run.ledger()
+    (count,) = [e for e in ledger.entries if e.kind == "noisy-count"]
+    assert {v for k, v in pairs if k in ("rows", "n_rows")} <= {count.details["count"]}  # the released count
+    assert ledger.n_rows == count.details["count"]
+    assert len(pd.read_csv(run.review_sample)) == min(count.details["count"], jobs.REVIEW_ROWS)
+    assert all(len(e.time) == 10 for e in ledger.entries)  # YYYY-MM-DD
+    assert run.request()["table"] != legacy_fingerprint(table)
+    assert run.request()["rows"] == 347 and run.config()["rows"] == 347  # the steward's own view still has them
+    assert jobs.list_runs(worker_root)[0]["rows"] == 347 and run.events()
+    assert oct(run.private_dir.stat().st_mode & 0o777) == "0o700"

@@ -111,3 +111,32 @@ def test_dp_bounds_are_not_replayable_from_the_seed():
         out = estimate_missing_bounds(table, schema, 0.5, ledger, coarse_range=(-1000.0, 1000.0))
         uppers.add(out["x"].upper)
     assert len(uppers) > 1
+
+
+def test_measurements_draw_secure_noise_and_keep_whole_counts(toy_schema, toy_table, monkeypatch):
+    """Marginals, quantile histograms and AIM's rounds take Opacus' secure-mode noise (never NumPy's single
+    floating-point Gaussian draw), from a secret generator, and keep their noisy counts rounded."""
+    from synth_core.privacy.measurements import measure_marginals, measure_quantiles
+    from synth_core.privacy.randomness import secure_gaussian
+    from synth_core.privacy.selection import RhoBudget
+    from synth_core.schema import validate_table
+
+    from synth_core.privacy import randomness
+    secure = []
+    monkeypatch.setattr(randomness, "gaussian_noise", lambda *a: secure.append(1) or gaussian_noise(*a))
+    clean, _ = validate_table(toy_table, toy_schema)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        ledger = PrivacyLedger(target_epsilon=2.0, target_delta=1e-5, n_rows=len(clean))
+        marginals, _ = measure_marginals(clean, toy_schema, 0.5, 1e-6, ledger, rows=len(clean), accountant="rdp")
+        runs.append(np.concatenate([m.counts.ravel() for m in marginals.marginals]))
+        schema, _ = measure_quantiles(clean, toy_schema, 0.5, 1e-6, ledger, accountant="rdp")
+        assert schema["hours"].quantiles is not None
+    for counts in runs:
+        assert np.array_equal(counts, np.round(counts))
+    assert not np.array_equal(runs[0], runs[1])  # the same seeds, other noise
+    measured = RhoBudget(1.0).measure(np.arange(10.0), 2.0, np.random.default_rng(0))
+    assert np.array_equal(measured, np.round(measured))
+    assert len(secure) == 2 * (len(marginals.marginals) + 1) + 1  # every measurement's noise, secure
+    assert float(np.std(secure_gaussian(2.0, 100_000))) == pytest.approx(2.0, rel=0.02)

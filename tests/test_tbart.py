@@ -163,7 +163,8 @@ def test_run_directory_reloads_and_samples_without_retraining(toy_schema, toy_ta
     result = fit_tiny(toy_schema, toy_table, tmp_path)
     run = RunDir(tmp_path / "run")
     assert run.status()["state"] == "completed"
-    assert {"config.json", "schema.json", "ledger.json", "events.jsonl", "status.json"} <= {p.name for p in run.path.iterdir()}
+    assert {"config.json", "schema.json", "ledger.json", "status.json", "private"} <= {p.name for p in run.path.iterdir()}
+    assert (run.private_dir / "events.jsonl").exists()  # the losses and batch sizes: the steward's own
     events = run.events()
     assert len(events) == result.model.train_result.steps_done
     assert all({"step", "epoch", "loss", "epsilon", "samples_per_s"} <= set(e) for e in events)

@@ -72,6 +72,19 @@ class SamplingError(RuntimeError):
     """Sampling could not produce what was asked; the message says why and what to change."""
 
 
+# the most rows one request draws: more would take hours on a CPU and tens of GB; draw several files instead
+MAX_SAMPLE_ROWS = 5_000_000
+
+
+def check_sample_rows(n) -> None:
+    """ValueError unless `n` rows can be drawn in one request: a whole number from 1 to MAX_SAMPLE_ROWS."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
+    if n > MAX_SAMPLE_ROWS:
+        raise ValueError(f"{n:,} rows is more than one request draws (at most {MAX_SAMPLE_ROWS:,}); ask for fewer, "
+                         "or draw several files")
+
+
 class SynthModel:
     family = "base"
     label = ""              # a plain-language name, shown before the family's technical name
@@ -296,8 +309,7 @@ class SynthModel:
 
     @staticmethod
     def _check_rows(n) -> None:
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
+        check_sample_rows(n)
 
     # --- persistence --------------------------------------------------------------------------------
     def state(self) -> dict:

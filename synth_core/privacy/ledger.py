@@ -10,7 +10,7 @@ are told apart by their `kind`, never by their wording.
 """
 from __future__ import annotations
 
-import time
+import datetime
 from dataclasses import asdict, dataclass, field
 
 from .accounting import ZCDP, Gaussian, accountant_for, compose, zcdp_epsilon
@@ -35,7 +35,9 @@ class LedgerEntry:
     delta: float = 0.0
     accountant: str | None = None
     details: dict = field(default_factory=dict)
-    time: float = field(default_factory=time.time)
+    # the day it was recorded: a time to the second would tell how long training took, which grows with the
+    # number of rows
+    time: str = field(default_factory=lambda: datetime.date.today().isoformat())
     kind: str | None = None
 
     def gaussian(self) -> Gaussian | None:

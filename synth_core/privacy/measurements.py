@@ -27,7 +27,7 @@ from ..encoding.tokens import TokenEncoder
 from ..schema import Schema
 from .accounting import Gaussian, gaussian_for
 from .ledger import COUNT, MARGINALS, QUANTILES, PrivacyLedger
-from .randomness import secret_rng
+from .randomness import noisy_counts, secret_rng
 
 COUNT_SHARE = 0.02          # of ε, for the noisy row count (ε = 1: Laplace noise of scale 50 rows)
 COUNT_EPSILON_FLOOR = 0.01  # but at least this (a count from less is too noisy to plan with) ...
@@ -173,12 +173,11 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
     mechanism = gaussian_for(epsilon, delta, accountant)
     std = mechanism.noise_multiplier * math.sqrt(len(chosen))
     encoders = {b: TokenEncoder(schema, b) for b in {bins for _, bins in chosen}}
-    rng = secret_rng()
     out = Marginals(n_bins=n_bins, noise_std=std, rows=int(rows))
     for columns, bins in chosen:
         cells, shape = encoders[bins].cells(table, columns)
         counts = np.bincount(cells, minlength=int(np.prod(shape))).astype(float)
-        out.marginals.append(Marginal(columns, shape, counts + rng.normal(0.0, std, size=counts.shape),
+        out.marginals.append(Marginal(columns, shape, noisy_counts(counts, std),
                                       n_bins=None if bins == n_bins else bins))
     fine = [list(c) for c, b in chosen if b != n_bins]
     ledger.record("Marginals (Gaussian mechanism)", epsilon=epsilon, delta=delta, accountant=accountant, kind=MARGINALS,
@@ -220,7 +219,6 @@ def measure_quantiles(table: pd.DataFrame, schema: Schema, epsilon: float, delta
         return schema, None
     mechanism = gaussian_for(epsilon, delta, accountant)
     std = mechanism.noise_multiplier * math.sqrt(len(columns))
-    rng = secret_rng()
     out = copy.deepcopy(schema)
     levels = np.arange(1, QUANTILE_LEVELS) / QUANTILE_LEVELS
     for name in columns:
@@ -229,7 +227,7 @@ def measure_quantiles(table: pd.DataFrame, schema: Schema, epsilon: float, delta
         values = pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=float)
         values = np.clip(values[~np.isnan(values)], spec.lower, spec.upper)
         counts = np.histogram(values, bins=cells)[0].astype(float)
-        spec.quantiles = _quantiles_of(counts + rng.normal(0.0, std, size=counts.shape), cells, levels, spec)
+        spec.quantiles = _quantiles_of(noisy_counts(counts, std), cells, levels, spec)
     ledger.record("Quantiles of numeric columns (Gaussian mechanism on public histograms)", epsilon=epsilon,
                   delta=delta, accountant=accountant, kind=QUANTILES, noise_multiplier=mechanism.noise_multiplier,
                   sample_rate=1.0, steps=1, noise_std=std, columns=columns, levels=QUANTILE_LEVELS,

@@ -29,6 +29,22 @@ def secret_rng() -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(secrets.randbits(128)))
 
 
+def secure_gaussian(std: float, shape) -> np.ndarray:
+    """N(0, std²) noise of `shape` for a measurement (marginals, quantile histograms, AIM's rounds), drawn as
+    DP-SGD's noise is: Opacus' secure mode (`gaussian_noise`) from a fresh secret generator. NumPy's Gaussian
+    is a single floating-point draw, whose low-order bits can give the true value away (Mironov 2012)."""
+    shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+    like = torch.zeros(shape, dtype=torch.float64)
+    return gaussian_noise(float(std), like, secret_generator()).numpy()
+
+
+def noisy_counts(counts: np.ndarray, std: float) -> np.ndarray:
+    """Counts plus secure Gaussian noise of `std`, rounded to whole numbers before anything keeps them (the
+    rounding is post-processing; it leaves no fraction that carries the draw's low-order bits)."""
+    counts = np.asarray(counts, dtype=float)
+    return np.round(counts + secure_gaussian(std, counts.shape)) + 0.0  # + 0.0: no "-0"
+
+
 def gaussian_noise(std: float, like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """N(0, std²) noise shaped like `like`, drawn as Opacus' secure mode does (the sum of four draws
     halved, the first draw thrown away), which resists attacks on the floating-point representation of a

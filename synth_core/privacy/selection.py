@@ -19,6 +19,7 @@ import numpy as np
 from .accounting import exponential_rho, gaussian_rho, zcdp_epsilon
 from .budget import BudgetError
 from .ledger import SELECTED, LedgerEntry, PrivacyLedger
+from .randomness import noisy_counts
 
 # AIM's split of a round's ρ: this share to the measurement, the rest to the selection
 MEASUREMENT_SHARE = 0.9
@@ -67,10 +68,11 @@ class RhoBudget:
 
     def measure(self, counts: np.ndarray, sigma: float, rng: np.random.Generator, what: str = "measurement"
                 ) -> np.ndarray:
-        """counts (one marginal: a row moves one cell by 1, L2 sensitivity 1) + N(0, σ²) per cell, paid."""
+        """counts (one marginal: a row moves one cell by 1, L2 sensitivity 1) + N(0, σ²) per cell, paid; drawn by
+        the secure sampler and rounded (randomness.noisy_counts). `rng` draws the selections, not this noise."""
         self._spend(gaussian_rho(sigma), what)
         self.measurements += 1
-        return np.asarray(counts, float) + rng.normal(0.0, sigma, size=np.shape(counts))
+        return noisy_counts(counts, sigma)
 
     def select(self, qualities: np.ndarray, epsilon: float, sensitivity: float, rng: np.random.Generator,
                allowed: Callable[[int], bool] | None = None) -> int:

@@ -35,7 +35,7 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
     plan = config.get("plan") or {}
     report = {
         "report_version": 1,
-        "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "generated": _dt.date.today().isoformat(),  # a date: times would tell how long the run took
         "run": run.path.name,
         "run_state": status.get("state"),
         "model": {"family": family, "description": description, "preset": config.get("preset"),
@@ -52,7 +52,7 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
             "max_grad_norm": plan.get("max_grad_norm"),
             "training_rows": ledger.n_rows,
             "training_rows_public": ledger.rows_public,
-            "ledger": [asdict(e) for e in ledger.entries],
+            "ledger": [{**asdict(e), "time": _day(e.time)} for e in ledger.entries],
         },
         # the public facts only: which columns a draft left out, and why, was read from the data
         "schema": {k: v for k, v in schema.to_dict().items() if k != "excluded"},
@@ -69,6 +69,13 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         report["table"] = {"epsilon_spent": account.spent_epsilon, "delta_spent": account.spent_delta,
                            "epsilon_total": account.total_epsilon, "runs": len(account.charges)}
     return report
+
+
+def _day(when) -> str:
+    """A ledger entry's date (entries written before dates were kept hold a time in seconds)."""
+    if isinstance(when, (int, float)):
+        return _dt.datetime.fromtimestamp(when, _dt.UTC).date().isoformat()
+    return str(when)[:10]
 
 
 DRAFT_NOTICE = ("The schema of this table was read from the private data and never confirmed as public by the data "

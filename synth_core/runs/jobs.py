@@ -109,6 +109,9 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
     check_calibration_share(request.get("calibration_share") or 0.0)
     processes = requested_processes(request.get("processes"), request["model"])
+    if request["model"] != AUTO:  # its options and size, before a run is made or anything reserved
+        get_model_class(request["model"]).configure(request.get("preset") or "cpu", request.get("options"),
+                                                    seed=request.get("seed"), device=request.get("device"))
     book = budgets if budgets is not None else TableBudgets(home.budgets_path())
     table_id = book.table_id(table)  # which table the run came from (its listing), and its budget's key
     start_key = hashlib.sha256(json.dumps([table_id, request], sort_keys=True, default=str).encode()).hexdigest()

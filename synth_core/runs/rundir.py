@@ -4,26 +4,28 @@ place that spells a path inside a run folder; everything else asks a RunDir.
     config.json       model family, preset, options, ε, δ, accountant, the noise plan
     charge.json       which charge on which table's budget the run draws (privacy.table_budget)
     schema.json       the public schema the run used (with its provenance)
-    ledger.json       every mechanism that touched the private table and its ε
-    events.jsonl      one JSON line per optimizer step (step, epoch, loss, ε, samples/s)
+    ledger.json       every mechanism that touched the private table and its ε (dates, not times)
     status.json       created / running / completed / cancelled / failed, with a message
-    training.json     what training did: steps, seconds, device, last loss
     model/            weights and the model's own description (SynthModel.save)
     samples/          synthetic tables: review.csv (sampled after training, for the review page),
                       synthetic.csv (the CLI's demo), synthetic-<time>.csv (the app's generate page)
-    reports/          the steward's evaluation reports (they hold statistics of the private table)
+    worker.json       the process that trains the run (runs.process), to tell a live run from a dead one
+    worker.rank0.json under torchrun: rank 0's process (the worker's is torchrun's)
   for a background job (runs.jobs):
     request.json      what the steward asked for: model, preset, options, ε, δ, ...
-    private/          the rows the model trains on (train.parquet) and rows kept aside for the review
-                      (holdout.parquet); owner-only
-    worker.json       the worker's process id, to tell a live job from a dead one
-    worker.rank0.json under torchrun: rank 0's process id (the worker's is torchrun's)
-    worker.log        the worker's progress and error messages (never rows)
     cancel            present once the steward asked to stop
+  private/            what describes the private table and only the steward sees, owner-only; a steward who
+                      shares the run folder leaves it out (release.privacy_report never reads it):
+    facts.json        the exact row count, the rows kept aside, the validation counts (clipped, missing values)
+    events.jsonl      one JSON line per optimizer step (step, epoch, loss, ε, batch size, rows/s): the
+                      losses are not private and the batch sizes add up to about the row count
+    training.json     what training did: steps, seconds, device, last loss, rows seen
+    reports/          the steward's evaluation reports (statistics of the private table)
+    worker.log        the worker's progress and error messages (never rows)
+    train.parquet, holdout.parquet   a background job's rows to train on and rows kept aside for the review
 
 Every JSON file is written atomically (write to a temporary file, then rename), so a reader never sees a
 half-written file; a crash or a cancel leaves a readable directory whose status says what happened.
-The private table is written only under private/, for a background job, owner-only.
 """
 from __future__ import annotations
 
@@ -40,8 +42,10 @@ from . import process
 from ..files import atomic_output, check_output_folder, write_atomic
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
-# keys of config.json that describe the private table itself: they stay with the steward, in no report
-PRIVATE_CONFIG_KEYS = ("private_validation_counts", "rows")
+# keys of a run's config or request that describe the private table itself: written to private/facts.json,
+# never beside the shareable files (a report reads public_config)
+PRIVATE_KEYS = ("private_validation_counts", "rows", "holdout_rows")
+PRIVATE = "private"
 
 
 class RunError(RuntimeError):
@@ -76,7 +80,8 @@ class RunDir:
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         run.path.mkdir(parents=True, exist_ok=True)
         os.chmod(run.path, 0o700)  # the run describes private data: owner only
-        os.close(os.open(run.path / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        run.private_dir.mkdir(mode=0o700, exist_ok=True)
+        os.close(os.open(run._events_file(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         run.set_status("created")
         return run
 
@@ -97,6 +102,8 @@ class RunDir:
         write fails with RunGone."""
         if not self.path.is_dir():
             raise self._gone()
+        if name.startswith(f"{PRIVATE}/"):  # a run made before every run had private/
+            self.private_dir.mkdir(mode=0o700, exist_ok=True)
         try:
             write_atomic(self.path / name, json.dumps(data, indent=2, default=_json_default), make_parent=False,
                          private=True)
@@ -118,25 +125,44 @@ class RunDir:
     def status(self) -> dict:
         return self._read_json("status.json")
 
+    @property
+    def private_dir(self) -> Path:
+        return self.path / PRIVATE
+
+    def _write_split(self, name: str, data: dict) -> None:
+        """`data` in `name`, but its PRIVATE_KEYS in private/facts.json (added to what is there)."""
+        private = {k: data[k] for k in PRIVATE_KEYS if k in data}
+        if private:
+            self._write_json(f"{PRIVATE}/facts.json", {**self.private_facts(), **private})
+        self._write_json(name, {k: v for k, v in data.items() if k not in PRIVATE_KEYS})
+
+    def private_facts(self) -> dict:
+        """What the run keeps of the private table itself (PRIVATE_KEYS), for the steward's own pages."""
+        return self._read_json(f"{PRIVATE}/facts.json") if (self.private_dir / "facts.json").exists() else {}
+
     def write_config(self, config: dict) -> None:
-        self._write_json("config.json", config)
+        self._write_split("config.json", config)
 
     def config(self) -> dict:
-        return self._read_json("config.json")
+        """The run's config with its private facts (the steward's own view; a report reads public_config)."""
+        return {**self.public_config(), **{k: v for k, v in self.private_facts().items() if k != "holdout_rows"}}
 
     def public_config(self) -> dict:
-        """config.json without what describes the private table (PRIVATE_CONFIG_KEYS): what a report may show."""
-        return {k: v for k, v in self.config().items() if k not in PRIVATE_CONFIG_KEYS}
+        """config.json: nothing in it describes the private table (PRIVATE_KEYS are in private/)."""
+        config = self._read_json("config.json")
+        return {k: v for k, v in config.items() if k not in PRIVATE_KEYS}  # a run written before private/facts
 
     def write_request(self, request: dict) -> None:
-        self._write_json("request.json", request)
+        self._write_split("request.json", request)
 
     def request(self) -> dict:
-        """What the steward asked for ({} for a run not started by a background job)."""
-        return self._read_json("request.json") if (self.path / "request.json").exists() else {}
+        """What the steward asked for, with the private facts ({} for a run not started by a background job)."""
+        if not (self.path / "request.json").exists():
+            return {}
+        return {**self._read_json("request.json"), **self.private_facts()}
 
     def write_training(self, result: dict) -> None:
-        self._write_json("training.json", result)
+        self._write_json(f"{PRIVATE}/training.json", result)
 
     def write_schema(self, schema: Schema) -> None:
         self._write_json("schema.json", schema.to_dict())
@@ -181,7 +207,7 @@ class RunDir:
         """Where the job keeps its private rows: "train" or "holdout"."""
         if which not in ("train", "holdout"):
             raise ValueError(f"private rows are 'train' or 'holdout', not {which!r}")
-        return self.path / "private" / f"{which}.parquet"
+        return self.private_dir / f"{which}.parquet"
 
     def write_worker(self, pid: int) -> None:
         """The process that trains the run (the app's worker, or the CLI or script that called `api.fit`)."""
@@ -213,7 +239,7 @@ class RunDir:
 
     @property
     def worker_log(self) -> Path:
-        return self.path / "worker.log"
+        return self.private_dir / "worker.log"
 
     def request_cancel(self) -> None:
         (self.path / "cancel").touch()
@@ -222,10 +248,15 @@ class RunDir:
         return (self.path / "cancel").exists()
 
     # --- events -------------------------------------------------------------------------------------
+    def _events_file(self) -> Path:
+        """private/events.jsonl; for a run made before every run had private/, its events.jsonl."""
+        legacy = self.path / "events.jsonl"
+        return legacy if legacy.exists() else self.private_dir / "events.jsonl"
+
     def append_event(self, event: dict) -> None:
         """One line for one step; the log is created with the run, never again (RunGone if it is gone)."""
         try:
-            fd = os.open(self.path / "events.jsonl", os.O_WRONLY | os.O_APPEND)
+            fd = os.open(self._events_file(), os.O_WRONLY | os.O_APPEND)
         except FileNotFoundError:
             raise self._gone() from None
         with os.fdopen(fd, "a") as f:
@@ -234,7 +265,7 @@ class RunDir:
     def events_stamp(self) -> float:
         """When the last event was written (the log's modification time)."""
         try:
-            return (self.path / "events.jsonl").stat().st_mtime
+            return self._events_file().stat().st_mtime
         except FileNotFoundError:
             raise self._gone() from None
 
@@ -242,7 +273,7 @@ class RunDir:
         """Every complete event line; a line cut short by a crash is skipped."""
         out = []
         try:
-            with open(self.path / "events.jsonl") as f:
+            with open(self._events_file()) as f:
                 for line in f:
                     try:
                         out.append(json.loads(line))
@@ -296,7 +327,7 @@ class RunDir:
             return 0.0
 
     def report_dir(self, name: str) -> Path:
-        return self.path / "reports" / name
+        return self.private_dir / "reports" / name
 
     def has_model(self) -> bool:
         return (self.model_dir / "model.pt").exists() and (self.model_dir / "model.json").exists()
