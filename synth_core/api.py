@@ -18,7 +18,7 @@ import pandas as pd
 from .models import SynthModel, get_model_class
 from .models.base import check_sample_rows
 from .models.recommend import AUTO, CANDIDATES, recommend
-from .privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget, default_delta, delta_warning
+from .privacy import ACCOUNTANTS, BudgetError, PrivacyLedger, check_calibration_share, check_run_budget, default_delta, delta_warning
 from .privacy.budget import check_quantile_share
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.planning import NoisePlan
@@ -105,6 +105,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
     group = distributed.current()  # several processes under torchrun: rank 0 alone writes and pays what precedes training
     if klass is not None:
         klass.check_processes(group.world_size)
+    if accountant not in ACCOUNTANTS:
+        raise BudgetError(f"unknown accountant {accountant!r}; choose one of {', '.join(ACCOUNTANTS)}")
     if review_rows not in (None, 0, REVIEW_RELEASED):
         check_sample_rows(review_rows)  # before anything is spent
     if calibration_share is not None:
@@ -349,7 +351,7 @@ def parse_conditions(schema: Schema, pairs: list[str]) -> dict:
                 raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
         else:
             conditions[name] = value
-    return conditions
+    return schema.check_conditions(conditions)  # values the columns can hold, before a model is loaded
 
 
 def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed: int | None = None,

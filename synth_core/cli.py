@@ -33,7 +33,7 @@ from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, draft_schema, read_table
 from .schema.derived import describe
 from .training import distributed
-from .models.base import SamplingError
+from .models.base import SamplingError, check_sample_rows
 from .models.calibration import summary as calibration_summary
 
 
@@ -62,8 +62,7 @@ def _demo(args) -> int:
         print(f"wrote {path} (4,000 invented census-like rows) and its public schema {schema_path}; try:\n"
               f"  python -m synth_core fit --data {path} --schema {schema_path} --model auto --epsilon 1 --out runs/demo")
         return 0
-    if args.rows < 1:
-        raise ValueError(f"--rows must be a positive integer, not {args.rows}")
+    check_sample_rows(args.rows)  # before the demo trains
     print("demo: 4,000 invented census-like rows (age, sex, education, job, hours, capital gain, income); "
           "the schema is declared public in synth_core/demo.py")
     args.model, args.delta, args.accountant, args.seed, args.overwrite = "dp-tbart", None, "prv", 0, True
@@ -212,6 +211,9 @@ def _evaluate(args) -> int:
         schema = RunDir(runs[0][1]).require().schema()
     else:
         raise EvaluationError("give --schema (or a --run whose schema.json is used)")
+    for name, what in ((args.target, "target"), (args.sensitive, "sensitive column")):
+        if name is not None and name not in schema:
+            raise EvaluationError(f"the {what} {name!r} is not a column of the schema")
     real = read_table(args.real, schema)
     holdout = read_table(args.holdout, schema) if args.holdout else None
     synthetic, ledgers = {}, {}

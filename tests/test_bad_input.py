@@ -76,6 +76,24 @@ def inputs(tmp_path_factory) -> Path:
     variant("markers-not-list", lambda s: s.update(missing_markers="NA"))
     variant("excluded-list", lambda s: s.update(excluded=["id"]))
     variant("columns-object", lambda s: s.update(columns={"age": {}}))
+    variant("categories-string", lambda s: s["columns"][1].update(categories="Female,Male"))
+    variant("rows-zero", lambda s: s.update(rows=0))
+    variant("rows-text", lambda s: s.update(rows="300"))
+    variant("rows-true", lambda s: s.update(rows=True))
+    variant("rows-fraction", lambda s: s.update(rows=300.5))
+    variant("version-text", lambda s: s.update(version="1"))
+    variant("name-empty", lambda s: s["columns"][0].update(name=""))
+    variant("name-number", lambda s: s["columns"][0].update(name=5))
+    variant("kind-missing", lambda s: s["columns"][0].pop("kind"))
+    variant("lower-true", lambda s: s["columns"][0].update(lower=True))
+    variant("upper-nan", lambda s: s["columns"][0].update(upper=float("nan")))
+    variant("quantiles-unsorted", lambda s: s["columns"][0].update(quantiles=[50, 20, 30]))
+    variant("quantiles-outside", lambda s: s["columns"][0].update(quantiles=[5, 20, 300]))
+    variant("derived-text", lambda s: s["columns"][1].update(derived="from age"))
+    variant("unknown-not-text", lambda s: s["columns"][1].update(unknown=7))
+    variant("date-on-category", lambda s: s["columns"][1].update(date="year"))
+    variant("categories-numbers-twice", lambda s: s["columns"][1].update(categories=[1, "1"]))
+    variant("excluded-is-modelled", lambda s: s.update(excluded="all"))
     os.mkfifo(d / "fifo")
     table = demo_table(300, seed=1)
     table.drop(columns=["income"]).to_csv(d / "no-income.csv", index=False)
@@ -107,7 +125,26 @@ def runs(inputs, tmp_path_factory) -> Path:
     (d / "not-a-run" / "notes.txt").write_text("mine")
     shutil.copytree(d / "good", d / "broken-ledger")
     (d / "broken-ledger" / "ledger.json").write_text("{")
+    ledger = json.loads((d / "good" / "ledger.json").read_text())
+    for name, change in LEDGER_DAMAGE.items():
+        shutil.copytree(d / "good", d / name)
+        damaged = json.loads(json.dumps(ledger))
+        change(damaged)
+        (d / name / "ledger.json").write_text(json.dumps(damaged))
     return d
+
+
+LEDGER_DAMAGE = {  # hand edits of a run's ledger.json: each read gives one line, never a traceback
+    "ledger-emptied": lambda l: l.clear(),
+    "ledger-no-rows": lambda l: l.pop("n_rows"),
+    "ledger-unknown-entry-key": lambda l: l["entries"][0].update(refund=1.0),
+    "ledger-negative-entry": lambda l: l["entries"][0].update(epsilon=-5.0),
+    "ledger-text-epsilon": lambda l: l["entries"][0].update(epsilon="0.1"),
+    "ledger-entry-number": lambda l: l["entries"].append(3),
+    "ledger-entries-object": lambda l: l.update(entries={"a": 1}),
+    "ledger-target-text": lambda l: l.update(target_epsilon="one"),
+    "ledger-rows-text": lambda l: l.update(n_rows="300"),
+}
 
 
 def snapshot(folder: Path) -> set[str]:
@@ -292,6 +329,60 @@ CLI_CASES = [
         (["evaluate", "--real", "{in}/good.csv", "--run", "{runs}/good", "--out", "/dev/null"], "is a file"),
         (["evaluate", "--real", "{in}/good.csv", "--run", "{runs}/good", "--out", ""], "path is empty"),
     ]],
+    # more schema files that are not what a schema may say
+    *[(["fit", "--data", "{in}/good.csv", "--schema", f"{{in}}/{name}.json", "--epsilon", "1", "--out", "run"],
+       words, None) for name, words in [
+          ("categories-string", "category list"), ("rows-zero", "number of rows"), ("rows-text", "number of rows"),
+          ("rows-true", "number of rows"), ("rows-fraction", "number of rows"), ("version-text", "version"),
+          ("name-empty", "non-empty name"), ("name-number", "non-empty name"), ("kind-missing", "'kind'"),
+          ("lower-true", "finite number"), ("upper-nan", "finite number"), ("quantiles-unsorted", "quantiles"),
+          ("quantiles-outside", "quantiles"), ("derived-text", "derived must be an object"),
+          ("unknown-not-text", "unknown category must be text"), ("date-on-category", "integer column"),
+          ("categories-numbers-twice", "listed twice"), ("excluded-is-modelled", "excluded must be an object")]],
+    # model options a family cannot be built with: refused before anything is spent
+    *[(["fit", "--data", "{in}/good.csv", "--schema", "{in}/schema.json", "--epsilon", "1", "--out", "run",
+        "--model", model, *sum((["--option", o] for o in options), [])], words, None)
+      for model, options, words in [
+          ("dp-tbart", ["n_embd=0"], "n_embd"), ("dp-tbart", ["n_head=3"], "multiple of n_head"),
+          ("dp-tbart", ["n_layer=-1"], "n_layer"), ("dp-tbart", ["n_layer=2.5"], "n_layer"),
+          ("dp-tbart", ["dropout=1.5"], "dropout"), ("dp-tbart", ["dropout=-0.1"], "dropout"),
+          ("dp-tbart", ["random_order=\"yes\""], "random_order"), ("dp-tbart", ["augmult=0"], "augmult"),
+          ("dp-tbart", ["numeric_decoding=\"round\""], "numeric_decoding"), ("dp-tbart", ["n_bins=1"], "n_bins"),
+          ("dp-tbart", ["mlp_ratio=0"], "mlp_ratio"), ("dp-tbart", ["min_noise_multiplier=-1"], "min_noise"),
+          ("tablediffusion", ["width=0"], "width"), ("tablediffusion", ["groups=7"], "divide width"),
+          ("tablediffusion", ["max_beta=1.5"], "max_beta"), ("tablediffusion", ["diffusion_steps=0"], "diffusion_steps"),
+          ("tablediffusion", ["numeric_encoding=\"words\""], "numeric_encoding"),
+          ("tablediffusion", ["block_decoding=\"vote\""], "block_decoding"),
+          ("tablediffusion-masked", ["network=\"rnn\""], "network"),
+          ("tablediffusion-masked", ["reveal_schedule=\"random\""], "reveal_schedule"),
+          ("tablediffusion-masked", ["copies=0"], "copies"), ("tablediffusion-masked", ["diffusion_steps=-1"], "diffusion_steps"),
+          ("dtgan-d", ["cond_null_prob=2"], "cond_null_prob"), ("dtgan-d", ["n_critic=0"], "n_critic"),
+          ("dtgan-d", ["gumbel_tau=0"], "gumbel_tau"), ("dtgan-d", ["noise_dim=0"], "noise_dim"),
+          ("dtgan-g", ["critics_per_step=0"], "critics_per_step"), ("dtgan-g", ["n_critics=0"], "n_critics"),
+          ("aim", ["degree=0"], "degree"), ("aim", ["rounds=-1"], "rounds"), ("aim", ["one_way_share=1"], "one_way_share"),
+          ("aim", ["max_model_size=0"], "max_model_size"), ("aim", ["n_bins=1"], "n_bins"), ("aim", ["iters=0"], "iters"),
+          ("dp-llmtgen", ["lora_r=0"], "lora_r"), ("dp-llmtgen", ["n_head=5"], "multiple of n_head"),
+          ("dp-llmtgen", ["alpha=2"], "alpha"), ("dp-llmtgen", ["row_format=\"xml\""], "row_format"),
+          ("dp-llmtgen", ["stage1_full=\"yes\""], "stage1_full"), ("dp-llmtgen", ["lora_last_layers=0"], "lora_last_layers"),
+          ("dp-llmtgen", ["output_tokens=\"some\""], "output_tokens"), ("dp-tbart", ["epochs=1e7"], "epochs"),
+          ("dp-tbart", ["epochs=5000"], "epochs"), ("dp-tbart", ["batch_size=2.5"], "batch_size"),
+          ("dp-tbart", ["lr=\"fast\""], "lr")]],
+    # sizes that would never end: refused with a message, nothing hangs
+    (["sample", "--run", "{runs}/good", "--rows", "10000000", "--out", "x.csv"], "at most 5,000,000", None),
+    (["demo", "--rows", "10000000", "--out", "demo"], "at most 5,000,000", None),
+    (["audit", "--canaries", "1000000"], "canaries", None),
+    (["audit", "--canaries", "1"], "canaries", None),
+    # a review of a column the schema does not have
+    (["evaluate", "--real", "{in}/good.csv", "--synthetic", "{in}/good.csv", "--schema", "{in}/schema.json",
+      "--sensitive", "shoe", "--quick", "--out", "rep"], "sensitive column 'shoe'", None),
+    (["evaluate", "--real", "{in}/good.csv", "--synthetic", "{in}/good.csv", "--schema", "{in}/schema.json",
+      "--sensitive", "shoe", "--out", "rep"], "sensitive column 'shoe'", None),
+    (["evaluate", "--real", "{in}/good.csv", "--synthetic", "{in}/good.csv", "--schema", "{in}/schema.json",
+      "--target", "shoe", "--out", "rep"], "target 'shoe'", None),
+    # ledgers edited by hand: one line, never a traceback
+    *[(["runs", f"{{runs}}/{name}"], "not a ledger", None) for name in LEDGER_DAMAGE],
+    *[(["runs", f"{{runs}}/{name}", "--json"], "not a ledger", None) for name in list(LEDGER_DAMAGE)[:3]],
+    (["runs", "{runs}/broken-ledger"], "not valid JSON", None),
     # conditions a row cannot meet, or that the column cannot hold
     *[(["sample", "--run", "{runs}/good", "--rows", "5", "--out", "x.csv", *conditions], words, None)
       for conditions, words in [
@@ -315,6 +406,15 @@ def test_the_cli_answers_bad_input_in_one_line(argv, words, target, inputs, runs
     assert snapshot(inputs) == before_in and snapshot(runs) == before_runs
     created = snapshot(tmp_path) - before_here
     assert all(p == target or p.startswith(f"{target}/") for p in created) if target else not created, created
+    assert _charged() == 0.0  # refused before training: nothing drawn from any table's budget
+
+
+def _charged() -> float:
+    """What the workbench home's book charges all its tables together."""
+    from synth_core.home import budgets_path
+    from synth_core.privacy.table_budget import TableBudgets
+    book = TableBudgets(budgets_path())
+    return sum(book.account(t).spent_epsilon for t in json.loads(book.path.read_text())) if book.path.exists() else 0.0
 
 
 def test_devices_and_pipes_named_as_outputs_are_left_as_they_were(inputs, runs, tmp_path, monkeypatch):
@@ -419,6 +519,53 @@ API_CASES = [
     ("check_budget ε 1e9", lambda: __import__("synth_core.privacy", fromlist=["x"]).check_budget(1e9, 1e-5),
      BudgetError, "above 100"),
     ("column value nan", lambda: demo_schema()["age"].check_value(float("nan")), SchemaError, "not nullable"),
+    # api.fit settings refused before anything is spent (each case also checks the book stayed empty)
+    *[(f"fit {name}", (lambda kw: lambda: api.fit(demo_table(60), demo_schema(), **{"epsilon": 1.0,
+                                                                                      "preset": "tiny", **kw}))(kwargs),
+       error, words)
+      for name, kwargs, error, words in [
+          ("review_rows -5", {"review_rows": -5}, ValueError, "positive integer"),
+          ("review_rows 2.5", {"review_rows": 2.5}, ValueError, "positive integer"),
+          ("review_rows True", {"review_rows": True}, ValueError, "positive integer"),
+          ("review_rows text", {"review_rows": "many"}, ValueError, "positive integer"),
+          ("review_rows 10**10", {"review_rows": 10 ** 10}, ValueError, "at most"),
+          ("table_epsilon -1", {"table_epsilon": -1.0}, BudgetError, "positive finite"),
+          ("table_epsilon inf", {"table_epsilon": float("inf")}, BudgetError, "positive finite"),
+          ("table_epsilon text", {"table_epsilon": "2"}, BudgetError, "positive finite"),
+          ("public and a charge", {"public_table": True, "table_charge": object()}, ValueError, "public_table"),
+          ("bounds_epsilon text", {"bounds_epsilon": "0.1"}, BudgetError, "bound estimation"),
+          ("delta 2", {"delta": 2.0}, BudgetError, "δ must lie"),
+          ("accountant moments", {"accountant": "moments"}, BudgetError, "accountant"),
+          ("preset gigantic", {"preset": "gigantic"}, ValueError, "unknown preset"),
+          ("calibration_share 2", {"calibration_share": 2.0}, BudgetError, "calibration share"),
+          ("quantile_share 0.95", {"quantile_share": 0.95}, BudgetError, "quantile share"),
+          ("run_dir empty", {"run_dir": ""}, ValueError, "path is empty"),
+          ("run_dir device", {"run_dir": "/dev/null"}, ValueError, "not a folder"),
+          ("options n_embd 0", {"options": {"n_embd": 0}}, ValueError, "n_embd"),
+          ("options epochs huge", {"options": {"epochs": 1e7}}, ValueError, "epochs"),
+          ("model None", {"model": None}, ValueError, "model"),
+      ]],
+    # sampling and conditions
+    ("conditions twice", lambda: api.parse_conditions(demo_schema(), ["sex=Female", "sex=Male"]), SchemaError,
+     "fixed twice"),
+    ("condition fraction", lambda: api.parse_conditions(demo_schema(), ["age=40.5"]), SchemaError, "whole numbers"),
+    ("check_value inf", lambda: demo_schema()["age"].check_value(float("inf")), SchemaError, "finite"),
+    ("check_value list", lambda: demo_schema()["sex"].check_value(["Female"]), SchemaError, "no public category"),
+    ("sample to an empty path", lambda: api.sample("nowhere", 5, out=""), ValueError, "path is empty"),
+    ("sample to a device", lambda: api.sample("nowhere", 5, out="/dev/full"), ValueError, "not a regular file"),
+    # background jobs: a request refused before a run is made or anything reserved
+    *[(f"job {name}", (lambda req: lambda: __import__("synth_core.runs.jobs", fromlist=["x"]).start_fit_job(
+        "runs", demo_table(60), demo_schema(), {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, **req}))(req),
+       error, words) for name, req, error, words in [
+          ("processes 0", {"processes": 0}, ValueError, "processes"),
+          ("processes text", {"processes": "2"}, ValueError, "processes"),
+          ("holdout 0.6", {"holdout_share": 0.6}, ValueError, "kept aside"),
+          ("epsilon text", {"epsilon": "1"}, BudgetError, "positive finite"),
+          ("unknown option", {"options": {"colour": "red"}}, ValueError, "unknown options"),
+          ("option out of range", {"options": {"n_embd": 0}}, ValueError, "n_embd"),
+          ("calibration share 5", {"calibration_share": 5.0}, BudgetError, "calibration share"),
+          ("preset unknown", {"preset": "huge"}, ValueError, "unknown preset"),
+      ]],
 ]
 
 
@@ -429,7 +576,9 @@ def test_the_api_raises_a_domain_error_naming_the_problem(name, call, error, wor
         call()
     if words:
         assert words in str(caught.value)
+    assert "\n" not in str(caught.value)  # one line
     assert not snapshot(tmp_path)
+    assert _charged() == 0.0
 
 
 def test_sampling_refuses_odd_row_counts(runs):
@@ -482,5 +631,9 @@ def test_the_model_page_refuses_an_unusable_epsilon(epsilon, words, tmp_path, mo
     assert at.button(key="start_training").disabled
 
 
-def test_there_are_at_least_a_hundred_cases():
-    assert len(CLI_CASES) + len(API_CASES) + len(UPLOADS) + 2 >= 100
+def test_there_are_at_least_three_hundred_cases():
+    """Issue 40 item 6: at least 300 distinct bad inputs across the CLI, the API, schema files, budget books and
+    ledgers, and the app, each answered in one line with nothing written or charged."""
+    from test_table_budget import BAD_BOOKS
+    cases = len(CLI_CASES) + len(API_CASES) + len(UPLOADS) + 2 + 2 * len(BAD_BOOKS)
+    assert cases >= 300, cases

@@ -111,6 +111,25 @@ def test_a_book_that_is_not_what_the_workbench_writes_is_refused_in_one_line_and
     assert book.path.read_bytes() == before  # neither reset nor trusted
 
 
+@pytest.mark.parametrize("what", list(BAD_BOOKS))
+def test_every_bad_book_refuses_a_cli_fit_in_one_line_before_anything_is_made(tmp_path, monkeypatch, what):
+    monkeypatch.chdir(tmp_path)
+    demo_table(100, seed=4).to_csv("t.csv", index=False)
+    demo_schema().save("s.json")
+    content = BAD_BOOKS[what]
+    path = budgets_path()
+    path.write_bytes(content) if isinstance(content, bytes) else \
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+    before = path.read_bytes()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--preset", "tiny", "--epsilon", "1",
+                     "--out", "r"]) == 2
+    assert err.getvalue().startswith("error: ") and "cannot be trusted" in err.getvalue()
+    assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()
+    assert not (tmp_path / "r").exists() and path.read_bytes() == before
+
+
 def test_a_corrupt_book_refuses_a_fit_before_anything_is_spent(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     demo_table(300, seed=4).to_csv("t.csv", index=False)

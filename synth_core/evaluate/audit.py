@@ -136,6 +136,11 @@ class AuditResult:
                 f"{verdict}")
 
 
+# more canaries than this make one training run take hours on a CPU and say little more (the bound's
+# confidence grows with the square root of the guesses)
+MAX_CANARIES = 100_000
+
+
 def _canary_scores(model: Any, canaries: pd.DataFrame) -> np.ndarray:
     """Log-likelihood per row under the trained model (minus the per-row mean token loss)."""
     net = model.net
@@ -157,6 +162,9 @@ def run_audit(model: str = "dp-tbart", epsilon: float = 1.0, delta: float = 1e-5
     enough that a model without privacy memorises canaries)."""
     if broken not in BROKEN:
         raise ValueError(f"broken must be one of {', '.join(str(b) for b in BROKEN)}, not {broken!r}")
+    if isinstance(n_canaries, bool) or not isinstance(n_canaries, int) or not 2 <= n_canaries <= MAX_CANARIES:
+        raise ValueError(f"the number of canaries must be a whole number from 2 to {MAX_CANARIES:,} (an audit "
+                         f"trains on them and scores each), not {n_canaries!r}")
     t0 = time.perf_counter()
     if table is None or schema is None:
         from ..demo import demo_schema, demo_table

@@ -71,6 +71,8 @@ class AIMConfig:
     one_way_share: float = 0.0      # of ρ, for the first measurement of every column (0: a round's worth each, AIM's)
     compress: bool = False          # merge the cells the first measurement finds below 3σ into one (MST's domain compression)
 
+    ZERO_OK = frozenset({"n_bins", "rounds"})  # 0: chosen from the rows and ε, 16 a column
+
     def check(self) -> None:
         for name in ("n_bins", "degree", "max_cells", "iters"):
             v = getattr(self, name)

@@ -49,7 +49,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..training.layers import GhostLinear
-from .base import register
+from .base import check_bins, check_choices, check_groups, register
 from .vector import VectorModel
 
 
@@ -67,6 +67,13 @@ class DiffusionConfig:
     # a one-hot block of the final estimate x̂_0: "sample" draws from it (x̂_0 estimates E[one-hot | x_1],
     # the probabilities), "argmax" takes its largest slot (the paper's choice)
     block_decoding: str = "sample"
+
+    def check(self) -> None:
+        check_groups(self.width, self.groups)
+        if not 0 < self.max_beta < 1:
+            raise ValueError(f"max_beta must lie strictly between 0 and 1, not {self.max_beta!r}")
+        check_choices(self, numeric_encoding=("bins", "scalar"), block_decoding=("sample", "argmax"))
+        check_bins(self)
 
 
 def _presets(clip: float = 1.0, **model: object) -> dict[str, dict]:

@@ -43,7 +43,7 @@ from ..privacy import NoisePlan, gaussian_noise, secret_generator
 from ..privacy.planning import SamplingShape
 from ..training.device import device_label, seed_everything
 from ..training.engine import FuncDPStep, StepCount, TrainResult, cosine_decay, run_steps
-from .base import register
+from .base import check_bins, check_choices, check_groups, register
 from .gan_nets import Critic, Generator, critic_pair_loss
 from .vector import VectorModel
 
@@ -68,6 +68,16 @@ class GANConfig:
     numeric_encoding: str = "bins"   # or "scalar" (see encoding.vectors)
     n_bins: int = 32                 # bins of a wide or continuous numeric column
     integer_bins: int = 100          # an integer column with at most this many values: one bin per value
+
+    def check(self) -> None:
+        check_groups(self.width, self.groups)
+        if not 0 <= self.cond_null_prob <= 1:
+            raise ValueError(f"cond_null_prob is a probability, from 0 to 1, not {self.cond_null_prob!r}")
+        for name in ("gumbel_tau", "critics_per_step", "partner_lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be above 0, not {getattr(self, name)!r}")
+        check_choices(self, numeric_encoding=("bins", "scalar"))
+        check_bins(self)
 
 
 def _presets(tiny_extra: dict | None = None) -> dict:

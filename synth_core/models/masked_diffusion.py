@@ -45,7 +45,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..training.layers import TokenEmbedding
-from .base import register
+from .base import check_choices, check_groups, register
 from .diffusion import ResidualMLP
 from .tbart import Block, TBARTConfig
 from .token import TokenModel
@@ -72,6 +72,14 @@ class MaskedDiffusionConfig(TBARTConfig):
     width: int = 256        # mlp: width of each residual block
     n_blocks: int = 2       # mlp: residual blocks
     groups: int = 8         # mlp: GroupNorm groups
+
+    ZERO_OK = frozenset({"diffusion_steps"})  # 0: one column a step
+
+    def check(self) -> None:
+        super().check()
+        check_choices(self, network=("mlp", "transformer"), reveal_schedule=("cosine", "uniform"),
+                      loss_weighting=("flat", "elbo"))
+        check_groups(self.width, self.groups)
 
 
 # The residual MLP is the default network: on Adult at ε = 1 it matched the transformer's figures in a fifth of

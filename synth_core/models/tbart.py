@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..encoding import TokenEncoder
 from ..training.layers import GhostLinear, TokenEmbedding
-from .base import register
+from .base import check_choices, register
 from .token import TokenModel
 
 
@@ -41,6 +41,16 @@ class TBARTConfig:
     # TAN batch rule (Sander et al. 2023): grow the batch until the calibrated noise multiplier is at least
     # this (0: off). Below ~2 more noise per step buys little privacy; a larger batch averages it away.
     min_noise_multiplier: float = 0.0
+
+    def check(self) -> None:
+        """What base.check_model_options leaves: choices, and sizes that must agree."""
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
+        if not self.dropout < 1:
+            raise ValueError(f"dropout must be below 1, not {self.dropout!r}")
+        if self.n_bins < 2:
+            raise ValueError(f"n_bins must be at least 2 bins, not {self.n_bins!r}")
+        check_choices(self, numeric_decoding=("uniform", "midpoint"))
 
 
 PRESETS: dict[str, dict] = {

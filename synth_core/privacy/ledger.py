@@ -10,7 +10,9 @@ are told apart by their `kind`, never by their wording.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import math
 from dataclasses import asdict, dataclass, field
 
 from .accounting import ZCDP, Gaussian, accountant_for, compose, zcdp_epsilon
@@ -197,6 +199,8 @@ class PrivacyLedger:
 
     @classmethod
     def from_dict(cls, data: dict) -> "PrivacyLedger":
+        """A ledger as `to_dict` wrote it; LedgerError naming what is not (a hand-edited or damaged file)."""
+        _check_ledger_dict(data)
         ledger = cls(target_epsilon=data["target_epsilon"], target_delta=data["target_delta"],
                      n_rows=data["n_rows"], schema_provenance=data.get("schema_provenance", {}),
                      rows_public=bool(data.get("rows_public", True)))
@@ -205,6 +209,43 @@ class PrivacyLedger:
         if data.get("composed_epsilon") is not None and data.get("composed_signature") == _signature_json(signature):
             ledger._composed[signature] = float(data["composed_epsilon"]) - rest  # computed when it was written
         return ledger
+
+
+class LedgerError(ValueError):
+    """A ledger file that is not what `PrivacyLedger.to_dict` writes."""
+
+
+ENTRY_FIELDS = {f.name for f in dataclasses.fields(LedgerEntry)}
+
+
+def _check_ledger_dict(data) -> None:
+    if not isinstance(data, dict):
+        raise LedgerError(f"a ledger is a JSON object, not {type(data).__name__}")
+    for key in ("target_epsilon", "target_delta"):
+        value = data.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise LedgerError(f"{key} must be a finite number ≥ 0, not {value!r}")
+    if "n_rows" not in data:
+        raise LedgerError("n_rows is missing")
+    n = data["n_rows"]
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        raise LedgerError(f"n_rows must be a whole number, not {n!r}")
+    entries = data.get("entries", [])
+    if not isinstance(entries, list):
+        raise LedgerError("entries must be a list")
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise LedgerError(f"entry {i + 1} is not an object")
+        unknown = set(e) - ENTRY_FIELDS
+        if unknown:
+            raise LedgerError(f"entry {i + 1} has unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+        for key in ("epsilon", "delta"):
+            value = e.get(key, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise LedgerError(f"entry {i + 1}: {key} must be a finite number ≥ 0, not {value!r}")
+        if not isinstance(e.get("mechanism"), str) or not isinstance(e.get("details", {}), dict):
+            raise LedgerError(f"entry {i + 1} needs a mechanism (text) and details (an object)")
 
 
 def _signature_json(signature: tuple) -> list:

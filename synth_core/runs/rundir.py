@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..privacy import PrivacyLedger
+from ..privacy.ledger import LedgerError
 from ..schema import Schema
 from . import process
 from ..files import atomic_output, check_output_folder, write_atomic
@@ -178,7 +179,13 @@ class RunDir:
         self._write_json(self.ledger_path.name, ledger.to_dict())
 
     def ledger(self) -> PrivacyLedger:
-        return PrivacyLedger.from_dict(self._read_json("ledger.json"))
+        """The run's ledger; RunError in one line when the file is not a ledger this workbench wrote (edited
+        by hand, cut short)."""
+        try:
+            return PrivacyLedger.from_dict(self._read_json("ledger.json"))
+        except (LedgerError, KeyError, TypeError, ValueError, AttributeError) as e:
+            raise RunError(f"{self.ledger_path} is not a ledger this workbench wrote ({type(e).__name__}: {e}); "
+                           "restore it from a backup: what the run spent is recorded nowhere else") from None
 
     # --- its charge on the table's budget --------------------------------------------------------------
     def write_charge(self, charge: dict) -> None:

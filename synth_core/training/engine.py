@@ -35,6 +35,10 @@ warnings.filterwarnings("ignore", message="Full backward hook is firing", catego
 LossFn = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
 
 
+# more epochs than this would plan millions of steps; the accountant alone would take hours
+MAX_EPOCHS = 1000
+
+
 @dataclass
 class TrainConfig:
     epochs: float = 10.0
@@ -67,6 +71,9 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a whole number of at least 1, not {v!r}")
 
         number("epochs")
+        if self.epochs > MAX_EPOCHS:
+            raise ValueError(f"epochs ({self.epochs:g}) is more than {MAX_EPOCHS:,}: the steps would not end "
+                             "in a day; train fewer epochs (more noise per step buys little)")
         count("batch_size")
         count("physical_batch_size")
         number("lr")

@@ -65,6 +65,21 @@ class LLMConfig:
     compliance_probe: int = 200  # at most this many rows sampled without constraints to report their format compliance
     sample_batch_size: int = 1024
 
+    ZERO_OK = frozenset({"stage1_rows", "compliance_probe"})  # 0: no stage 1, no probe
+
+    def check(self) -> None:
+        """What models.base.check_model_options leaves: sizes that must agree, shares, choices."""
+        from ..base import check_choices
+        if self.backbone is None and self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
+        if not 0 <= self.alpha <= 1:
+            raise ValueError(f"alpha is a weight from 0 to 1, not {self.alpha!r}")
+        if self.backbone is not None and not isinstance(self.backbone, str):
+            raise ValueError(f"backbone must be a local path or a cached model id, not {self.backbone!r}")
+        check_choices(self, output_tokens=("row", "all"))
+        if self.row_format is not None:
+            check_choices(self, row_format=("sentence", "compact"))
+
 
 # Stage 2's per-sample clipping: "hooks" (Opacus materialises each row's LoRA gradient: one backward pass,
 # ~16k numbers a row for the CPU sizes) is ~1.6x faster on a CPU than "ghost" (norms without per-sample
