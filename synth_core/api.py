@@ -102,6 +102,7 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
         klass = get_model_class(model)
         preset = preset or "cpu"
         klass.configure(preset, options, seed=seed, device=device)  # refuse bad options before anything is spent
+        klass.check_schema(schema)
     group = distributed.current()  # several processes under torchrun: rank 0 alone writes and pays what precedes training
     if klass is not None:
         klass.check_processes(group.world_size)

@@ -490,6 +490,13 @@ def test_a_single_category_and_a_constant_number_train_and_sample(tmp_path):
 
 
 # --- the API ---------------------------------------------------------------------------------------------
+def _wide(columns: int) -> tuple[pd.DataFrame, Schema]:
+    """A table of `columns` two-category columns (and its schema), 50 rows."""
+    from synth_core.schema import ColumnSpec
+    schema = Schema(columns=[ColumnSpec(f"c{i}", "categorical", categories=["a", "b"]) for i in range(columns)])
+    return pd.DataFrame({f"c{i}": ["a", "b"] * 25 for i in range(columns)}), schema
+
+
 API_CASES = [
     ("fit a list", lambda: api.fit([[1, 2]], demo_schema(), epsilon=1.0), SchemaError, "DataFrame"),
     ("fit no schema", lambda: api.fit(demo_table(50), None, epsilon=1.0), SchemaError, "Schema"),
@@ -545,6 +552,10 @@ API_CASES = [
           ("options epochs huge", {"options": {"epochs": 1e7}}, ValueError, "epochs"),
           ("model None", {"model": None}, ValueError, "model"),
       ]],
+    ("aim on 500 columns", lambda: api.fit(*_wide(500), model="aim", epsilon=1.0, preset="quick"), ValueError,
+     "would take hours"),
+    ("aim job on 500 columns", lambda: __import__("synth_core.runs.jobs", fromlist=["x"]).start_fit_job(
+        "runs", *_wide(500), {"model": "aim", "epsilon": 1.0}), ValueError, "would take hours"),
     # sampling and conditions
     ("conditions twice", lambda: api.parse_conditions(demo_schema(), ["sex=Female", "sex=Male"]), SchemaError,
      "fixed twice"),

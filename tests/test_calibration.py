@@ -327,6 +327,19 @@ def test_auto_picks_aim_up_to_5000_rows_times_epsilon_unless_the_target_is_a_num
     assert "no number as the target" in aim.reason
 
 
+def test_auto_never_picks_aim_for_a_table_wider_than_it_can_measure_in_reasonable_time():
+    """AIM refuses more than AIM_MAX_COLUMNS modelled columns (its rounds would take hours): auto takes DP-TBART."""
+    from synth_core.models import get_model_class
+    from synth_core.models.recommend import AIM_MAX_COLUMNS
+    from synth_core.schema import ColumnSpec, Schema
+    for columns, family in ((20, "aim"), (AIM_MAX_COLUMNS, "aim"), (AIM_MAX_COLUMNS + 1, "dp-tbart")):
+        schema = Schema(columns=[ColumnSpec(f"c{i}", "categorical", categories=["a", "b"]) for i in range(columns)])
+        assert recommend(schema, 500, 1.0).family == family
+        if family == "dp-tbart":
+            with pytest.raises(ValueError, match="would take hours"):
+                get_model_class("aim").check_schema(schema)
+
+
 def test_auto_picks_aim_with_a_compressed_domain_at_a_small_epsilon_from_5000_to_10000_rows_times_epsilon(toy_schema):
     """RESULTS.md (issue 15): at ε ≤ 0.25 from 5,000 to 10,000 rows × ε AIM with MST's domain compression had 2-way
     TVD lower or level and 1-way lower than DP-TBART's on six tables (three new to the rule); at ε = 1 in the same

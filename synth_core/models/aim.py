@@ -143,6 +143,17 @@ class AIM(SynthModel):
     }
     size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
 
+    @classmethod
+    def check_schema(cls, schema) -> None:
+        """AIM measures the pairs of columns round by round, 16 rounds a column: on 2 CPU cores, 120 columns of
+        three categories took about 7 minutes at the quick size and 250 about 36 (a round every 9 s); past
+        recommend.AIM_MAX_COLUMNS a run would take hours, so it is refused before anything is spent."""
+        columns, most = len(schema.modelled().columns), recommend.AIM_MAX_COLUMNS
+        if columns > most:
+            raise ValueError(f"AIM measures the table's pairs of columns round by round; with {columns} modelled "
+                             f"columns (more than {most}) a run would take hours. Leave columns out in the "
+                             "schema, or choose dp-tbart")
+
     # --- building ------------------------------------------------------------------------------------
     def build(self) -> None:
         self.config.check()

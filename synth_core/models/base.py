@@ -233,6 +233,11 @@ class SynthModel:
         return 1 << 30
 
     @classmethod
+    def check_schema(cls, schema) -> None:
+        """ValueError if the family cannot model a table with this public schema in reasonable time (asked
+        before anything is spent; a family with limits overrides it)."""
+
+    @classmethod
     def check_processes(cls, processes: int) -> None:
         """ValueError if the family cannot train across this many processes."""
         if processes > 1 and not cls.trains_distributed:

@@ -49,6 +49,9 @@ SMALL_SIGNAL = 5_000
 SMALL_TABLE_BINS = 50
 # below this many rows × ε, AIM (marginals chosen and measured, a graphical model) beats DP-SGD (RESULTS.md) ...
 AIM_BELOW = 1_000
+# AIM's widest table (AIM.check_schema): its rounds grow with the columns (16 each) and each with the pairs; 120
+# three-category columns took ~7 min at the quick size on 2 cores, 250 ~36 min. Wider: DP-TBART
+AIM_MAX_COLUMNS = 150
 # ... and below SMALL_SIGNAL too, unless the declared target is a number (RESULTS.md: level TVD, better 1-way and
 # TSTR, on tables the rule was not fitted on; King's price fell to R² ≈ 0 under AIM)
 # AIM's numbers: in 100 public bins from this many rows × ε per column, in 32 below (the noise of a measurement
@@ -144,7 +147,9 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
     narrow = narrow_numbers(schema)
     compressed = (not narrow and not numeric_target and epsilon <= COMPRESSED_MAX_EPSILON
                   and SMALL_SIGNAL <= rows * epsilon < COMPRESSED_BELOW)
-    if rows * epsilon < AIM_BELOW or narrow or compressed or (rows * epsilon < SMALL_SIGNAL and not numeric_target):
+    aim_fits = len(schema.modelled().columns) <= AIM_MAX_COLUMNS
+    if aim_fits and (rows * epsilon < AIM_BELOW or narrow or compressed
+                     or (rows * epsilon < SMALL_SIGNAL and not numeric_target)):
         if rows * epsilon < AIM_BELOW:
             why = ("a neural model learns too little, and a model built from the table's overall statistics, each "
                    "measured where it is most wrong, gave the more faithful tables")

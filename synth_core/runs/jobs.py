@@ -112,6 +112,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     if request["model"] != AUTO:  # its options and size, before a run is made or anything reserved
         get_model_class(request["model"]).configure(request.get("preset") or "cpu", request.get("options"),
                                                     seed=request.get("seed"), device=request.get("device"))
+        get_model_class(request["model"]).check_schema(schema)
     book = budgets if budgets is not None else TableBudgets(home.budgets_path())
     table_id = book.table_id(table)  # which table the run came from (its listing), and its budget's key
     start_key = hashlib.sha256(json.dumps([table_id, request], sort_keys=True, default=str).encode()).hexdigest()
