@@ -268,9 +268,10 @@ def _audit(args) -> int:
 
 def _runs(args) -> int:
     run = RunDir(args.run).require()
-    ledger = run.ledger()
     from .runs.jobs import run_summary
-    out = {"summary": run_summary(run), "ledger": ledger.to_dict()}
+    summary = run_summary(run)  # first: a run whose process died is marked so, and charged in its ledger
+    ledger = run.ledger()
+    out = {"summary": summary, "ledger": ledger.to_dict()}
     book = TableBudgets(budgets_path())
     table_id = book.table_of(run.charge_key())
     if table_id is not None:

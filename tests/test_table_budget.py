@@ -286,6 +286,12 @@ def test_a_fit_killed_mid_measurement_keeps_its_whole_reservation_through_refuse
     assert _spent(table)[0] == 1.0
     assert main([*common, "--out", "C"]) == 2 and not Path("C").exists()
     assert _spent(table)[0] == 1.0
+    words = io.StringIO()
+    with contextlib.redirect_stdout(words):  # the first reader finds the process dead, its ledger then says so
+        assert main(["runs", "A"]) == 0
+    assert "run A: failed" in words.getvalue() and "Interrupted before training" in words.getvalue()
+    assert "privacy: ε 1 spent of 1" in words.getvalue() and RunDir("A").ledger().spent_epsilon == 1.0
+    assert _spent(table)[0] == 1.0
 
 
 def test_every_entry_point_draws_from_the_tables_budget_unless_the_table_is_declared_public(tmp_path):
