@@ -30,7 +30,7 @@ from .home import budgets_path
 from .release.export import to_csv
 from .privacy.table_budget import TableBudgets
 from .runs import RunDir, RunError
-from .schema import Schema, SchemaError, draft_schema, read_table
+from .schema import Schema, SchemaError, draft_schema, left_out, read_table, schema_columns
 from .schema.derived import describe
 from .training import distributed
 from .models.base import SamplingError, check_sample_rows
@@ -214,8 +214,10 @@ def _evaluate(args) -> int:
     for name, what in ((args.target, "target"), (args.sensitive, "sensitive column")):
         if name is not None and name not in schema:
             raise EvaluationError(f"the {what} {name!r} is not a column of the schema")
-    real = read_table(args.real, schema)
-    holdout = read_table(args.holdout, schema) if args.holdout else None
+    real, dropped = schema_columns(read_table(args.real, schema), schema)  # the file as the steward has it
+    holdout = schema_columns(read_table(args.holdout, schema), schema)[0] if args.holdout else None
+    if left_out(dropped):
+        print(f"note: {left_out(dropped)}")
     synthetic, ledgers = {}, {}
     for label, path in runs:
         run = RunDir(path).require()

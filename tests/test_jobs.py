@@ -359,3 +359,38 @@ def test_the_shareable_run_folder_holds_nothing_the_budget_did_not_pay_for(worke
     assert run.request()["rows"] == 347 and run.config()["rows"] == 347  # the steward's own view still has them
     assert jobs.list_runs(worker_root)[0]["rows"] == 347 and run.events()
     assert oct(run.private_dir.stat().st_mode & 0o777) == "0o700"
+
+
+def test_columns_the_schema_leaves_out_never_reach_the_run_and_the_review_and_evaluate_take_the_upload(worker_root,
+                                                                                                     monkeypatch):
+    """Issue 41 item 1: a steward's table with an identifier and a case-number column the schema leaves out
+    trains, and its review and `evaluate --real FILE` work on the table as uploaded (before: a dead end after
+    the budget was spent, 'the real table has column(s) the schema does not declare')."""
+    import contextlib
+    import io
+    from synth_core.cli import main
+    from synth_core.evaluate import check_comparable
+    table = demo_table(300, seed=5)
+    table.insert(0, "person_id", range(100000, 100300))
+    table["case_number"] = [f"CR-2021-{i:05d}" for i in range(300)]
+    schema = demo_schema()
+    run = jobs.start_fit_job(worker_root / "runs", table, schema,
+                             {**SLOW_REQUEST, "options": {"epochs": 2}, "holdout_share": 0.2})
+    wait(run, lambda: jobs.job_state(run)["state"] not in ("created", "running"))
+    assert jobs.job_state(run)["state"] == "completed", run.status()
+    for which in ("train", "holdout"):  # the private copy holds only what the schema names
+        assert list(pd.read_parquet(run.private_path(which)).columns) == schema.names
+    assert run.request()["left_out"] == ["person_id", "case_number"]
+    assert "left_out" not in json.loads((run.path / "request.json").read_text())  # the steward's own, in private/
+    real, synthetic = check_comparable(jobs.read_private(run, "train"), pd.read_csv(run.review_sample), schema)
+    assert len(real) == 240 and len(synthetic["synthetic"]) > 0
+    # evaluate takes the file the steward has, and says once what it leaves out
+    table.to_csv(worker_root / "upload.csv", index=False)
+    pd.read_csv(run.review_sample).to_csv(worker_root / "synthetic.csv", index=False)
+    monkeypatch.chdir(worker_root)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["evaluate", "--real", "upload.csv", "--synthetic", "synthetic.csv", "--schema",
+                     str(run.path / "schema.json"), "--quick", "--out", "review"]) == 0
+    text = out.getvalue()
+    assert text.count("2 columns left out by the schema: 'person_id', 'case_number'") == 1 and "tvd" in text.lower()

@@ -36,7 +36,7 @@ from ..models.recommend import AUTO
 from ..training import distributed
 from . import process
 from .rundir import RunDir, RunError
-from ..schema import Schema, SchemaError
+from ..schema import Schema, SchemaError, schema_columns
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
                 "device", "review_rows", "holdout_share", "name", "accept_draft", "calibration_share",
@@ -103,6 +103,9 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
                           "training on it as it is")
     if schema.rows is not None and schema.rows != len(table):
         raise SchemaError(f"the schema declares {schema.rows} rows as public, but the table has {len(table)}")
+    book = budgets if budgets is not None else TableBudgets(home.budgets_path())
+    table_id = book.table_id(table)  # which table the run came from (its listing), and its budget's key
+    table, dropped = schema_columns(table, schema)  # the private copy holds only what the schema names
     train, holdout = split_holdout(table, float(request.get("holdout_share") or 0.0), request.get("seed"))
     if schema.rows is not None:  # the training rows' count follows from the public one and the public share
         schema = dataclasses.replace(schema, rows=len(train))
@@ -113,8 +116,6 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
         get_model_class(request["model"]).configure(request.get("preset") or "cpu", request.get("options"),
                                                     seed=request.get("seed"), device=request.get("device"))
         get_model_class(request["model"]).check_schema(schema)
-    book = budgets if budgets is not None else TableBudgets(home.budgets_path())
-    table_id = book.table_id(table)  # which table the run came from (its listing), and its budget's key
     start_key = hashlib.sha256(json.dumps([table_id, request], sort_keys=True, default=str).encode()).hexdigest()
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
@@ -122,7 +123,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
         live = _live_run_of(Path(root), start_key)
         if live is not None:
             return live  # the same request, started a moment ago: nothing more is started or charged
-        run = _create_run(root, train, holdout, schema, request, book, table_id, start_key)
+        run = _create_run(root, train, holdout, schema, {**request, "left_out": dropped}, book, table_id, start_key)
         return _start_worker(run, python, processes)
 
 
@@ -284,11 +285,12 @@ def _mark_dead(run: RunDir) -> None:
 
 
 def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | None:
-    """The private rows stored with the run (for the steward's own review; never to be exported)."""
+    """The private rows stored with the run (for the steward's own review; never to be exported): the columns
+    its schema names (a run made before the copy held only those kept every uploaded column)."""
     path = run.private_path(which)
     if not path.exists():
         return None
-    return pd.read_parquet(path)
+    return schema_columns(pd.read_parquet(path), run.schema())[0]
 
 
 def list_runs(root: str | os.PathLike, table: str | None = None) -> list[dict]:

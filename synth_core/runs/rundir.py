@@ -45,7 +45,7 @@ from ..files import atomic_output, check_output_folder, write_atomic
 STATES = ("created", "running", "completed", "cancelled", "failed")
 # keys of a run's config or request that describe the private table itself: written to private/facts.json,
 # never beside the shareable files (a report reads public_config)
-PRIVATE_KEYS = ("private_validation_counts", "rows", "holdout_rows")
+PRIVATE_KEYS = ("private_validation_counts", "rows", "holdout_rows", "left_out")
 PRIVATE = "private"
 
 

@@ -2,8 +2,9 @@
 columns computed from others) and the tables read against it (tables: reading, validation, drafting, random
 rows from the schema alone)."""
 from .spec import BINNINGS, DATES, KINDS, MAX_MAGNITUDE, ROLES, SCHEMA_VERSION, ColumnSpec, Schema, SchemaError
-from .tables import (ColumnReport, ValidationReport, draft_schema, random_table, read_table, read_table_bytes,
-                     validate_table)
+from .tables import (ColumnReport, ValidationReport, draft_schema, left_out, random_table, read_table,
+                     read_table_bytes, schema_columns, validate_table)
 
 __all__ = ["BINNINGS", "DATES", "KINDS", "MAX_MAGNITUDE", "ROLES", "SCHEMA_VERSION", "ColumnReport", "ColumnSpec", "Schema", "SchemaError",
-           "ValidationReport", "draft_schema", "random_table", "read_table", "read_table_bytes", "validate_table"]
+           "ValidationReport", "draft_schema", "left_out", "random_table", "read_table", "read_table_bytes",
+           "schema_columns", "validate_table"]

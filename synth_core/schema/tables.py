@@ -169,6 +169,23 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
 
 
 # --- reading files ------------------------------------------------------------------------------
+def schema_columns(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, list[str]]:
+    """The table with only the columns the schema names (in the table's order), and the names of the others: the
+    columns the schema leaves out (identifiers, case numbers, columns a draft excluded or the steward did not
+    declare). Training, the run's private copy, the review and `evaluate` see the first; `left_out` says the
+    second once."""
+    names = set(schema.names)
+    kept = [c for c in table.columns if str(c) in names]
+    return table[kept], [str(c) for c in table.columns if str(c) not in names]
+
+
+def left_out(names: list[str]) -> str | None:
+    """'3 columns left out by the schema: 'person_id', 'case_number', 'notes'' (None when there are none)."""
+    if not names:
+        return None
+    return f"{len(names)} column{'s' if len(names) > 1 else ''} left out by the schema: {_preview(names, 8)}"
+
+
 def read_table(path: str | os.PathLike, schema: Schema | None = None, missing_markers: Iterable[str] = ()) -> pd.DataFrame:
     """Read a CSV or Parquet file; a clear SchemaError for an unreadable, empty or ambiguous file."""
     path = Path(path)
