@@ -2,6 +2,7 @@
 the end in the background worker, and the bad inputs a steward can produce."""
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -201,6 +202,51 @@ def test_walk_through_from_upload_to_export(workspace):
     assert "Privacy report" in report_md and "ε =" in report_md
     samples = list((run_dir / "samples").glob("synthetic-*.csv"))
     assert len(samples) == 1 and len(pd.read_csv(samples[0])) == 120
+
+
+def test_a_table_with_identifiers_goes_from_upload_to_review_and_export(workspace):
+    """Issue 41 item 1, through the app: a table with a person id and a case number, whose draft leaves them
+    out, trains, and its review and export work (before: the review refused the run after its budget was spent).
+    The exported CSV writes a text cell a spreadsheet would run as a formula with a leading '."""
+    table = demo_table(300, seed=8)
+    table.insert(0, "person_id", range(500000, 500300))
+    table["case_number"] = [f"2021-CR-{i:06d}" for i in range(300)]
+    table["job"] = table["job"].where(table.index % 7 != 0, "=HYPERLINK(\"http://x\")")
+    at = new_app()
+    upload(at, "cases.csv", table.to_csv(index=False).encode())
+    no_exceptions(at)
+    at.switch_page("app_pages/schema.py").run()
+    no_exceptions(at)
+    schema = at.session_state["schema"]
+    assert {"person_id", "case_number"} <= set(schema.excluded) and "job" in schema
+    at.button(key="confirm_schema").click().run()
+    at.switch_page("app_pages/model.py").run()
+    at.radio(key="family").set_value("dp-tbart").run()
+    train_tiny(at)
+    assert wait_for_run(at) == "completed"
+    run_dir = Path(at.session_state["run_path"])
+    assert list(pd.read_parquet(run_dir / "private" / "train.parquet").columns) == schema.names
+    at.switch_page("app_pages/review.py").run(timeout=RUN_S)
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    assert "2-way TVD" in set(at.dataframe[0].value["technical name"])
+    at.switch_page("app_pages/generate.py").run()
+    at.number_input(key="rows").set_value(300)
+    at.button(key="generate").click().run()
+    wait_for_sample(at)
+    assert not at.error, texts(at.error)
+    from streamlit.elements.widgets.button import ButtonMixin
+    served, real_download = {}, ButtonMixin.download_button
+
+    def capture(self, label, data, *args, **kwargs):  # what each download button serves
+        served[kwargs.get("key")] = data
+        return real_download(self, label, data, *args, **kwargs)
+    with mock.patch.object(ButtonMixin, "download_button", capture):
+        at.run()
+    exported = pd.read_csv(io.StringIO(served["download_csv"]))
+    assert "person_id" not in exported.columns and "case_number" not in exported.columns
+    jobs = exported["job"].astype(str)
+    assert not jobs.str.startswith("=").any() and jobs.str.startswith("'=HYPERLINK").any()
 
 
 def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
