@@ -479,6 +479,34 @@ def test_odd_but_valid_tables_are_drafted_and_validated_right(tmp_path):
     assert clean["mostly"].isna().sum() == 1 and report.ignored_columns == ["n", "blank", "big"]
 
 
+def test_a_draft_accepts_the_table_it_was_drafted_from():
+    """Issue 41: a numeric column holding one value and blanks, read as text because of a missing marker ("0.0"
+    and "?"), was drafted as the category "0" and then refused: "has values outside its public category list:
+    '0.0'". The same for integers written "12.0", booleans, mixed markers, dates in two formats, NA strings."""
+    from synth_core.schema import draft_schema, read_table_bytes, validate_table
+    import numpy as np
+    rng, n = np.random.default_rng(0), 200
+    table = pd.DataFrame({
+        "one_value_and_marker": ["0.0" if i % 5 else "?" for i in range(n)],
+        "one_value_and_blank": ["0.0" if i % 5 else "" for i in range(n)],
+        "two_decimals_and_marker": [("1.50", "2")[i % 2] if i % 7 else "?" for i in range(n)],
+        "ints_as_float": [f"{v}.0" for v in rng.integers(0, 50, n)],
+        "bools": rng.choice(["TRUE", "FALSE"], n),
+        "mixed": [str(v) if i % 3 else "n/a" for i, v in enumerate(rng.integers(0, 5, n))],
+        "dates_iso": pd.date_range("2001-01-01", periods=n, freq="7D").strftime("%Y-%m-%d"),
+        "dates_us": pd.date_range("2001-01-01", periods=n, freq="7D").strftime("%m/%d/%Y"),
+        "na_strings": [("NA" if i % 4 == 0 else str(v)) for i, v in enumerate(rng.normal(50, 10, n).round(2))],
+        "constant": ["same"] * n,
+    })
+    back = read_table_bytes(table.to_csv(index=False).encode(), "messy.csv")
+    schema = draft_schema(back, missing_markers=["?", "NA", "n/a"])
+    assert schema["one_value_and_marker"].categories == ["0"]
+    clean, report = validate_table(back, schema)  # no refusal
+    assert clean["one_value_and_marker"].value_counts().to_dict() == {"0": 160}
+    assert clean["two_decimals_and_marker"].dropna().isin(["1.5", "2"]).all()
+    assert report.rows == n
+
+
 def test_a_single_category_and_a_constant_number_train_and_sample(tmp_path):
     from synth_core.schema import ColumnSpec
     schema = Schema(columns=[ColumnSpec("k", "categorical", categories=["only"]),

@@ -58,6 +58,17 @@ class ValidationReport:
                 "ignored_columns": self.ignored_columns}
 
 
+def _number_text(value) -> str:
+    """A number as a category's text: 1.0 and "1.0" are "1", 2.50 is "2.5"; anything else as it is written."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return str(value).strip()
+    if not math.isfinite(x):
+        return str(value).strip()
+    return str(int(x)) if x.is_integer() else str(x)
+
+
 def _is_missing(series: pd.Series, markers: Iterable[str]) -> pd.Series:
     miss = series.isna()
     markers = list(markers)
@@ -142,11 +153,16 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
             present = values[~miss]
             if pd.api.types.is_float_dtype(raw):
                 # 1.0 read from a CSV means the category "1" when the public list says "1"
-                present = present.map(lambda v: str(int(v)) if float(v).is_integer() else str(v))
+                present = present.map(_number_text)
             else:
                 present = present.map(lambda v: str(v).strip())
             allowed = set(spec.categories or [])
             outside = ~present.isin(allowed)
+            if outside.any():  # "0.0" in a column read as text is the category "0" too, as a draft writes it
+                as_number = present[outside].map(_number_text)
+                present = present.where(~outside | ~as_number.reindex(present.index).isin(allowed),
+                                        as_number.reindex(present.index))
+                outside = ~present.isin(allowed)
             if outside.any():
                 if spec.unknown is None:
                     raise SchemaError(
@@ -450,8 +466,7 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
                 decimals=None if is_int else _decimals(numeric, (lo, hi)),
             ))
         else:
-            values = (numeric.map(lambda v: str(int(v)) if float(v).is_integer() else str(v)) if is_numeric
-                      else present.astype(str).str.strip())
+            values = present.map(_number_text) if is_numeric else present.astype(str).str.strip()
             counts = values.value_counts()
             common = counts[counts >= min_category_count]
             cats = natural_order(common.index[:max_categories])
