@@ -18,13 +18,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import api
-from .cli_args import build_parser, parse_options
+# Only what every command needs is imported here: the commands that train or sample import the models (and so
+# torch and Opacus) when they run, so that --help, `runs` and the schema commands answer at once.
+from .cli_args import FAMILY_COMMANDS, build_parser, parse_options
+from .errors import ProcessLost, SamplingError
 from .format import epsilon as epsilon_text, runs as runs_text
-from .models import get_model_class
 from .models.recommend import AUTO
-from .privacy import BudgetError
-from .privacy.budget import DEFAULT_CALIBRATION_SHARE
+from .privacy.budget import DEFAULT_CALIBRATION_SHARE, BudgetError
 from .files import atomic_output, check_output_file, check_output_folder, write_atomic
 from .home import budgets_path
 from .release.export import to_csv
@@ -32,12 +32,10 @@ from .privacy.table_budget import TableBudgets
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, draft_schema, left_out, read_table, schema_columns
 from .schema.derived import describe
-from .training import distributed
-from .models.base import SamplingError, check_sample_rows
-from .models.calibration import summary as calibration_summary
 
 
 def _fit(args) -> int:
+    from .training import distributed
     schema = Schema.load(args.schema)
     table = read_table(args.data, schema)
     group = distributed.init_from_env()  # under torchrun: one run across its processes (training.distributed)
@@ -52,7 +50,9 @@ def _fit(args) -> int:
 
 
 def _demo(args) -> int:
+    from . import api
     from .demo import demo_schema, demo_table
+    from .models.base import check_sample_rows
     if args.csv is not None:
         path = check_output_file(args.csv, "CSV file")
         schema_path = check_output_file(path.with_suffix(".schema.json"), "schema file")
@@ -82,6 +82,8 @@ def _demo(args) -> int:
 
 
 def _fit_table(args, table, schema) -> int:
+    from . import api
+    from .training import distributed
     options = {k: v for k, v in {
         "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "max_grad_norm": args.max_grad_norm,
         "n_bins": args.bins, "random_order": True if args.random_order else None,
@@ -170,10 +172,13 @@ def _calibration_share(args) -> float | None:
     if args.calibration_share is not None or args.model == AUTO:
         return args.calibration_share  # None with auto: the recommendation's
     # a family that measures marginals itself (AIM) gains nothing from measuring them again
+    from .models import get_model_class
     return 0.0 if get_model_class(args.model).measures_marginals else DEFAULT_CALIBRATION_SHARE
 
 
 def _sample(args) -> int:
+    from . import api
+    from .models.calibration import summary as calibration_summary
     schema = RunDir(args.run).require().schema()
     conditions = api.parse_conditions(schema, args.condition)
     table, info = api.sample(args.run, args.rows, conditions=conditions, seed=args.seed, out=args.out,
@@ -324,7 +329,9 @@ def _describe(schema: Schema) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    args = build_parser(families=command in FAMILY_COMMANDS).parse_args(argv)
     try:
         if args.command == "schema":
             if args.schema_command == "draft":
@@ -367,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except distributed.ProcessLost as e:
+    except ProcessLost as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except OSError as e:  # a file that cannot be read or written: permissions, a full disk, a missing folder

@@ -5,13 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from .models import MODELS
 from .models.recommend import AUTO
-from .privacy import ACCOUNTANTS
+from .privacy.accounting import ACCOUNTANTS
 from .privacy.budget import DEFAULT_CALIBRATION_SHARE
 
+# the commands whose options name the model families: only they import the families (and so torch)
+FAMILY_COMMANDS = ("fit", "audit")
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(families: bool = True) -> argparse.ArgumentParser:
+    """The whole parser. families=False: `fit` and `audit` take any --model word (their own parsers, built with
+    families=True, check it): for a command that trains nothing, nothing imports torch."""
+    if families:
+        from .models import MODELS
+    else:
+        MODELS = {}
     p = argparse.ArgumentParser(prog="python -m synth_core", description="Differentially private synthetic tables.")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -31,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="train a DP model and save it as a run")
     f.add_argument("--data", required=True, help="the private table (CSV or Parquet)")
     f.add_argument("--schema", required=True, help="the public schema (JSON)")
-    f.add_argument("--model", default="dp-tbart", choices=[AUTO, *sorted(MODELS)],
+    f.add_argument("--model", default="dp-tbart", choices=[AUTO, *sorted(MODELS)] if families else None,
                    help="a model family, or auto: chosen from the public schema and the row count (it says why)")
     f.add_argument("--epsilon", type=float, required=True, help="total privacy budget ε")
     f.add_argument("--delta", type=float, default=None, help="δ (default: a power of ten below 1/rows)")
@@ -109,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
 
     au = sub.add_parser("audit", help="empirical ε lower bound for a model family (one-run canary audit)")
-    au.add_argument("--model", default="dp-tbart", choices=sorted(n for n, c in MODELS.items() if c.uses_dp_sgd),
+    au.add_argument("--model", default="dp-tbart",
+                    choices=sorted(n for n, c in MODELS.items() if c.uses_dp_sgd) if families else None,
                     help="a family trained by DP-SGD")
     au.add_argument("--epsilon", type=float, default=1.0, help="the ε the training claims")
     au.add_argument("--delta", type=float, default=1e-5)

@@ -1,10 +1,22 @@
-"""Model families. Importing this package registers every family in `MODELS`."""
-from .base import MODELS, SamplingError, SynthModel, get_model_class, register
-from . import tbart  # noqa: F401  (registers dp-tbart)
-from . import diffusion  # noqa: F401  (registers tablediffusion, tablediffusion-denoiser)
-from . import masked_diffusion  # noqa: F401  (registers tablediffusion-masked)
-from . import gan  # noqa: F401  (registers dtgan-d, dtgan-g, dp-wgan)
-from . import llm  # noqa: F401  (registers dp-llmtgen)
-from . import aim  # noqa: F401  (registers aim)
+"""Model families. Asking this package for `MODELS` or `get_model_class` (or any name below) imports every
+family, which registers it in `MODELS`; importing a submodule alone (`models.recommend`, whose `auto` the CLI's
+parser names) imports no family, nor torch (PEP 562)."""
+from __future__ import annotations
+
+import importlib
+
+# the modules that register the families: dp-tbart; tablediffusion, tablediffusion-denoiser;
+# tablediffusion-masked; dtgan-d, dtgan-g, dp-wgan; dp-llmtgen; aim
+FAMILY_MODULES = ("tbart", "diffusion", "masked_diffusion", "gan", "llm", "aim")
 
 __all__ = ["MODELS", "SamplingError", "SynthModel", "get_model_class", "register"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        for module in FAMILY_MODULES:
+            importlib.import_module(f".{module}", __name__)
+        value = getattr(importlib.import_module(".base", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

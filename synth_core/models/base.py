@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..errors import SamplingError  # noqa: F401  (raised here; its home costs no import of torch)
 from ..privacy import NoisePlan, PrivacyLedger
 from ..privacy import planning
 from ..privacy.planning import RhoPlan, SamplingShape
@@ -67,10 +68,6 @@ def draw_with_rejection(n: int, draw: Callable[[int], Any], rejecting: bool, max
         kept.append(chunk)
         accepted += len(chunk)
     return kept, accepted, tried
-
-
-class SamplingError(RuntimeError):
-    """Sampling could not produce what was asked; the message says why and what to change."""
 
 
 def check_model_options(config) -> None:

@@ -130,7 +130,7 @@ class Recommendation:
     def options_for(self, preset: str) -> dict:
         """The family options the choice sets for a preset: its numeric bins capped at `max_bins` (a preset
         with fewer keeps its own)."""
-        from .base import get_model_class
+        from . import get_model_class  # every family registered
         bins = getattr(get_model_class(self.family).configure(preset)[0], "n_bins", None)
         if self.max_bins is None or bins is None or bins <= self.max_bins:
             return dict(self.options)

@@ -17,15 +17,26 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from types import SimpleNamespace
+
 import numpy as np
-from opacus.accountants import RDPAccountant, create_accountant
-from opacus.accountants.analysis import rdp as rdp_analysis
-from opacus.accountants.utils import get_noise_multiplier
 
 from .budget import BudgetError, check_budget
 
 if TYPE_CHECKING:
     from .planning import NoisePlan
+
+@functools.cache
+def _opacus() -> SimpleNamespace:
+    """Opacus' accountants, imported when an ε is first computed: importing Opacus imports torch, seconds that
+    the CLI's listing and schema commands (and a ledger read from disk, whose composition it keeps) need not
+    wait."""
+    from opacus.accountants import RDPAccountant, create_accountant
+    from opacus.accountants.analysis import rdp
+    from opacus.accountants.utils import get_noise_multiplier
+    return SimpleNamespace(rdp=rdp, create_accountant=create_accountant, get_noise_multiplier=get_noise_multiplier,
+                           orders=list(RDPAccountant.DEFAULT_ALPHAS))
+
 
 ACCOUNTANTS = ("prv", "rdp")
 # PRV's calibration grows slow and memory-hungry as ε grows (about 10 s at ε = 10, a minute at 100, out of
@@ -114,10 +125,12 @@ def gaussian_for(epsilon: float, delta: float, accountant: str = "prv") -> Gauss
         raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g}: {e}") from None
 
 
-# Rényi orders for a composition with zCDP terms: Opacus' orders and larger ones, where the conversion of a
-# small ρ (ε = 0.25 is about ρ = 0.002) finds its best order
-ZCDP_ORDERS = tuple(RDPAccountant.DEFAULT_ALPHAS) + (80, 100, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024,
-                                                      1600, 2048, 3200, 4096, 8192)
+@functools.cache
+def zcdp_orders() -> tuple:
+    """Rényi orders for a composition with zCDP terms: Opacus' orders and larger ones, where the conversion of a
+    small ρ (ε = 0.25 is about ρ = 0.002) finds its best order."""
+    return tuple(_opacus().orders) + (80, 100, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024, 1600, 2048, 3200,
+                                      4096, 8192)
 
 
 def _is_spent(m) -> bool:
@@ -134,14 +147,14 @@ def compose(mechanisms: tuple, delta: float, accountant: str = "prv") -> float:
         return 0.0
     zcdp = any(isinstance(m, ZCDP) for m in mechanisms)
     if accountant == "rdp" or zcdp:
-        orders = ZCDP_ORDERS if zcdp else tuple(RDPAccountant.DEFAULT_ALPHAS)
+        orders = zcdp_orders() if zcdp else tuple(_opacus().orders)
         curve = sum(m.rho * np.asarray(orders) if isinstance(m, ZCDP)
                     else _rdp_one_step(m.noise_multiplier, m.sample_rate, orders) * m.steps for m in mechanisms)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            eps, _ = rdp_analysis.get_privacy_spent(orders=list(orders), rdp=curve, delta=delta)
+            eps, _ = _opacus().rdp.get_privacy_spent(orders=list(orders), rdp=curve, delta=delta)
         return float(eps)
-    acc = create_accountant(mechanism=accountant)
+    acc = _opacus().create_accountant(mechanism=accountant)
     acc.history = [(m.noise_multiplier, m.sample_rate, m.steps) for m in mechanisms]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -159,7 +172,7 @@ def calibrate_noise(epsilon: float, delta: float, sample_rate: float, steps: int
     remembered (a run plans once and reports, tests plan the same budget many times)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # RDP's "optimal order is the largest alpha" is noise here
-        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
+        return float(_opacus().get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
                                           steps=steps, accountant=accountant, epsilon_tolerance=0.005 * epsilon))
 
 
@@ -167,8 +180,8 @@ def calibrate_noise(epsilon: float, delta: float, sample_rate: float, steps: int
 def _rdp_one_step(noise_multiplier: float, sample_rate: float, orders: tuple | None = None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return rdp_analysis.compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=1,
-                                        orders=list(orders) if orders else RDPAccountant.DEFAULT_ALPHAS)
+        return _opacus().rdp.compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=1,
+                                         orders=list(orders) if orders else _opacus().orders)
 
 
 def epsilon_after(noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str) -> float:
@@ -180,11 +193,11 @@ def epsilon_after(noise_multiplier: float, sample_rate: float, steps: int, delta
         # one-step RDP curve computed once per (σ, q)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            eps, _ = rdp_analysis.get_privacy_spent(orders=RDPAccountant.DEFAULT_ALPHAS,
-                                                    rdp=_rdp_one_step(noise_multiplier, sample_rate) * steps,
-                                                    delta=delta)
+            eps, _ = _opacus().rdp.get_privacy_spent(orders=_opacus().orders,
+                                                     rdp=_rdp_one_step(noise_multiplier, sample_rate) * steps,
+                                                     delta=delta)
         return float(eps)
-    acc = create_accountant(mechanism=accountant)
+    acc = _opacus().create_accountant(mechanism=accountant)
     acc.history = [(noise_multiplier, sample_rate, steps)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -209,7 +222,7 @@ class EpsilonCurve:
         self.alongside = plan.gaussians_alongside()
         self.composed = bool(self.alongside) and plan.group_size == 1
         self.grid = sorted({max(1, round(plan.steps * (i + 1) / points)) for i in range(points)} | {plan.steps})
-        self._orders = RDPAccountant.DEFAULT_ALPHAS
+        self._orders = _opacus().orders
         self._rdp_one_step = _rdp_one_step(plan.noise_multiplier, plan.sample_rate)
         self._rdp_alongside = sum((_rdp_one_step(g.noise_multiplier, g.sample_rate) * g.steps
                                    for g in self.alongside), 0.0) if self.composed else 0.0
@@ -229,7 +242,7 @@ class EpsilonCurve:
         no group privacy)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            eps, _ = rdp_analysis.get_privacy_spent(orders=self._orders,
+            eps, _ = _opacus().rdp.get_privacy_spent(orders=self._orders,
                                                     rdp=self._rdp_one_step * step + self._rdp_alongside,
                                                     delta=self.plan.mechanism_delta)
         return float(eps)

@@ -31,9 +31,7 @@ from ..privacy.ledger import charge_interrupted, charge_unfinished
 from .. import home
 from ..files import locked
 from ..privacy.table_budget import TableBudgets, TableCharge
-from ..models import get_model_class
 from ..models.recommend import AUTO
-from ..training import distributed
 from . import process
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError, schema_columns
@@ -113,6 +111,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     check_calibration_share(request.get("calibration_share") or 0.0)
     processes = requested_processes(request.get("processes"), request["model"])
     if request["model"] != AUTO:  # its options and size, before a run is made or anything reserved
+        from ..models import get_model_class  # here: listing runs (run_summary) imports no model, nor torch
         get_model_class(request["model"]).configure(request.get("preset") or "cpu", request.get("options"),
                                                     seed=request.get("seed"), device=request.get("device"))
         get_model_class(request["model"]).check_schema(schema)
@@ -217,6 +216,8 @@ def requested_processes(processes, model: str) -> int:
     trains in one process or the number is not a whole number from 1 to what this machine has."""
     if processes is None:
         return 1
+    from ..models import get_model_class
+    from ..training import distributed
     most = distributed.most_processes()
     if isinstance(processes, bool) or not isinstance(processes, int) or not 1 <= processes <= most:
         raise ValueError(f"processes must be a whole number from 1 to {most} on this machine, not {processes!r}")

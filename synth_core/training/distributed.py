@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
+from ..errors import ProcessLost
 from ..privacy import secret_generator
 
 T = TypeVar("T")
@@ -37,10 +38,6 @@ T = TypeVar("T")
 # how long a rank waits in a collective for the others before the run fails (a rank that died is usually
 # noticed at once, by its closed connection; a hung one by this)
 TIMEOUT = datetime.timedelta(minutes=10)
-
-
-class ProcessLost(RuntimeError):
-    """Another process of a distributed run stopped or failed; this one cannot go on alone."""
 
 
 @dataclass(frozen=True)
