@@ -1,8 +1,9 @@
 """Checks on what is compared, and the public-schema encoding every distance and projection uses.
 
 `check_comparable` turns bad input into one `EvaluationError` naming the table and the problem:
-missing or extra columns, wrong types, values outside the public categories, zero rows, a target with
-one class. `canonical` returns a table in the schema's canonical form (schema order, numbers as
+missing columns, wrong types, values outside the public categories, zero rows, a target with one class.
+Columns the schema does not declare (an identifier, a case number: the table as the steward uploaded it) are
+left out of every comparison, never an error (schema.schema_columns; the CLI says which, once). `canonical` returns a table in the schema's canonical form (schema order, numbers as
 float, categories as str, missing as NaN/None) so that every figure sees the same values.
 The public-schema encoding every distance and projection uses is encoding.features.PublicEncoder.
 """
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import Schema, SchemaError, validate_table
+from ..schema import Schema, SchemaError, schema_columns, validate_table
 
 
 class EvaluationError(ValueError):
@@ -23,27 +24,23 @@ class EvaluationError(ValueError):
 def _columns_problem(df: pd.DataFrame, schema: Schema, name: str) -> str | None:
     cols = [str(c) for c in df.columns]
     missing = [c.name for c in schema.columns if c.name not in cols and not c.derived]  # derived: computed
-    extra = [c for c in cols if c not in schema.names]
-    parts = []
     if missing:
-        parts.append(f"lacks column(s) the schema declares: {', '.join(map(repr, missing))}")
-    if extra:
-        parts.append(f"has column(s) the schema does not declare: {', '.join(map(repr, extra))}")
-    return f"the {name} table " + "; and ".join(parts) if parts else None
+        return f"the {name} table lacks column(s) the schema declares: {', '.join(map(repr, missing))}"
+    return None
 
 
-def canonical(df: Any, schema: Schema, name: str = "table", allow_extra: bool = False) -> pd.DataFrame:
-    """The table in the schema's canonical form; EvaluationError naming `name` for anything wrong."""
+def canonical(df: Any, schema: Schema, name: str = "table") -> pd.DataFrame:
+    """The table in the schema's canonical form, the columns the schema does not declare left out;
+    EvaluationError naming `name` for anything wrong."""
     if not isinstance(df, pd.DataFrame):
         raise EvaluationError(f"the {name} table must be a pandas DataFrame, not {type(df).__name__}")
     if len(df) == 0:
         raise EvaluationError(f"the {name} table has zero rows")
     problem = _columns_problem(df, schema, name)
-    present = {str(x) for x in df.columns}
-    if problem and not (allow_extra and all(c.name in present or c.derived for c in schema.columns)):
+    if problem:
         raise EvaluationError(problem)
     try:
-        clean, _ = validate_table(df, schema)
+        clean, _ = validate_table(schema_columns(df, schema)[0], schema)
     except SchemaError as e:
         raise EvaluationError(f"the {name} table does not fit the schema: {e}") from None
     return clean
