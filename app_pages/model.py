@@ -91,20 +91,35 @@ epsilon = HARM[harm]
 if epsilon is None:
     epsilon = st.number_input("ε", value=1.0, min_value=0.0, step=0.1, format="%.3f", key="epsilon_custom")
 
-# the table's budget across all its runs: every run draws from it
+# the table's budget across all its runs: every run draws from it; the first run asks for it
 book, table_key = state.budgets(), state.table_id()
 account = book.account(table_key)
 spent_before = account.spent_epsilon if account else 0.0
-table_total = st.number_input(
-    "Total ε for this table, across all its runs", min_value=0.0, step=0.5, format="%.3f", key="table_total",
-    value=float(account.total_epsilon) if account else float(max(epsilon or 0.0, 1.0)),
-    help="Every run on this table draws from this total (ε adds up across runs on the same rows). A run that "
-         "would exceed it is refused until you raise it, accepting the larger risk.")
-if account and account.charges:
-    st.caption(f"This table has spent ε = {epsilon_text(spent_before)} in {runs(len(account.charges))} before; "
-               f"{epsilon_text(max(0.0, table_total - spent_before))} remains of the total.")
+st.markdown("**This table's total.** Every run on this table spends from one total: the most ε that all its runs "
+            "together may reveal about any one person (ε adds up across runs on the same rows). A run beyond it "
+            "is refused, and what a run spent is never given back.")
+if account is None:
+    TOTALS = state.TOTAL_PRESETS
+    total_choice = st.radio("This is the first run on this table. How much may all its runs reveal together?",
+                            list(TOTALS), index=None, key="table_total_choice")
+    table_total = TOTALS.get(total_choice) if total_choice else None
+    if total_choice is not None and table_total is None:
+        table_total = st.number_input("Total ε for this table", value=None, min_value=0.0, step=0.5, format="%.3f",
+                                      key="table_total", placeholder="type the total")
 else:
-    st.caption("No run on this table has spent any of its budget yet.")
+    table_total = st.number_input(
+        "Total ε for this table, across all its runs", min_value=0.0, step=0.5, format="%.3f", key="table_total",
+        value=float(account.total_epsilon),
+        help="Raise it only if you accept that all runs together reveal more; lower it to stop further runs.")
+if table_total is not None:
+    left = max(0.0, table_total - spent_before)
+    before = (f"Its runs have spent ε = {epsilon_text(spent_before)} in {runs(len(account.charges))}; "
+              if account and account.charges else "Nothing is spent yet; ")
+    st.caption(f"{before}{epsilon_text(left)} of {epsilon_text(table_total)} remains.")
+    if epsilon and 0 <= left * (1 + 1e-9) - epsilon < max(0.01, 0.01 * table_total):  # leaves nothing of use
+        st.warning(f"This run would spend all that is left of this table's budget (ε = {epsilon_text(left)}): no "
+                   "other run on this table will be possible unless you raise the total, accepting the larger "
+                   "risk.", icon=":material/warning:")
 
 holdout_share = st.slider("Rows kept aside for the review (never trained on)", 0.0, 0.3, 0.1, 0.05,
                           key="holdout_share",
@@ -200,7 +215,8 @@ try:
         schema.require_bounds()
     if n_train < state.MIN_ROWS:
         raise BudgetError(f"only {n_train} rows would be left for training; keep fewer aside")
-    check_within(epsilon, table_total, spent_before)
+    if table_total is not None:
+        check_within(epsilon, table_total, spent_before)
 except (BudgetError, SchemaError) as e:
     problems.append(str(e))
 
@@ -321,7 +337,10 @@ if schema.provenance["warning"]:
                "run and every report will then say so first.", icon=":material/warning:")
     accepted = st.checkbox("I accept training on a schema read from my data, unconfirmed", key="accept_draft")
     request["accept_draft"] = accepted
-if st.button("Start training", type="primary", disabled=plan is None or not accepted, key="start_training"):
+if table_total is None:
+    st.info("Choose this table's total above before its first run.")
+if st.button("Start training", type="primary", disabled=plan is None or not accepted or table_total is None,
+             key="start_training"):
     try:
         validate_table(table, schema)
         book.set_total(table_key, table_total)

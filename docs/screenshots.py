@@ -53,6 +53,8 @@ def main() -> None:
             page.get_by_role("link", name="3 · Model and budget").click()
             expect(page.get_by_text("What the accountant computed", exact=True)).to_be_visible()
             expect(page.get_by_text("Auto's choice")).to_be_visible()
+            page.get_by_text("Moderate harm: ε = 3 in all").click()  # the table's total, asked before its first run
+            expect(page.get_by_text("3 of 3 remains")).to_be_visible()
             page.get_by_role("button", name=re.compile("Estimate training time")).click()
             estimate = page.get_by_text(re.compile("ends when its budget is spent"))
             expect(estimate).to_be_visible()

@@ -130,6 +130,10 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         choose(page, "Accountant", "rdp")
         # auto's choice for 270 training rows at ε = 1 (rows × ε below 1,000): AIM, whose rounds spend a ρ budget
         expect(page.get_by_text("Rounds, at most")).to_be_visible()
+        # the table's first run asks for its total; until then nothing can start
+        expect(page.get_by_role("button", name="Start training")).to_be_disabled()
+        page.get_by_text("Moderate harm: ε = 3 in all").click()
+        expect(page.get_by_text("3 of 3 remains")).to_be_visible()
         page.get_by_role("button", name="Start training").click()
 
         expect(page.get_by_text("4 · Train", exact=True).first).to_be_visible()

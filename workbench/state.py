@@ -103,6 +103,17 @@ HARM_PRESETS = {
 }
 
 
+# a table's total across its runs, asked before its first run: room for about three runs at the ε of the same
+# harm level above
+TOTAL_PRESETS = {
+    "Low harm: ε = 12 in all (about three runs at ε = 4)": 12.0,
+    "Moderate harm: ε = 3 in all (about three runs at ε = 1)": 3.0,
+    "High harm: ε = 0.75 in all (about three runs at ε = 0.25)": 0.75,
+    "Very high harm: ε = 0.15 in all (about three runs at ε = 0.05)": 0.15,
+    "Type my own total": None,
+}
+
+
 def planned_epsilon() -> float | None:
     """The ε chosen on the model page (its widgets' state), before any run spends it."""
     harm = st.session_state.get("harm")

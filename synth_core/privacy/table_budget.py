@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..files import locked, write_atomic
+from ..format import epsilon as amount
 from .budget import BudgetError, check_budget
 
 
@@ -64,9 +65,9 @@ def check_within(epsilon: float, total: float, spent: float) -> None:
     """BudgetError unless a run's ε fits in what a table's total leaves after what its runs spent."""
     remaining = max(0.0, total - spent)
     if epsilon > remaining * (1 + 1e-9):
-        raise BudgetError(f"this run's ε = {epsilon:g} would exceed the table's budget: {spent:.4g} of {total:g} is "
-                          f"spent by earlier runs, {remaining:.4g} remains. Lower ε, or raise the table's total if "
-                          "you accept the larger risk")
+        raise BudgetError(f"this run's ε = {amount(epsilon)} would exceed the table's budget: {amount(spent)} of "
+                          f"{amount(total)} is spent by earlier runs, {amount(remaining)} remains. Lower ε, or raise "
+                          "the table's total if you accept the larger risk")
 
 
 @dataclass
