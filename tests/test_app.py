@@ -578,6 +578,19 @@ def test_runs_are_listed_by_their_table_and_the_sidebar_agrees_with_the_page(wor
     at.toggle(key="all_tables").set_value(True).run()  # asked for: every table's runs
     assert len(at.selectbox(key="train_run_choice").options) == 2
 
+    at.toggle(key="all_tables").set_value(False).run()
+
+    # another table uploaded: the sidebar and the pages follow it, not the previous table's run (issue 41 item 6)
+    upload(at, "clinic.csv", demo_table(80, seed=2).to_csv(index=False).encode())
+    no_exceptions(at)
+    assert "clinic.csv" in texts(at.sidebar.caption) and "people.csv" not in texts(at.sidebar.caption)
+    assert "No run yet" in texts(at.sidebar.caption) and not [m for m in at.sidebar.metric if m.label == "ε spent"]
+    at.switch_page("app_pages/train.py").run()
+    no_exceptions(at)
+    assert "people.csv" not in texts(at.sidebar.caption)
+    upload(at, "people.csv", demo_table(60, seed=1).to_csv(index=False).encode())  # back: its run again
+    assert "people.csv · dp-tbart" in texts(at.sidebar.caption)
+
     # a new browser session (nothing chosen yet) shows the newest run in the sidebar, not "No run yet"
     fresh = new_app()
     assert "No run yet" not in texts(fresh.sidebar.caption)

@@ -32,7 +32,7 @@ def render_sidebar() -> None:
             st.caption(f"{epsilon(account.remaining_epsilon)} remains, after {runs(len(account.charges))}.")
         schema = state.schema()
         if schema is not None and schema.provenance["warning"]:
-            st.caption(":material/warning: Schema drafted from the data and not yet confirmed.")
+            st.caption(":material/warning: The schema on step 2 is a draft read from the data, not yet confirmed.")
 
 
 LIVE = ("created", "running")
@@ -54,7 +54,9 @@ def _run_budget(run) -> None:
         ledger = ledger_of(run)
         if ledger is not None:
             st.caption(f"δ = {ledger.target_delta:.1e} · {len(ledger.entries)} ledger entr"
-                       f"{'y' if len(ledger.entries) == 1 else 'ies'}")
+                       f"{'y' if len(ledger.entries) == 1 else 'ies'}"
+                       + (" · its schema public (confirmed)" if not ledger.schema_provenance.get("warning")
+                          else ""))
             for warning in ledger.warnings():
                 st.warning(warning, icon=":material/warning:")
         if summary.get("state") != first.get("state"):

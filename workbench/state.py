@@ -7,7 +7,7 @@ import streamlit as st
 
 from synth_core import home
 from synth_core.privacy.table_budget import TableBudgets
-from synth_core.runs import RunDir
+from synth_core.runs import RunDir, RunError
 
 # a table smaller than this cannot be split, validated and trained on meaningfully
 MIN_ROWS = 10
@@ -42,7 +42,8 @@ def set_dataset(table, name: str, source: str, schema, about: str = "") -> None:
     st.session_state["table_about"] = about
     st.session_state["schema"] = schema
     st.session_state["schema_version"] = st.session_state.get("schema_version", 0) + 1
-    for key in ("plan_request", "estimate"):
+    # the run in view was another table's: the pages and the sidebar now follow this table's newest run
+    for key in ("plan_request", "estimate", "run_path", "all_tables"):
         st.session_state.pop(key, None)
 
 
@@ -74,6 +75,9 @@ def current_run() -> RunDir | None:
     """The run the steward is looking at: the one chosen in this session, else the newest run of the
     session's table (of any table if none is loaded), so the sidebar and every page name the same run."""
     path = st.session_state.get("run_path")
+    if path and table() is not None and not st.session_state.get("all_tables") \
+            and _table_of(path) not in (None, table_id()):
+        path = None  # another table's run, chosen before this table was loaded: not the one in use
     if not path:
         from synth_core.runs.jobs import list_runs
         runs = [r for r in list_runs(runs_root(), table=table_id()) if r.get("state") != "unreadable"]
@@ -87,6 +91,14 @@ def current_run() -> RunDir | None:
         st.warning(f"The run at {path} no longer exists (its folder was deleted or moved).")
         return None
     return run
+
+
+def _table_of(path) -> str | None:
+    """The table a run came from (its request's keyed fingerprint), None if it does not say."""
+    try:
+        return RunDir(path).request().get("table")
+    except (OSError, ValueError, RunError):
+        return None
 
 
 def set_current_run(path) -> None:
