@@ -12,6 +12,7 @@ Errors in the input are reported as one plain line (exit code 2), never as a tra
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -60,7 +61,8 @@ def _demo(args) -> int:
             to_csv(demo_table(), f)
         demo_schema().save(schema_path)
         print(f"wrote {path} (4,000 invented census-like rows) and its public schema {schema_path}; try:\n"
-              f"  python -m synth_core fit --data {path} --schema {schema_path} --model auto --epsilon 1 --out runs/demo")
+              f"  python -m synth_core fit --data {path} --schema {schema_path} --model auto --epsilon 1 "
+              f"--out {path.parent / 'runs' / 'demo'}")
         return 0
     check_sample_rows(args.rows)  # before the demo trains
     print("demo: 4,000 invented census-like rows (age, sex, education, job, hours, capital gain, income); "
@@ -377,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     except ProcessLost as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader went away (`| head`): nothing to say, and nowhere to say it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as e:  # a file that cannot be read or written: permissions, a full disk, a missing folder
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
         print(f"error: {e.strerror or e}{where}", file=sys.stderr)
