@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
 import streamlit as st
 
 from synth_core.api import load_model
 from synth_core.evaluate.charts import group_rates_chart
 from synth_core.models.base import SamplingError
 from synth_core.release.export import to_csv
+from synth_core.release.fair_sampling import MIN_GROUP_ROWS
 from synth_core.release.generate import SamplingJob
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir, RunError
@@ -77,13 +79,24 @@ if use_fairness:
     sensitive = c1.selectbox("Sensitive attribute", categorical, index=categorical.index(default_s), key="sensitive")
     target = c2.selectbox("Target", categorical, index=categorical.index(default_t), key="target")
     values = schema[target].vocabulary()
-    positive = c3.selectbox("Favourable target value", values, index=len(values) - 1, key="positive")
-    gap = st.slider("Largest acceptable gap in that rate between groups", 0.0, 0.5, 0.05, 0.01, key="target_gap")
-    fair = dict(sensitive=sensitive, target=target, positive=positive, target_gap=gap)
+    positive = c3.selectbox("Favourable target value", values, index=None, key="positive",
+                            placeholder="choose the favourable value",
+                            help="The value whose rate should be alike across groups (a loan granted, a good "
+                                 "outcome). Nothing is assumed: for some targets the last value is the bad one.")
+    c1, c2 = st.columns([2, 1])
+    gap = c1.slider("Largest acceptable gap in that rate between groups", 0.0, 0.5, 0.05, 0.01, key="target_gap")
+    min_rows = int(c2.number_input("Smallest group to judge (rows)", min_value=1, value=MIN_GROUP_ROWS, step=5,
+                                   key="min_group_rows",
+                                   help="A group with fewer rows in the table you ask for is too small to judge: "
+                                        "one row moves its rate by a large step. It is kept as sampled and left "
+                                        "out of the gap, and named below."))
+    fair = dict(sensitive=sensitive, target=target, positive=positive, target_gap=gap, min_group_rows=min_rows)
+    if positive is None:
+        st.info("Choose the favourable target value to generate with fairness control.")
     if conditions:
         st.info("Fixed column values are not combined with fairness control; they are ignored while it is on.")
 
-if st.button("Generate", type="primary", key="generate"):
+if st.button("Generate", type="primary", key="generate", disabled=bool(fair) and fair["positive"] is None):
     st.session_state["sampling"] = SamplingJob.start(str(run.path), model, rows, conditions=conditions,
                                                      fairness=fair, seed=int(time.time()) % (2**31 - 1))
     st.session_state.pop("generated", None)  # the old table is replaced, not shown beside the new request
@@ -137,6 +150,19 @@ elif info.get("method") == "fairness control" and fair_result is not None:
     st.plotly_chart(group_rates_chart({"unconditioned": fair_result.rates_before,
                                        "with fairness control": fair_result.rates_after},
                                       info["positive"], info["sensitive"]), key="fair_chart")
+if info.get("method") == "fairness control" and fair_result is not None and fair_result.groups:
+    st.dataframe(pd.DataFrame([
+        {info["sensitive"]: g, "rows before": d["rows_before"], f"rate of {info['positive']} before":
+         "" if d["rate_before"] is None else f"{d['rate_before']:.3f}", "rows after": d["rows_after"],
+         f"rate of {info['positive']} after": "" if d["rate_after"] is None else f"{d['rate_after']:.3f}",
+         "note": ("no row in the output" if d["lost"] else "") or ("" if d["judged"] else
+                                                                   "too few rows to judge: kept as sampled")}
+        for g, d in fair_result.groups.items()]), hide_index=True, key="fair_groups")
+    st.caption(f"Rows before: how many of the {len(table):,} rows each group would have unconditioned. The gap is "
+               f"over the groups with at least {fair_result.min_group_rows} rows.")
+    if fair_result.lost:
+        st.warning(f"No row of {', '.join(fair_result.lost)} is in the output: the model drew too few of "
+                   "them. Ask for more rows, or lower the smallest group to judge.", icon=":material/warning:")
 st.dataframe(table.head(50), hide_index=True)
 
 report = privacy_report(run, sampling=info, synthetic_rows=len(table), budgets=state.budgets())

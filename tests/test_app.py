@@ -294,7 +294,11 @@ def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
     at.number_input(key="rows").set_value(600)
     at.checkbox(key="use_fairness").check().run()
     assert at.selectbox(key="sensitive").value == "sex" and at.selectbox(key="target").value == "income"
+    # the favourable value is the steward's choice, never assumed (for a recidivism target the last is the bad one)
+    assert at.selectbox(key="positive").value is None and at.button(key="generate").disabled
+    at.selectbox(key="positive").set_value(">50K").run()
     at.slider(key="target_gap").set_value(0.0)
+    at.number_input(key="min_group_rows").set_value(30)
     at.button(key="generate").click().run(timeout=RUN_S)
     wait_for_sample(at)
     no_exceptions(at)
@@ -305,6 +309,8 @@ def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
     assert "demographic-parity gap before" in labels and "after" in labels
     info = at.session_state["generated"]["info"]
     assert info["method"] == "fairness control" and info["fairness_share"] == result.share
+    groups = next(d for d in at.dataframe if "rows before" in d.value.columns).value  # group sizes, shown
+    assert set(groups["sex"]) == {"Female", "Male"} and groups["rows after"].sum() == 600
     # a gap the model's own rows already meet: nothing is conditioned, and the page says so instead of a
     # before/after that would only show resampling noise
     at.slider(key="target_gap").set_value(0.5)

@@ -22,7 +22,7 @@ from synth_core.models import get_model_class
 from synth_core.release.fair_sampling import fair_sample, plan_conditioned_rows, planned_gap, share_for_gap
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir
-from synth_core.schema import SchemaError, draft_schema, read_table_bytes
+from synth_core.schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table_bytes
 from synth_core.training.timing import estimate_fit_seconds
 from workbench.schema_table import frame_to_schema, schema_to_frame, text_to_categories
 
@@ -394,3 +394,31 @@ def test_columns_the_schema_leaves_out_never_reach_the_run_and_the_review_and_ev
                      str(run.path / "schema.json"), "--quick", "--out", "review"]) == 0
     text = out.getvalue()
     assert text.count("2 columns left out by the schema: 'person_id', 'case_number'") == 1 and "tvd" in text.lower()
+
+
+def test_fairness_control_leaves_groups_too_small_to_judge_out_of_the_gap_and_names_them():
+    """Issue 41 item 7: a group of one or two rows decided the gap ('before' 1.0) and could vanish unsaid. A
+    group expected below `min_group_rows` is kept as sampled, out of the gap and the plan, and named; every
+    group's rows before and after are given."""
+    class TinyGroupModel:
+        schema = Schema(columns=[ColumnSpec("race", "categorical", categories=["a", "b", "tiny"]),
+                                 ColumnSpec("outcome", "categorical", categories=["good", "bad"])])
+
+        def sample(self, n, conditions=None, seed=None):
+            rng = np.random.default_rng(seed)
+            conditions = conditions or {}
+            race = np.full(n, conditions["race"]) if "race" in conditions else \
+                rng.choice(["a", "b", "tiny"], n, p=[0.6, 0.3996, 0.0004])
+            rate = np.select([race == "a", race == "b"], [0.6, 0.3], 1.0)
+            outcome = np.full(n, conditions["outcome"]) if "outcome" in conditions else \
+                np.where(rng.random(n) < rate, "good", "bad")
+            return pd.DataFrame({"race": race, "outcome": outcome})
+
+    out = fair_sample(TinyGroupModel(), 2000, "race", "outcome", "good", target_gap=0.02, seed=1, pilot_rows=20000)
+    assert out.too_small == ["tiny"] and out.groups["tiny"]["rows_before"] < 30
+    assert abs(out.gap_before - 0.3) < 0.05 and out.gap_after <= 0.05  # a and b only: tiny's rate of 1 is left out
+    assert not any(k.startswith("tiny") for k in out.conditioned_rows)  # no row aimed at it
+    assert sum(d["rows_after"] for d in out.groups.values()) == 2000
+    assert out.summary()["groups_too_small_to_judge"] == ["tiny"]
+    with pytest.raises(ValueError, match="smallest group"):
+        fair_sample(TinyGroupModel(), 100, "race", "outcome", "good", share=0.5, min_group_rows=0)

@@ -12,6 +12,11 @@ from the private table.
 by (1 − p): on Adult with DP-TBART at ε=1, p = 0.1 took the gap from 0.241 to 0.214. Aimed at the cells
 that close it, one row in ten can bring the groups' rates together.) Asking for a gap instead of a share
 gives the smallest share whose planned mix reaches it.
+
+A group with fewer than `min_group_rows` rows in the table asked for is too small to judge: its rate moves by
+a whole row's share, so it would decide the gap by chance, and aiming conditioned rows at it would fill it with
+them. Such groups are left out of the gap and of the plan, kept as sampled, and named; a group of the sample
+that ends with no row in the output is named too (`FairGeneration.groups`).
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..evaluate.fairness import demographic_parity_gap, group_rates
+from ..evaluate.fairness import group_rates
 from ..schema import Schema, SchemaError
 
 
@@ -33,10 +38,24 @@ class FairGeneration:
     rates_before: dict = field(default_factory=dict)
     rates_after: dict = field(default_factory=dict)
     conditioned_rows: dict = field(default_factory=dict)   # "group / value" -> rows asked for
+    # group -> {"rows_before" (expected in n unconditioned rows), "rows_after", "rate_before", "rate_after",
+    # "judged" (enough rows to count in the gap), "lost" (no row in the output)}
+    groups: dict = field(default_factory=dict)
+    min_group_rows: int = 0
+
+    @property
+    def too_small(self) -> list[str]:
+        return [g for g, d in self.groups.items() if not d["judged"]]
+
+    @property
+    def lost(self) -> list[str]:
+        return [g for g, d in self.groups.items() if d["lost"]]
 
     def summary(self) -> dict:
         return {"fairness_share": self.share, "demographic_parity_before": self.gap_before,
-                "demographic_parity_after": self.gap_after, "conditioned_rows": self.conditioned_rows}
+                "demographic_parity_after": self.gap_after, "conditioned_rows": self.conditioned_rows,
+                "groups_too_small_to_judge": self.too_small, "groups_lost": self.lost,
+                "min_group_rows": self.min_group_rows}
 
 
 def check_fairness_columns(schema: Schema, sensitive: str, target: str, positive: str) -> None:
@@ -148,29 +167,47 @@ def share_for_gap(pilot: pd.DataFrame, n: int, sensitive: str, target: str, posi
     return hi / n
 
 
+# a group with fewer rows than this in the table asked for is too small to judge (see the module's docstring)
+MIN_GROUP_ROWS = 30
+
+
+def _gap(rates: dict) -> float:
+    return max(rates.values()) - min(rates.values()) if len(rates) > 1 else 0.0
+
+
 def fair_sample(model, n: int, sensitive: str, target: str, positive: str, target_gap: float | None = None,
-                share: float | None = None, seed: int | None = None, pilot_rows: int = 5000) -> FairGeneration:
+                share: float | None = None, seed: int | None = None, pilot_rows: int = 5000,
+                min_group_rows: int = MIN_GROUP_ROWS) -> FairGeneration:
     """n rows where `share` of them (or the share that reaches `target_gap`) are value-specified.
 
-    `model` is any fitted SynthModel (its `sample(n, conditions=...)` does the conditioning)."""
+    `model` is any fitted SynthModel (its `sample(n, conditions=...)` does the conditioning). Groups expected to
+    have fewer than `min_group_rows` of the n rows are kept as sampled, out of the gap and the plan."""
     if (target_gap is None) == (share is None):
         raise ValueError("give either a target demographic-parity gap or a share of conditioned rows")
     if share is not None and not 0 <= share <= 1:
         raise ValueError(f"the share of conditioned rows must be in [0, 1], not {share}")
+    if isinstance(min_group_rows, bool) or not isinstance(min_group_rows, int) or min_group_rows < 1:
+        raise ValueError(f"the smallest group to judge must be a whole number of rows ≥ 1, not {min_group_rows!r}")
     check_fairness_columns(model.schema, sensitive, target, positive)
     rng = np.random.default_rng(seed)
     pilot = model.sample(max(pilot_rows, n), seed=None if seed is None else seed)
-    gap0 = demographic_parity_gap(pilot, sensitive, target, positive, numeric_groups=False)
+    expected = (_known(pilot, sensitive, target)[sensitive].astype(str).value_counts() * n / len(pilot)).to_dict()
+    judged = {g for g, k in expected.items() if k >= min_group_rows}
     rates0 = group_rates(pilot, sensitive, target, positive, numeric_groups=False)
-    p = share_for_gap(pilot, n, sensitive, target, positive, target_gap) if share is None else float(share)
+    gap0 = _gap({g: r for g, r in rates0.items() if g in judged})
+    in_judged = pilot[sensitive].astype(str).isin(judged)
+    p = share_for_gap(pilot[in_judged], n, sensitive, target, positive, target_gap) if share is None \
+        else float(share)
 
     m = int(round(p * n))
     base = pilot.iloc[rng.permutation(len(pilot))[: n - m]]
     parts, asked = [base], {}
     if m:
-        counts = _known(base, sensitive, target)[sensitive].astype(str).value_counts().to_dict()
-        positives = {g: r * counts[g] for g, r in group_rates(base, sensitive, target, positive, False).items()}
-        known = _known(pilot, sensitive, target)
+        counts = {g: k for g, k in _known(base, sensitive, target)[sensitive].astype(str).value_counts().items()
+                  if g in judged}
+        positives = {g: r * counts[g] for g, r in group_rates(base, sensitive, target, positive, False).items()
+                     if g in counts}
+        known = _known(pilot[in_judged], sensitive, target)
         overall = float((known[target].astype(str) == str(positive)).mean())
         add_pos, add_neg = plan_conditioned_rows(
             counts, positives, m, shares=known[sensitive].astype(str).value_counts(normalize=True).to_dict(),
@@ -195,7 +232,13 @@ def fair_sample(model, n: int, sensitive: str, target: str, positive: str, targe
                 asked[f"{g} / {v}"] = k
     table = pd.concat(parts, ignore_index=True)
     table = table.iloc[rng.permutation(len(table))].reset_index(drop=True)
+    rates1 = group_rates(table, sensitive, target, positive, False)
+    after = _known(table, sensitive, target)[sensitive].astype(str).value_counts().to_dict()
+    groups = {g: {"rows_before": int(round(expected[g])), "rows_after": int(after.get(g, 0)),
+                  "rate_before": rates0.get(g), "rate_after": rates1.get(g), "judged": g in judged,
+                  "lost": after.get(g, 0) == 0}
+              for g in sorted(set(expected) | set(after), key=lambda g: -expected.get(g, 0))}
     return FairGeneration(table=table, share=p, gap_before=gap0,
-                          gap_after=demographic_parity_gap(table, sensitive, target, positive, numeric_groups=False),
-                          rates_before=rates0, rates_after=group_rates(table, sensitive, target, positive, False),
-                          conditioned_rows=asked)
+                          gap_after=_gap({g: r for g, r in rates1.items() if g in judged}),
+                          rates_before=rates0, rates_after=rates1, conditioned_rows=asked, groups=groups,
+                          min_group_rows=min_group_rows)
