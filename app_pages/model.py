@@ -9,7 +9,7 @@ import streamlit as st
 from synth_core.privacy.table_budget import check_within
 from synth_core.runs.jobs import review_rows_for, start_fit_job
 from synth_core.models import MODELS, get_model_class
-from synth_core.models.recommend import AUTO, recommend
+from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
 from synth_core.privacy import BudgetError, check_run_budget, default_delta, delta_warning
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE
@@ -26,14 +26,22 @@ table, schema = state.require_table()
 
 # --- model ------------------------------------------------------------------------------------------
 st.subheader("Model")
-families = [AUTO, *sorted(MODELS)]
+MORE = "more"  # the families auto never picks, behind one choice
+families = [AUTO, *CANDIDATES, MORE]
 family = st.radio("Model family", families, index=0, key="family",
                   format_func=lambda f: ("Recommended for this table · auto" if f == AUTO else
-                                         f"{get_model_class(f).label} · {f}"),
+                                         "More models…" if f == MORE else f"{get_model_class(f).label} · {f}"),
                   captions=["Picked from the table's public facts, its size and ε" if f == AUTO else
-                            get_model_class(f).summary() for f in families],
+                            "Diffusion, GAN and language-model families, for comparison and special needs"
+                            if f == MORE else get_model_class(f).summary() for f in families],
                   help="The plain name first, the technical one after the dot. Each model's line says what it "
-                       "does; 'auto' picks the one that did best on our benchmark tables for a table like yours.")
+                       "does; 'auto' picks between the first two for a table like yours, by how they did on our "
+                       "benchmark tables.")
+if family == MORE:
+    others = [f for f in sorted(MODELS) if f not in CANDIDATES]
+    family = st.selectbox("More models", others, key="more_family",
+                          format_func=lambda f: f"{get_model_class(f).label} · {f}",
+                          help="Families auto does not pick: each one's line below says when it helps.")
 auto = family == AUTO
 auto_note = st.empty()  # auto's choice and why, once ε is chosen below
 klass = get_model_class(recommend(schema, len(table), 1.0).family if auto else family)
@@ -137,7 +145,8 @@ warning = delta_warning(delta, n_train) if delta > 0 else None
 if warning:
     st.warning(warning, icon=":material/warning:")
 
-choice = recommend(schema, n_train, epsilon) if auto else None
+# auto's choice, for a usable ε only (at ε = 0 it would explain a choice no run can make, beside the refusal)
+choice = recommend(schema, n_train, epsilon) if auto and epsilon and epsilon > 0 else None
 if choice is not None:
     klass = get_model_class(choice.family)
     auto_note.info(f"**Auto's choice.** {choice.reason} The run makes the same choice from the row count it "
@@ -324,7 +333,8 @@ if estimate and estimate.get("key") == est_key:
             "the time left from the run's own steps.")
 
 # --- start ------------------------------------------------------------------------------------------
-request = {"model": family, "preset": preset, "options": options, "epsilon": float(epsilon),
+request = {"model": family, "preset": preset, "size": klass.size_of(preset), "options": options,
+           "epsilon": float(epsilon),
            "delta": None if chosen_delta is None else float(chosen_delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
            "holdout_share": float(holdout_share), "name": name.strip() or None,

@@ -59,7 +59,7 @@ def show_run(run: RunDir) -> None:
     c[3].metric("time left" if live else "training time",
                 duration(prog["remaining_s"] if live else prog["elapsed_s"]))
     st.caption(f"Device: {config.get('device', 'starting…')} · model `{summary.get('model') or '?'}`, size "
-               f"`{summary.get('preset') or '?'}` · {request.get('rows', '?')} training rows")
+               f"`{summary.get('size') or '?'}` · {request.get('rows', '?')} training rows")
     if live:
         drawing = bool(prog["steps_planned"]) and prog["steps_done"] >= prog["steps_planned"]
         text = ("Training done; drawing the synthetic rows for the review"
@@ -108,7 +108,7 @@ def runs_table() -> None:
     def row(r: dict) -> dict:
         done, planned = r.get("steps") or 0, r.get("steps_planned")
         return {"run": r.get("name") or r["id"], "table": r.get("table_name") or "", "model": r.get("model") or "",
-                "size": r.get("preset") or "", "ε target": r.get("epsilon"), "ε spent": r.get("spent_epsilon"),
+                "size": r.get("size") or "", "ε target": r.get("epsilon"), "ε spent": r.get("spent_epsilon"),
                 "state": r.get("state") or "", "steps": f"{done} of {planned}" if planned else str(done),
                 "loss": "" if r.get("loss") is None else f"{r['loss']:.3g}", "training rows": r.get("rows")}
     st.dataframe(pd.DataFrame([row(r) for r in rows]), hide_index=True,

@@ -248,7 +248,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                 if not prepared or estimated is not schema:  # the schema the run trains with
                     run.write_schema(estimated)
                 run.write_config({
-                    "model": model, "preset": preset, "options": options or {}, "epsilon": epsilon, "delta": delta,
+                    "model": model, "preset": preset, "size": klass.size_of(preset), "options": options or {},
+                    "epsilon": epsilon, "delta": delta,
                     "accountant": accountant, "bounds_epsilon": bounds_epsilon, "seed": seed, "rows": n,
                     "table_budget": table_charge is not None,  # False: the steward declared the table public
                     "calibration_share": calibration_share, "quantile_share": paid["quantile_share"],

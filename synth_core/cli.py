@@ -85,6 +85,7 @@ def _demo(args) -> int:
 
 def _fit_table(args, table, schema) -> int:
     from . import api
+    from .models import get_model_class
     from .training import distributed
     options = {k: v for k, v in {
         "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "max_grad_norm": args.max_grad_norm,
@@ -122,8 +123,14 @@ def _fit_table(args, table, schema) -> int:
 
     if group.is_main:
         processes = f" across {group.world_size} processes" if group.active else ""
-        print(f"calibrating noise for ε = {args.epsilon:g} with the {args.accountant.upper()} accountant"
-              f"{processes}…", flush=True)
+        if args.model == AUTO:
+            print(f"choosing a model for ε = {args.epsilon:g} and planning its noise{processes}…", flush=True)
+        elif not get_model_class(args.model).uses_dp_sgd:
+            print(f"planning {args.model}'s rounds for ε = {args.epsilon:g} (zero-concentrated DP, composed by "
+                  "Rényi DP)…", flush=True)
+        else:
+            print(f"calibrating noise for ε = {args.epsilon:g} with the {args.accountant.upper()} accountant"
+                  f"{processes}…", flush=True)
     try:
         result = api.fit(table, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                          accountant=args.accountant, preset=args.preset, options=options,

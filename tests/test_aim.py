@@ -361,3 +361,29 @@ def test_aim_with_a_compressed_domain_samples_exactly_under_conditions_after_a_r
 
 def ledger_total_ok(ledger, epsilon: float) -> bool:
     return ledger.spent_epsilon <= epsilon and ledger.spent_epsilon == pytest.approx(epsilon, rel=0.01)
+
+
+def test_aims_report_and_cli_speak_of_its_rounds_and_the_size_is_named_as_chosen(toy_schema, toy_table, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """Issue 41 item 8: AIM's report printed 'σ = —, q = —, clipping norm —' and the CLI 'calibrating noise …
+    with the PRV accountant'; the standard size was called 'cpu' in run names and reports."""
+    from synth_core.cli import main
+    from synth_core.release.privacy_report import privacy_report, report_markdown
+    from synth_core.runs import RunDir
+    api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny", run_dir=tmp_path / "aim",
+            public_table=True)
+    report = privacy_report(RunDir(tmp_path / "aim"))
+    text = report_markdown(report)
+    assert "Rounds of an adaptive mechanism" in text and "σ = —" not in text and "clipping norm" not in text
+    assert report["privacy"]["rounds_taken"] >= 1 and report["privacy"]["accountant"] == "zCDP (Rényi)"
+    api.fit(toy_table, toy_schema, model="dp-tbart", epsilon=2.0, preset="cpu", run_dir=tmp_path / "tbart",
+            options={"epochs": 1}, public_table=True)
+    assert RunDir(tmp_path / "tbart").public_config()["size"] == "standard"
+    assert "size standard" in report_markdown(privacy_report(RunDir(tmp_path / "tbart")))
+    monkeypatch.chdir(tmp_path)
+    toy_table.to_csv("t.csv", index=False)
+    toy_schema.save("s.json")
+    assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--model", "aim", "--preset", "tiny", "--epsilon",
+                 "2", "--out", "cli", "--public-table"]) == 0
+    out = capsys.readouterr().out
+    assert "planning aim's rounds" in out and "PRV" not in out

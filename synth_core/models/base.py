@@ -230,6 +230,12 @@ class SynthModel:
         return 1 << 30
 
     @classmethod
+    def size_of(cls, preset: str) -> str:
+        """The size a person chose for a preset (quick, standard, best: `size_presets`), or the preset's own name
+        where no size maps to it (tiny): the word every page, run name and report uses."""
+        return next((size for size, p in cls.size_presets.items() if p == preset), preset)
+
+    @classmethod
     def check_schema(cls, schema) -> None:
         """ValueError if the family cannot model a table with this public schema in reasonable time (asked
         before anything is spent; a family with limits overrides it)."""

@@ -39,13 +39,17 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         "run": run.path.name,
         "run_state": status.get("state"),
         "model": {"family": family, "description": description, "preset": config.get("preset"),
+                  "size": config.get("size") or config.get("preset"),
                   "options": config.get("options", {})},
         "privacy": {
             "epsilon_target": ledger.target_epsilon,
             "epsilon_spent": ledger.spent_epsilon,
             "composition": ledger.composition,
             "delta": ledger.target_delta,
-            "accountant": plan.get("accountant", config.get("accountant")),
+            "accountant": "zCDP (Rényi)" if plan.get("kind") == "zcdp" else plan.get("accountant", config.get("accountant")),
+            "mechanism": "rounds" if plan.get("kind") == "zcdp" else "dp-sgd",
+            "rho": plan.get("rho"),
+            "rounds_taken": _rounds_taken(ledger),
             "noise_multiplier": plan.get("noise_multiplier"),
             "sample_rate": plan.get("sample_rate"),
             "steps_planned": plan.get("steps"),
@@ -69,6 +73,14 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         report["table"] = {"epsilon_spent": account.spent_epsilon, "delta_spent": account.spent_delta,
                            "epsilon_total": account.total_epsilon, "runs": len(account.charges)}
     return report
+
+
+def _rounds_taken(ledger) -> int | None:
+    """The rounds an adaptive mechanism took (its selections, and the first measurement of every column)."""
+    entry = ledger.training_entry()
+    if entry is None or entry.kind != "selected-marginals":
+        return None
+    return entry.details.get("selections")
 
 
 def _day(when) -> str:
@@ -132,10 +144,15 @@ def report_markdown(report: dict) -> str:
         *cumulative,
         "## Model",
         "",
-        f"- Family: `{m['family']}` (size preset `{m['preset']}`)",
+        f"- Family: `{m['family']}`, size {_md(m.get('size') or m['preset'])}",
         f"- What it is: {m['description'] or '—'}",
-        f"- Noise multiplier σ = {_fmt(p['noise_multiplier'])}, sampling rate q = {_fmt(p['sample_rate'])}, "
-        f"{_fmt(p['steps_planned'])} planned steps, clipping norm {_fmt(p['max_grad_norm'])}",
+        *([f"- Rounds of an adaptive mechanism (no DP-SGD): each selects the statistic the model gets most wrong "
+           f"(exponential mechanism) and measures it with Gaussian noise; together they spend ρ = {_fmt(p['rho'])} "
+           f"of zero-concentrated DP; {_fmt(p['rounds_taken'])} rounds were taken (at most "
+           f"{_fmt(p['steps_planned'])} planned)"] if p.get("mechanism") == "rounds" else
+          [f"- DP-SGD: noise multiplier σ = {_fmt(p['noise_multiplier'])}, sampling rate q = "
+           f"{_fmt(p['sample_rate'])}, {_fmt(p['steps_planned'])} planned steps, clipping norm "
+           f"{_fmt(p['max_grad_norm'])}"]),
         f"- Training rows: {_fmt(p['training_rows'])}" + (" (declared public by the data steward)"
                                                            if p.get("training_rows_public", True) else
                                                            " (a noisy count, paid from the budget: see the ledger)"),

@@ -38,7 +38,7 @@ from ..schema import Schema, SchemaError, schema_columns
 
 REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
                 "device", "review_rows", "holdout_share", "name", "accept_draft", "calibration_share",
-                "table_name", "processes", "public_table")
+                "table_name", "processes", "public_table", "size")
 # added by start_fit_job: the table's keyed fingerprint, and the key that tells the same request started twice
 
 
@@ -337,7 +337,8 @@ def run_summary(run: RunDir) -> dict:
             "message": status.get("message"),
             # the name is what was asked (stable from the start: 'auto'), the model what the run resolved
             "name": facts.get("name") or _default_name(request or config) or run.path.name, "model": facts.get("model"),
-            "preset": facts.get("preset"), "epsilon": facts.get("epsilon"), "delta": facts.get("delta"),
+            "preset": facts.get("preset"), "size": facts.get("size") or facts.get("preset"),
+            "epsilon": facts.get("epsilon"), "delta": facts.get("delta"),
             "spent_epsilon": spent, "rows": request.get("rows", config.get("rows")), "steps": last.get("step", 0),
             "steps_planned": last.get("steps"), "loss": last.get("loss"), "created": request.get("created"),
             "table": request.get("table"), "table_name": request.get("table_name"),
@@ -351,7 +352,8 @@ def _default_name(facts: dict) -> str | None:
     if not facts.get("model"):
         return None
     when = time.strftime("%d %b %H:%M", time.localtime(facts["created"])) if facts.get("created") else ""
-    name = f"{facts['model']} ε={facts.get('epsilon') or 0:g} {facts.get('preset') or ''} {when}".strip()
+    size = facts.get("size") or facts.get("preset") or ""
+    name = f"{facts['model']} ε={facts.get('epsilon') or 0:g} {size} {when}".strip()
     return f"{facts['table_name']} · {name}" if facts.get("table_name") else name
 
 
