@@ -1,12 +1,8 @@
-"""Private tables against the public schema: read a file, validate a table, draft a schema from one, and
-draw random rows from the schema alone."""
+"""Private tables against the public schema: validate a table, draft a schema from one, and draw random rows
+from the schema alone (reading files: schema/reading.py)."""
 from __future__ import annotations
 
-import codecs
-import csv
-import io
 import math
-import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -184,7 +180,7 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
     return clean, ValidationReport(rows=len(clean), columns=reports, ignored_columns=ignored)
 
 
-# --- reading files ------------------------------------------------------------------------------
+# --- the columns a schema models -------------------------------------------------------------------
 def schema_columns(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, list[str]]:
     """The table with only the columns the schema names (in the table's order), and the names of the others: the
     columns the schema leaves out (identifiers, case numbers, columns a draft excluded or the steward did not
@@ -202,91 +198,6 @@ def left_out(names: list[str]) -> str | None:
     return f"{len(names)} column{'s' if len(names) > 1 else ''} left out by the schema: {_preview(names, 8)}"
 
 
-def read_table(path: str | os.PathLike, schema: Schema | None = None, missing_markers: Iterable[str] = ()) -> pd.DataFrame:
-    """Read a CSV or Parquet file; a clear SchemaError for an unreadable, empty or ambiguous file."""
-    path = Path(path)
-    if not path.exists():
-        raise SchemaError(f"no such file: {path}")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SchemaError(f"cannot read {path.name}: {e.strerror or e}") from None
-    return read_table_bytes(data, path.name, schema, missing_markers)
-
-
-SEPARATORS = {",": "commas", ";": "semicolons", "\t": "tabs", "|": "vertical bars"}
-
-
-def decode_text(data: bytes, name: str) -> tuple[str, str]:
-    """The text of a CSV file and the encoding it was read in: UTF-16 or UTF-8 by their byte-order marks, else
-    UTF-8, else Windows-1252 (Excel's), else Latin-1. A file with NUL bytes and no UTF-16 mark is not text."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return data.decode("utf-16"), "UTF-16"
-    if data.startswith(codecs.BOM_UTF8):
-        return data[len(codecs.BOM_UTF8):].decode("utf-8"), "UTF-8"
-    if b"\x00" in data[:65536]:
-        raise SchemaError(f"cannot read {name} as a table: it is not text (is it a spreadsheet or another format? "
-                          "save it as CSV)")
-    for encoding, label in (("utf-8", "UTF-8"), ("cp1252", "Windows-1252 (Excel)"), ("latin-1", "Latin-1")):
-        try:
-            return data.decode(encoding), label
-        except UnicodeDecodeError:
-            continue
-    raise AssertionError("Latin-1 decodes every byte")
-
-
-def sniff_separator(header: str) -> str:
-    """The header's separator: commas if it holds two or more comma-separated names, else the first of
-    semicolon, tab and vertical bar that does (a single column otherwise)."""
-    for sep in SEPARATORS:
-        if len(next(csv.reader([header], delimiter=sep))) > 1:
-            return sep
-    return ","
-
-
-def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
-                     missing_markers: Iterable[str] = ()) -> pd.DataFrame:
-    """Read an uploaded CSV or Parquet file from memory (nothing is written to disk). A CSV's encoding and
-    separator are detected (`decode_text`, `sniff_separator`); what was detected is in `table.attrs["read_as"]`."""
-    markers = list(missing_markers) or (list(schema.missing_markers) if schema else [])
-    name = Path(filename).name
-    read_as = "Parquet"
-    try:
-        if Path(name).suffix.lower() in (".parquet", ".pq"):
-            table = pd.read_parquet(io.BytesIO(data))
-        else:
-            text, encoding = decode_text(data, name)
-            header = text.split("\n", 1)[0].rstrip("\r")
-            if not header.strip():
-                raise SchemaError(f"{name} is empty")
-            sep = sniff_separator(header)
-            dtype = {c.name: str for c in schema.columns if not c.is_numeric} if schema else None
-            table = pd.read_csv(io.StringIO(text), sep=sep, dtype=dtype, skipinitialspace=True,
-                                na_values=markers or None, keep_default_na=True)
-            # pandas renames a repeated header "a" to "a.1"; the steward must hear about it
-            raw_names = [n.strip() for n in next(csv.reader([header], delimiter=sep))]
-            read_as = f"{encoding} text, " + (f"columns separated by {SEPARATORS[sep]}" if len(raw_names) > 1
-                                              else "one column")
-            dupes = sorted({n for n in raw_names if raw_names.count(n) > 1})
-            if dupes:
-                raise SchemaError(f"{name} has duplicated column names: {_preview(dupes)}")
-    except SchemaError:
-        raise
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if isinstance(e, UnicodeDecodeError):
-            reason = "it is not text in a known encoding (is it a spreadsheet or another format?)"
-        raise SchemaError(f"cannot read {name} as a table: {reason}") from None
-    except Exception as e:  # pyarrow raises its own types for a damaged Parquet file
-        raise SchemaError(f"cannot read {name} as a table: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    if len(table.columns) == 0:
-        raise SchemaError(f"{name} has no columns")
-    if len(table) == 0:
-        raise SchemaError(f"{name} has a header but no rows")
-    table.attrs["read_as"] = read_as
-    return table
-
-
 def _years(raw: pd.Series, miss: pd.Series, name: str) -> pd.Series:
     """The year of each date in a column read from dates (missing stays missing)."""
     parsed = _parse_dates(raw.where(~miss))
@@ -297,11 +208,31 @@ def _years(raw: pd.Series, miss: pd.Series, name: str) -> pd.Series:
     return parsed.dt.year.astype(float)
 
 
+# a date with a two-digit year, day and month in either order ("1/3/11", "31-12-98", "03.01.11"): only its year is
+# ever kept, so the order does not matter; 69-99 are the 1900s and 00-68 the 2000s (POSIX's rule, as strptime's %y)
+_SHORT_DATE = re.compile(r"^\s*(\d{1,2})([/.\-])(\d{1,2})\2(\d{2})\s*$")
+
+
+def _short_date_year(text) -> float:
+    match = _SHORT_DATE.match(str(text))
+    if not match:
+        return math.nan
+    a, b, yy = int(match.group(1)), int(match.group(3)), int(match.group(4))
+    if not (1 <= a <= 31 and 1 <= b <= 31 and min(a, b) <= 12):
+        return math.nan
+    return float(1900 + yy if yy >= 69 else 2000 + yy)
+
+
 def _parse_dates(values: pd.Series) -> pd.Series:
     import warnings
+    text = values.astype("string")
+    years = text.map(lambda v: math.nan if v is pd.NA else _short_date_year(v)).astype(float)
+    short = years.notna()
+    if short.any():  # the first of January of its year: only the year is kept
+        text = text.where(~short, years.map(lambda y: "" if math.isnan(y) else f"{int(y)}-01-01"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pandas warns when it guesses a format per value
-        return pd.to_datetime(values.astype("string"), errors="coerce", format="mixed")
+        return pd.to_datetime(text, errors="coerce", format="mixed")
 
 
 # --- drafting -----------------------------------------------------------------------------------
@@ -390,7 +321,8 @@ def _dates(present: pd.Series) -> pd.Series | None:
     if len(present) == 0 or pd.api.types.is_numeric_dtype(present):
         return None
     text = present.astype(str).str.strip()
-    if not text.str.contains(r"\d{4}", regex=True).all() or not text.str.contains(r"[-/:T ]", regex=True).mean() > 0.95:
+    shows_year = text.str.contains(r"\d{4}", regex=True) | text.map(lambda v: not math.isnan(_short_date_year(v)))
+    if not shows_year.all() or not text.str.contains(r"[-/:T .]", regex=True).mean() > 0.95:
         return None
     parsed = _parse_dates(text)
     return parsed if parsed.notna().mean() >= 0.95 else None

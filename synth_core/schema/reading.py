@@ -1,0 +1,135 @@
+"""Reading a steward's file (CSV or Parquet) into a table: its encoding and separator detected, and numbers
+written for people (thousands separators, percentages) read as numbers."""
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import os
+import re
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from .spec import Schema, SchemaError, _preview
+
+
+def read_table(path: str | os.PathLike, schema: Schema | None = None, missing_markers: Iterable[str] = ()) -> pd.DataFrame:
+    """Read a CSV or Parquet file; a clear SchemaError for an unreadable, empty or ambiguous file."""
+    path = Path(path)
+    if not path.exists():
+        raise SchemaError(f"no such file: {path}")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise SchemaError(f"cannot read {path.name}: {e.strerror or e}") from None
+    return read_table_bytes(data, path.name, schema, missing_markers)
+
+
+SEPARATORS = {",": "commas", ";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+
+
+def decode_text(data: bytes, name: str) -> tuple[str, str]:
+    """The text of a CSV file and the encoding it was read in: UTF-16 or UTF-8 by their byte-order marks, else
+    UTF-8, else Windows-1252 (Excel's), else Latin-1. A file with NUL bytes and no UTF-16 mark is not text."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16"), "UTF-16"
+    if data.startswith(codecs.BOM_UTF8):
+        return data[len(codecs.BOM_UTF8):].decode("utf-8"), "UTF-8"
+    if b"\x00" in data[:65536]:
+        raise SchemaError(f"cannot read {name} as a table: it is not text (is it a spreadsheet or another format? "
+                          "save it as CSV)")
+    for encoding, label in (("utf-8", "UTF-8"), ("cp1252", "Windows-1252 (Excel)"), ("latin-1", "Latin-1")):
+        try:
+            return data.decode(encoding), label
+        except UnicodeDecodeError:
+            continue
+    raise AssertionError("Latin-1 decodes every byte")
+
+
+def sniff_separator(header: str) -> str:
+    """The header's separator: commas if it holds two or more comma-separated names, else the first of
+    semicolon, tab and vertical bar that does (a single column otherwise)."""
+    for sep in SEPARATORS:
+        if len(next(csv.reader([header], delimiter=sep))) > 1:
+            return sep
+    return ","
+
+
+def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
+                     missing_markers: Iterable[str] = ()) -> pd.DataFrame:
+    """Read an uploaded CSV or Parquet file from memory (nothing is written to disk). A CSV's encoding and
+    separator are detected (`decode_text`, `sniff_separator`); what was detected is in `table.attrs["read_as"]`."""
+    markers = list(missing_markers) or (list(schema.missing_markers) if schema else [])
+    name = Path(filename).name
+    read_as = "Parquet"
+    try:
+        if Path(name).suffix.lower() in (".parquet", ".pq"):
+            table = pd.read_parquet(io.BytesIO(data))
+        else:
+            text, encoding = decode_text(data, name)
+            header = text.split("\n", 1)[0].rstrip("\r")
+            if not header.strip():
+                raise SchemaError(f"{name} is empty")
+            sep = sniff_separator(header)
+            dtype = {c.name: str for c in schema.columns if not c.is_numeric} if schema else None
+            table = pd.read_csv(io.StringIO(text), sep=sep, dtype=dtype, skipinitialspace=True,
+                                na_values=markers or None, keep_default_na=True)
+            # pandas renames a repeated header "a" to "a.1"; the steward must hear about it
+            raw_names = [n.strip() for n in next(csv.reader([header], delimiter=sep))]
+            read_as = f"{encoding} text, " + (f"columns separated by {SEPARATORS[sep]}" if len(raw_names) > 1
+                                              else "one column")
+            dupes = sorted({n for n in raw_names if raw_names.count(n) > 1})
+            if dupes:
+                raise SchemaError(f"{name} has duplicated column names: {_preview(dupes)}")
+    except SchemaError:
+        raise
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, UnicodeDecodeError):
+            reason = "it is not text in a known encoding (is it a spreadsheet or another format?)"
+        raise SchemaError(f"cannot read {name} as a table: {reason}") from None
+    except Exception as e:  # pyarrow raises its own types for a damaged Parquet file
+        raise SchemaError(f"cannot read {name} as a table: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    if len(table.columns) == 0:
+        raise SchemaError(f"{name} has no columns")
+    if len(table) == 0:
+        raise SchemaError(f"{name} has a header but no rows")
+    numbers = _numbers_written_for_people(table, schema) if read_as != "Parquet" else {}
+    if numbers:
+        read_as += "; read as numbers: " + ", ".join(f"{name} ({how})" for name, how in numbers.items())
+    table.attrs["read_as"] = read_as
+    return table
+
+
+# numbers as people write them: thousands separated by commas ("1,234,567", "-1,234.5") or a percentage ("45%",
+# "12.5 %"); a percentage is read as the number before its sign (45, not 0.45), as the steward reads it
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$|^[-+]?\d+(\.\d+)?$")
+_PERCENT = re.compile(r"^[-+]?\d+(\.\d+)?\s?%$")
+
+
+def _numbers_written_for_people(table: pd.DataFrame, schema: Schema | None) -> dict[str, str]:
+    """Read in place the text columns whose every value is a number written with thousands separators (one at
+    least) or a percentage; {column: how it was written}. A column the schema declares categorical stays text."""
+    read = {}
+    for name in table.columns:
+        column = table[name]
+        if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+            continue
+        if schema is not None and str(name) in schema and not schema[str(name)].is_numeric:
+            continue
+        text = column.dropna().astype(str).str.strip()
+        text = text[text != ""]
+        if len(text) == 0:
+            continue
+        if text.str.contains(",", regex=False).any() and text.map(lambda v: bool(_THOUSANDS.match(v))).all():
+            how, strip = "thousands separators", lambda v: v.replace(",", "")
+        elif text.map(lambda v: bool(_PERCENT.match(v))).all():
+            how, strip = "percentages", lambda v: v.rstrip("%").strip()
+        else:
+            continue
+        table[name] = pd.to_numeric(column.map(lambda v: strip(str(v).strip()) if isinstance(v, str) and v.strip()
+                                               else None), errors="raise")
+        read[str(name)] = how
+    return read
