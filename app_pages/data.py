@@ -7,6 +7,7 @@ import streamlit as st
 from synth_core.demo import DEMOS, load_demo
 from synth_core.schema import SchemaError, draft_schema, read_table_bytes
 from workbench import state
+from workbench.display import readable
 
 st.title("1 · Your data")
 st.write("Start from the sensitive table you want a synthetic version of, or from a demo table. "
@@ -94,8 +95,8 @@ def column_summary(frame: pd.DataFrame) -> pd.DataFrame:
 left, right = st.columns([3, 2])
 with left:
     st.caption("First rows (only you see this)")
-    st.dataframe(table.head(20), hide_index=True)
+    st.dataframe(readable(table.head(20)), hide_index=True)
 with right:
     st.caption("Column summaries (computed from the private table, for your eyes only)")
-    st.dataframe(column_summary(table), hide_index=True)
+    st.dataframe(readable(column_summary(table)), hide_index=True)
 st.page_link("app_pages/schema.py", label="Next: declare what is public about this table", icon=":material/arrow_forward:")

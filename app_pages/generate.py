@@ -16,6 +16,7 @@ from synth_core.release.privacy_report import privacy_report, report_json, repor
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
+from workbench.display import readable
 from synth_core.format import duration
 
 st.title("6 · Generate and export")
@@ -163,7 +164,7 @@ if info.get("method") == "fairness control" and fair_result is not None and fair
     if fair_result.lost:
         st.warning(f"No row of {', '.join(fair_result.lost)} is in the output: the model drew too few of "
                    "them. Ask for more rows, or lower the smallest group to judge.", icon=":material/warning:")
-st.dataframe(table.head(50), hide_index=True)
+st.dataframe(readable(table.head(50)), hide_index=True)
 
 report = privacy_report(run, sampling=info, synthetic_rows=len(table), budgets=state.budgets())
 stem = generated["file"].removesuffix(".csv")

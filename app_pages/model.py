@@ -95,9 +95,10 @@ st.write("ε bounds how much the synthetic table can reveal about any one person
          "the protection and the noisier the result. Choose by how harmful disclosure would be.")
 HARM = state.HARM_PRESETS
 harm = st.radio("How harmful would disclosure of a person's row be?", list(HARM), index=1, key="harm")
-epsilon = HARM[harm]
+epsilon, epsilon_problem = HARM[harm], None
 if epsilon is None:
-    epsilon = st.number_input("ε", value=1.0, min_value=0.0, step=0.1, format="%.3f", key="epsilon_custom")
+    st.text_input("ε", value="1", key="epsilon_custom", help="A number above 0, such as 0.5 or 2.")
+    epsilon, epsilon_problem = state.typed_epsilon("epsilon_custom")
 
 # the table's budget across all its runs: every run draws from it; the first run asks for it
 book, table_key = state.budgets(), state.table_id()
@@ -106,19 +107,27 @@ spent_before = account.spent_epsilon if account else 0.0
 st.markdown("**This table's total.** Every run on this table spends from one total: the most ε that all its runs "
             "together may reveal about any one person (ε adds up across runs on the same rows). A run beyond it "
             "is refused, and what a run spent is never given back.")
+total_problem = None
 if account is None:
     TOTALS = state.TOTAL_PRESETS
     total_choice = st.radio("This is the first run on this table. How much may all its runs reveal together?",
                             list(TOTALS), index=None, key="table_total_choice")
     table_total = TOTALS.get(total_choice) if total_choice else None
     if total_choice is not None and table_total is None:
-        table_total = st.number_input("Total ε for this table", value=None, min_value=0.0, step=0.5, format="%.3f",
-                                      key="table_total", placeholder="type the total")
+        st.text_input("Total ε for this table", value="", key="table_total", placeholder="type the total")
+        table_total, total_problem = state.typed_epsilon("table_total", "the total")
+        if total_problem and st.session_state.get("table_total", "").strip():  # nothing typed yet: asked below
+            st.error(total_problem)
+        else:
+            total_problem = None
 else:
-    table_total = st.number_input(
-        "Total ε for this table, across all its runs", min_value=0.0, step=0.5, format="%.3f", key="table_total",
-        value=float(account.total_epsilon),
-        help="Raise it only if you accept that all runs together reveal more; lower it to stop further runs.")
+    st.text_input("Total ε for this table, across all its runs", key="table_total",
+                  value=f"{account.total_epsilon:g}",
+                  help="Raise it only if you accept that all runs together reveal more; lower it (0 at least) to "
+                       "stop further runs.")
+    table_total, total_problem = state.typed_epsilon("table_total", "the total", zero_ok=True)
+    if total_problem:
+        st.error(total_problem)
 if table_total is not None:
     left = max(0.0, table_total - spent_before)
     before = (f"Its runs have spent ε = {epsilon_text(spent_before)} in {runs(len(account.charges))}; "
@@ -157,8 +166,10 @@ bounds_epsilon = 0.0
 if missing_bounds:
     st.write(f"Numeric columns without public bounds: **{', '.join(missing_bounds)}**. Part of ε estimates them "
              "privately before training.")
-    bounds_epsilon = st.number_input("ε for estimating the missing bounds", value=round(0.1 * epsilon, 4),
-                                     min_value=0.0, format="%.4f", key="bounds_epsilon")
+    st.text_input("ε for estimating the missing bounds", value=f"{0.1 * (epsilon or 1.0):.3g}", key="bounds_epsilon")
+    bounds_epsilon, bounds_problem = state.typed_epsilon("bounds_epsilon", "the ε for the bounds", zero_ok=True)
+    if bounds_problem:
+        epsilon_problem, bounds_epsilon = epsilon_problem or bounds_problem, 0.0
 
 if klass.measures_marginals:  # its training is measuring the statistics: measuring them again would repeat it
     calibrate = False
@@ -219,6 +230,8 @@ model_options = {**options, **choice.options_for(preset)} if choice is not None 
 # --- the accountant's plan --------------------------------------------------------------------------
 problems = []
 try:
+    if epsilon_problem:  # text that is not an ε: said once, nothing planned
+        raise BudgetError(epsilon_problem)
     check_run_budget(epsilon, delta, bounds_epsilon)
     if bounds_epsilon <= 0:
         schema.require_bounds()
@@ -238,11 +251,12 @@ def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: floa
     plan = preview_plan(model, n, epsilon, delta, accountant, bounds_epsilon, calibration_share,
                         rows_public=schema.rows is not None)
     opening = model.opening(plan.rho, plan.rounds) if hasattr(model, "opening") else None  # AIM: its first rounds
-    return plan.to_dict(), model.train_config.epochs, model.n_parameters, opening
+    # the steps or rounds to expect: the number the estimate, the train page and the report start from
+    return plan.to_dict(), model.train_config.epochs, model.n_parameters, opening, model.expected_steps(plan)
 
 
 st.subheader("What the accountant computed")
-plan = None
+plan = expected_steps = None
 if problems:
     for p in problems:
         st.error(p)
@@ -250,7 +264,7 @@ elif backbone_problem:
     st.info("No plan until the backbone above can be used.")
 else:
     try:
-        plan, epochs, n_params, opening = noise_plan(
+        plan, epochs, n_params, opening, expected_steps = noise_plan(
             klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
             json.dumps(model_options, sort_keys=True), bounds_epsilon, calibration_share)
     except (BudgetError, SchemaError, ValueError) as e:
@@ -258,11 +272,11 @@ else:
     else:
         if plan.get("kind") == "zcdp":  # an adaptive mechanism (AIM): rounds paid from a zCDP budget
             c = st.columns(4)
-            c[0].metric("Rounds, at most", f"{plan['rounds']:,}",
+            c[0].metric("Rounds, about", f"{expected_steps:,}",
                         help="Each round picks the overall statistic the model gets most wrong and measures it with "
                              "noise. The rounds adapt: when a measurement hardly helps, the next ones get less noise "
-                             "and there are fewer of them, so a run usually stops well before this many; the train "
-                             "page counts them.")
+                             "and there are fewer of them; the run ends when its budget is spent. This is how many "
+                             "runs like this one took; the train page counts them as they happen.")
             c[1].metric("Noise on the columns (σ)", f"{opening['one_way_sigma']:.3g}",
                         help="The Gaussian noise added to each count of the first round, which measures every "
                              "column alone, in rows. A later round measures a pair of columns with noise of about "
@@ -273,11 +287,13 @@ else:
             c[3].metric("Its ε alone", f"{plan['planned_epsilon']:.3g}",
                         help="What the rounds would cost if they were the only use of the data; with the row count, "
                              "the whole run stays within your ε.")
-            st.caption(f"Every column's counts first, then at most {plan['rounds']:,} rounds over {n_train:,} rows: "
+            st.caption(f"Every column's counts first, then about {expected_steps:,} rounds over {n_train:,} rows: "
                        f"each selects a pair of columns (ε = {opening['selection_epsilon']:.3g} per choice) and "
                        "measures it. The "
                        f"accountant composes them by zero-concentrated DP; the run's whole ε, with the row count"
-                       + (", the bounds" if bounds_epsilon else "") + f", stays within {epsilon:g}.")
+                       + (", the bounds" if bounds_epsilon else "") + f", stays within {epsilon:g}. σ is the "
+                       "spread of the noise added to each count, in rows; ρ is the same budget in the unit in "
+                       "which zero-concentrated DP adds rounds up.")
         else:
             c = st.columns(5)
             c[0].metric("Noise added (σ)", f"{plan['noise_multiplier']:.3g}",
@@ -316,25 +332,22 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         try:
             result = estimate_fit_seconds(klass.family, schema, preset, n_train, max(epsilon - bounds_epsilon, 1e-3),
                                           delta, options=model_options, review_rows=review_rows_for(n_train),
-                                          calibrated=calibration_share > 0)
+                                          calibrated=calibration_share > 0, steps=expected_steps)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:
             st.error(f"Could not time the model: {e}")
 if estimate and estimate.get("key") == est_key:
     phases = estimate["phases"]
-    adapts = estimate.get("steps_adapt") and estimate.get("steps_at_most", 0) > estimate["steps"]
     st.info(f"About **{duration(estimate['seconds'])}** on {estimate['device']}: "
-            f"{estimate['steps']} training {'rounds' if plan and plan.get('kind') == 'zcdp' else 'steps'} of "
-            f"{estimate['per_step_s']:.2f} s ({duration(phases['training'])}"
-            + (f"; it ends when its budget is spent, after at most {estimate['steps_at_most']:,} rounds: "
-               f"{duration(estimate['at_most_s'])}" if adapts else "") + "), "
+            f"{estimate['steps']} training {'rounds' if estimate.get('steps_adapt') else 'steps'} of "
+            f"{estimate['per_step_s']:.2f} s ({duration(phases['training'])}), "
             f"drawing the synthetic rows for the review ({duration(phases['sampling'])}), starting and planning "
             f"({duration(phases['start'] + phases['setup'])}). Costs {estimate['measured']}; the training page refines "
             "the time left from the run's own steps.")
 
 # --- start ------------------------------------------------------------------------------------------
 request = {"model": family, "preset": preset, "size": klass.size_of(preset), "options": options,
-           "epsilon": float(epsilon),
+           "epsilon": None if epsilon is None else float(epsilon),
            "delta": None if chosen_delta is None else float(chosen_delta),
            "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
            "holdout_share": float(holdout_share), "name": name.strip() or None,
@@ -347,7 +360,7 @@ if schema.provenance["warning"]:
                "run and every report will then say so first.", icon=":material/warning:")
     accepted = st.checkbox("I accept training on a schema read from my data, unconfirmed", key="accept_draft")
     request["accept_draft"] = accepted
-if table_total is None:
+if table_total is None and not total_problem:
     st.info("Choose this table's total above before its first run.")
 if st.button("Start training", type="primary", disabled=plan is None or not accepted or table_total is None,
              key="start_training"):

@@ -17,7 +17,8 @@ from synth_core.runs.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from workbench import state
-from synth_core.format import duration
+from workbench.display import readable
+from synth_core.format import duration, markdown_text
 from synth_core.evaluate.charts import dcr_chart, marginal_chart, projection_chart
 
 st.title("5 · Review")
@@ -66,7 +67,14 @@ schema, real, holdout, _ = loaded[primary]
 if real is None:
     st.error("The run's private rows are gone, so there is nothing to compare with.")
     st.stop()
-names = {i: by_id[i].get("name") or i for i in chosen}
+# the synthetic tables' labels in every chart and table: short, so that legends fit beside the titles; the runs
+# they stand for are named once, here
+full_names = {i: by_id[i].get("name") or i for i in chosen}
+models = [by_id[i].get("model") or "" for i in chosen]
+names = ({primary: "synthetic"} if len(chosen) == 1 else
+         {i: f"synthetic ({m})" for i, m in zip(chosen, models)} if len(set(models)) == len(models) and all(models)
+         else {i: f"synthetic {k + 1}" for k, i in enumerate(chosen)})
+st.caption(" · ".join(f"**{names[i]}**: rows drawn by the run {markdown_text(full_names[i])}" for i in chosen))
 synthetic = {names[i]: loaded[i][3] for i in chosen}
 target = next((c.name for c in schema.columns if c.role == "target"), None)
 
@@ -120,7 +128,7 @@ def per_column(t: pd.DataFrame) -> pd.DataFrame:
 with st.expander("Figures per column"):
     for label_, t in col_tables.items():
         st.caption(label_)
-        st.dataframe(per_column(t), hide_index=True)
+        st.dataframe(readable(per_column(t)), hide_index=True)
 
 st.subheader("Column by column")
 st.caption("Real (blue) and synthetic shares of rows; numbers are binned on the public scale, and a spike at zero "
@@ -142,13 +150,14 @@ st.subheader("All columns at once")
 key = "|".join(by_id[i]["path"] for i in chosen)
 pca = projection(key, "pca", real, synthetic, schema)
 ev = pca.explained_variance
-st.plotly_chart(projection_chart(pca.points, "Principal components of the real rows" + (
-    f" ({ev[0]:.0%} and {ev[1]:.0%} of the variance)" if ev else "")), key="pca")
-st.caption(f"Rows shown: {', '.join(f'{k} {v:,}' for k, v in pca.sample_sizes.items())}. Similar heatmaps mean the "
-           "synthetic rows fill the same regions as the real ones.")
+st.plotly_chart(projection_chart(pca.points, "Where the rows lie, every column at once"), key="pca")
+st.caption("Each row becomes a point on the two directions in which the real rows differ most (principal component "
+           "analysis, PCA" + (f": they hold {ev[0]:.0%} and {ev[1]:.0%} of how the real rows vary" if ev else "")
+           + "); brighter means more rows there. Similar heatmaps mean the synthetic rows fill the same regions as "
+           f"the real ones. Rows shown: {', '.join(f'{k} {v:,}' for k, v in pca.sample_sizes.items())}.")
 if st.checkbox("Show a UMAP view too (takes a little longer)", key="show_umap"):
     um = projection(key, "umap", real, synthetic, schema)
-    st.plotly_chart(projection_chart(um.points, "UMAP of the real rows"), key="umap")
+    st.plotly_chart(projection_chart(um.points, "Where the rows lie: neighbours kept together (UMAP)"), key="umap")
 
 st.subheader("Distance to the closest real row")
 if holdout is None or len(holdout) == 0:
@@ -187,7 +196,7 @@ if st.button("Build the full report", key="build_report"):
         html_path, json_path = build_report(
             real, synthetic, schema, holdout=holdout, ledger={names[i]: ledger_of(RunDir(by_id[i]["path"]))
                                                                for i in chosen},
-            out_dir=out_dir, title=f"Review of {', '.join(names[i] for i in chosen)}", include_umap=False,
+            out_dir=out_dir, title=f"Review of {', '.join(full_names[i] for i in chosen)}", include_umap=False,
             progress=show)
     except (EvaluationError, ValueError) as e:
         st.error(f"The report could not be built: {e}")

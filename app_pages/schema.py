@@ -15,6 +15,7 @@ from workbench.schema_table import (
     clear_drafted_bounds,
     frame_to_schema,
     lines_to_categories,
+    number_text,
     schema_to_frame,
     text_to_numbers,
     with_rule,
@@ -48,32 +49,34 @@ dated = [c.name for c in schema.columns if c.date]
 if dated:
     st.caption(f"Read from dates and kept as the year only: {', '.join(dated)}.")
 editor_key = f"schema_editor_{st.session_state.get('schema_version', 0)}"
-# every column on screen at once (no inner scrolling up to ~40 columns), where the facts come from beside its name
+# every column on screen at once (no inner scrolling up to ~40 columns), and every field of it in a 1280-pixel
+# window beside the sidebar: where the facts come from is said above, once; a rule's column only when one exists
+shown = [c for c in EDITOR_COLUMNS if c != "source" and (c != "derived" or any(x.derived for x in schema.columns))]
 edited = st.data_editor(
     schema_to_frame(schema), key=editor_key, hide_index=True, num_rows="fixed", width="stretch",
-    height=min(38 + 35 * len(schema.columns), 1450),
-    column_order=["column", "source", *[c for c in EDITOR_COLUMNS if c not in ("column", "source")]],
+    height=min(38 + 35 * len(schema.columns), 1450), column_order=shown,
     column_config={
-        "column": st.column_config.TextColumn("column", disabled=True),
-        "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True),
-        "lower": st.column_config.NumberColumn("public min", help="empty: estimate with DP at training time"),
-        "upper": st.column_config.NumberColumn("public max", help="empty: estimate with DP at training time"),
+        "column": st.column_config.TextColumn("column", disabled=True, width=120, pinned=True),
+        "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True, width=95),
+        "lower": st.column_config.TextColumn("min", width=75, help="the public minimum; empty: estimate it with "
+                                                                   "DP at training time"),
+        "upper": st.column_config.TextColumn("max", width=75, help="the public maximum; empty: estimate it with "
+                                                                   "DP at training time"),
         "categories": st.column_config.TextColumn("public categories", help="comma-separated; quote a value "
-                                                  "that holds a comma"),
-        "nullable": st.column_config.CheckboxColumn("may be missing"),
-        "role": st.column_config.SelectboxColumn("role", options=ROLE_CHOICES,
+                                                  "that holds a comma", width=120),
+        "nullable": st.column_config.CheckboxColumn("missing?", help="values may be missing", width=80),
+        "role": st.column_config.SelectboxColumn("role", options=ROLE_CHOICES, width=80,
                                                  help="sensitive attribute and target, for fairness figures"),
-        "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"],
+        "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"], width=75,
                                                     help="log: finer bins near the minimum, for skewed amounts"),
-        "decimals": st.column_config.NumberColumn("decimals", min_value=0, max_value=10, step=1),
-        "derived": st.column_config.TextColumn("derived by a public rule", disabled=True,
+        "decimals": st.column_config.TextColumn("decimals", width=85,
+                                                  help="the precision a number is written at: the synthetic "
+                                                       "values are written at it too"),
+        "derived": st.column_config.TextColumn("derived by a rule", disabled=True, width=110,
                                                help="computed from another column after sampling, never modelled; "
                                                     "declare it below (Edit one column in detail) or in the JSON"),
-        "source": st.column_config.TextColumn("where the facts come from", disabled=True),
     },
 )
-st.caption("Further right in the table: *binning* (a log scale for skewed amounts) and *decimals* (the precision a "
-           "number is written at: the synthetic values are written at it too).")
 try:
     updated = frame_to_schema(edited, schema)
 except SchemaError as e:
@@ -89,12 +92,12 @@ with st.expander("Edit one column in detail"):
     with st.form("column_form"):
         kind = st.selectbox("Kind", list(KINDS), index=list(KINDS).index(spec.kind))
         c1, c2 = st.columns(2)
-        lower = c1.text_input("Public minimum", value="" if spec.lower is None else f"{spec.lower:g}")
-        upper = c2.text_input("Public maximum", value="" if spec.upper is None else f"{spec.upper:g}")
+        lower = c1.text_input("Public minimum", value=number_text(spec.lower))
+        upper = c2.text_input("Public maximum", value=number_text(spec.upper))
         cats = st.text_area("Public categories, one per line, in their order",
                             value="\n".join(spec.categories or []))
         nullable = st.checkbox("Values may be missing", value=spec.nullable)
-        role = st.selectbox("Role", ROLE_CHOICES, index=ROLE_CHOICES.index(spec.role or ""))
+        role = st.selectbox("Role", ROLE_CHOICES, index=ROLE_CHOICES.index(spec.role or ROLE_CHOICES[0]))
         if st.form_submit_button("Apply to this column"):
             frame = schema_to_frame(schema).astype(object)
             i = schema.names.index(name)

@@ -9,6 +9,7 @@ from synth_core.runs import RunDir, RunError
 from workbench import state
 from synth_core.format import duration, epsilon
 from workbench.charts import epsilon_chart, loss_chart
+from workbench.display import readable
 
 st.title("4 · Train")
 
@@ -91,9 +92,9 @@ def show_run(run: RunDir) -> None:
     ledger = ledger_of(run)
     if ledger is not None and ledger.entries:
         with st.expander("Privacy ledger"):
-            st.dataframe(pd.DataFrame([{"mechanism": e.mechanism, "ε": e.epsilon, "δ": e.delta,
-                                        "accountant": (e.accountant or "").upper() or "by its own ε"}
-                                       for e in ledger.entries]), hide_index=True)
+            st.dataframe(readable(pd.DataFrame([{"mechanism": e.mechanism, "ε": e.epsilon, "δ": e.delta,
+                                                 "accountant": (e.accountant or "").upper() or "by its own ε"}
+                                                for e in ledger.entries])), hide_index=True)
     if not live and status.get("state") in ("completed", "cancelled") and run.has_model():
         st.page_link("app_pages/review.py", label="Next: review the synthetic table", icon=":material/arrow_forward:")
 
@@ -108,12 +109,12 @@ def runs_table() -> None:
     def row(r: dict) -> dict:
         done, planned = r.get("steps") or 0, r.get("steps_planned")
         return {"run": r.get("name") or r["id"], "table": r.get("table_name") or "", "model": r.get("model") or "",
-                "size": r.get("size") or "", "ε target": r.get("epsilon"), "ε spent": r.get("spent_epsilon"),
+                "size": r.get("size") or "",
+                "ε target": "" if r.get("epsilon") is None else epsilon(r["epsilon"]),
+                "ε spent": "" if r.get("spent_epsilon") is None else epsilon(r["spent_epsilon"]),
                 "state": r.get("state") or "", "steps": f"{done} of {planned}" if planned else str(done),
                 "loss": "" if r.get("loss") is None else f"{r['loss']:.3g}", "training rows": r.get("rows")}
-    st.dataframe(pd.DataFrame([row(r) for r in rows]), hide_index=True,
-                 column_config={"ε spent": st.column_config.NumberColumn(format="%.3g"),
-                                "ε target": st.column_config.NumberColumn(format="%g")})
+    st.dataframe(readable(pd.DataFrame([row(r) for r in rows])), hide_index=True)
 
 
 @st.fragment(run_every=1.0 if initial in ("created", "running") else None)

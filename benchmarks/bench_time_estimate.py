@@ -47,7 +47,7 @@ def main() -> None:
     delta = default_delta(len(train))
     request = {"model": args.model, "preset": args.preset, "epsilon": args.epsilon, "delta": delta,
                "accountant": "prv", "seed": 0, "holdout_share": holdout_share,
-               "calibration_share": DEFAULT_CALIBRATION_SHARE}
+               "calibration_share": DEFAULT_CALIBRATION_SHARE, "public_table": True}
     print(f"{args.dataset}: {len(train)} rows ({n_train} trained on), {args.model} {args.preset}, ε = {args.epsilon:g}")
     for i in range(args.runs):
         t0 = time.perf_counter()
@@ -58,13 +58,25 @@ def main() -> None:
         print(f"  estimate {i + 1}: {est['seconds']:.0f} s ({phases}; {est['steps']} steps of "
               f"{est['per_step_s']:.2f} s), {est['measured']}; computed in {took:.1f} s", flush=True)
         start = time.time()
-        run = jobs.start_fit_job(Path(os.environ["SYNTH_WORKBENCH_HOME"]) / "runs", train, schema, request)
+        run = jobs.start_fit_job(Path(os.environ["SYNTH_WORKBENCH_HOME"]) / "runs", train, schema,
+                                 {**request, "name": f"run {i + 1}"})
+        said = []  # (seconds since start, the time left the train page shows, steps done, steps planned)
         while jobs.job_state(run)["state"] in ("created", "running"):
+            p = jobs.progress(run)
+            if p["remaining_s"] is not None:
+                said.append((time.time() - start, p["remaining_s"], p["steps_done"], p["steps_planned"]))
             time.sleep(1.0)
         status = run.status()
         actual = status["time"] - start
         print(f"  run {i + 1}: {status['state']} in {actual:.0f} s -> estimate / actual = "
               f"{est['seconds'] / actual:.2f}", flush=True)
+        # the train page's time left against the time that was left, at a quarter, half and three quarters
+        for share in (0.25, 0.5, 0.75):
+            near = min(said, key=lambda x: abs(x[0] - share * actual), default=None)
+            if near is not None:
+                left = actual - near[0]
+                print(f"    at {near[0]:.0f} s ({near[2]} of {near[3]} {'steps'}): time left shown "
+                      f"{near[1]:.0f} s, actual {left:.0f} s -> {near[1] / max(left, 1e-9):.2f}", flush=True)
 
 
 if __name__ == "__main__":

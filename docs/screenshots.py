@@ -1,5 +1,5 @@
-"""Refresh the README's screenshots: docs/model.png (step 3), docs/train.png (a run mid-training) and
-docs/review.png.
+"""Refresh the README's screenshots: docs/model.png (step 3), docs/train.png (a run mid-training),
+docs/review.png and docs/schema.png (step 2, in a 1280-pixel window).
 
     python docs/screenshots.py          # needs Debian's chromium and playwright (see .ci/run)
 
@@ -50,13 +50,19 @@ def main() -> None:
             page.get_by_role("tab", name="Use a demo table").click()
             page.get_by_role("button", name="Use this demo table").click()
             expect(page.get_by_text("Loaded invented census")).to_be_visible()
+            page.set_viewport_size({"width": 1280, "height": 900})  # the schema editor fits a small window
+            page.get_by_role("link", name="2 · Public schema").click()
+            expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(ROOT / "docs" / "schema.png"))
+            page.set_viewport_size({"width": 1400, "height": 1300})
             page.get_by_role("link", name="3 · Model and budget").click()
             expect(page.get_by_text("What the accountant computed", exact=True)).to_be_visible()
             expect(page.get_by_text("Auto's choice")).to_be_visible()
             page.get_by_text("Moderate harm: ε = 3 in all").click()  # the table's total, asked before its first run
             expect(page.get_by_text("3 of 3 remains")).to_be_visible()
             page.get_by_role("button", name=re.compile("Estimate training time")).click()
-            estimate = page.get_by_text(re.compile("ends when its budget is spent"))
+            estimate = page.get_by_text(re.compile(r"training rounds of [\d.]+ s"))
             expect(estimate).to_be_visible()
             estimate.scroll_into_view_if_needed()
             page.wait_for_timeout(1000)
@@ -75,7 +81,7 @@ def main() -> None:
     finally:
         server.terminate()
         shutil.rmtree(home, ignore_errors=True)
-    print("wrote docs/model.png, docs/train.png and docs/review.png")
+    print("wrote docs/model.png, docs/train.png, docs/review.png and docs/schema.png")
 
 
 if __name__ == "__main__":

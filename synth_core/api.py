@@ -33,7 +33,7 @@ from .runs.jobs import job_state, review_rows_for
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training import distributed
 from .training.device import device_label
-from .training.timing import RunClock, rows_drawn, sampling_seconds
+from .training.timing import RunClock, rows_drawn, sampling_seconds, step_seconds
 
 # review_rows: as many rows as the run releases it trained on
 REVIEW_RELEASED = "released"
@@ -257,7 +257,8 @@ def fit(table: pd.DataFrame, schema: Schema, model: str = "dp-tbart", epsilon: f
                     # counts of clipped or missing values describe the private table: the steward's, never exported
                     "created": time.time(), "private_validation_counts": report.to_dict(),
                     "plan": plan.to_dict(), "device": device_label(synth.device),
-                    "sampling_estimate_s": sampling_seconds(synth, preset, review_rows or 0),
+                    "sampling_estimate_s": sampling_seconds(synth, preset, review_rows or 0, guess=True),
+                    "step_estimate_s": step_seconds(synth, preset, plan.expected_batch_size),
                 })
                 run.write_ledger(ledger)
                 run.set_status("running", "training")

@@ -23,3 +23,13 @@ def epsilon(value: float) -> str:
 def runs(count: int) -> str:
     """'1 run', '3 runs'."""
     return f"{count} run" if count == 1 else f"{count} runs"
+
+
+_MARKDOWN = str.maketrans({**{c: f"\\{c}" for c in "\\`*_[]{}()#+-!|~"}, "<": "&lt;", ">": "&gt;",
+                           "&": "&amp;", "\n": " ", "\r": " ", "\t": " "})
+
+
+def markdown_text(value) -> str:
+    """Text quoted in markdown (column names, categories, run names: a steward's, or a file's) so that it shows
+    as written: no HTML, no links or emphasis, no line break or `|` that breaks a table."""
+    return str(value).translate(_MARKDOWN)

@@ -171,10 +171,12 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     live = [e["epsilon"] for e in events]
     assert live == sorted(live) and live[-1] == pytest.approx(ledger.spent_epsilon, rel=1e-6)
     assert {k for k in ledger.entries[-1].details} >= {"rho", "selections", "measurements", "marginals"}
-    # the next time estimate is a lookup of this run's costs, with the rounds it took rather than those planned
+    # the next time estimate is a lookup of this run's costs; its rounds are the number the run's count started
+    # from (one number on the model page, the train page and the report), not the ceiling planned
     estimate = estimate_fit_seconds("aim", toy_schema, "tiny", len(toy_table), 2.0, 1e-5)
     assert estimate["measured"].startswith("measured on a run") and estimate["steps_adapt"]
-    assert estimate["steps"] == model.train_result.steps_done < model.plan.rounds == estimate["steps_at_most"]
+    assert estimate["steps"] == events[0]["steps"] == model.expected_steps(model.plan)
+    assert model.train_result.steps_done < model.plan.rounds == estimate["steps_at_most"]
     # the train page counts rounds, as many as the run expected at its last one
     shown = progress(RunDir(tmp_path / "run"))
     assert shown["unit"] == "rounds" and shown["steps_done"] == shown["steps_planned"] == model.train_result.steps_done
@@ -376,6 +378,9 @@ def test_aims_report_and_cli_speak_of_its_rounds_and_the_size_is_named_as_chosen
     text = report_markdown(report)
     assert "Rounds of an adaptive mechanism" in text and "σ = —" not in text and "clipping norm" not in text
     assert report["privacy"]["rounds_taken"] >= 1 and report["privacy"]["accountant"] == "zCDP (Rényi)"
+    # one number of rounds: those the train page counted last, not the schedule's ceiling
+    taken = RunDir(tmp_path / "aim").events()[-1]["step"]
+    assert report["privacy"]["rounds_taken"] == taken and f"{taken} were taken" in text and "planned" not in text
     api.fit(toy_table, toy_schema, model="dp-tbart", epsilon=2.0, preset="cpu", run_dir=tmp_path / "tbart",
             options={"epochs": 1}, public_table=True)
     assert RunDir(tmp_path / "tbart").public_config()["size"] == "standard"
@@ -387,3 +392,33 @@ def test_aims_report_and_cli_speak_of_its_rounds_and_the_size_is_named_as_chosen
                  "2", "--out", "cli", "--public-table"]) == 0
     out = capsys.readouterr().out
     assert "planning aim's rounds" in out and "PRV" not in out
+
+
+def test_the_live_count_of_rounds_starts_where_the_estimate_did_and_shortens_only_on_evidence():
+    """Issue 41 item 4: the count the train page shows starts at the rounds the estimate expected (the share of
+    rounds that quadruple the next one's cost is solved for it), and ends at the rounds taken."""
+    from synth_core.models.aim import AIM
+    for left, cost, rounds in ((1.0, 0.01, 20), (1.0, 0.05, 6), (1.0, 0.002, 120), (0.3, 0.02, 9)):
+        share = AIM._growth_expected(left, cost, rounds)
+        assert 0.0 <= share <= 1.0
+        assert abs(AIM._fewest_left(left, cost, 4.0 ** share) - rounds) <= 1, (left, cost, rounds, share)
+    # every round quadrupling: the fewest; none: the most the budget pays at this cost
+    assert AIM._fewest_left(1.0, 0.01, 4.0) < AIM._fewest_left(1.0, 0.01, 1.0) == 99
+
+
+def test_the_train_page_times_an_adaptive_runs_first_round_by_a_past_run_and_adds_the_finish(tmp_path):
+    """The first round of AIM compiles its estimation and takes several later rounds' time: until a second is
+    timed, the time left uses what a past run's rounds took (stored in the run's private facts), and saving and
+    drawing the review sample are counted even when no past run timed them."""
+    from synth_core.runs.jobs import FINISH_S
+    run = RunDir.create(tmp_path / "run")
+    run.write_config({"model": "aim", "plan": {"kind": "zcdp", "steps": 100}, "step_estimate_s": 0.5})
+    assert "step_estimate_s" not in run.public_config()  # a time measured on the private table stays private
+    run.append_event({"step": 1, "steps": 9, "elapsed_s": 6.0, "epsilon": 0.1})
+    shown = progress(run)
+    assert shown["steps_planned"] == 9 and shown["unit"] == "rounds"
+    assert shown["remaining_s"] == pytest.approx(8 * 0.5 + FINISH_S, abs=0.5)  # not 8 × 6 s
+    run.append_event({"step": 2, "steps": 9, "elapsed_s": 7.0, "epsilon": 0.2})
+    run.append_event({"step": 3, "steps": 9, "elapsed_s": 8.5, "epsilon": 0.3})
+    shown = progress(run)  # its own rounds from now on: the last ones, without the first
+    assert shown["remaining_s"] == pytest.approx(6 * 1.25 + FINISH_S, abs=0.5)

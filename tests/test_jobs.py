@@ -24,7 +24,7 @@ from synth_core.release.privacy_report import privacy_report, report_json, repor
 from synth_core.runs import RunDir
 from synth_core.schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table_bytes
 from synth_core.training.timing import estimate_fit_seconds
-from workbench.schema_table import frame_to_schema, schema_to_frame, text_to_categories
+from workbench.schema_table import frame_to_schema, number_text, schema_to_frame, text_to_categories
 
 SLOW_REQUEST = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",
                 "options": {"epochs": 400, "batch_size": 16}, "seed": 0}
@@ -179,12 +179,18 @@ def test_schema_table_round_trip_and_reconfirmation():
     frame = schema_to_frame(schema)
     assert frame_to_schema(frame, schema).to_dict() == schema.to_dict()
     assert set(frame["source"]) == {"drafted from the data, confirmed by you"}
-    frame.loc[frame["column"] == "age", "upper"] = 120.0
+    # no cell the grid would write "None" in: empty bounds and decimals are empty text, no role is a dash
+    assert not frame.drop(columns=["derived"]).isna().any().any() and "—" in set(frame["role"])
+    assert number_text(2_000_000.0) == "2000000" and number_text(0.25) == "0.25" and number_text(None) == ""
+    frame.loc[frame["column"] == "age", "upper"] = "120"  # as the grid's text cell gives it
     edited = frame_to_schema(frame, schema)
     assert edited["age"].upper == 120 and not edited.confirmed  # a changed fact needs confirming again
     assert text_to_categories('a, "b, c", d') == ["a", "b, c", "d"]
-    frame.loc[frame["column"] == "age", "lower"] = 500.0
+    frame.loc[frame["column"] == "age", "lower"] = "500"
     with pytest.raises(SchemaError, match="age"):
+        frame_to_schema(frame, schema)
+    frame.loc[frame["column"] == "age", "lower"] = "ten"  # text in a number's cell: said, not applied
+    with pytest.raises(SchemaError, match="'ten' is not a number"):
         frame_to_schema(frame, schema)
 
 
@@ -216,7 +222,11 @@ def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path,
     monkeypatch.setattr(timing, "probe_costs", lambda *a, **k: pytest.fail("timed again"))
     again = estimate_fit_seconds("dp-tbart", schema, "tiny", 300, 1.0, 1e-4, review_rows=100)
     assert again["measured"].startswith("measured on a run") and again["seconds"] > 0
-    assert RunDir(tmp_path / "run").config()["sampling_estimate_s"] is None  # nothing was stored before it
+    # nothing was stored before it: its review sample's draw (100 rows) was guessed at DRAW_ROW_S a row, and no
+    # round or step time was known
+    config = RunDir(tmp_path / "run").config()
+    assert config["sampling_estimate_s"] == pytest.approx(timing.DRAW_ROW_S * timing.rows_drawn(100, False))
+    assert config["step_estimate_s"] is None and "sampling_estimate_s" not in RunDir(tmp_path / "run").public_config()
     # a pretrained language model costs another order of magnitude per row: its costs are kept apart, and
     # its probe steps are small
     key = timing.costs_key("dp-llmtgen", "cpu", "CPU", schema)

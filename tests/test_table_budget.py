@@ -319,13 +319,13 @@ def test_the_app_refuses_a_run_beyond_the_table_budget(tmp_path, monkeypatch):
     assert at.button(key="start_training").disabled  # a table's first run asks for its total first
     assert "Choose this table's total" in " | ".join(str(i.value) for i in at.info)
     at.radio(key="table_total_choice").set_value("Type my own total").run()
-    at.number_input(key="table_total").set_value(0.5).run()  # the moderate preset asks ε = 1
+    at.text_input(key="table_total").set_value("0.5").run()  # the moderate preset asks ε = 1
     assert not at.exception
     assert "would exceed the table's budget" in " | ".join(str(e.value) for e in at.error)
     assert at.button(key="start_training").disabled
-    at.number_input(key="table_total").set_value(3.0).run()
+    at.text_input(key="table_total").set_value("3.0").run()
     assert not any("would exceed" in str(e.value) for e in at.error)
     assert not any("all that is left" in str(w.value) for w in at.warning)
-    at.number_input(key="table_total").set_value(1.0).run()  # a first look that would leave nothing: said first
+    at.text_input(key="table_total").set_value("1.0").run()  # a first look that would leave nothing: said first
     assert any("would spend all that is left of this table's budget" in str(w.value) for w in at.warning)
     assert not at.button(key="start_training").disabled

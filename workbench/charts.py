@@ -16,7 +16,14 @@ def loss_chart(events_by_run: dict[str, list[dict]], unit: str = "steps") -> go.
     fig.update_xaxes(title=unit.rstrip("s"))
     # AIM's rounds report how far the model was from the marginal each chose (a share of rows)
     fig.update_yaxes(title="training loss" if unit == "steps" else "error of the chosen statistic")
-    return layout(fig, f"Loss per {unit.rstrip('s')}")
+    several = len(events_by_run) > 1
+    fig = layout(fig, f"Loss per {unit.rstrip('s')}", height=320 + (22 * len(events_by_run) if several else 0))
+    if not several:
+        fig.update_layout(showlegend=False)  # one run: the page says which
+    else:  # runs' names are long: one per line under the chart, never over its title
+        fig.update_layout(legend=dict(orientation="v", yanchor="top", y=-0.25, xanchor="left", x=0),
+                          margin=dict(b=40 + 22 * len(events_by_run)))
+    return fig
 
 
 def epsilon_chart(events: list[dict], target: float, steps_planned: int | None, label: str = "ε spent",

@@ -19,7 +19,8 @@ from synth_core.schema.derived import describe
 
 EDITOR_COLUMNS = ["column", "kind", "lower", "upper", "categories", "nullable", "role", "binning", "decimals",
                   "derived", "source"]
-ROLE_CHOICES = ["", "sensitive", "target"]
+NO_ROLE = "—"  # shown for a column without a role (an empty cell reads "None" in Streamlit's grid)
+ROLE_CHOICES = [NO_ROLE, "sensitive", "target"]
 
 
 def categories_to_text(categories: list[str] | None) -> str:
@@ -66,15 +67,23 @@ def schema_to_frame(schema: Schema) -> pd.DataFrame:
     for c in schema.columns:
         rows.append({
             "column": c.name, "kind": c.kind,
-            "lower": None if c.lower is None else float(c.lower),
-            "upper": None if c.upper is None else float(c.upper),
+            # numbers as text: an empty cell stays empty (a number column writes "None" in it)
+            "lower": number_text(c.lower), "upper": number_text(c.upper),
             "categories": categories_to_text(c.categories) if c.kind == "categorical" else "",
-            "nullable": bool(c.nullable), "role": c.role or "", "binning": c.binning,
-            "decimals": None if c.decimals is None else float(c.decimals),
+            "nullable": bool(c.nullable), "role": c.role or NO_ROLE, "binning": c.binning,
+            "decimals": number_text(c.decimals),
             "derived": describe(c.derived) if c.derived else "",
             "source": label,
         })
     return pd.DataFrame(rows, columns=EDITOR_COLUMNS)
+
+
+def number_text(value) -> str:
+    """A bound or a count as the steward reads and types it: "" for none, "2000000" (not 2e+06), "0.25"."""
+    if value is None:
+        return ""
+    value = float(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.10g}"
 
 
 def _number(value) -> float | None:
@@ -109,7 +118,7 @@ def frame_to_schema(frame: pd.DataFrame, base: Schema) -> Schema:
         except SchemaError as e:
             raise SchemaError(f"column {name!r}: {e}") from None
         spec = ColumnSpec(name=name, kind=kind, nullable=bool(row.get("nullable")),
-                          role=(str(row.get("role") or "").strip() or None),
+                          role=(str(row.get("role") or "").strip().replace(NO_ROLE, "") or None),
                           binning=str(row.get("binning") or "uniform"), derived=old.derived)
         if kind == "categorical":
             spec.categories = text_to_categories(row.get("categories"))

@@ -6,6 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from synth_core import home
+from synth_core.privacy.budget import BudgetError, parse_epsilon
 from synth_core.privacy.table_budget import TableBudgets
 from synth_core.runs import RunDir, RunError
 
@@ -132,7 +133,15 @@ def planned_epsilon() -> float | None:
     if harm is None:
         return None
     value = HARM_PRESETS.get(harm)
-    return value if value is not None else st.session_state.get("epsilon_custom")
+    return value if value is not None else typed_epsilon("epsilon_custom")[0]
+
+
+def typed_epsilon(key: str, what: str = "ε", zero_ok: bool = False) -> tuple[float | None, str | None]:
+    """(the ε typed in the text box `key`, None) or (None, the one message that says what to type)."""
+    try:
+        return parse_epsilon(st.session_state.get(key) or "", what, zero_ok), None
+    except BudgetError as e:
+        return None, str(e)
 
 
 def require_table():

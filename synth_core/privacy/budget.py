@@ -39,6 +39,29 @@ def check_budget(epsilon: float, delta: float) -> None:
         raise BudgetError(f"δ must lie strictly between 0 and 1, not {delta!r}")
 
 
+def parse_epsilon(text: str, what: str = "ε", zero_ok: bool = False) -> float:
+    """An ε a person typed ("0.5", "2", "1e-2", "0,5"), or one BudgetError that says what to type: text that is
+    not a number is refused, never read as some other value."""
+    typed = str(text).strip()
+    if not typed:
+        raise BudgetError(f"type {what}: a number such as 0.5 or 2")
+    if typed.count(",") == 1 and "." not in typed:
+        typed = typed.replace(",", ".")  # a decimal comma
+    try:
+        value = float(typed)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise BudgetError(f"{what} must be a number such as 0.5 or 2, not {str(text).strip()!r}")
+    if value < 0 or (value == 0 and not zero_ok):
+        raise BudgetError(f"{what} must be {'0 or more' if zero_ok else 'above 0'} (for example 0.5 or 2), not "
+                          f"{value:g}")
+    if value > MAX_EPSILON:
+        raise BudgetError(f"{what} = {value:g} is above {MAX_EPSILON:g}, where differential privacy no longer limits "
+                          "what the synthetic table can reveal; choose between 0.01 and 10")
+    return value
+
+
 def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float = 0.0,
                      count_epsilon: float = 0.0) -> None:
     """Everything a run's budget must satisfy before anything is spent: ε and δ (check_budget; δ None: chosen

@@ -11,7 +11,7 @@ import datetime as _dt
 import json
 from dataclasses import asdict
 
-from ..format import runs
+from ..format import markdown_text, runs
 from ..models import get_model_class
 from ..privacy.table_budget import TableBudgets
 from ..runs import RunDir
@@ -80,7 +80,8 @@ def _rounds_taken(ledger) -> int | None:
     entry = ledger.training_entry()
     if entry is None or entry.kind != "selected-marginals":
         return None
-    return entry.details.get("selections")
+    selections = entry.details.get("selections")
+    return None if selections is None else int(selections) + 1
 
 
 def _day(when) -> str:
@@ -99,14 +100,7 @@ def report_json(report: dict) -> str:
     return json.dumps(report, indent=2, default=str)
 
 
-_MARKDOWN = str.maketrans({**{c: f"\\{c}" for c in "\\`*_[]{}()#+-!|~"}, "<": "&lt;", ">": "&gt;",
-                           "&": "&amp;", "\n": " ", "\r": " ", "\t": " "})
-
-
-def _md(value) -> str:
-    """Text the report quotes (column names, categories, conditions: the steward's, or a file's) as markdown
-    that shows it as written: no HTML, no links or emphasis, no line break or `|` that breaks a table."""
-    return str(value).translate(_MARKDOWN)
+_md = markdown_text  # text the report quotes: the steward's, or a file's
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -148,8 +142,8 @@ def report_markdown(report: dict) -> str:
         f"- What it is: {m['description'] or '—'}",
         *([f"- Rounds of an adaptive mechanism (no DP-SGD): each selects the statistic the model gets most wrong "
            f"(exponential mechanism) and measures it with Gaussian noise; together they spend ρ = {_fmt(p['rho'])} "
-           f"of zero-concentrated DP; {_fmt(p['rounds_taken'])} rounds were taken (at most "
-           f"{_fmt(p['steps_planned'])} planned)"] if p.get("mechanism") == "rounds" else
+           f"of zero-concentrated DP; the rounds end when it is spent: {_fmt(p['rounds_taken'])} were taken"]
+          if p.get("mechanism") == "rounds" else
           [f"- DP-SGD: noise multiplier σ = {_fmt(p['noise_multiplier'])}, sampling rate q = "
            f"{_fmt(p['sample_rate'])}, {_fmt(p['steps_planned'])} planned steps, clipping norm "
            f"{_fmt(p['max_grad_norm'])}"]),

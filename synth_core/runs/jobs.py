@@ -357,6 +357,10 @@ def _default_name(facts: dict) -> str | None:
     return f"{facts['table_name']} · {name}" if facts.get("table_name") else name
 
 
+RECENT_ROUNDS = 3  # an adaptive mechanism's next rounds take about as long as its last three
+FINISH_S = 1.0     # saving a model and drawing a small review sample, when no past run timed it (0.2-3 s measured)
+
+
 def progress(run: RunDir) -> dict:
     """Steps done and planned, elapsed and remaining seconds: the run's own steps so far, times the steps left,
     plus drawing the review sample after training (timed by past runs of the same model, when there are any)."""
@@ -376,10 +380,21 @@ def progress(run: RunDir) -> dict:
     sampling = config.get("sampling_estimate_s")
     remaining = None
     if planned and done:
-        remaining = max(0.0, elapsed / done * (planned - done))
-        if sampling is not None:
-            since_last = max(0.0, time.time() - run.events_stamp()) if done >= planned else 0.0
-            remaining += max(0.0, float(sampling) - since_last)
+        # a step's time from the run's own steps; an adaptive mechanism's rounds differ: the first (every column
+        # measured, the estimation compiled) takes longer than those after it, so until a second one is timed a
+        # round takes what a past run's did (the stored cost), and each later one a little longer than the one
+        # before (its model grows), so its next rounds are timed by its last few
+        per_step = elapsed / done
+        if adaptive and done == 1 and config.get("step_estimate_s"):
+            per_step = float(config["step_estimate_s"])
+        if adaptive and done >= 2 and len(events) >= 2:
+            last = events[-min(len(events), RECENT_ROUNDS + 1):]
+            per_step = (elapsed - float(last[0].get("elapsed_s") or 0.0)) / max(1, done - int(last[0]["step"]))
+        since_last = max(0.0, time.time() - run.events_stamp())  # the step under way has begun
+        remaining = max(0.0, per_step * (planned - done) - (since_last if done < planned else 0.0))
+        # then saving the model and drawing the review sample: timed by past runs, else a few seconds
+        after = float(sampling) if sampling is not None else FINISH_S
+        remaining += max(0.0, after - (since_last if done >= planned else 0.0))
     return {"steps_done": done, "steps_planned": planned, "elapsed_s": elapsed, "remaining_s": remaining,
             "fraction": (done / planned) if planned else 0.0, "sampling_s": sampling,
             "unit": "rounds" if adaptive else "steps"}

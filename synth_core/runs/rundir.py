@@ -45,7 +45,9 @@ from ..files import atomic_output, check_output_folder, write_atomic
 STATES = ("created", "running", "completed", "cancelled", "failed")
 # keys of a run's config or request that describe the private table itself: written to private/facts.json,
 # never beside the shareable files (a report reads public_config)
-PRIVATE_KEYS = ("private_validation_counts", "rows", "holdout_rows", "left_out")
+# facts of the private table, and times measured on runs of it (a step's or a draw's seconds follow its rows)
+PRIVATE_KEYS = ("private_validation_counts", "rows", "holdout_rows", "left_out", "sampling_estimate_s",
+                "step_estimate_s")
 PRIVATE = "private"
 
 

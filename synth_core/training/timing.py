@@ -25,17 +25,21 @@ from ..models import get_model_class
 from ..models.calibration import pool_size
 from ..schema import Schema, random_table
 
-# starting the worker process (Python, torch, Opacus imports) before api.fit begins: 5-6 s measured on a quiet
-# 2-core machine; what the last run of the same key measured replaces it
-STARTUP_S = 5.0
+# starting the worker process before api.fit begins: 2.3-2.9 s measured on a quiet 2-core machine (12 runs of AIM
+# and DP-TBART on 6 tables; torch and Opacus are imported where they are needed); what the last run of the same
+# key measured replaces it
+STARTUP_S = 2.5
 # setting up before the first step when no run was measured yet (PRV planning with the marginals composed,
-# the noisy count and marginals, building the model): 3-4 s on the demo table and Adult
-SETUP_S = 4.0
+# the noisy count and marginals, building the model): 0.8-1.5 s on the same runs
+SETUP_S = 1.5
 # a stored per-step cost is scaled to the plan's batch only within this factor; beyond it, time anew
 BATCH_RATIO = 2.0
 # the probe's steps hold at most this many rows (and half as many, to extend the cost to the plan's batch
 # along a line): the estimate stays within a few seconds on large tables
 PROBE_MAX_BATCH = 1024
+# a row drawn, for a run's time left when no run of its model was timed: AIM and DP-TBART on Adult drew the review
+# sample at 0.14-0.2 ms a row (2 cores)
+DRAW_ROW_S = 2e-4
 # rows the probe draws: the next size only while a draw takes under PROBE_DRAW_S (a language model is slow)
 PROBE_DRAW_ROWS = (100, 400, 4000)
 PROBE_DRAW_S = 0.3
@@ -165,10 +169,12 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
 
 def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, epsilon: float, delta: float,
                          options: dict | None = None, device: str | None = None, probe_steps: int = 2,
-                         review_rows: int = 0, calibrated: bool = False, book: CostBook | None = None) -> dict:
+                         review_rows: int = 0, calibrated: bool = False, book: CostBook | None = None,
+                         steps: int | None = None) -> dict:
     """The run's seconds, phase by phase, from the plan and stored costs (timed now when none is stored).
 
-    review_rows / calibrated: the review sample drawn after training (a calibrated one draws a pool)."""
+    review_rows / calibrated: the review sample drawn after training (a calibrated one draws a pool).
+    steps: the steps or rounds the caller already told the steward to expect (else from the plan, as below)."""
     klass = get_model_class(model)
     synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
     plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")  # only its steps and batch size matter here
@@ -181,9 +187,13 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO:
         costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps)
     per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
-    # the steps a past run of the model took, as a share of its plan's; else what the model expects
-    steps = max(1, int(round(plan.steps * costs.steps_share if costs.steps_share is not None
-                             else synth.expected_steps(plan))))
+    # an adaptive mechanism's rounds: what the model expects (the count its run starts from, so that the model
+    # page, the train page and the report say one number); else the steps a past run of the model took, as a
+    # share of its plan's (DP-SGD takes them all)
+    if steps is None:
+        steps = synth.expected_steps(plan) if plan.steps_adapt or costs.steps_share is None \
+            else plan.steps * costs.steps_share
+    steps = max(1, int(round(steps)))
     phases = {"start": costs.startup_s, "setup": costs.setup_s + fixed, "training": per_step * steps,
               "sampling": rows_drawn(review_rows, calibrated) * costs.draw_row_s}
     seconds = sum(phases.values())
@@ -194,12 +204,25 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
             "at_most_s": seconds + per_step * (plan.steps - steps)}
 
 
-def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None) -> float | None:
+def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None, guess: bool = False
+                     ) -> float | None:
     """Seconds the trained `synth` will take to draw `rows` rows (the review sample, or a steward's request),
-    from the stored costs (None: unknown)."""
+    from the stored costs (None: unknown; `guess`: at DRAW_ROW_S a row when no run of the model was timed)."""
     costs = (book if book is not None else CostBook()).get(
         costs_key(synth.family, preset, device_label(synth.device), synth.schema, dataclasses.asdict(synth.config)))
-    return rows_drawn(rows, synth.calibration is not None) * costs.draw_row_s if costs else None
+    if costs is None and not guess:
+        return None
+    return rows_drawn(rows, synth.calibration is not None) * (costs.draw_row_s if costs else DRAW_ROW_S)
+
+
+def step_seconds(synth, preset: str, batch: float, book: CostBook | None = None) -> float | None:
+    """Seconds a step (an adaptive mechanism's round) of `synth` takes at `batch` expected rows, from the stored
+    costs (None: unknown): the train page's time left until the run has timed its own."""
+    costs = (book if book is not None else CostBook()).get(
+        costs_key(synth.family, preset, device_label(synth.device), synth.schema, dataclasses.asdict(synth.config)))
+    if costs is None:
+        return None
+    return costs.per_step_s * (batch / costs.batch if synth.step_cost_grows_with_rows else 1.0)
 
 
 class RunClock:
