@@ -107,8 +107,11 @@ def _check_honest(run: RunDir, phase: str, states: tuple) -> None:
     assert ledger.n_rows == count.details["count"]  # the released count, never the exact one
 
 
-# an exception and a full disk in every phase; Ctrl-C in one phase before training and one after
-MATRIX = [(p, f) for p in PHASES for f in ("exception", "disk full")] + [("marginals", "ctrl-c"), ("saving", "ctrl-c")]
+# an exception and a full disk in every phase; Ctrl-C in one phase before training and one after. A full disk
+# before training takes the path an exception takes (the same handler): those in the slow suite
+MATRIX = [pytest.param(p, f, marks=pytest.mark.slow) if f == "disk full" and p not in ("training", "saving")
+          else (p, f) for p in PHASES for f in ("exception", "disk full")] + [("marginals", "ctrl-c"),
+                                                                               ("saving", "ctrl-c")]
 
 
 @pytest.mark.parametrize("phase, fault", MATRIX)
@@ -151,7 +154,8 @@ _fit({run!r}, on_event=(lambda e: die() if e["step"] == 3 else None) if phase ==
 """
 
 
-@pytest.mark.parametrize("phase", ["marginals", "training", "saving", "disk full"])
+@pytest.mark.parametrize("phase", [pytest.param("marginals", marks=pytest.mark.slow), "training",
+                                   pytest.param("saving", marks=pytest.mark.slow), "disk full"])
 def test_a_process_killed_in_any_phase_is_found_dead_charged_and_its_folder_reusable(phase, tmp_path):
     script = KILLED.format(root=str(ROOT), tests=str(ROOT / "tests"), run=str(tmp_path / "run"))
     done = subprocess.run([sys.executable, "-c", script, phase], capture_output=True, text=True, env=os.environ)
