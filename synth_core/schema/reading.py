@@ -105,8 +105,8 @@ def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
 
 # numbers as people write them: thousands separated by commas ("1,234,567", "-1,234.5") or a percentage ("45%",
 # "12.5 %"); a percentage is read as the number before its sign (45, not 0.45), as the steward reads it
-_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$|^[-+]?\d+(\.\d+)?$")
-_PERCENT = re.compile(r"^[-+]?\d+(\.\d+)?\s?%$")
+_THOUSANDS = r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?\d+(?:\.\d+)?"
+_PERCENT = r"[-+]?\d+(?:\.\d+)?\s?%"
 
 
 def _numbers_written_for_people(table: pd.DataFrame, schema: Schema | None) -> dict[str, str]:
@@ -119,17 +119,16 @@ def _numbers_written_for_people(table: pd.DataFrame, schema: Schema | None) -> d
             continue
         if schema is not None and str(name) in schema and not schema[str(name)].is_numeric:
             continue
-        text = column.dropna().astype(str).str.strip()
-        text = text[text != ""]
-        if len(text) == 0:
+        text = column.astype("string").str.strip().replace("", pd.NA)
+        present = text.dropna()
+        if len(present) == 0:
             continue
-        if text.str.contains(",", regex=False).any() and text.map(lambda v: bool(_THOUSANDS.match(v))).all():
-            how, strip = "thousands separators", lambda v: v.replace(",", "")
-        elif text.map(lambda v: bool(_PERCENT.match(v))).all():
-            how, strip = "percentages", lambda v: v.rstrip("%").strip()
+        if present.str.contains(",", regex=False).any() and present.str.fullmatch(_THOUSANDS).all():
+            how, digits = "thousands separators", text.str.replace(",", "", regex=False)
+        elif present.str.fullmatch(_PERCENT).all():
+            how, digits = "percentages", text.str.rstrip("%").str.strip()
         else:
             continue
-        table[name] = pd.to_numeric(column.map(lambda v: strip(str(v).strip()) if isinstance(v, str) and v.strip()
-                                               else None), errors="raise")
+        table[name] = pd.to_numeric(digits, errors="raise").astype(float)
         read[str(name)] = how
     return read

@@ -210,26 +210,24 @@ def _years(raw: pd.Series, miss: pd.Series, name: str) -> pd.Series:
 
 # a date with a two-digit year, day and month in either order ("1/3/11", "31-12-98", "03.01.11"): only its year is
 # ever kept, so the order does not matter; 69-99 are the 1900s and 00-68 the 2000s (POSIX's rule, as strptime's %y)
-_SHORT_DATE = re.compile(r"^\s*(\d{1,2})([/.\-])(\d{1,2})\2(\d{2})\s*$")
+_SHORT_DATE = r"^\s*(\d{1,2})([/.\-])(\d{1,2})\2(\d{2})\s*$"
 
 
-def _short_date_year(text) -> float:
-    match = _SHORT_DATE.match(str(text))
-    if not match:
-        return math.nan
-    a, b, yy = int(match.group(1)), int(match.group(3)), int(match.group(4))
-    if not (1 <= a <= 31 and 1 <= b <= 31 and min(a, b) <= 12):
-        return math.nan
-    return float(1900 + yy if yy >= 69 else 2000 + yy)
+def _short_date_years(text: pd.Series) -> pd.Series:
+    """The year of each value written as a date with a two-digit year (NaN for any other value)."""
+    parts = text.astype("string").str.extract(_SHORT_DATE)
+    a, b, yy = (pd.to_numeric(parts[i], errors="coerce") for i in (0, 2, 3))
+    valid = a.between(1, 31) & b.between(1, 31) & (a.where(a < b, b) <= 12)
+    return (yy + 1900).where(yy >= 69, yy + 2000).where(valid).astype(float)
 
 
 def _parse_dates(values: pd.Series) -> pd.Series:
     import warnings
     text = values.astype("string")
-    years = text.map(lambda v: math.nan if v is pd.NA else _short_date_year(v)).astype(float)
+    years = _short_date_years(text)
     short = years.notna()
     if short.any():  # the first of January of its year: only the year is kept
-        text = text.where(~short, years.map(lambda y: "" if math.isnan(y) else f"{int(y)}-01-01"))
+        text = text.where(~short, years[short].astype(int).astype(str) + "-01-01")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pandas warns when it guesses a format per value
         return pd.to_datetime(text, errors="coerce", format="mixed")
@@ -321,7 +319,7 @@ def _dates(present: pd.Series) -> pd.Series | None:
     if len(present) == 0 or pd.api.types.is_numeric_dtype(present):
         return None
     text = present.astype(str).str.strip()
-    shows_year = text.str.contains(r"\d{4}", regex=True) | text.map(lambda v: not math.isnan(_short_date_year(v)))
+    shows_year = text.str.contains(r"\d{4}", regex=True) | _short_date_years(text).notna()
     if not shows_year.all() or not text.str.contains(r"[-/:T .]", regex=True).mean() > 0.95:
         return None
     parsed = _parse_dates(text)
