@@ -5,6 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from synth_core.demo import DEMOS, load_demo
+from synth_core.privacy.budget import BudgetError
+from synth_core.request import check_rows
 from synth_core.schema import SchemaError, draft_schema, read_table_bytes
 from workbench import state
 from workbench.display import readable
@@ -38,14 +40,11 @@ with upload_tab:
         markers = [m.strip() for m in markers_text.split(",") if m.strip()]
         try:
             table = read_table_bytes(uploaded.getvalue(), uploaded.name, missing_markers=markers)
-            if len(table) < state.MIN_ROWS:
-                raise SchemaError(f"{uploaded.name} has only {len(table)} row{'s' if len(table) != 1 else ''}; "
-                                  f"at least {state.MIN_ROWS} are needed, and differential privacy needs thousands "
-                                  "of rows to learn much")
+            check_rows(len(table), uploaded.name)
             read_as = table.attrs.get("read_as")
             table.columns = [str(c) for c in table.columns]
             draft = draft_schema(table, missing_markers=markers)
-        except SchemaError as e:
+        except (SchemaError, BudgetError) as e:
             st.error(f"This file cannot be used: {e}")
         else:
             state.set_dataset(table, uploaded.name, "upload", draft)

@@ -1,22 +1,24 @@
 """Step 3: model family, privacy budget (ε, δ), size; what the accountant computed; start training."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import streamlit as st
 
-from synth_core.privacy.table_budget import check_within
-from synth_core.runs.jobs import review_rows_for, start_fit_job
+from synth_core.privacy.table_budget import check_within, remaining, spends_the_rest
+from synth_core.cli_args import parse_options
+from synth_core.request import FitRequest, check_rows, review_rows_for
+from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
-from synth_core.privacy import BudgetError, check_run_budget, default_delta, delta_warning
-from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE
+from synth_core.privacy import BudgetError, default_delta, delta_warning
+from synth_core.privacy.split import default_bounds_epsilon, epsilon_left
+from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
-from synth_core.training.device import device_label
+from synth_core.training.device import AUTOMATIC, available_devices, device_label
 from synth_core.training.distributed import offered_processes
-from synth_core.training.timing import estimate_fit_seconds, stored_costs
+from synth_core.runs.timing import estimate_fit_seconds, stored_costs
 from workbench import state
 from synth_core.format import duration, epsilon as epsilon_text, runs
 
@@ -49,45 +51,32 @@ st.caption(f"**What it is.** {klass.description}")
 if klass.when_to_pick:
     st.caption(f"**Pick it for.** {klass.when_to_pick}")
 
-# a family built on a language model (its config has a `backbone`): which one, from this machine only
+# options whose values are found on this machine (a pretrained model): offered as the family describes them
 options: dict = {}
-backbone_problem = None
-if "backbone" in {f.name for f in dataclasses.fields(klass.config_class)}:
-    from synth_core.models.llm import PACKAGED_INSTALL, list_local_causal_lms, packaged_backbones, resolve_backbone
-
-    st.markdown("**Language model (backbone)**")
-    st.info("The offline default is a small GPT-2 that starts with **no pretrained knowledge**: it learns the "
-            "row format from random public-schema rows and then your data with DP; on a CPU budget it learns each "
-            "column's values but little of how the columns depend on each other. A pretrained causal language model (GPT-2, Llama, Qwen, …) already knows what "
-            "the column names and values mean and does better. To use one, give the directory it was saved to "
-            "(the folder with its config.json and tokenizer), or pick a model already in this machine's Hugging "
-            "Face cache (fetched beforehand on a machine with network access, e.g. `hf download gpt2`). Nothing is "
-            "downloaded here.", icon=":material/info:")
-    DEFAULT, DIRECTORY = "Offline default: small GPT-2, no pretrained knowledge", "A local model directory…"
-    cached = {**{f"SmolLM2-135M, pretrained (installed package) · {name}": name for name in packaged_backbones()},
-              **{f"{m['id']} (in the local Hugging Face cache)": m["id"] for m in list_local_causal_lms()}}
-    choice = st.selectbox("Backbone", [DEFAULT, *cached, DIRECTORY], key="backbone_choice",
-                          help="Installed packages and models in the local Hugging Face cache "
-                               "($HF_HOME/hub or ~/.cache/huggingface/hub) are listed.")
-    if not cached:
-        st.caption("No pretrained model is installed and none is in the local Hugging Face cache. The small "
-                   f"pretrained SmolLM2-135M installs offline with `{PACKAGED_INSTALL}`.")
-    backbone = None
-    if choice == DIRECTORY:
-        backbone = st.text_input("Model directory", key="backbone_path",
-                                 placeholder="/path/to/a/saved/causal-lm").strip() or None
-        if backbone is None:
-            backbone_problem = "Give the model directory, or choose the offline default."
-    elif choice in cached:
-        backbone = cached[choice]
-    if backbone is not None:
+local_problem = None
+for local in klass.local_choices():
+    st.markdown(f"**{local.title}**")
+    st.info(local.explanation, icon=":material/info:")
+    picked = st.selectbox(local.label, [local.default_label, *local.offered, local.path_label], key=f"{local.option}_choice",
+                          help=local.help or None)
+    if not local.offered and local.nothing_offered:
+        st.caption(local.nothing_offered)
+    value = None
+    if picked == local.path_label:
+        value = st.text_input(local.path_prompt, key=f"{local.option}_path",
+                              placeholder=local.path_placeholder).strip() or None
+        if value is None:
+            local_problem = local.missing_path
+    elif picked in local.offered:
+        value = local.offered[picked]
+    if value is not None:
         try:
-            backbone = resolve_backbone(backbone)
+            value = local.check(value)
         except ValueError as e:
-            backbone_problem = f"Backbone: {e}"
-    if backbone_problem:
-        st.error(backbone_problem)
-    options["backbone"] = backbone
+            local_problem = f"{local.label}: {e}"
+    if local_problem:
+        st.error(local_problem)
+    options[local.option] = value
 
 # --- ε ----------------------------------------------------------------------------------------------
 st.subheader("Privacy budget")
@@ -129,11 +118,11 @@ else:
     if total_problem:
         st.error(total_problem)
 if table_total is not None:
-    left = max(0.0, table_total - spent_before)
+    left = remaining(table_total, spent_before)
     before = (f"Its runs have spent ε = {epsilon_text(spent_before)} in {runs(len(account.charges))}; "
               if account and account.charges else "Nothing is spent yet; ")
     st.caption(f"{before}{epsilon_text(left)} of {epsilon_text(table_total)} remains.")
-    if epsilon and 0 <= left * (1 + 1e-9) - epsilon < max(0.01, 0.01 * table_total):  # leaves nothing of use
+    if epsilon and spends_the_rest(epsilon, table_total, spent_before):
         st.warning(f"This run would spend all that is left of this table's budget (ε = {epsilon_text(left)}): no "
                    "other run on this table will be possible unless you raise the total, accepting the larger "
                    "risk.", icon=":material/warning:")
@@ -166,7 +155,7 @@ bounds_epsilon = 0.0
 if missing_bounds:
     st.write(f"Numeric columns without public bounds: **{', '.join(missing_bounds)}**. Part of ε estimates them "
              "privately before training.")
-    st.text_input("ε for estimating the missing bounds", value=f"{0.1 * (epsilon or 1.0):.3g}", key="bounds_epsilon")
+    st.text_input("ε for estimating the missing bounds", value=f"{default_bounds_epsilon(epsilon or 1.0):.3g}", key="bounds_epsilon")
     bounds_epsilon, bounds_problem = state.typed_epsilon("bounds_epsilon", "the ε for the bounds", zero_ok=True)
     if bounds_problem:
         epsilon_problem, bounds_epsilon = epsilon_problem or bounds_problem, 0.0
@@ -209,6 +198,7 @@ with st.expander("Advanced"):
                                help="Sets the starting weights only. The privacy noise is always drawn in "
                                     "secret, so two runs with the same seed differ."))
     name = st.text_input("Run name", value="", key="run_name", placeholder=family)
+    options_problem = None
     processes = 1
     offered = offered_processes()
     if len(offered) > 1 and klass.trains_distributed:
@@ -223,20 +213,49 @@ with st.expander("Advanced"):
                                       key=f"calibration_share_{choice.calibration_share if choice else 'named'}",
                                       help="Measured alone it would cost this share of ε; composed with training "
                                            "by the accountant, the training's noise grows only a little.")
+    quantile_share = 0.0
+    if any(c.is_numeric for c in schema.modelled().columns):
+        quantile_share = st.slider("Share of ε for the numeric columns' quantiles", 0.0, MAX_QUANTILE_SHARE,
+                                   float(choice.quantile_share) if choice else 0.0, 0.05,
+                                   key=f"quantile_share_{choice.quantile_share if choice else 'named'}",
+                                   help="Measures where each number column's values lie, with noise, so that the "
+                                        "model's bins follow them instead of cutting the public range evenly; it "
+                                        "helps skewed columns (incomes, prices). 0: even bins.")
+    family_options = {}
+    if not auto:
+        typed = st.text_area("Model options (KEY=VALUE, one per line)", key="family_options", height=80,
+                             placeholder="epochs=5\nbatch_size=256",
+                             help="The family's own settings, as the command line's --option takes them: epochs, "
+                                  "batch_size, lr, max_grad_norm, n_bins, … An unknown name is refused below.")
+        try:
+            family_options = parse_options([line for line in typed.splitlines() if line.strip()])
+        except ValueError as e:
+            options_problem = f"Model options: {e}".replace("--option wants", "each line is")
+    devices = available_devices()
+    device_choice = st.selectbox("Train on", devices, key="device_choice",
+                                 help="'automatic' takes the GPU when this machine has one, else the CPU.")
 
 # the options the run will train with: auto's choice sets its own (a run of `auto` takes none from the page)
+options = {**options, **family_options}
 model_options = {**options, **choice.options_for(preset)} if choice is not None else options
+request = FitRequest(model=family, preset=preset, options=options, epsilon=float(epsilon or 1.0),
+                     delta=None if chosen_delta is None else float(chosen_delta), accountant=accountant,
+                     bounds_epsilon=float(bounds_epsilon), seed=seed, holdout_share=float(holdout_share),
+                     name=name.strip() or None, calibration_share=float(calibration_share),
+                     quantile_share=float(quantile_share), table_name=st.session_state.get("table_name"),
+                     device=None if device_choice == AUTOMATIC else device_choice,
+                     processes=processes if processes > 1 else None)
 
 # --- the accountant's plan --------------------------------------------------------------------------
 problems = []
 try:
     if epsilon_problem:  # text that is not an ε: said once, nothing planned
         raise BudgetError(epsilon_problem)
-    check_run_budget(epsilon, delta, bounds_epsilon)
-    if bounds_epsilon <= 0:
-        schema.require_bounds()
-    if n_train < state.MIN_ROWS:
-        raise BudgetError(f"only {n_train} rows would be left for training; keep fewer aside")
+    if options_problem:
+        raise BudgetError(options_problem)
+    # the run's own checks (a draft is accepted below, before the start)
+    problems += [str(e) for e in request.replace(accept_draft=True).problems(schema)]
+    check_rows(n_train, "what is left for training, once rows are kept aside for the review,")
     if table_total is not None:
         check_within(epsilon, table_total, spent_before)
 except (BudgetError, SchemaError) as e:
@@ -245,14 +264,15 @@ except (BudgetError, SchemaError) as e:
 
 @st.cache_data(show_spinner="Asking the accountant…", max_entries=64)
 def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: float, delta: float, accountant: str,
-               options_json: str, bounds_epsilon: float, calibration_share: float):
+               options_json: str, bounds_epsilon: float, calibration_share: float, quantile_share: float):
     schema = Schema.from_json(schema_json)
     model = get_model_class(family)(schema, preset=preset, device="cpu", seed=0, **json.loads(options_json))
     plan = preview_plan(model, n, epsilon, delta, accountant, bounds_epsilon, calibration_share,
-                        rows_public=schema.rows is not None)
-    opening = model.opening(plan.rho, plan.rounds) if hasattr(model, "opening") else None  # AIM: its first rounds
+                        rows_public=schema.rows is not None, quantile_share=quantile_share)
+    summary = model.plan_summary(plan, n, epsilon, accountant, bounds=bounds_epsilon > 0,
+                                 statistics=calibration_share > 0)
     # the steps or rounds to expect: the number the estimate, the train page and the report start from
-    return plan.to_dict(), model.train_config.epochs, model.n_parameters, opening, model.expected_steps(plan)
+    return plan.to_dict(), summary, model.expected_steps(plan)
 
 
 st.subheader("What the accountant computed")
@@ -260,69 +280,27 @@ plan = expected_steps = None
 if problems:
     for p in problems:
         st.error(p)
-elif backbone_problem:
-    st.info("No plan until the backbone above can be used.")
+elif local_problem:
+    st.info("No plan until the choice above can be used.")
 else:
     try:
-        plan, epochs, n_params, opening, expected_steps = noise_plan(
+        plan, summary, expected_steps = noise_plan(
             klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
-            json.dumps(model_options, sort_keys=True), bounds_epsilon, calibration_share)
+            json.dumps(model_options, sort_keys=True), bounds_epsilon, calibration_share, quantile_share)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
-        if plan.get("kind") == "zcdp":  # an adaptive mechanism (AIM): rounds paid from a zCDP budget
-            c = st.columns(4)
-            c[0].metric("Rounds, about", f"{expected_steps:,}",
-                        help="Each round picks the overall statistic the model gets most wrong and measures it with "
-                             "noise. The rounds adapt: when a measurement hardly helps, the next ones get less noise "
-                             "and there are fewer of them; the run ends when its budget is spent. This is how many "
-                             "runs like this one took; the train page counts them as they happen.")
-            c[1].metric("Noise on the columns (σ)", f"{opening['one_way_sigma']:.3g}",
-                        help="The Gaussian noise added to each count of the first round, which measures every "
-                             "column alone, in rows. A later round measures a pair of columns with noise of about "
-                             f"{opening['round_sigma']:.3g} at the start; the rounds adapt from there.")
-            c[2].metric("Budget (ρ, zero-concentrated)", f"{plan['rho']:.3g}",
-                        help="What the rounds may spend together, in the unit their noise is planned in; the rounds "
-                             "stop when it is spent.")
-            c[3].metric("Its ε alone", f"{plan['planned_epsilon']:.3g}",
-                        help="What the rounds would cost if they were the only use of the data; with the row count, "
-                             "the whole run stays within your ε.")
-            st.caption(f"Every column's counts first, then about {expected_steps:,} rounds over {n_train:,} rows: "
-                       f"each selects a pair of columns (ε = {opening['selection_epsilon']:.3g} per choice) and "
-                       "measures it. The "
-                       f"accountant composes them by zero-concentrated DP; the run's whole ε, with the row count"
-                       + (", the bounds" if bounds_epsilon else "") + f", stays within {epsilon:g}. σ is the "
-                       "spread of the noise added to each count, in rows; ρ is the same budget in the unit in "
-                       "which zero-concentrated DP adds rounds up.")
-        else:
-            c = st.columns(5)
-            c[0].metric("Noise added (σ)", f"{plan['noise_multiplier']:.3g}",
-                        help="The noise multiplier: the random noise added at each step, in units of the most one "
-                             "row may move the model. Larger means more private and less faithful.")
-            c[1].metric("Rows per step (batch)", f"{plan['expected_batch_size']:,.0f}",
-                        help="The expected batch size: each row joins a step at random, so the count varies a little.")
-            c[2].metric("Training steps", f"{plan['steps']:,}",
-                        help="How many times the model is updated. Each step spends a little of ε.")
-            c[3].metric("Share of rows per step (q)", f"{plan['sample_rate']:.3g}",
-                        help="The sampling rate: the chance that a given row joins a step (Poisson sampling).")
-            c[4].metric("Training's ε alone", f"{plan['planned_epsilon']:.3g}",
-                        help="What training would cost if it were the only use of the data; combined with the row "
-                             "count and the statistics, the whole run stays within your ε.")
-            st.caption(f"{epochs} epochs over {n_train:,} training rows with Poisson sampling; each row's gradient is "
-                       f"clipped to norm {plan['max_grad_norm']:g} and Gaussian noise of σ × that norm is added. "
-                       f"Model: {n_params:,} parameters. Accountant: {plan['accountant'].upper()}. The run's whole "
-                       f"ε, with the row count" + (", the bounds" if bounds_epsilon else "")
-                       + (" and the statistics" if calibration_share else "") + f" composed, stays within {epsilon:g}.")
-            if plan["accountant"] != accountant:
-                st.caption(f"The {plan['accountant'].upper()} accountant is used at this ε: "
-                           f"{accountant.upper()} would take minutes to compute it.")
-            if plan["noise_multiplier"] > 10:
-                st.warning("The noise is very large for this table and ε: expect a poor synthetic table. A larger ε, "
-                           "more rows or the quick size helps.")
+        for column, figure in zip(st.columns(len(summary.figures)), summary.figures):
+            column.metric(figure.label, figure.value, help=figure.help or None)
+        st.caption(summary.caption)
+        for note in summary.notes:
+            st.caption(note)
+        for warning in summary.warnings:
+            st.warning(warning)
 
 device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(model_options, sort_keys=True),
-           calibration_share)
+           calibration_share, quantile_share)
 estimate = st.session_state.get("estimate")
 # a lookup: no button needed
 known = plan is not None and stored_costs(klass.family, preset, schema, options=model_options) is not None
@@ -330,9 +308,10 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
-            result = estimate_fit_seconds(klass.family, schema, preset, n_train, max(epsilon - bounds_epsilon, 1e-3),
-                                          delta, options=model_options, review_rows=review_rows_for(n_train),
-                                          calibrated=calibration_share > 0, steps=expected_steps)
+            left = epsilon_left(epsilon, bounds_epsilon, schema.rows is not None)
+            result = estimate_fit_seconds(klass.family, schema, preset, n_train, left, delta, options=model_options,
+                                          review_rows=review_rows_for(n_train), calibrated=calibration_share > 0,
+                                          steps=expected_steps)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:
             st.error(f"Could not time the model: {e}")
@@ -346,20 +325,13 @@ if estimate and estimate.get("key") == est_key:
             "the time left from the run's own steps.")
 
 # --- start ------------------------------------------------------------------------------------------
-request = {"model": family, "preset": preset, "size": klass.size_of(preset), "options": options,
-           "epsilon": None if epsilon is None else float(epsilon),
-           "delta": None if chosen_delta is None else float(chosen_delta),
-           "accountant": accountant, "bounds_epsilon": float(bounds_epsilon), "seed": seed,
-           "holdout_share": float(holdout_share), "name": name.strip() or None,
-           "calibration_share": float(calibration_share), "table_name": st.session_state.get("table_name"),
-           **({"processes": processes} if processes > 1 else {})}
 accepted = True
 if schema.provenance["warning"]:
     st.warning("The schema is still an unconfirmed draft read from your data: its bounds and categories may "
                "disclose facts the privacy budget does not cover. Confirm it on step 2, or accept it here; the "
                "run and every report will then say so first.", icon=":material/warning:")
     accepted = st.checkbox("I accept training on a schema read from my data, unconfirmed", key="accept_draft")
-    request["accept_draft"] = accepted
+    request = request.replace(accept_draft=accepted)
 if table_total is None and not total_problem:
     st.info("Choose this table's total above before its first run.")
 if st.button("Start training", type="primary", disabled=plan is None or not accepted or table_total is None,

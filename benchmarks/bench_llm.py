@@ -59,7 +59,7 @@ def fairness_experiment(model, train_split, test_split, shares: list[float], row
     return fair, figures_of(train_split)
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "datasets" / "adult.csv"))
     ap.add_argument("--schema", default=str(ROOT / "benchmarks" / "adult.schema.json"))
@@ -78,7 +78,27 @@ def main() -> None:
     ap.add_argument("--calibration-share", type=float, default=None,
                     help="share of ε for the marginals the samples are calibrated to (default: api.fit's)")
     ap.add_argument("--json", help="also write the figures to this file")
-    args = ap.parse_args()
+    return ap
+
+
+def _say(args, figures: dict, rows: int) -> None:
+    t = figures["synthetic"]["tvd"]
+    f = figures["synthetic"]
+    print(f"\nε target {args.epsilon:g}, spent {figures['epsilon_spent']:.4f} (δ={args.delta:g}); σ={figures['noise_multiplier']:.3f}, "
+          f"{figures['steps']} steps of ~{figures['batch_size']:.0f} rows; {figures['parameters']:,} parameters "
+          f"({figures['stage2_parameters']:,} trained in stage 2) on {figures['device']}")
+    print(f"fit {figures['fit_s']:.1f} s (stage 1 {figures['stage1_s']:.1f} s, stage 2 {figures['stage2_s']:.1f} s) + sample {figures['sample_s']:.1f} s "
+          f"({rows} rows) = {figures['fit_plus_sample_s']:.1f} s wall; peak RSS {figures['peak_rss_mib']:.0f} MiB"
+          + (f", peak GPU memory {figures['peak_gpu_mib']:.0f} MiB" if figures["peak_gpu_mib"] is not None else ""))
+    print(f"format compliance: constrained {figures['format_compliance_constrained']:.1%}, unconstrained "
+          + (f"{figures['format_compliance_unconstrained']:.1%} of {figures['unconstrained_rows_tried']} rows "
+             f"(rejected: {figures['unconstrained_rejected']})" if args.unconstrained_rows else "not measured"))
+    print(f"DP-LLMTGen synthetic 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  detection {f['detection_auc']:.3f}  "
+          f"ML acc {f['ml']['accuracy']:.3f}  ML ROC-AUC {f['ml']['roc_auc']:.3f}")
+
+
+def main() -> None:
+    args = _parser().parse_args()
     options = parse_options(args.option)
 
     schema = Schema.load(args.schema)
@@ -134,19 +154,7 @@ def main() -> None:
     }
     figures["synthetic"] = fidelity(test_split, synth, train_split, schema, "income")
 
-    t = figures["synthetic"]["tvd"]
-    f = figures["synthetic"]
-    print(f"\nε target {args.epsilon:g}, spent {figures['epsilon_spent']:.4f} (δ={args.delta:g}); σ={figures['noise_multiplier']:.3f}, "
-          f"{figures['steps']} steps of ~{figures['batch_size']:.0f} rows; {figures['parameters']:,} parameters "
-          f"({figures['stage2_parameters']:,} trained in stage 2) on {figures['device']}")
-    print(f"fit {t_fit:.1f} s (stage 1 {s1.seconds:.1f} s, stage 2 {s2.seconds:.1f} s) + sample {t_sample:.1f} s "
-          f"({rows} rows) = {t_fit + t_sample:.1f} s wall; peak RSS {figures['peak_rss_mib']:.0f} MiB"
-          + (f", peak GPU memory {figures['peak_gpu_mib']:.0f} MiB" if figures["peak_gpu_mib"] is not None else ""))
-    print(f"format compliance: constrained {figures['format_compliance_constrained']:.1%}, unconstrained "
-          + (f"{figures['format_compliance_unconstrained']:.1%} of {figures['unconstrained_rows_tried']} rows "
-             f"(rejected: {figures['unconstrained_rejected']})" if args.unconstrained_rows else "not measured"))
-    print(f"DP-LLMTGen synthetic 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  detection {f['detection_auc']:.3f}  "
-          f"ML acc {f['ml']['accuracy']:.3f}  ML ROC-AUC {f['ml']['roc_auc']:.3f}")
+    _say(args, figures, rows)
     figures["fairness"], figures["fairness_real_train"] = fairness_experiment(
         model, train_split, test_split, [float(x) for x in args.fair_shares.split(",") if x.strip()],
         args.fair_rows or rows, args.seed)

@@ -132,7 +132,7 @@ def fidelity(real_test, synth, train_split, schema, target, task):
     return out
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--dataset", default="adult",
@@ -154,30 +154,30 @@ def main() -> None:
     ap.add_argument("--floor", action="store_true", help="also score the real training split (the floor) and, for a "
                     "token model, the real rows binned and decoded by its discretisation (the binning floor)")
     ap.add_argument("--json", help="also write the figures to this file")
-    args = ap.parse_args()
-    options = parse_options(args.option)
-    ds = table_spec(args.dataset, args.target)
-    if args.calibration_share is None and args.model != "auto":
-        args.calibration_share = 0.0
+    return ap
 
-    schema, train_split, test_split = load_dataset(ds, Path(args.data_dir))
-    if args.model in BASELINES:
-        t0 = time.perf_counter()
-        synth, bins = BASELINES[args.model](train_split, schema, args.epsilon, args.delta, args.accountant, args.seed)
-        figures = {"model": args.model, "family": args.model, "n_bins": bins, "dataset": args.dataset,
-                   "epsilon_target": args.epsilon, "delta": args.delta, "accountant": args.accountant,
-                   "fit_plus_sample_s": time.perf_counter() - t0, "calibrated": False,
-                   "synthetic": fidelity(test_split, synth, train_split, schema, ds["target"], ds["task"])}
-        t = figures["synthetic"]["tvd"]
-        print(f"{args.model} ({bins} bins): 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  "
-              f"detection {figures['synthetic']['detection_auc']:.3f}  "
-              + "  ".join(f"ML {k} {v:.3f}" for k, v in figures["synthetic"]["ml"].items()))
-        if args.json:
-            Path(args.json).write_text(json.dumps(figures, indent=2, default=float))
-        return
-    print(f"{args.dataset}: {len(train_split)} training rows, {len(test_split)} test rows; "
-          f"model {args.model}, preset {args.preset}, options {options}; torch threads {torch.get_num_threads()}")
 
+def _row(name: str, f: dict) -> str:
+    t = f["tvd"]
+    ml = "  ".join(f"ML {k} {v:.3f}" for k, v in f["ml"].items()) or f"ML none: {f.get('ml_note')}"
+    return f"{name:<20} 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  detection {f['detection_auc']:.3f}  {ml}"
+
+
+def _baseline(args, ds: dict, schema, train_split, test_split) -> dict:
+    """A baseline of benchmarks/ (independent marginals, MST, AIM's own): fit, sample and score."""
+    t0 = time.perf_counter()
+    synth, bins = BASELINES[args.model](train_split, schema, args.epsilon, args.delta, args.accountant, args.seed)
+    figures = {"model": args.model, "family": args.model, "n_bins": bins, "dataset": args.dataset,
+               "epsilon_target": args.epsilon, "delta": args.delta, "accountant": args.accountant,
+               "fit_plus_sample_s": time.perf_counter() - t0, "calibrated": False,
+               "synthetic": fidelity(test_split, synth, train_split, schema, ds["target"], ds["task"])}
+    print(_row(f"{args.model} ({bins} bins)", figures["synthetic"]))
+    return figures
+
+
+def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_split) -> tuple[dict, object]:
+    """One family through the API at the benchmark's settings, its rows scored (and its own rows, and the
+    floors, where asked)."""
     t0 = time.perf_counter()
     result = api.fit(train_split, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
                      accountant=args.accountant, preset=args.preset, options=options, seed=args.seed,
@@ -221,30 +221,43 @@ def main() -> None:
                                 getattr(model.config, "numeric_decoding", "uniform"))
         figures["binning_floor"] = fidelity(test_split, model.full_schema.derive(binned), train_split, schema,
                                             ds["target"], ds["task"])
+    return figures, model
 
-    def row(name, f):
-        t = f["tvd"]
-        ml = "  ".join(f"ML {k} {v:.3f}" for k, v in f["ml"].items()) or f"ML none: {f.get('ml_note')}"
-        return (f"{name:<20} 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  "
-                f"detection {f['detection_auc']:.3f}  {ml}")
 
+def _say(args, figures: dict, model) -> None:
     how = (f"ρ={figures['rho']:.4g}, {figures['steps']} rounds" if figures["rho"] is not None else
            f"σ={figures['noise_multiplier']:.3f}, {figures['steps']} steps of ~{figures['batch_size']:.0f}")
     print(f"\nε target {args.epsilon:g}, spent {figures['epsilon_spent']:.4f} (δ={args.delta:g}, {args.accountant}); "
           f"{how}; {figures['parameters']:,} parameters on {figures['device']}; family {model.family}, "
           f"{figures['n_bins']} bins, {'calibrated' if figures['calibrated'] else 'not calibrated'}")
-    print(f"fit {t_fit:.1f} s + sample {t_sample:.1f} s = {t_fit + t_sample:.1f} s wall; "
-          f"training {figures['train_rows_per_s']:.0f} rows/s, sampling {figures['sample_rows_per_s']:.0f} rows/s; "
-          f"peak RSS {figures['peak_rss_mib']:.0f} MiB"
+    print(f"fit {figures['fit_s']:.1f} s + sample {figures['sample_s']:.1f} s = {figures['fit_plus_sample_s']:.1f} s "
+          f"wall; training {figures['train_rows_per_s']:.0f} rows/s, sampling {figures['sample_rows_per_s']:.0f} "
+          f"rows/s; peak RSS {figures['peak_rss_mib']:.0f} MiB"
           + (f", peak GPU memory {figures['peak_gpu_mib']:.0f} MiB" if figures["peak_gpu_mib"] is not None else ""))
-    print(row(args.model + (" calibrated" if calibration else ""), figures["synthetic"]))
+    print(_row(args.model + (" calibrated" if figures["calibration"] else ""), figures["synthetic"]))
     if "uncalibrated" in figures:
-        print(row("  its own rows", figures["uncalibrated"]))
-        print(f"  calibration: {calibration}")
+        print(_row("  its own rows", figures["uncalibrated"]))
+        print(f"  calibration: {figures['calibration']}")
     if "real_train_floor" in figures:
-        print(row("real train (floor)", figures["real_train_floor"]))
+        print(_row("real train (floor)", figures["real_train_floor"]))
     if "binning_floor" in figures:
-        print(row(f"binned ({encoder.n_bins} bins)", figures["binning_floor"]))
+        print(_row(f"binned ({model.encoder.n_bins} bins)", figures["binning_floor"]))
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    options = parse_options(args.option)
+    ds = table_spec(args.dataset, args.target)
+    if args.calibration_share is None and args.model != "auto":
+        args.calibration_share = 0.0
+    schema, train_split, test_split = load_dataset(ds, Path(args.data_dir))
+    if args.model in BASELINES:
+        figures = _baseline(args, ds, schema, train_split, test_split)
+    else:
+        print(f"{args.dataset}: {len(train_split)} training rows, {len(test_split)} test rows; "
+              f"model {args.model}, preset {args.preset}, options {options}; torch threads {torch.get_num_threads()}")
+        figures, model = _fit_and_score(args, ds, options, schema, train_split, test_split)
+        _say(args, figures, model)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, default=float))
 

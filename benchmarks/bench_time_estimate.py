@@ -39,7 +39,7 @@ def main() -> None:
     from synth_core.privacy import default_delta
     from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE
     from synth_core.runs import jobs
-    from synth_core.training.timing import estimate_fit_seconds
+    from synth_core.runs.timing import estimate_fit_seconds
 
     schema, train, _ = load_dataset(DATASETS[args.dataset], Path(args.data_dir))
     holdout_share = 0.1

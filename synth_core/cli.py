@@ -25,7 +25,8 @@ from .cli_args import FAMILY_COMMANDS, build_parser, parse_options
 from .errors import ProcessLost, SamplingError
 from .format import epsilon as epsilon_text, runs as runs_text
 from .models.recommend import AUTO
-from .privacy.budget import DEFAULT_CALIBRATION_SHARE, BudgetError
+from .privacy.budget import BudgetError
+from .request import FitRequest
 from .files import atomic_output, check_output_file, check_output_folder, write_atomic
 from .home import budgets_path
 from .release.export import to_csv
@@ -41,7 +42,7 @@ def _fit(args) -> int:
     table = read_table(args.data, schema)
     group = distributed.init_from_env()  # under torchrun: one run across its processes (training.distributed)
     try:
-        return _fit_table(args, table, schema)
+        return _fit_table(args, table, schema, _request(args), overwrite=args.overwrite)
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError):
         if group.is_main:
             raise
@@ -67,13 +68,10 @@ def _demo(args) -> int:
     check_sample_rows(args.rows)  # before the demo trains
     print("demo: 4,000 invented census-like rows (age, sex, education, job, hours, capital gain, income); "
           "the schema is declared public in synth_core/demo.py")
-    args.model, args.delta, args.accountant, args.seed, args.overwrite = "dp-tbart", None, "prv", 0, True
-    args.batch_size = args.lr = args.max_grad_norm = args.bins = None
-    args.random_order = args.midpoint = False
-    args.bounds_epsilon = 0.0
-    args.calibration_share = DEFAULT_CALIBRATION_SHARE
-    args.public_table = True  # invented rows: no one to protect across runs, so no table budget to draw from
-    code = _fit_table(args, demo_table(), demo_schema())
+    # invented rows: no one to protect across runs, so no table budget to draw from
+    request = FitRequest(model="dp-tbart", epsilon=args.epsilon, preset=args.preset, device=args.device,
+                         options={"epochs": args.epochs} if args.epochs is not None else {}, public_table=True)
+    code = _fit_table(args, demo_table(), demo_schema(), request, overwrite=True)
     run = RunDir(args.out)
     table, _ = api.sample(args.out, args.rows, seed=0)
     path = run.write_sample(table)
@@ -83,16 +81,48 @@ def _demo(args) -> int:
     return code
 
 
-def _fit_table(args, table, schema) -> int:
-    from . import api
-    from .models import get_model_class
-    from .training import distributed
+def _request(args) -> FitRequest:
+    """`fit`'s options as the one fit request (its defaults are the request's)."""
     options = {k: v for k, v in {
         "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "max_grad_norm": args.max_grad_norm,
         "n_bins": args.bins, "random_order": True if args.random_order else None,
         "numeric_decoding": "midpoint" if args.midpoint else None,
     }.items() if v is not None}
-    options.update(parse_options(getattr(args, "option", [])))
+    options.update(parse_options(args.option))
+    return FitRequest(model=args.model, epsilon=args.epsilon, delta=args.delta, accountant=args.accountant,
+                      preset=args.preset, options=options, bounds_epsilon=args.bounds_epsilon,
+                      calibration_share=args.calibration_share, quantile_share=args.quantile_share, seed=args.seed,
+                      device=args.device, accept_draft=args.accept_draft, public_table=args.public_table,
+                      table_epsilon=args.table_epsilon)
+
+
+class _Progress:
+    """The terminal's progress bar over a run's events: the mechanism's steps or rounds, as the events call them
+    (a plan whose steps adapt, AIM's rounds, changes its total as it goes)."""
+
+    def __init__(self):
+        self.bar = None
+
+    def __call__(self, e: dict) -> None:
+        if self.bar is None:
+            self.bar = tqdm(total=e["steps"], unit=str(e.get("unit", "steps")).rstrip("s"),
+                            desc=str(e.get("mechanism", "training")), dynamic_ncols=True)
+        self.bar.total = max(e["steps"], e["step"])
+        self.bar.update(e["step"] - self.bar.n)
+        figures = {"loss": f"{e['loss']:.3f}" if e["loss"] is not None else "-", "eps": f"{e['epsilon']:.3f}"}
+        if e.get("samples_per_s") is not None:
+            figures["rows_s"] = f"{e['samples_per_s']:.0f}"
+        self.bar.set_postfix(**figures, refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _fit_table(args, table, schema, request: FitRequest, overwrite: bool = False) -> int:
+    from . import api
+    from .models import get_model_class
+    from .training import distributed
     stop = {"asked": False}
 
     def on_sigint(signum, frame):
@@ -102,65 +132,47 @@ def _fit_table(args, table, schema) -> int:
         tqdm.write("stopping after this step; the model trained so far is kept (Ctrl-C again to abort)")
 
     group = distributed.current()
+    request.check(schema, group.world_size)  # every problem at once, before anything is said or spent
+    if group.is_main:
+        processes = f" across {group.world_size} processes" if group.active else ""
+        if request.model == AUTO:
+            print(f"choosing a model for ε = {request.epsilon:g} and planning its noise{processes}…", flush=True)
+        else:
+            print(f"{get_model_class(request.model).planning_note(request.epsilon, request.accountant)}{processes}…",
+                  flush=True)
     previous = signal.signal(signal.SIGINT, on_sigint)
     # SIGTERM (kill, a service manager, torchrun stopping its processes) as a Ctrl-C: the run ends cancelled,
     # its ledger and the table's budget saying what it spent
     previous_term = signal.signal(signal.SIGTERM, on_sigint)
-    bar = None
-
-    def on_event(e: dict) -> None:
-        nonlocal bar
-        rounds = e.get("rho_spent") is not None  # an adaptive mechanism's rounds (AIM), not DP-SGD steps
-        if bar is None:
-            bar = tqdm(total=e["steps"], unit="round" if rounds else "step", desc="AIM" if rounds else "DP-SGD",
-                       dynamic_ncols=True)
-        bar.total = max(e["steps"], e["step"])  # AIM's rounds adapt as it goes
-        bar.update(e["step"] - bar.n)
-        figures = {"loss": f"{e['loss']:.3f}" if e["loss"] is not None else "-", "eps": f"{e['epsilon']:.3f}"}
-        if e.get("samples_per_s") is not None:
-            figures["rows_s"] = f"{e['samples_per_s']:.0f}"
-        bar.set_postfix(**figures, refresh=False)
-
-    if group.is_main:
-        processes = f" across {group.world_size} processes" if group.active else ""
-        if args.model == AUTO:
-            print(f"choosing a model for ε = {args.epsilon:g} and planning its noise{processes}…", flush=True)
-        elif not get_model_class(args.model).uses_dp_sgd:
-            print(f"planning {args.model}'s rounds for ε = {args.epsilon:g} (zero-concentrated DP, composed by "
-                  "Rényi DP)…", flush=True)
-        else:
-            print(f"calibrating noise for ε = {args.epsilon:g} with the {args.accountant.upper()} accountant"
-                  f"{processes}…", flush=True)
+    progress = _Progress()
     try:
-        result = api.fit(table, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
-                         accountant=args.accountant, preset=args.preset, options=options,
-                         bounds_epsilon=args.bounds_epsilon, seed=args.seed, device=args.device,
-                         run_dir=args.out, overwrite=args.overwrite, on_event=on_event if group.is_main else None,
-                         should_stop=lambda: stop["asked"], accept_draft=getattr(args, "accept_draft", False),
-                         table_epsilon=getattr(args, "table_epsilon", None),
-                         public_table=getattr(args, "public_table", False), calibration_share=_calibration_share(args),
-                         quantile_share=getattr(args, "quantile_share", None))
+        result = api.fit(table, schema, request, run_dir=args.out, overwrite=overwrite,
+                         on_event=progress if group.is_main else None, should_stop=lambda: stop["asked"])
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
-        if bar is not None:
-            bar.close()
-    if not group.is_main:
-        return 0  # rank 0 reports and writes the run
+        progress.close()
+    if group.is_main:  # rank 0 reports and writes the run
+        _say_fitted(result, request)
+    return 0
+
+
+def _say_fitted(result, request: FitRequest) -> None:
+    """What a finished fit says on the terminal: warnings, notes, the steps, the privacy spent, auto's choice,
+    the marginals, the table's budget, where the run is."""
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     for line in result.validation.summary():
         print(f"note: {line}")
-    r = result.model.train_result
-    plan = result.model.plan
+    r, plan = result.model.train_result, result.model.plan
     if plan.steps_adapt:  # an adaptive mechanism's rounds end when its budget does
         done = f"{r.steps_done} {plan.unit}" + (f" of about {r.steps_planned}" if r.cancelled else "")
         print(f"{result.run.status()['state']}: {done}, {r.seconds:.1f} s on {r.device}")
     else:
         print(f"{result.run.status()['state']}: {r.steps_done}/{r.steps_planned} {plan.unit}, {r.seconds:.1f} s on "
               f"{r.device}, {r.samples_per_second:.0f} rows/s")
-    print(f"privacy: ε spent {result.ledger.spent_epsilon:.4f} of {args.epsilon:g} (δ = {result.ledger.target_delta:g}, "
-          f"{plan.describe()})")
+    print(f"privacy: ε spent {result.ledger.spent_epsilon:.4f} of {request.epsilon:g} "
+          f"(δ = {result.ledger.target_delta:g}, {plan.describe()})")
     config = result.run.public_config()
     auto = config.get("auto")
     if auto:
@@ -174,15 +186,6 @@ def _fit_table(args, table, schema) -> int:
         print(f"this table: ε {epsilon_text(account.spent_epsilon)} spent of {epsilon_text(account.total_epsilon)} "
               f"across its runs, {epsilon_text(account.remaining_epsilon)} left")
     print(f"run saved in {result.run.path}")
-    return 0
-
-
-def _calibration_share(args) -> float | None:
-    if args.calibration_share is not None or args.model == AUTO:
-        return args.calibration_share  # None with auto: the recommendation's
-    # a family that measures marginals itself (AIM) gains nothing from measuring them again
-    from .models import get_model_class
-    return 0.0 if get_model_class(args.model).measures_marginals else DEFAULT_CALIBRATION_SHARE
 
 
 def _sample(args) -> int:

@@ -22,7 +22,14 @@ def build_parser(families: bool = True) -> argparse.ArgumentParser:
         MODELS = {}
     p = argparse.ArgumentParser(prog="python -m synth_core", description="Differentially private synthetic tables.")
     sub = p.add_subparsers(dest="command", required=True)
+    _schema_command(sub)
+    _fit_command(sub, MODELS, families)
+    _sample_and_demo_commands(sub)
+    _review_commands(sub, MODELS, families)
+    return p
 
+
+def _schema_command(sub) -> None:
     sch = sub.add_parser("schema", help="work with public schemas")
     sch_sub = sch.add_subparsers(dest="schema_command", required=True)
     d = sch_sub.add_parser("draft", help="draft a schema by READING THE DATA (marked unconfirmed until you confirm it)")
@@ -36,6 +43,8 @@ def build_parser(families: bool = True) -> argparse.ArgumentParser:
     v.add_argument("--data", required=True)
     v.add_argument("--schema", required=True)
 
+
+def _fit_command(sub, MODELS: dict, families: bool) -> None:
     f = sub.add_parser("fit", help="train a DP model and save it as a run")
     f.add_argument("--data", required=True, help="the private table (CSV or Parquet)")
     f.add_argument("--schema", required=True, help="the public schema (JSON)")
@@ -81,6 +90,8 @@ def build_parser(families: bool = True) -> argparse.ArgumentParser:
                    help="the table is public or invented: this run draws from no table's budget (by default every "
                         "run draws from its table's, in the workbench home)")
 
+
+def _sample_and_demo_commands(sub) -> None:
     s = sub.add_parser("sample", help="sample synthetic rows from a run")
     s.add_argument("--run", required=True)
     s.add_argument("--rows", type=int, required=True)
@@ -99,6 +110,8 @@ def build_parser(families: bool = True) -> argparse.ArgumentParser:
     dm.add_argument("--epochs", type=float)
     dm.add_argument("--device", default=None)
 
+
+def _review_commands(sub, MODELS: dict, families: bool) -> None:
     ev = sub.add_parser("evaluate", aliases=["report"],
                         help="review synthetic tables against the real one: HTML report + JSON of every figure")
     ev.add_argument("--real", required=True, help="the real table the model was trained on (CSV or Parquet)")
@@ -134,7 +147,6 @@ def build_parser(families: bool = True) -> argparse.ArgumentParser:
     r = sub.add_parser("runs", help="show a run's status and ledger")
     r.add_argument("run")
     r.add_argument("--json", action="store_true", help="print it as JSON")
-    return p
 
 
 def parse_options(pairs: list[str]) -> dict:

@@ -2,7 +2,7 @@
 
     runs/          one folder per run (runs.rundir)
     budgets.json   the privacy budget of each table across its runs (privacy.table_budget)
-    timings.json   what past runs' phases cost on this machine, for the next time estimate (training.timing)
+    timings.json   what past runs' phases cost on this machine, for the next time estimate (runs.timing)
     backbones/     packaged language models converted once to model directories (models.llm.backbone)
 
 The app, the CLI and the background worker all use this one home.

@@ -19,6 +19,7 @@ import sys
 import time
 import traceback
 
+from .request import REVIEW_RELEASED, FitRequest
 from .runs import RunDir, RunError, RunGone
 from .training import distributed
 
@@ -44,25 +45,19 @@ def main(argv: list[str]) -> int:
             run.write_training_process(os.getpid())  # the job runs while this does (runs.jobs)
         from . import api
         from .runs.jobs import cancel_requested, read_private, run_charge
-        request = run.request()
+        request = FitRequest.from_dict(run.request(), extra_ok=True)  # and its job's own records
         table = read_private(run, "train")
         if table is None:
             raise FileNotFoundError("the run's private rows are missing")
         schema = run.schema()
-        rows = request.get("review_rows") or api.REVIEW_RELEASED  # as many as the run releases it trained on
         charge = run_charge(run) if group.is_main else None  # reserved when the job was made
         if group.is_main:
             processes = f" in {group.world_size} processes" if group.active else ""
-            print(f"{time.strftime('%H:%M:%S')} training {request['model']}{processes}", flush=True)
-        api.fit(table, schema, model=request["model"], epsilon=request["epsilon"],
-                delta=request.get("delta"), accountant=request.get("accountant", "prv"),
-                preset=request.get("preset", "cpu"), options=request.get("options") or {},
-                bounds_epsilon=request.get("bounds_epsilon", 0.0), seed=request.get("seed", 0),
-                device=request.get("device"), run_dir=run, review_rows=rows,
-                accept_draft=bool(request.get("accept_draft")), table_charge=charge,
-                public_table=charge is None,
-                calibration_share=request.get("calibration_share") or 0.0,
-                should_stop=lambda: bool(terminated) or cancel_requested(run))
+            print(f"{time.strftime('%H:%M:%S')} training {request.model}{processes}", flush=True)
+        # a job made before requests said so draws as many review rows as the run releases it trained on
+        api.fit(table, schema, request.replace(review_rows=request.review_rows or REVIEW_RELEASED,
+                                               public_table=charge is None, table_epsilon=None),
+                run_dir=run, table_charge=charge, should_stop=lambda: bool(terminated) or cancel_requested(run))
         if group.is_main:
             state = run.status()
             print(f"{time.strftime('%H:%M:%S')} {state['state']}: {state.get('message')}", flush=True)

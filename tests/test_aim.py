@@ -22,7 +22,7 @@ from synth_core.privacy.randomness import secret_rng
 from synth_core.privacy.selection import RhoBudget, record
 from synth_core.runs import RunDir
 from synth_core.runs.jobs import progress
-from synth_core.training.timing import estimate_fit_seconds
+from synth_core.runs.timing import estimate_fit_seconds
 
 
 # --- the accountant -------------------------------------------------------------------------------------------

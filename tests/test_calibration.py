@@ -278,7 +278,7 @@ def test_a_calibrated_run_through_the_user_path(toy_schema, toy_table, tmp_path)
 
 def test_share_zero_measures_nothing_and_samples_are_the_models_own(toy_schema, toy_table, tmp_path):
     result = api.fit(toy_table, toy_schema, model="tablediffusion", epsilon=2.0, preset="tiny", accountant="rdp",
-                     options={"epochs": 1, "batch_size": 64}, run_dir=tmp_path / "run")
+                     options={"epochs": 1, "batch_size": 64}, run_dir=tmp_path / "run", calibration_share=0.0)
     assert all(e.kind != MARGINALS for e in result.ledger.entries) and result.model.calibration is None
     pd.testing.assert_frame_equal(result.model.sample(40, seed=5), result.model.draw(40, seed=5))
 

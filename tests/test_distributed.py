@@ -69,7 +69,7 @@ def _training_entry(run: RunDir):
 def test_the_app_trains_in_two_processes_and_a_cancel_stops_every_rank(worker_root):
     schema = dataclasses.replace(demo_schema(), rows=400)  # the count declared public: a plan to compare with
     request = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp", "options": SLOW,
-               "seed": 0, "processes": 2, "review_rows": 50}
+               "seed": 0, "processes": 2, "review_rows": 50, "calibration_share": 0.0}
     run = jobs.start_fit_job(worker_root, demo_table(400), schema, request)
     assert b"torch.distributed.run" in Path(f"/proc/{run.worker_pid()}/cmdline").read_bytes()
     wait_until(lambda: len(run.events()) >= 3 or jobs.job_state(run)["state"] == "failed", "two ranks training")

@@ -3,11 +3,14 @@
 runs with a pretrained backbone from a local directory (saved as a LoRA adapter only)."""
 from __future__ import annotations
 
+import inspect
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from synth_core import api
-from synth_core.models import MODELS
+from synth_core.models import MODELS, SynthModel, register
 from synth_core.runs import RunDir
 
 
@@ -41,6 +44,12 @@ def test_fit_run_folder_api_sample_reload_condition(case, toy_schema, toy_table,
     options = _tiny_options(family)
     if case.endswith("local backbone"):
         options["backbone"] = _local_backbone(toy_schema, tmp_path / "lm")
+    walk_the_users_path(family, options, toy_schema, toy_table, tmp_path)
+
+
+def walk_the_users_path(family: str, options: dict, toy_schema, toy_table, tmp_path) -> None:
+    """fit into a run folder (the request's defaults: marginals measured where the family does not measure them
+    itself), the review sample, the API's sample and CSV, a reload that samples the same rows, a condition."""
     run_dir = tmp_path / "run"
     result = api.fit(toy_table, toy_schema, model=family, epsilon=4.0, preset="tiny", accountant="rdp",
                      options=options, run_dir=run_dir, review_rows=20)  # the review sample, as the app asks
@@ -60,3 +69,36 @@ def test_fit_run_folder_api_sample_reload_condition(case, toy_schema, toy_table,
     pd.testing.assert_frame_equal(reloaded.sample(20, seed=4), result.model.sample(20, seed=4))
     fixed, info = api.sample(run_dir, 10, conditions={"sex": "Female"}, seed=2)
     assert (fixed["sex"] == "Female").all() and info["rows"] == 10
+
+
+@pytest.fixture
+def example_family():
+    """tests/family_example.py registered for one test, as a newcomer's family would be in models/."""
+    from family_example import IndependentColumns
+    klass = register("independent-columns")(IndependentColumns)
+    try:
+        yield klass
+    finally:
+        MODELS.pop("independent-columns", None)
+
+
+def test_a_newcomers_family_of_a_few_lines_takes_the_same_path(example_family, toy_schema, toy_table, tmp_path):
+    lines = len(Path(inspect.getsourcefile(example_family)).read_text().splitlines())
+    assert lines < 80, f"the example family has grown to {lines} lines"
+    walk_the_users_path("independent-columns", {"epochs": 1, "batch_size": 64}, toy_schema, toy_table, tmp_path)
+    ledger = RunDir(tmp_path / "run").ledger()
+    assert [e.kind for e in ledger.entries] == ["noisy-count", "marginals", "dp-sgd"]  # the engine's DP-SGD
+
+
+def test_a_family_that_leaves_its_contract_unfinished_is_refused_at_registration():
+    from synth_core.models.token import TokenModel
+
+    class NoLoss(TokenModel):
+        def build(self) -> None:
+            self.build_encoder()
+
+    with pytest.raises(TypeError, match="loss_fn"):
+        register("no-loss")(NoLoss)
+    with pytest.raises(TypeError, match="build"):
+        register("nothing")(type("Nothing", (SynthModel,), {}))
+    assert "no-loss" not in MODELS and "nothing" not in MODELS

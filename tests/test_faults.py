@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from synth_core import api
+from synth_core import api, pipeline
 from synth_core.demo import demo_schema, demo_table
 from synth_core.home import budgets_path
 from synth_core.models import get_model_class
@@ -52,7 +52,7 @@ def _inject(monkeypatch, phase: str, fault):
     if phase in ("count", "bounds", "quantiles", "marginals"):
         name = {"count": "noisy_count", "bounds": "estimate_missing_bounds", "quantiles": "measure_quantiles",
                 "marginals": "measure_marginals"}[phase]
-        monkeypatch.setattr(api, name, after(getattr(api, name)))
+        monkeypatch.setattr(pipeline, name, after(getattr(pipeline, name)))  # the stage that pays before training
     elif phase == "planning":
         monkeypatch.setattr(get_model_class("dp-tbart"), "plan_privacy", instead)
     elif phase in ("saving", "disk full"):
@@ -130,14 +130,14 @@ def test_a_fault_in_any_phase_leaves_an_honest_run_that_can_be_overwritten(phase
 KILLED = """
 import os, sys
 sys.path.insert(0, {root!r})
-from synth_core import api
+from synth_core import api, pipeline
 from synth_core.runs import RunDir
 phase = sys.argv[1]
 def die(*args, **kwargs):
     os._exit(9)  # as SIGKILL: no handler, no finally
 if phase == "marginals":
-    real = api.measure_marginals
-    api.measure_marginals = lambda *a, **k: (real(*a, **k), die())
+    real = pipeline.measure_marginals
+    pipeline.measure_marginals = lambda *a, **k: (real(*a, **k), die())
 elif phase == "saving":
     RunDir.save_model = die
 elif phase == "disk full":  # from saving on, no write succeeds: the process cannot record how it ended

@@ -23,7 +23,7 @@ from synth_core.release.fair_sampling import fair_sample, plan_conditioned_rows,
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir
 from synth_core.schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table_bytes
-from synth_core.training.timing import estimate_fit_seconds
+from synth_core.runs.timing import estimate_fit_seconds
 from workbench.schema_table import frame_to_schema, number_text, schema_to_frame, text_to_categories
 
 SLOW_REQUEST = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",
@@ -202,7 +202,7 @@ def test_unreadable_uploads_are_schema_errors():
 
 
 def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path, monkeypatch):
-    from synth_core.training import timing
+    from synth_core.runs import timing
     monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))  # no costs stored yet
     schema = demo_schema()
     book = timing.CostBook()
@@ -218,7 +218,7 @@ def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path,
     # (the row count declared public: a noisy count 150 rows off would make the run's batch too unlike the
     # estimate's for its costs to stand in, and the estimate would rightly time the model again)
     fit(demo_table(300), dataclasses.replace(schema, rows=300), model="dp-tbart", epsilon=1.0, accountant="rdp",
-        preset="tiny", run_dir=tmp_path / "run", review_rows=100)
+        preset="tiny", run_dir=tmp_path / "run", review_rows=100, calibration_share=0.0)
     monkeypatch.setattr(timing, "probe_costs", lambda *a, **k: pytest.fail("timed again"))
     again = estimate_fit_seconds("dp-tbart", schema, "tiny", 300, 1.0, 1e-4, review_rows=100)
     assert again["measured"].startswith("measured on a run") and again["seconds"] > 0
@@ -238,7 +238,7 @@ def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path,
 def test_a_probe_extends_a_steps_cost_along_the_rows_its_poisson_batches_drew(monkeypatch):
     """SmolLM2's first estimate was 40% short: its probes of 32 and 16 expected rows drew about as many rows
     each over their two timed steps, and the line through the expected sizes came out nearly flat."""
-    from synth_core.training import timing
+    from synth_core.runs import timing
 
     class Drawn:
         def draw(self, rows, seed=None):

@@ -641,7 +641,7 @@ def test_api_fit_and_sample_through_a_run_directory(tmp_path):
 
 
 def test_time_estimate_times_a_few_stage1_steps_instead_of_running_it():
-    from synth_core.training.timing import estimate_fit_seconds
+    from synth_core.runs.timing import estimate_fit_seconds
     est = estimate_fit_seconds("dp-llmtgen", schema_(), "tiny", 2000, 1.0, 1e-5, probe_steps=2,
                                options={"stage1_rows": 64000})  # 4,000 stage-1 steps if run in full
     assert est["seconds"] > est["per_step_s"] * est["steps"]  # stage 1's estimate is included

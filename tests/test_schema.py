@@ -286,7 +286,7 @@ def test_the_column_owns_its_public_scale():
     """One log rule: to_unit / from_unit invert each other, edges are even on the column's scale, and the
     encoders, the evaluation's encoder and random rows all go through the column."""
     from synth_core.encoding import VectorEncoder
-    from synth_core.encoding.features import PublicEncoder
+    from synth_core.evaluate.features import PublicEncoder
     from synth_core.schema import random_table
     gain = ColumnSpec("gain", "continuous", lower=0.0, upper=99999.0, binning="log")
     age = ColumnSpec("age", "integer", lower=17, upper=90)

@@ -263,9 +263,8 @@ def killed(*args, **kwargs):
     real(*args, **kwargs)
     os._exit(9)  # SIGKILL's effect: no finally, no settle
 measurements.measure_marginals = killed
-import synth_core.api as api
-api.measure_marginals = killed
-from synth_core import api
+import synth_core.pipeline as pipeline
+pipeline.measure_marginals = killed
 from synth_core.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -23,7 +23,8 @@ def fit_tiny(schema, table, tmp_path=None, **options):
     opts.update(options)
     # RDP: the PRV accountant is slow at the large sampling rates of tiny tables (tests below use PRV too)
     return api.fit(table, schema, epsilon=8.0, preset="tiny", options=opts, seed=0, accountant="rdp",
-                   run_dir=None if tmp_path is None else tmp_path / "run", public_table=True)
+                   run_dir=None if tmp_path is None else tmp_path / "run", public_table=True,
+                   calibration_share=0.0)  # the model's own rows (calibration: test_calibration.py)
 
 
 # --- encoding: from the public schema only ---------------------------------------------------------

@@ -155,11 +155,7 @@ def _edited(base: Schema, specs: list[ColumnSpec]) -> Schema:
     """The schema with edited columns, checked; a confirmed draft whose facts changed needs confirming again."""
     new = Schema(columns=specs, drafted_from_data=base.drafted_from_data, confirmed=base.confirmed,
                  missing_markers=list(base.missing_markers), excluded=dict(base.excluded), rows=base.rows)
-    roles = [c.role for c in specs if c.role]
-    for role in ("sensitive", "target"):
-        if roles.count(role) > 1:
-            raise SchemaError(f"only one column can have the role {role!r}")
-    new.check()
+    new.check()  # one column per role, among the rest
     if base.drafted_from_data and base.confirmed and _facts(new) != _facts(base):
         new.confirmed = False
     return new

@@ -8,12 +8,8 @@ import streamlit as st
 from synth_core import home
 from synth_core.privacy.budget import BudgetError, parse_epsilon
 from synth_core.privacy.table_budget import TableBudgets
+from synth_core.request import FEW_ROWS, MIN_ROWS  # noqa: F401 - the core's rules, for the pages
 from synth_core.runs import RunDir, RunError
-
-# a table smaller than this cannot be split, validated and trained on meaningfully
-MIN_ROWS = 10
-# below this, DP-SGD has so few rows per unit of noise that the synthetic table is mostly noise
-FEW_ROWS = 1000
 
 
 def runs_root() -> Path:

@@ -13,7 +13,7 @@ from .fidelity import (
     ml_efficacy_regression,
 )
 from .figures import THRESHOLDS, Figure, column_figures, quick_figures
-from ..encoding.features import PublicEncoder
+from .features import PublicEncoder
 from .inputs import EvaluationError, check_comparable
 from .privacy_risk import DCRResult, distance_to_closest_record
 from .privacy_risk import attribute_inference, membership_inference

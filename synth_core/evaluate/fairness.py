@@ -25,7 +25,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import train_test_split
 
-from ..encoding.features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical
+from .features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical
 from .inputs import EvaluationError
 
 

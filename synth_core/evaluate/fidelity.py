@@ -28,7 +28,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
-from ..encoding.features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical, numeric_values, string_values
+from .features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical, numeric_values, string_values
 from .utility import fit_and_score
 
 __all__ = [

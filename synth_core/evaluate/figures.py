@@ -32,7 +32,7 @@ from scipy.spatial.distance import jensenshannon
 
 from ..schema import Schema
 from .fidelity import kway_tvd_report
-from ..encoding.features import PublicEncoder
+from .features import PublicEncoder
 from .inputs import EvaluationError, canonical, sample_rows
 
 # name -> (better, good, fair): "good" if at least as good as `good`, "fair" if at least as good as `fair`
@@ -226,13 +226,13 @@ def js_distance(real: pd.Series, synth: pd.Series) -> float:
 
 
 def scaled_wasserstein(real: pd.Series, synth: pd.Series, encoder: PublicEncoder, name: str) -> float:
-    """Wasserstein-1 distance of values scaled to [0, 1] by the public bounds (0 = same, 1 = opposite ends)."""
+    """Wasserstein-1 distance of values on the column's public scale, [0, 1] between its bounds (the schema's:
+    log for a log-binned amount; 0 = same, 1 = opposite ends)."""
     a = pd.to_numeric(real, errors="coerce").dropna().to_numpy(float)
     b = pd.to_numeric(synth, errors="coerce").dropna().to_numpy(float)
     if len(a) == 0 or len(b) == 0:
         return float("nan")
-    lo, hi = encoder._bounds[name]
-    return float(stats.wasserstein_distance((np.clip(a, lo, hi) - lo) / (hi - lo), (np.clip(b, lo, hi) - lo) / (hi - lo)))
+    return float(stats.wasserstein_distance(encoder.scale_numeric(name, a), encoder.scale_numeric(name, b)))
 
 
 def column_figures(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> pd.DataFrame:

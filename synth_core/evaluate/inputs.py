@@ -5,7 +5,7 @@ missing columns, wrong types, values outside the public categories, zero rows, a
 Columns the schema does not declare (an identifier, a case number: the table as the steward uploaded it) are
 left out of every comparison, never an error (schema.schema_columns; the CLI says which, once). `canonical` returns a table in the schema's canonical form (schema order, numbers as
 float, categories as str, missing as NaN/None) so that every figure sees the same values.
-The public-schema encoding every distance and projection uses is encoding.features.PublicEncoder.
+The public-schema encoding every distance and projection uses is evaluate.features.PublicEncoder.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Privacy in practice: how close synthetic rows sit to the training rows, and attacks on them.
 
-Distances use the public-schema encoding (`encoding.features.PublicEncoder`): a numeric difference counts its share
+Distances use the public-schema encoding (`evaluate.features.PublicEncoder`): a numeric difference counts its share
 of the public range (0..1), a differing category counts 1, so the squared distance between two rows
 is (sum of squared range-scaled numeric differences) + (number of differing categories).
 
@@ -17,7 +17,7 @@ import pandas as pd
 from sklearn.neighbors import NearestNeighbors
 
 from ..schema import Schema
-from ..encoding.features import PublicEncoder
+from .features import PublicEncoder
 from .inputs import EvaluationError, canonical, sample_rows
 
 # verdict thresholds of the distance to closest record (documented in `dcr_verdict`)
@@ -204,7 +204,7 @@ def _attack_risk(model_table: pd.DataFrame, targets: pd.DataFrame, schema: Schem
     others -- population inference, what Stadler et al. call the attacker's model."""
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
-    from ..encoding.features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical
+    from .features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical
 
     rows = max_nn_rows if attacker == "nearest row" else max_model_rows
     train = sample_rows(model_table.dropna(subset=[sensitive]), rows, seed)

@@ -1,6 +1,6 @@
 """2-D projections of real and synthetic rows, as data the app and the report plot.
 
-Rows are encoded with the public schema (`encoding.features.PublicEncoder`: numbers scaled by public bounds,
+Rows are encoded with the public schema (`evaluate.features.PublicEncoder`: numbers scaled by public bounds,
 categories one-hot over the public lists, missing as its own indicator). The projection is FITTED ON
 THE REAL ROWS ONLY and the synthetic rows are mapped with the same fit, so every run is drawn on the
 same axes: synthetic points where no real point lies are rows unlike the real data.
@@ -17,7 +17,7 @@ import pandas as pd
 from sklearn.decomposition import PCA
 
 from ..schema import Schema
-from ..encoding.features import PublicEncoder
+from .features import PublicEncoder
 from .inputs import check_comparable, sample_rows
 
 

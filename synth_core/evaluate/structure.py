@@ -29,7 +29,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import NearestNeighbors
 
 from ..schema import Schema
-from ..encoding.features import PublicEncoder
+from .features import PublicEncoder
 from .inputs import canonical, sample_rows
 
 

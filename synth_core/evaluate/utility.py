@@ -20,7 +20,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..schema import Schema
-from ..encoding.features import (HGB_MAX_KEPT_CATEGORIES, ONEHOT_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical,
+from .features import (HGB_MAX_KEPT_CATEGORIES, ONEHOT_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical,
                                  numeric_values)
 from .inputs import EvaluationError, canonical, sample_rows
 

@@ -23,11 +23,8 @@ combined with the totals the first measurement implies (`best_total`).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import time
-import warnings
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -39,87 +36,14 @@ from ..privacy import PrivacyLedger, selection
 from ..privacy.planning import RhoPlan, plan_rho
 from ..privacy.randomness import secret_rng
 from ..training.engine import StepCount, TrainResult
-from . import graphical, recommend
+from . import graphical, plan_words, recommend
+from .aim_config import PRESETS, AIMConfig, mbi, workload  # noqa: F401 - workload: the mechanism's, and its tests'
 from .base import SynthModel, register
 
 # the live count of rounds weighs the share of rounds that quadrupled the next one's cost so far against the share
 # the count before the run assumed, as if that had been seen on this many rounds (3 of 3, 6, 10 tried on 15 runs
 # of 6 tables: benchmarks/RESULTS.md, "Estimates that hold")
 PRIOR_ROUNDS = 3
-
-# mbi runs on JAX; in float64, as mbi advises for tables of over 100k rows
-_MBI = None
-
-
-def mbi():
-    """private-pgm's mbi, imported on first use (JAX takes seconds to load)."""
-    global _MBI
-    if _MBI is None:
-        import jax
-        jax.config.update("jax_enable_x64", True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import mbi as module
-        _MBI = module
-    return _MBI
-
-
-@dataclass
-class AIMConfig:
-    n_bins: int = 0                 # public bins per numeric column; 0: from the rows × ε per column (recommend.aim_bins)
-    degree: int = 2                 # the workload: every set of this many columns ...
-    max_cells: int = 10_000         # ... with at most this many cells
-    max_model_size: float = 80.0    # MiB the graphical model's tables may reach once the budget is spent
-    rounds: int = 0                 # planned rounds (0: 16 per column, AIM's default); the budget ends them
-    iters: int = 1000               # mirror-descent iterations per round
-    numeric_decoding: str = "uniform"
-    target_triples: bool = True     # the workload adds the target column (schema role) with each pair of others
-    one_way_share: float = 0.0      # of ρ, for the first measurement of every column (0: a round's worth each, AIM's)
-    compress: bool = False          # merge the cells the first measurement finds below 3σ into one (MST's domain compression)
-
-    ZERO_OK = frozenset({"n_bins", "rounds"})  # 0: chosen from the rows and ε, 16 a column
-
-    def check(self) -> None:
-        for name in ("n_bins", "degree", "max_cells", "iters"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or (v < 0 or v == 1 if name == "n_bins" else v < 1):
-                least = "0 (chosen from the rows and ε) or at least 2" if name == "n_bins" else "at least 1"
-                raise ValueError(f"{name} must be a whole number, {least}, not {v!r}")
-        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
-            raise ValueError(f"rounds must be a whole number (0: 16 per column), not {self.rounds!r}")
-        if isinstance(self.one_way_share, bool) or not isinstance(self.one_way_share, (int, float)) \
-                or not 0 <= self.one_way_share < 1:
-            raise ValueError(f"one_way_share must be a share of ρ in [0, 1), not {self.one_way_share!r}")
-        if not isinstance(self.max_model_size, (int, float)) or not self.max_model_size > 0:
-            raise ValueError(f"max_model_size must be a positive number of MiB, not {self.max_model_size!r}")
-        if not isinstance(self.compress, bool):
-            raise ValueError(f"compress must be true or false, not {self.compress!r}")
-        if self.numeric_decoding not in ("uniform", "midpoint"):
-            raise ValueError(f"numeric_decoding must be 'uniform' or 'midpoint', not {self.numeric_decoding!r}")
-
-
-def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | None = None) -> dict[tuple, float]:
-    """AIM's candidates: every marginal of the workload (each set of `degree` columns, and each of the public
-    `target` column with `degree` others, with at most max_cells cells, weight 1) and every marginal they
-    contain, scored by how many workload columns it covers. The target's sets let the model learn what
-    predicts it from two columns at once (train-on-synthetic figures: benchmarks/RESULTS.md)."""
-    names = list(sizes)
-    sets = [cl for cl in itertools.combinations(names, min(degree, len(names)))
-            if math.prod(sizes[c] for c in cl) <= max_cells]
-    if target in sizes:
-        others = [c for c in names if c != target]
-        sets += [(target, *cl) for cl in itertools.combinations(others, min(degree, len(others)))
-                 if sizes[target] * math.prod(sizes[c] for c in cl) <= max_cells]
-    closure = {sub for cl in sets for r in range(1, len(cl) + 1) for sub in itertools.combinations(cl, r)}
-    closure |= {(name,) for name in names}
-    # a marginal's weight, Σ over the workload's sets of the columns it shares with each, is the sum over its
-    # columns of the sets that hold that column
-    holding = {name: 0 for name in names}
-    for w in sets:
-        for name in w:
-            holding[name] += 1
-    return {cl: float(sum(holding[c] for c in cl)) or 1.0 for cl in sorted(closure, key=len)}
-
 
 @register("aim")
 class AIM(SynthModel):
@@ -137,16 +61,13 @@ class AIM(SynthModel):
     measures_marginals = True
     trains_distributed = False
     step_cost_grows_with_rows = False  # a round reads the answers computed in the first
+
+    @classmethod
+    def planning_note(cls, epsilon: float, accountant: str) -> str:
+        return f"planning {cls.family}'s rounds for ε = {epsilon:g} (zero-concentrated DP, composed by Rényi DP)"
+
     dp_mechanism = "AIM: marginals selected (exponential mechanism) and measured (Gaussian mechanism)"
-    presets = {
-        # a round's cost is mostly compiling the estimation for the model's new structure: iterations are cheap
-        "tiny": {"model": dict(n_bins=10, max_model_size=1.0, rounds=8, iters=100), "train": {}},
-        # the model's size bounds how long a round takes (Adult on 2 CPU cores: benchmarks/RESULTS.md); `paper` is
-        # AIM's own default (80 MiB), for a long run
-        "quick": {"model": dict(max_model_size=2.0, iters=1000), "train": {}},
-        "cpu": {"model": dict(max_model_size=5.0, iters=1000), "train": {}},
-        "paper": {"model": dict(max_model_size=80.0, iters=1000), "train": {}},  # AIM's own model size
-    }
+    presets = PRESETS
     size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
 
     @classmethod
@@ -192,21 +113,19 @@ class AIM(SynthModel):
         return plan_rho(epsilon, delta, self.planned_rounds(), n_rows, alongside)
 
     def opening(self, rho: float, rounds: int) -> dict:
-        """How a run with budget ρ and `rounds` planned rounds starts: the noise on every column's counts in the
-        first round (at the plan's pace, in at most half of ρ when there are few rounds and many columns, or in
-        the share of ρ `one_way_share` gives them: a column costs 1/2σ²), and the selection's ε and the
-        measurement's noise of a later round at the plan's pace (the schedule adapts from there)."""
-        budget = selection.RhoBudget(rho)
-        epsilon, sigma = budget.schedule(budget.round_cost(rounds))
-        columns, share = len(self.sizes), self.config.one_way_share
-        first = math.sqrt(columns / (2 * share * rho)) if share else max(sigma, math.sqrt(columns / rho))
-        return {"one_way_sigma": first, "selection_epsilon": epsilon, "round_sigma": sigma}
+        """How a run with budget ρ and `rounds` planned rounds starts (privacy.selection.opening)."""
+        return selection.opening(rho, rounds, len(self.sizes), self.config.one_way_share)
+
+    def plan_summary(self, plan, rows: int, epsilon: float, accountant: str, bounds: bool = False,
+                     statistics: bool = False):
+        return plan_words.rounds_summary(plan, rows, epsilon, self.expected_steps(plan),
+                                         self.opening(plan.rho, plan.rounds), bounds)
 
     def fewest_rounds(self, plan: RhoPlan) -> int:
         """The rounds of the schedule's shortest run: every round after the first hardly moves the model, so
         each costs four times the one before, and the last spends what is left."""
         opening = self.opening(plan.rho, plan.rounds)
-        left = plan.rho - len(self.sizes) / (2 * opening["one_way_sigma"] ** 2)
+        left = selection.rho_after_one_way(plan.rho, len(self.sizes), opening["one_way_sigma"])
         cost = selection.RhoBudget.cost(opening["selection_epsilon"], opening["round_sigma"])
         return 1 + self._fewest_left(left, cost)
 
@@ -334,12 +253,7 @@ class AIM(SynthModel):
         opening = self.opening(budget.total, rounds)
         epsilon, sigma, first_sigma = opening["selection_epsilon"], opening["round_sigma"], opening["one_way_sigma"]
         steps.started += 1
-        first = {name: budget.measure(np.bincount(data[:, j], minlength=self.sizes[name]), first_sigma, rng,
-                                      "one-way marginal") for j, name in enumerate(self.sizes)}
-        self.kept, self.merged_weights = {}, {}
-        if cfg.compress:
-            self._compress(first, first_sigma)
-        measurements = [self._first_measurement(name, y, first_sigma) for name, y in first.items()]
+        first, measurements = self._measure_columns(data, budget, first_sigma, rng)
         one_way = [(name,) for name in self.sizes]
         domain = self.domain()
         table = m.Dataset({name: self._to_model(name, data[:, j]) for j, name in enumerate(self.sizes)}, domain)
@@ -368,17 +282,7 @@ class AIM(SynthModel):
             if budget.left < 2 * cost:  # the last round spends what is left
                 epsilon, sigma = budget.schedule(budget.left)
             steps.started += 1
-            # a candidate may be drawn if measuring it keeps the model within the size its spending allows
-            fits = graphical.SizeCheck(model, cfg.max_model_size * budget.spent / budget.total)
-            keys = list(candidates)
-            bias = math.sqrt(2 / math.pi) * sigma
-            estimates = graphical.project_many(model, keys)
-            weights = np.array([candidates[cl] for cl in keys])
-            qualities = weights * np.array([np.abs(answers[cl] - estimates[cl]).sum() - bias * answers[cl].size
-                                            for cl in keys])
-            allowed = lambda i: fits(keys[i])  # noqa: E731
-            cl = keys[budget.select(qualities, epsilon, graphical.largest_allowed(weights, allowed), rng, allowed)]
-            before = estimates[cl]  # the model's marginal before the measurement, computed above
+            cl, before, bias = self._select(model, candidates, answers, budget, epsilon, sigma, rng)
             y = budget.measure(answers[cl], sigma, rng)
             measurements.append(m.LinearMeasurement(y, cl, stddev=sigma))
             model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters, warm_start=model)
@@ -388,7 +292,7 @@ class AIM(SynthModel):
             after = np.asarray(model.project(cl).datavector())
             loss = 0.5 * float(np.abs(before - y).sum()) / max(total, 1.0)
             if np.abs(after - before).sum() <= bias * after.size:  # the measurement hardly moved the model
-                sigma, epsilon, quadrupled = sigma / 2, epsilon * 2, quadrupled + 1
+                (epsilon, sigma), quadrupled = selection.sharpened(epsilon, sigma), quadrupled + 1
             # more rounds quadrupling than assumed shorten the run; fewer do not lengthen it (they come late, as
             # the model nears the data: a run's first rounds seldom quadruple)
             share = max(assumed, (quadrupled + PRIOR_ROUNDS * assumed) / (done - 1 + PRIOR_ROUNDS))
@@ -400,9 +304,34 @@ class AIM(SynthModel):
         # the rounds it took when the budget ran out (the plan's count is an upper bound), else those it expected
         planned = done if not cancelled else max(done, events[-1]["steps"] if events else rounds)
         return TrainResult(steps_done=done, steps_planned=planned,
-                           cancelled=cancelled, epsilon_spent=plan.spent_after(budget.spent) - plan.prior_epsilon,
+                           cancelled=cancelled, epsilon_spent=plan.rounds_spent(budget.spent),
                            seconds=seconds, samples_seen=len(data), last_loss=events[-1]["loss"] if events else None,
                            device="cpu", events=events)
+
+    def _measure_columns(self, data: np.ndarray, budget, sigma: float, rng) -> tuple[dict, list]:
+        """The first round: every column's counts with noise σ (compressed where the config says), as the counts
+        and as the model's measurements."""
+        first = {name: budget.measure(np.bincount(data[:, j], minlength=self.sizes[name]), sigma, rng,
+                                      "one-way marginal") for j, name in enumerate(self.sizes)}
+        self.kept, self.merged_weights = {}, {}
+        if self.config.compress:
+            self._compress(first, sigma)
+        return first, [self._first_measurement(name, y, sigma) for name, y in first.items()]
+
+    def _select(self, model, candidates: dict, answers: dict, budget, epsilon: float, sigma: float, rng):
+        """The exponential mechanism's choice of the marginal the model gets most wrong (its error less the
+        noise's expected, weighted), among those whose measurement keeps the model within the size its spending
+        allows; with the model's marginal before the measurement, and the noise's expected error per cell."""
+        fits = graphical.SizeCheck(model, self.config.max_model_size * budget.spent / budget.total)
+        keys = list(candidates)
+        bias = math.sqrt(2 / math.pi) * sigma
+        estimates = graphical.project_many(model, keys)
+        weights = np.array([candidates[cl] for cl in keys])
+        qualities = weights * np.array([np.abs(answers[cl] - estimates[cl]).sum() - bias * answers[cl].size
+                                        for cl in keys])
+        allowed = lambda i: fits(keys[i])  # noqa: E731
+        cl = keys[budget.select(qualities, epsilon, graphical.largest_allowed(weights, allowed), rng, allowed)]
+        return cl, estimates[cl], bias
 
     def _target(self) -> str | None:
         """The column the schema declares the target (public), when the config adds its sets to the workload."""
@@ -415,7 +344,7 @@ class AIM(SynthModel):
             event = {"step": done, "steps": max(expected, done), "epoch": budget.spent / budget.total,
                      "loss": loss, "epsilon": plan.spent_after(budget.spent), "batch_size": 0,
                      "samples_per_s": None, "elapsed_s": time.perf_counter() - start, "selected": selected,
-                     "rho_spent": budget.spent}
+                     "rho_spent": budget.spent, "unit": plan.unit, "mechanism": "AIM"}
             events.append(event)
             if on_event is not None:
                 on_event(event)

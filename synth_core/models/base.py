@@ -1,6 +1,7 @@
 """What every model family shares: configuration and presets, DP fit through the engine, save and load,
-the registry. A family supplies `build` (sets `net`), `encode`, `loss_fn` and `sample`; scikit-learn style,
-`fit` then `sample`. The token models' sampling is in token.py, the vector models' in vector.py.
+the registry. A family supplies the hooks `SynthModel`'s docstring lists (`build`, `encode`, `draw`, and
+`loss_fn` or its own mechanism); scikit-learn style, `fit` then `sample`. The token models' sampling is in
+token.py, the vector models' in vector.py.
 
 A family never computes or records an ε: it declares how its training samples (`sampling_shape`), the
 privacy layer plans the noise for it, the engine counts the steps it starts, and `fit` has the privacy layer
@@ -10,6 +11,7 @@ format learning) overrides `prepare`; one with more to say in the ledger, `ledge
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import math
@@ -30,13 +32,24 @@ from ..schema import Schema
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
-from .calibration import POOL_GROWTH, grow_and_calibrate, pool_size, resample
+from .calibration import grow_and_calibrate, pool_size, resample
+from . import plan_words
+from .plan_words import PlanSummary
+from .traits import Described, Timed
 
 MODELS: dict[str, type["SynthModel"]] = {}
 
 
 def register(name: str):
+    """Register a family under `name` (what --model, the app's list and a run's model.json call it); refused
+    (TypeError) if it leaves part of the contract (SynthModel's docstring) unimplemented."""
     def deco(cls):
+        missing = sorted(getattr(cls, "__abstractmethods__", ()))
+        if missing:
+            raise TypeError(f"the family {name!r} does not implement {', '.join(missing)}")
+        if cls.uses_dp_sgd and cls.loss_fn is SynthModel.loss_fn and cls.train_private is SynthModel.train_private:
+            raise TypeError(f"the family {name!r} trains by DP-SGD: implement loss_fn (one loss per row), or set "
+                            "uses_dp_sgd = False and implement train_private, plan_privacy and charge")
         cls.family = name
         MODELS[name] = cls
         return cls
@@ -131,22 +144,25 @@ def check_sample_rows(n) -> None:
                          "or draw several files")
 
 
-class SynthModel:
+class SynthModel(Described, Timed, abc.ABC):
+    """A model family's DP contract. A family implements, and ARCHITECTURE.md's "Adding a family" walks through:
+
+    build()          (abstract) its network in `self.net` from the public schema only (None: no network)
+    encode(table)    (abstract) the validated private rows as the tensor its training reads
+    draw(n, conditions, seed)  (abstract) n rows of the model meeting `conditions`; sets `last_sample_info`
+    loss_fn(module, rows)      one loss per row: DP-SGD through the shared engine (per-sample clipping, Poisson
+                     batches, secret noise); or, with `uses_dp_sgd = False`, its own mechanism in
+                     `train_private`, its noise plan in `plan_privacy` and what it spent in `charge`
+    sampling_shape(n_rows)     how its training samples (the default reads its TrainConfig); never an ε
+
+    and as class attributes `config_class` (a dataclass of its options; its own `check` adds what must agree)
+    and `presets` (at least tiny, quick and cpu: {"model": {...}, "train": {...}}). Optional hooks:
+    check_schema, prepare, ledger_details, weights_to_save, load_weights, save_extra, restore, upgrade_state.
+    What it says about itself (models.traits.Described) and what the time estimate asks of it
+    (models.traits.Timed) are apart from this contract."""
     family = "base"
-    label = ""              # a plain-language name, shown before the family's technical name
-    description = ""        # one plain-language line: what the model is
-    when_to_pick = ""       # one plain-language line: when a steward should choose it
-    # one plain-language line: what usually makes this family's synthetic table more faithful
-    improve_hint = "A larger ε, a larger model size or more epochs usually helps."
     config_class: type = object
     presets: dict[str, dict] = {}
-    # the app's size choice -> a preset name in `presets`
-    size_presets: dict[str, str] = {}
-
-    @classmethod
-    def summary(cls) -> str:
-        """The description's first sentence, without its technical aside in parentheses: a caption."""
-        return cls.description.split(". ")[0].split(" (")[0].rstrip(".")
 
     def __init__(self, schema: Schema, preset: str = "cpu", device: str | None = None, seed: int | None = 0,
                  **overrides: Any):
@@ -191,10 +207,18 @@ class SynthModel:
         pick_device(device)  # a device this machine has
         return config, train_config
 
-    # --- a family implements these ------------------------------------------------------------------
-    def build(self) -> None: raise NotImplementedError
-    def encode(self, table: pd.DataFrame) -> torch.Tensor: raise NotImplementedError
-    def loss_fn(self, module, rows): raise NotImplementedError
+    # --- a family implements these (see the class's docstring) ----------------------------------------
+    @abc.abstractmethod
+    def build(self) -> None:
+        """Set `self.net` (a torch module, or None) from the public schema and the config only."""
+
+    @abc.abstractmethod
+    def encode(self, table: pd.DataFrame) -> torch.Tensor:
+        """The validated private rows as the tensor training reads."""
+
+    def loss_fn(self, module, rows) -> torch.Tensor:
+        """One loss per row of `rows` (a Poisson batch of `encode`'s tensor), for DP-SGD."""
+        raise NotImplementedError(f"{self.family} trains by its own mechanism, not by DP-SGD")
 
     @property
     def n_parameters(self) -> int:
@@ -209,31 +233,8 @@ class SynthModel:
     measures_marginals = False
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
-    # how many times its first size a calibration pool may grow to while its weights rest on too few rows
-    # (models.calibration.grow_and_calibrate); a family whose rows are slow to draw keeps its first pool
-    max_pool_growth = POOL_GROWTH
     # the variance of the row count the run released (0: public, or no ledger); set by `fit` from the ledger
     count_variance = 0.0
-
-    @classmethod
-    def timing_variant(cls, options: dict) -> str:
-        """What of these options makes a step cost another order of magnitude (a part of the time
-        estimate's key, training.timing); "" when none does."""
-        return ""
-
-    # a training step's cost grows with the rows in it (DP-SGD's batch); AIM's round reads counts computed once
-    step_cost_grows_with_rows = True
-
-    @classmethod
-    def probe_batch_limit(cls, options: dict) -> int:
-        """The largest batch the time estimate's probe steps should hold (training.timing)."""
-        return 1 << 30
-
-    @classmethod
-    def size_of(cls, preset: str) -> str:
-        """The size a person chose for a preset (quick, standard, best: `size_presets`), or the preset's own name
-        where no size maps to it (tiny): the word every page, run name and report uses."""
-        return next((size for size, p in cls.size_presets.items() if p == preset), preset)
 
     @classmethod
     def check_schema(cls, schema) -> None:
@@ -260,17 +261,13 @@ class SynthModel:
         """The noise plan; `alongside`: the run's Gaussian measurements, composed with the training."""
         return planning.plan(self.sampling_shape(n_rows), epsilon, delta, accountant, alongside)
 
-    def expected_steps(self, plan) -> int:
-        """The steps to expect of a run of this plan, for a time estimate made before any run of the model on
-        this machine (training.timing): all of them; an adaptive mechanism (AIM) usually ends far earlier."""
-        return plan.steps
-
-    def probe_plan(self, rows: int, batch: int, steps: int) -> NoisePlan:
-        """A plan for timing `steps` steps of `batch` expected rows on `rows` random rows from the public
-        schema (training.timing's probe): σ does not change a step's cost."""
-        return NoisePlan(noise_multiplier=1.0, sample_rate=batch / rows, expected_batch_size=batch, steps=steps,
-                         epsilon=1.0, delta=1e-6, accountant="rdp", max_grad_norm=self.train_config.max_grad_norm,
-                         planned_epsilon=1.0)
+    def plan_summary(self, plan, rows: int, epsilon: float, accountant: str, bounds: bool = False,
+                     statistics: bool = False) -> PlanSummary:
+        """The plan in a steward's words, for the model page (models.plan_words): what it adds, how many steps,
+        what training alone costs, and any warning. `accountant`: the one asked for; bounds, statistics:
+        whether the run pays for DP bounds and measures the marginals alongside."""
+        return plan_words.dp_sgd_summary(plan, rows, epsilon, self.train_config.epochs, self.n_parameters,
+                                         accountant, bounds, statistics)
 
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None,
@@ -355,9 +352,9 @@ class SynthModel:
         self.last_sample_info = {**self.last_sample_info, "rows": n, "calibration": info}
         return self.full_schema.derive(table)
 
+    @abc.abstractmethod
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
         """The family's sampler: n rows of the model meeting `conditions`; sets `last_sample_info`."""
-        raise NotImplementedError
 
     def _sampling_randomness(self, seed: int | None) -> tuple[torch.Generator, np.random.Generator]:
         """The generators sampling draws from: seeded by `seed` (the same rows again), fresh otherwise."""

@@ -40,10 +40,6 @@ def count_epsilon(epsilon: float) -> float:
     return min(max(COUNT_SHARE * epsilon, COUNT_EPSILON_FLOOR), COUNT_SHARE_CAP * epsilon)
 
 
-def epsilon_left(epsilon: float, bounds_epsilon: float = 0.0, rows_public: bool = False) -> float:
-    """What a run's ε leaves for training and marginals once the bounds and, unless the rows are public, the
-    noisy count are paid (what `api.fit` finds left in its ledger)."""
-    return epsilon - bounds_epsilon - (0.0 if rows_public else count_epsilon(epsilon))
 
 
 def noisy_count(n: int, epsilon: float, ledger: PrivacyLedger) -> int:
@@ -138,14 +134,8 @@ def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[
     return chosen
 
 
-def marginals_epsilon(left: float, share: float) -> float:
-    """What measuring marginals spends alone: its share of the ε the count and bounds left."""
-    return share * left
 
 
-def marginals_alongside(left: float, share: float, delta: float, accountant: str = "prv") -> tuple[Gaussian, ...]:
-    """The measurement as the accountant composes it with training (none at share 0), for planning."""
-    return (gaussian_for(marginals_epsilon(left, share), delta, accountant),) if share else ()
 
 
 def measured_marginals(schema: Schema, n_bins: int = MARGINAL_BINS,
@@ -253,8 +243,3 @@ def _quantiles_of(counts: np.ndarray, cells: np.ndarray, levels: np.ndarray, spe
     elif spec.decimals is not None:
         q = np.round(q, spec.decimals)
     return [float(v) for v in np.maximum.accumulate(np.clip(q, spec.lower, spec.upper))]
-
-
-def quantiles_alongside(epsilon: float, delta: float, schema: Schema, accountant: str = "prv") -> tuple[Gaussian, ...]:
-    """The quantile measurement as the accountant composes it (none without a column to measure), for planning."""
-    return (gaussian_for(epsilon, delta, accountant),) if epsilon > 0 and quantile_columns(schema) else ()

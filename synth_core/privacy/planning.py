@@ -56,6 +56,9 @@ class NoisePlan:
     # (the noisy count, DP bounds)
     alongside: list = field(default_factory=list)
     prior_epsilon: float = 0.0
+    # the ε the plan was asked for when training got only what the measurements left (a group size above 1:
+    # they compose by basic composition), None when it is `epsilon`
+    asked_epsilon: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,7 +95,8 @@ class NoisePlan:
 
     def matches(self, epsilon: float, delta: float, accountant: str) -> bool:
         """Whether this plan was calibrated for this budget."""
-        return (self.epsilon, self.delta, self.accountant) == (epsilon, delta, accountant_for(epsilon, accountant))
+        asked = self.epsilon if self.asked_epsilon is None else self.asked_epsilon
+        return (asked, self.delta) == (epsilon, delta) and self.accountant == accountant_for(self.epsilon, accountant)
 
 
 @dataclass
@@ -147,6 +151,10 @@ class RhoPlan:
         the measurements alongside."""
         return self.prior_epsilon + compose((ZCDP(float(rho)), *self.gaussians_alongside()), self.delta, "rdp")
 
+    def rounds_spent(self, rho: float) -> float:
+        """What the rounds and the measurements composed with them spent, without what was spent before."""
+        return self.spent_after(rho) - self.prior_epsilon
+
 
 def plan_rho(epsilon: float, delta: float, rounds: int, rows: int, alongside: tuple[Gaussian, ...] = ()) -> RhoPlan:
     """The ρ an adaptive mechanism of `rounds` planned rounds may spend within (ε, δ), its Gaussian
@@ -160,9 +168,14 @@ def plan_rho(epsilon: float, delta: float, rounds: int, rows: int, alongside: tu
     return out
 
 
+def plan_class(data: dict) -> "type[NoisePlan] | type[RhoPlan]":
+    """The kind of plan a saved one is (what its steps are called, whether they adapt), without reading it."""
+    return RhoPlan if data.get("kind") == "zcdp" else NoisePlan
+
+
 def plan_from_dict(data: dict) -> "NoisePlan | RhoPlan":
     """A saved plan as the kind it was saved as."""
-    return RhoPlan.from_dict(data) if data.get("kind") == "zcdp" else NoisePlan.from_dict(data)
+    return plan_class(data).from_dict(data)
 
 
 def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "prv",
@@ -182,6 +195,7 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
             raise BudgetError("the measurements leave nothing of ε for training")
         out = plan(shape, left, delta, accountant)
         out.alongside = [[g.noise_multiplier, g.sample_rate, g.steps] for g in alongside]
+        out.asked_epsilon = epsilon
         return out
     eps1, delta1 = member_budget(epsilon, delta, shape.group_size)
     batch = shape.expected_batch

@@ -25,6 +25,28 @@ from .randomness import noisy_counts
 MEASUREMENT_SHARE = 0.9
 
 
+def opening(rho: float, rounds: int, columns: int, one_way_share: float = 0.0) -> dict:
+    """How a run with budget ρ and `rounds` planned rounds starts: the noise σ on every column's counts in the
+    first round (in the share of ρ `one_way_share` gives them, each column costing 1/2σ²; with no share, at the
+    plan's pace and in at most half of ρ when there are few rounds and many columns), and the selection's ε
+    and the measurement's σ of a later round at the plan's pace (the schedule adapts from there)."""
+    budget = RhoBudget(rho)
+    epsilon, sigma = budget.schedule(budget.round_cost(rounds))
+    first = math.sqrt(columns / (2 * one_way_share * rho)) if one_way_share else max(sigma, math.sqrt(columns / rho))
+    return {"one_way_sigma": first, "selection_epsilon": epsilon, "round_sigma": sigma}
+
+
+def rho_after_one_way(rho: float, columns: int, sigma: float) -> float:
+    """What ρ leaves once `columns` columns are measured alone, each with noise σ."""
+    return rho - columns * gaussian_rho(sigma)
+
+
+def sharpened(epsilon: float, sigma: float) -> tuple[float, float]:
+    """The next round's (selection ε, measurement σ) when a measurement hardly moved the model: twice as sharp
+    a choice, half the noise (AIM's annealing; each such round costs four times the one before)."""
+    return 2 * epsilon, sigma / 2
+
+
 @dataclass
 class RhoBudget:
     """ρ an adaptive mechanism may spend, and what it has spent (every mechanism counted as it starts)."""

@@ -61,12 +61,24 @@ def fingerprint(table: pd.DataFrame, key: bytes) -> str:
     return h.hexdigest()[:32]
 
 
+def remaining(total: float, spent: float) -> float:
+    """What a table's total leaves after what its runs spent."""
+    return max(0.0, total - spent)
+
+
+def spends_the_rest(epsilon: float, total: float, spent: float) -> bool:
+    """Whether a run of ε fits in what is left of a table's total but leaves nothing of use (under 1% of the
+    total, or 0.01) for another run."""
+    left = remaining(total, spent)
+    return 0 <= left * (1 + 1e-9) - epsilon < max(0.01, 0.01 * total)
+
+
 def check_within(epsilon: float, total: float, spent: float) -> None:
     """BudgetError unless a run's ε fits in what a table's total leaves after what its runs spent."""
-    remaining = max(0.0, total - spent)
-    if epsilon > remaining * (1 + 1e-9):
+    remaining_ = remaining(total, spent)
+    if epsilon > remaining_ * (1 + 1e-9):
         raise BudgetError(f"this run's ε = {amount(epsilon)} would exceed the table's budget: {amount(spent)} of "
-                          f"{amount(total)} is spent by earlier runs, {amount(remaining)} remains. Lower ε, or raise "
+                          f"{amount(total)} is spent by earlier runs, {amount(remaining_)} remains. Lower ε, or raise "
                           "the table's total if you accept the larger risk")
 
 

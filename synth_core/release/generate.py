@@ -3,7 +3,7 @@
 `generate` picks the path (fairness control, fixed values, or unconditional) and returns the table with
 what a privacy report says about how it was drawn. `SamplingJob` runs it off the page's thread, so that
 other clicks on the page (which rerun its script) neither cancel nor repeat it, and says how long it has
-left from the per-row cost past runs measured (training.timing).
+left from the per-row cost past runs measured (runs.timing).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pandas as pd
 
 from .fair_sampling import FairGeneration, fair_sample
 from ..models.calibration import summary as calibration_summary
-from ..training.timing import sampling_seconds
+from ..runs.timing import sampling_seconds
 
 
 @dataclass

@@ -26,29 +26,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..privacy import BudgetError, PrivacyLedger, check_calibration_share, check_run_budget
+from ..privacy import PrivacyLedger
 from ..privacy.ledger import charge_interrupted, charge_unfinished
+from ..privacy.planning import plan_class
 from .. import home
 from ..files import locked
 from ..privacy.table_budget import TableBudgets, TableCharge
 from ..models.recommend import AUTO
+from ..request import (DEFAULT_PRESET, REVIEW_RELEASED, REVIEW_ROWS, FitRequest, check_rows,  # noqa: F401
+                       review_rows_for)
 from . import process
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError, schema_columns
-
-REQUEST_KEYS = ("model", "preset", "options", "epsilon", "delta", "accountant", "bounds_epsilon", "seed",
-                "device", "review_rows", "holdout_share", "name", "accept_draft", "calibration_share",
-                "table_name", "processes", "public_table", "size")
-# added by start_fit_job: the table's keyed fingerprint, and the key that tells the same request started twice
-
-
-# the review sample a background job draws after training: as many rows as it trained on, at most this
-REVIEW_ROWS = 20000
-
-
-def review_rows_for(n_train: int) -> int:
-    return min(int(n_train), REVIEW_ROWS)
-
 
 def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
     """A fresh, sortable run directory name under `root`: date-time plus a short random suffix."""
@@ -79,10 +68,13 @@ def split_holdout(table: pd.DataFrame, share: float, seed: int | None) -> tuple[
     return train, hold
 
 
-def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, request: dict,
+def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, request: FitRequest | dict,
                   python: str | None = None, budgets: TableBudgets | None = None) -> RunDir:
     """Create a run under `root`, store the private rows in it, and start the worker process.
 
+    request: the fit's options (a FitRequest, or a mapping of its fields); every problem with them is refused
+    before a run is made or anything reserved. The worker draws a review sample as large as the training rows
+    the run releases unless the request says otherwise.
     budgets: the book of table budgets (default: the workbench home's); the run's whole ε is reserved from the
     table's under a charge of its own (refused if the table has less left; a table the book has never seen gets
     this run's ε as its total), and the worker settles what it spent. A request with public_table (the steward
@@ -90,40 +82,39 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
 
     Starting is idempotent: while a run of the same request on the same table is being created or trains
     (a second click on "Start", a second tab), that run is returned and no other is started or charged."""
-    unknown = set(request) - set(REQUEST_KEYS)
-    if unknown:
-        raise ValueError(f"unknown request keys: {', '.join(sorted(unknown))}")
-    if not request.get("model"):
-        raise ValueError("the request names no model")
-    schema.check()
-    if schema.provenance["warning"] and not request.get("accept_draft"):
-        raise SchemaError("the schema was drafted from the data and never confirmed: confirm it, or accept "
-                          "training on it as it is")
+    if not isinstance(request, FitRequest):
+        request = FitRequest.from_dict(request)
+    if request.review_rows is None:
+        request = request.replace(review_rows=REVIEW_RELEASED)
+    request.check(schema)
     if schema.rows is not None and schema.rows != len(table):
         raise SchemaError(f"the schema declares {schema.rows} rows as public, but the table has {len(table)}")
     book = budgets if budgets is not None else TableBudgets(home.budgets_path())
     table_id = book.table_id(table)  # which table the run came from (its listing), and its budget's key
     table, dropped = schema_columns(table, schema)  # the private copy holds only what the schema names
-    train, holdout = split_holdout(table, float(request.get("holdout_share") or 0.0), request.get("seed"))
+    train, holdout = split_holdout(table, float(request.holdout_share), request.seed)
+    check_rows(len(train), "what is left for training, once rows are kept aside for the review,")
     if schema.rows is not None:  # the training rows' count follows from the public one and the public share
         schema = dataclasses.replace(schema, rows=len(train))
-    check_run_budget(request.get("epsilon"), request.get("delta"), request.get("bounds_epsilon") or 0.0)
-    check_calibration_share(request.get("calibration_share") or 0.0)
-    processes = requested_processes(request.get("processes"), request["model"])
-    if request["model"] != AUTO:  # its options and size, before a run is made or anything reserved
-        from ..models import get_model_class  # here: listing runs (run_summary) imports no model, nor torch
-        get_model_class(request["model"]).configure(request.get("preset") or "cpu", request.get("options"),
-                                                    seed=request.get("seed"), device=request.get("device"))
-        get_model_class(request["model"]).check_schema(schema)
-    start_key = hashlib.sha256(json.dumps([table_id, request], sort_keys=True, default=str).encode()).hexdigest()
+    stored = request.to_dict()
+    start_key = hashlib.sha256(json.dumps([table_id, stored], sort_keys=True, default=str).encode()).hexdigest()
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     with locked(Path(root) / ".starting.lock"):  # one start at a time, across sessions and processes
         live = _live_run_of(Path(root), start_key)
         if live is not None:
             return live  # the same request, started a moment ago: nothing more is started or charged
-        run = _create_run(root, train, holdout, schema, {**request, "left_out": dropped}, book, table_id, start_key)
-        return _start_worker(run, python, processes)
+        run = _create_run(root, train, holdout, schema, {**stored, "left_out": dropped, "size": _size(request)},
+                          book, table_id, start_key)
+        return _start_worker(run, python, request.processes or 1)
+
+
+def _size(request: FitRequest) -> str | None:
+    """The size a listing shows before the run has resolved its request (auto's is said by its config)."""
+    if request.model == AUTO:
+        return None
+    from ..models import get_model_class
+    return get_model_class(request.model).size_of(request.preset or DEFAULT_PRESET)
 
 
 def _live_run_of(root: Path, start_key: str) -> RunDir | None:
@@ -209,21 +200,6 @@ def worker_command(python: str, run_path: Path, processes: int = 1) -> list[str]
     if processes > 1:
         return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}", *worker]
     return [python, *worker]
-
-
-def requested_processes(processes, model: str) -> int:
-    """The number of training processes a request asks for (1 when it names none); ValueError if the family
-    trains in one process or the number is not a whole number from 1 to what this machine has."""
-    if processes is None:
-        return 1
-    from ..models import get_model_class
-    from ..training import distributed
-    most = distributed.most_processes()
-    if isinstance(processes, bool) or not isinstance(processes, int) or not 1 <= processes <= most:
-        raise ValueError(f"processes must be a whole number from 1 to {most} on this machine, not {processes!r}")
-    if model != AUTO:
-        get_model_class(model).check_processes(processes)
-    return processes
 
 
 def cancel_job(run: RunDir) -> None:
@@ -370,7 +346,8 @@ def progress(run: RunDir) -> dict:
     except RunError:
         config = {}
     plan = config.get("plan") or {}
-    adaptive = plan.get("kind") == "zcdp"  # an adaptive mechanism's rounds: each event says how many it expects now
+    kind = plan_class(plan)
+    adaptive = kind.steps_adapt  # an adaptive mechanism's rounds: each event says how many it expects now
     try:
         planned = int(events[-1]["steps"]) if adaptive and events else int(plan["steps"])
     except (KeyError, TypeError, ValueError):
@@ -397,7 +374,7 @@ def progress(run: RunDir) -> dict:
         remaining += max(0.0, after - (since_last if done >= planned else 0.0))
     return {"steps_done": done, "steps_planned": planned, "elapsed_s": elapsed, "remaining_s": remaining,
             "fraction": (done / planned) if planned else 0.0, "sampling_s": sampling,
-            "unit": "rounds" if adaptive else "steps"}
+            "unit": kind.unit}
 
 
 def ledger_of(run: RunDir) -> PrivacyLedger | None:

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
 import pandas as pd
 
 from ..files import write_atomic
+from .scale import PublicScale
 
 SCHEMA_VERSION = 1
 KINDS = ("categorical", "integer", "continuous")
@@ -44,8 +44,8 @@ def _preview(values: Iterable[Any], limit: int = 5) -> str:
 
 
 @dataclass
-class ColumnSpec:
-    """One column's public facts.
+class ColumnSpec(PublicScale):
+    """One column's public facts (its public scale: schema.scale.PublicScale).
 
     lower/upper: public bounds of a numeric column; values outside are clipped (and counted).
     categories: the public list of a categorical column's values, compared as strings, in the steward's order
@@ -196,108 +196,6 @@ class ColumnSpec:
                               f"choose one of {', '.join(self.vocabulary()[:10])}")
         return value
 
-    # --- the public scale of a numeric column: everything that maps a column to or from its range asks here
-    def _range(self, bounds: tuple[float, float] | None) -> tuple[float, float]:
-        lo, hi = bounds if bounds is not None else (self.lower, self.upper)
-        if lo is None or hi is None:
-            raise SchemaError(f"column {self.name!r} has no public bounds")
-        return float(lo), float(hi)
-
-    def to_unit(self, x, bounds: tuple[float, float] | None = None) -> np.ndarray:
-        """Values clipped to the public range and mapped to [0, 1]: linearly, or for log binning by log1p of the
-        distance to the lower bound (fine resolution near the bound, for heavy-tailed amounts). `bounds`
-        stands in for the public bounds where a caller has its own (the steward's review of a column
-        without them)."""
-        lo, hi = self._range(bounds)
-        x = np.clip(np.asarray(x, dtype=float), lo, hi)
-        if self.binning == "log":
-            return np.log1p(x - lo) / np.log1p(hi - lo)
-        return (x - lo) / (hi - lo)
-
-    def from_unit(self, u, bounds: tuple[float, float] | None = None) -> np.ndarray:
-        """The inverse of `to_unit`: points of [0, 1] (clipped) back to values inside the public range."""
-        lo, hi = self._range(bounds)
-        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
-        if self.binning == "log":
-            x = lo + np.expm1(u * np.log1p(hi - lo))
-        else:
-            x = lo + u * (hi - lo)
-        return np.clip(x, lo, hi)
-
-    def edges(self, n_bins: int, bounds: tuple[float, float] | None = None, per_integer: bool = True,
-              quantile: bool = True) -> np.ndarray:
-        """n_bins + 1 edges cutting the public range, evenly on the column's scale (see `to_unit`); an integer
-        column whose range holds at most n_bins values gets one bin per integer (per_integer). A column with
-        released quantiles (and `quantile`) is cut at the levels 0, 1/n_bins, …, 1 of its quantile function
-        instead (`quantile_edges`)."""
-        lo, hi = self._range(bounds)
-        count = self.n_values(bounds)
-        if per_integer and count is not None and count <= n_bins:
-            # whole numbers, or a number written at a precision that allows few values (a rating 1.0-5.0 to
-            # 0.5...): one bin each, centred on it
-            step = self.step
-            values = lo + step * np.arange(count)
-            return np.r_[values - step / 2, values[-1] + step / 2]
-        if quantile and self.quantiles and bounds is None:
-            return self.quantile_edges(n_bins)
-        if self.binning == "log":
-            return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
-        return np.linspace(lo, hi, n_bins + 1)
-
-    def n_values(self, bounds: tuple[float, float] | None = None) -> int | None:
-        """How many values a numeric column can take between its public bounds (or `bounds`) at the precision
-        it is written at (`step`); None where that precision is not declared or the bounds are not public."""
-        step = self.step if self.is_numeric else None
-        lo, hi = bounds if bounds is not None else (self.lower, self.upper)
-        if step is None or lo is None or hi is None:
-            return None
-        return int(round((float(hi) - float(lo)) / step)) + 1
-
-    @property
-    def step(self) -> float | None:
-        """The distance between two values the column is written at: 1 for integers, 10^-decimals for a
-        continuous column with declared decimals, None otherwise."""
-        if self.kind == "integer":
-            return 1.0
-        return 10.0 ** -self.decimals if self.decimals is not None else None
-
-    def quantile_edges(self, n_bins: int) -> np.ndarray:
-        """Edges at the levels j/n_bins of the released quantile function (the bounds at levels 0 and 1; between
-        the released levels, linear on the column's scale, see `to_unit`). A value the quantiles repeat (a spike,
-        such as a zero most rows hold) gets a narrow bin of its own; an integer column's edges fall halfway
-        between whole numbers."""
-        lo, hi = float(self.lower), float(self.upper)
-        known = np.r_[lo, np.asarray(self.quantiles, float), hi]
-        cuts = self.from_unit(np.interp(np.linspace(0, 1, n_bins + 1), np.linspace(0, 1, len(known)),
-                                        self.to_unit(known)))
-        spikes = np.unique(known[1:-1][np.isclose(np.diff(known)[1:], 0) | np.isclose(np.diff(known)[:-1], 0)])
-        if self.kind == "integer":
-            edges = np.r_[np.floor(cuts) + 0.5, spikes - 0.5, spikes + 0.5, lo - 0.5, hi + 0.5]
-            return np.unique(np.clip(edges, lo - 0.5, hi + 0.5))
-        width = 10.0 ** -self.decimals if self.decimals is not None else (hi - lo) * 1e-6
-        edges = np.unique(np.clip(np.r_[cuts, spikes, spikes + width, lo, hi], lo, hi))
-        return edges
-
-    def chart_bins(self, n_bins: int = 20, bounds: tuple[float, float] | None = None
-                   ) -> tuple[float | None, np.ndarray]:
-        """How a chart shows the column: a point with a bar of its own, and the edges of at most n_bins bins over
-        the rest of the public range, even on the column's scale (see `to_unit`).
-
-        The point is the lower bound when it is zero or the scale is log (the bound a heavy-tailed amount
-        starts from): zero-inflated and clipped values pile up there and would dwarf every other bar; None
-        otherwise. An integer column's bins hold whole numbers, at least one each (edges halfway between)."""
-        lo, hi = self._range(bounds)
-        point = lo if lo == 0 or self.binning == "log" else None
-        if self.kind != "integer":
-            return point, self.edges(n_bins, bounds=(lo, hi), per_integer=False, quantile=False)
-        start = lo + 1 if point is not None else lo  # the whole numbers the bins hold: start..hi
-        if self.binning == "log":
-            cuts = np.floor(self.edges(n_bins, bounds=(lo, hi), per_integer=False, quantile=False)) + 0.5
-            inner = cuts[(cuts > start - 0.5) & (cuts < hi + 0.5)]
-            return point, np.unique(np.r_[start - 0.5, inner, hi + 0.5])
-        width = max(1, math.ceil((hi - start + 1) / n_bins))
-        return point, np.r_[np.arange(start - 0.5, hi + 0.5, width), hi + 0.5]
-
 
 SCHEMA_FIELDS = {"version", "drafted_from_data", "confirmed", "missing_markers", "columns", "excluded", "rows"}
 
@@ -414,10 +312,11 @@ class Schema:
             raise SchemaError(f"the schema names a column twice: {_preview(dupes)}")
         for c in self.columns:
             c.check()
-        targets = [c.name for c in self.columns if c.role == "target"]
-        if len(targets) > 1:
-            raise SchemaError(f"the schema marks {len(targets)} columns as the target ({_preview(targets)}); a "
-                              "review predicts one: keep the role on one column")
+        for role, why in (("target", "a review predicts one"), ("sensitive", "fairness is measured across one")):
+            holding = [c.name for c in self.columns if c.role == role]
+            if len(holding) > 1:
+                raise SchemaError(f"the schema marks {len(holding)} columns as the {role} ({_preview(holding)}); "
+                                  f"{why}: keep the role on one column")
         for label, flag in (("drafted_from_data", self.drafted_from_data), ("confirmed", self.confirmed)):
             if not isinstance(flag, bool):
                 raise SchemaError(f"the schema's {label} must be true or false, not {flag!r}")

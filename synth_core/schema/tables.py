@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
@@ -88,17 +87,7 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
     and its rows that disagree with the rule are counted.
     Raises SchemaError for anything that cannot be fixed without inventing or dropping data.
     """
-    if not isinstance(table, pd.DataFrame):
-        raise SchemaError("the table must be a pandas DataFrame")
-    if len(table.columns) == 0 or len(table) == 0:
-        raise SchemaError("the table is empty: it has no rows" if len(table.columns) else "the table has no columns")
-    cols = [str(c) for c in table.columns]
-    dupes = sorted({c for c in cols if cols.count(c) > 1})
-    if dupes:
-        raise SchemaError(f"the table has duplicated column names: {_preview(dupes)}")
-    missing_cols = [c.name for c in schema.columns if c.name not in cols and not c.derived]
-    if missing_cols:
-        raise SchemaError(f"the table lacks columns the schema declares: {_preview(missing_cols)}")
+    cols = _check_columns(table, schema)
     table = table.copy()
     table.columns = cols
     markers = list(schema.missing_markers) or []
@@ -116,61 +105,8 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
                 f"column {spec.name!r} has {rep.missing} missing values but the schema says it is not nullable; "
                 "mark it nullable or fill the gaps before synthesis"
             )
-        if spec.is_numeric:
-            if pd.api.types.is_bool_dtype(raw):
-                raw = raw.astype(float)
-            if spec.date == "year" and not pd.api.types.is_numeric_dtype(raw):
-                raw = _years(raw, miss, spec.name)
-            values = pd.to_numeric(raw.where(~miss), errors="coerce")
-            bad = values.isna() & ~miss
-            if bad.any():
-                raise SchemaError(
-                    f"column {spec.name!r} is declared {spec.kind} but holds non-numeric values: "
-                    f"{_preview(pd.unique(raw[bad].astype(str)))}"
-                )
-            values = values.astype(float)
-            if not np.isfinite(values[~miss]).all():
-                raise SchemaError(f"column {spec.name!r} holds infinite values")
-            if spec.kind == "integer" or spec.decimals is not None:
-                # to the declared precision; a value that differs by single precision only (1.7999999523 for
-                # 1.8) is written at it and not counted
-                rounded = values.round(0 if spec.kind == "integer" else int(spec.decimals))
-                rep.rounded = int((~_written_at(values, rounded) & ~miss).sum())
-                values = rounded
-            if spec.lower is not None:
-                rep.clipped_low = int((values < spec.lower).sum())
-                values = values.clip(lower=spec.lower)
-            if spec.upper is not None:
-                rep.clipped_high = int((values > spec.upper).sum())
-                values = values.clip(upper=spec.upper)
-            out[spec.name] = values.to_numpy(dtype=float)
-        else:
-            values = raw.astype(object).where(~miss, None)
-            present = values[~miss]
-            if pd.api.types.is_float_dtype(raw):
-                # 1.0 read from a CSV means the category "1" when the public list says "1"
-                present = present.map(_number_text)
-            else:
-                present = present.map(lambda v: str(v).strip())
-            allowed = set(spec.categories or [])
-            outside = ~present.isin(allowed)
-            if outside.any():  # "0.0" in a column read as text is the category "0" too, as a draft writes it
-                as_number = present[outside].map(_number_text)
-                present = present.where(~outside | ~as_number.reindex(present.index).isin(allowed),
-                                        as_number.reindex(present.index))
-                outside = ~present.isin(allowed)
-            if outside.any():
-                if spec.unknown is None:
-                    raise SchemaError(
-                        f"column {spec.name!r} has values outside its public category list: "
-                        f"{_preview(pd.unique(present[outside]))}. Add them to the list, or set the column's "
-                        "'unknown' category to map them to a reserved value"
-                    )
-                rep.mapped_unknown = int(outside.sum())
-                present = present.where(~outside, spec.unknown)
-            col = pd.Series([None] * len(values), index=values.index, dtype=object)
-            col[~miss] = present
-            out[spec.name] = col.to_numpy(dtype=object)
+        validate = _numbers if spec.is_numeric else _categories
+        out[spec.name] = validate(spec, raw, miss, rep)
     clean = schema.derive(pd.DataFrame(out))
     for spec in schema.derived_columns:
         if spec.name in out:  # the table's own values are kept: the model never sees them
@@ -178,6 +114,84 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
             clean[spec.name] = out[spec.name]
     ignored = [c for c in cols if c not in schema.names]
     return clean, ValidationReport(rows=len(clean), columns=reports, ignored_columns=ignored)
+
+
+def _check_columns(table: pd.DataFrame, schema: Schema) -> list[str]:
+    """The table's column names as text; SchemaError for no table, an empty one, duplicated names or a column
+    the schema declares (and cannot derive) that the table lacks."""
+    if not isinstance(table, pd.DataFrame):
+        raise SchemaError("the table must be a pandas DataFrame")
+    if len(table.columns) == 0 or len(table) == 0:
+        raise SchemaError("the table is empty: it has no rows" if len(table.columns) else "the table has no columns")
+    cols = [str(c) for c in table.columns]
+    dupes = sorted({c for c in cols if cols.count(c) > 1})
+    if dupes:
+        raise SchemaError(f"the table has duplicated column names: {_preview(dupes)}")
+    missing_cols = [c.name for c in schema.columns if c.name not in cols and not c.derived]
+    if missing_cols:
+        raise SchemaError(f"the table lacks columns the schema declares: {_preview(missing_cols)}")
+    return cols
+
+
+def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnReport) -> np.ndarray:
+    """A numeric column as floats: dates as their year, rounded to its declared precision, clipped to its
+    public bounds (each counted in `rep`)."""
+    if pd.api.types.is_bool_dtype(raw):
+        raw = raw.astype(float)
+    if spec.date == "year" and not pd.api.types.is_numeric_dtype(raw):
+        raw = _years(raw, miss, spec.name)
+    values = pd.to_numeric(raw.where(~miss), errors="coerce")
+    bad = values.isna() & ~miss
+    if bad.any():
+        raise SchemaError(f"column {spec.name!r} is declared {spec.kind} but holds non-numeric values: "
+                          f"{_preview(pd.unique(raw[bad].astype(str)))}")
+    values = values.astype(float)
+    if not np.isfinite(values[~miss]).all():
+        raise SchemaError(f"column {spec.name!r} holds infinite values")
+    if spec.kind == "integer" or spec.decimals is not None:
+        # to the declared precision; a value that differs by single precision only (1.7999999523 for 1.8) is
+        # written at it and not counted
+        rounded = values.round(0 if spec.kind == "integer" else int(spec.decimals))
+        rep.rounded = int((~_written_at(values, rounded) & ~miss).sum())
+        values = rounded
+    if spec.lower is not None:
+        rep.clipped_low = int((values < spec.lower).sum())
+        values = values.clip(lower=spec.lower)
+    if spec.upper is not None:
+        rep.clipped_high = int((values > spec.upper).sum())
+        values = values.clip(upper=spec.upper)
+    return values.to_numpy(dtype=float)
+
+
+def _categories(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnReport) -> np.ndarray:
+    """A categorical column as text from its public list; a value outside it goes to the column's `unknown`
+    category (counted in `rep`) or is refused."""
+    values = raw.astype(object).where(~miss, None)
+    present = values[~miss]
+    if pd.api.types.is_float_dtype(raw):
+        # 1.0 read from a CSV means the category "1" when the public list says "1"
+        present = present.map(_number_text)
+    else:
+        present = present.map(lambda v: str(v).strip())
+    allowed = set(spec.categories or [])
+    outside = ~present.isin(allowed)
+    if outside.any():  # "0.0" in a column read as text is the category "0" too, as a draft writes it
+        as_number = present[outside].map(_number_text)
+        present = present.where(~outside | ~as_number.reindex(present.index).isin(allowed),
+                                as_number.reindex(present.index))
+        outside = ~present.isin(allowed)
+    if outside.any():
+        if spec.unknown is None:
+            raise SchemaError(
+                f"column {spec.name!r} has values outside its public category list: "
+                f"{_preview(pd.unique(present[outside]))}. Add them to the list, or set the column's "
+                "'unknown' category to map them to a reserved value"
+            )
+        rep.mapped_unknown = int(outside.sum())
+        present = present.where(~outside, spec.unknown)
+    col = pd.Series([None] * len(values), index=values.index, dtype=object)
+    col[~miss] = present
+    return col.to_numpy(dtype=object)
 
 
 # --- the columns a schema models -------------------------------------------------------------------
@@ -356,63 +370,62 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
     for name in table.columns:
         name = str(name)
         raw = table[name]
-        miss = _is_missing(raw, markers)
-        present = raw[~miss]
-        nullable = bool(miss.any())
-        if len(present) == 0:
-            excluded[name] = "it holds no values"
-            continue
-        numeric = pd.to_numeric(present, errors="coerce")
-        # yes/no values are categories, also in a column of objects (booleans beside a missing value)
-        boolean = pd.api.types.is_bool_dtype(raw) or (raw.dtype == object and bool(
-            present.map(lambda v: isinstance(v, (bool, np.bool_))).all()))
-        is_numeric = numeric.notna().all() and not boolean
-        dates = None if is_numeric else _dates(present)
-        reason = None if dates is not None else _identifier_reason(name, present, numeric if is_numeric else None)
-        if reason:
-            excluded[name] = reason
-            continue
         role = next((r for r, pattern in _ROLE_NAMES.items() if r not in roles_taken and pattern.match(name)), None)
         if role == "target" and name.lower() == "y" and "x" in lowered:
             role = None  # beside an x, a y is a coordinate or a size (diamonds' x, y, z), not what is predicted
-        if dates is not None:
-            years = dates.dt.year.dropna()
-            lo, hi = math.floor(years.min() / 10) * 10, math.ceil((years.max() + 1) / 10) * 10
-            specs.append(ColumnSpec(name=name, kind="integer", lower=int(lo), upper=int(hi), nullable=nullable,
-                                    date="year", role=role))
-        elif is_numeric and numeric.nunique() > 2:
-            if float(numeric.abs().max()) > MAX_MAGNITUDE:
-                excluded[name] = f"its values reach beyond ±{MAX_MAGNITUDE:g}: rescale it to model it"
-                continue
-            is_int = bool((numeric.round() == numeric).all())
-            # a long upper tail (the median in the bottom twentieth of the whole range) is binned on a log scale
-            full_lo, full_hi = _round_out(float(numeric.min()), float(numeric.max()))
-            skewed = full_lo >= 0 and full_hi > 0 and float(numeric.median()) - full_lo < 0.05 * (full_hi - full_lo)
-            lo, hi = _round_out(*_bulk_range(numeric))
-            specs.append(ColumnSpec(
-                name=name, kind="integer" if is_int else "continuous",
-                lower=int(lo) if is_int else lo, upper=int(hi) if is_int else hi, nullable=nullable,
-                binning="log" if skewed else "uniform", role=role,
-                decimals=None if is_int else _decimals(numeric, (lo, hi)),
-            ))
-        else:
-            values = present.map(_number_text) if is_numeric else present.astype(str).str.strip()
-            counts = values.value_counts()
-            common = counts[counts >= min_category_count]
-            cats = natural_order(common.index[:max_categories])
-            if not cats:
-                excluded[name] = (f"no value occurs in {min_category_count} rows or more: proposing any would "
-                                  "disclose single rows")
-                continue
-            unknown = UNKNOWN if len(cats) < len(counts) and UNKNOWN not in cats else None
-            specs.append(ColumnSpec(name=name, kind="categorical", categories=cats, nullable=nullable,
-                                    unknown=unknown, role=role))
-        if role:
-            roles_taken.add(role)
+        proposed = _draft_column(name, raw, _is_missing(raw, markers), role, max_categories, min_category_count)
+        if isinstance(proposed, str):
+            excluded[name] = proposed
+            continue
+        specs.append(proposed)
+        if proposed.role:
+            roles_taken.add(proposed.role)
     if not specs:
         raise SchemaError("no column of the table could be proposed for modelling: "
                           + "; ".join(f"{k}: {v}" for k, v in excluded.items()))
     return Schema(columns=specs, drafted_from_data=True, confirmed=False, missing_markers=markers, excluded=excluded)
+
+
+def _draft_column(name: str, raw: pd.Series, miss: pd.Series, role: str | None, max_categories: int,
+                  min_category_count: int) -> ColumnSpec | str:
+    """One column's proposal (see `draft_schema`), or why it is left out."""
+    present = raw[~miss]
+    nullable = bool(miss.any())
+    if len(present) == 0:
+        return "it holds no values"
+    numeric = pd.to_numeric(present, errors="coerce")
+    # yes/no values are categories, also in a column of objects (booleans beside a missing value)
+    boolean = pd.api.types.is_bool_dtype(raw) or (raw.dtype == object and bool(
+        present.map(lambda v: isinstance(v, (bool, np.bool_))).all()))
+    is_numeric = numeric.notna().all() and not boolean
+    dates = None if is_numeric else _dates(present)
+    reason = None if dates is not None else _identifier_reason(name, present, numeric if is_numeric else None)
+    if reason:
+        return reason
+    if dates is not None:
+        years = dates.dt.year.dropna()
+        lo, hi = math.floor(years.min() / 10) * 10, math.ceil((years.max() + 1) / 10) * 10
+        return ColumnSpec(name=name, kind="integer", lower=int(lo), upper=int(hi), nullable=nullable, date="year",
+                          role=role)
+    if is_numeric and numeric.nunique() > 2:
+        if float(numeric.abs().max()) > MAX_MAGNITUDE:
+            return f"its values reach beyond ±{MAX_MAGNITUDE:g}: rescale it to model it"
+        is_int = bool((numeric.round() == numeric).all())
+        # a long upper tail (the median in the bottom twentieth of the whole range) is binned on a log scale
+        full_lo, full_hi = _round_out(float(numeric.min()), float(numeric.max()))
+        skewed = full_lo >= 0 and full_hi > 0 and float(numeric.median()) - full_lo < 0.05 * (full_hi - full_lo)
+        lo, hi = _round_out(*_bulk_range(numeric))
+        return ColumnSpec(name=name, kind="integer" if is_int else "continuous",
+                          lower=int(lo) if is_int else lo, upper=int(hi) if is_int else hi, nullable=nullable,
+                          binning="log" if skewed else "uniform", role=role,
+                          decimals=None if is_int else _decimals(numeric, (lo, hi)))
+    values = present.map(_number_text) if is_numeric else present.astype(str).str.strip()
+    counts = values.value_counts()
+    cats = natural_order(counts[counts >= min_category_count].index[:max_categories])
+    if not cats:
+        return f"no value occurs in {min_category_count} rows or more: proposing any would disclose single rows"
+    unknown = UNKNOWN if len(cats) < len(counts) and UNKNOWN not in cats else None
+    return ColumnSpec(name=name, kind="categorical", categories=cats, nullable=nullable, unknown=unknown, role=role)
 
 
 def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05) -> pd.DataFrame:

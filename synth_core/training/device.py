@@ -23,6 +23,15 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return dev
 
 
+AUTOMATIC = "automatic"  # what a request that names no device gets: pick_device(None)
+
+
+def available_devices() -> list[str]:
+    """The devices a steward may name for a run on this machine: automatic, the CPU, then each GPU."""
+    gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return [AUTOMATIC, "cpu", *gpus]
+
+
 def device_label(device: str | torch.device | None = None) -> str:
     """A readable name for a device (None: the one training would pick): the GPU's name, or the CPU and the
     threads torch uses."""

@@ -267,7 +267,7 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, plan: Nois
             "step": step, "steps": planned, "epoch": step / steps_per_epoch,
             "loss": last_loss, "epsilon": epsilon_at(step) if epsilon_at else None,
             "batch_size": batch, "samples_per_s": rate_ema,
-            "elapsed_s": time.perf_counter() - start, **extra,
+            "elapsed_s": time.perf_counter() - start, "unit": "steps", "mechanism": "DP-SGD", **extra,
         }
         events.append(event)
         if on_event is not None:

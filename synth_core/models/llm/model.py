@@ -58,6 +58,7 @@ from ...encoding.text import (DIGIT, EXP_OFFSET, FORMAT, ORDER, ORDER_TAIL, VALU
 from ...schema import SchemaError, random_table
 from ...training.engine import TrainResult, train
 from ..base import SynthModel, register
+from ..traits import LocalChoice
 from .config import PRESETS, PRETRAINED, LLMConfig
 from .backbone import (cache_keyword, decoding_cache, default_backbone, pretrained_backbone, restrict_outputs,
                        returned_cache, with_lora)
@@ -84,6 +85,33 @@ class DPLLMTGen(TextSampling, SynthModel):
     # a row is tens of tokens generated one by one (seconds per row with a pretrained backbone on the CPU): a
     # calibrated sample keeps its first pool rather than wait up to four times as long for a larger one
     max_pool_growth = 1
+
+
+    @classmethod
+    def local_choices(cls) -> list[LocalChoice]:
+        """The backbone: the offline default, a pretrained model installed or in the local Hugging Face cache, or
+        a directory a model was saved to."""
+        from .backbone import PACKAGED_INSTALL, list_local_causal_lms, packaged_backbones, resolve_backbone
+        offered = {**{f"SmolLM2-135M, pretrained (installed package) · {name}": name for name in packaged_backbones()},
+                   **{f"{m['id']} (in the local Hugging Face cache)": m["id"] for m in list_local_causal_lms()}}
+        return [LocalChoice(
+            option="backbone", label="Backbone", title="Language model (backbone)",
+            explanation="The offline default is a small GPT-2 that starts with **no pretrained knowledge**: it learns "
+                        "the row format from random public-schema rows and then your data with DP; on a CPU budget it "
+                        "learns each column's values but little of how the columns depend on each other. A pretrained "
+                        "causal language model (GPT-2, Llama, Qwen, …) already knows what the column names and values "
+                        "mean and does better. To use one, give the directory it was saved to (the folder with its "
+                        "config.json and tokenizer), or pick a model already in this machine's Hugging Face cache "
+                        "(fetched beforehand on a machine with network access, e.g. `hf download gpt2`). Nothing is "
+                        "downloaded here.",
+            default_label="Offline default: small GPT-2, no pretrained knowledge", offered=offered,
+            check=resolve_backbone, help="Installed packages and models in the local Hugging Face cache "
+                                         "($HF_HOME/hub or ~/.cache/huggingface/hub) are listed.",
+            nothing_offered="No pretrained model is installed and none is in the local Hugging Face cache. The small "
+                            f"pretrained SmolLM2-135M installs offline with `{PACKAGED_INSTALL}`.",
+            path_label="A local model directory…", path_prompt="Model directory",
+            path_placeholder="/path/to/a/saved/causal-lm",
+            missing_path="Give the model directory, or choose the offline default.")]
 
     @classmethod
     def upgrade_state(cls, state: dict) -> dict:

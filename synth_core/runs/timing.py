@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .device import device_label
+from ..training.device import device_label
 from .. import home
 from ..files import write_atomic
 from ..models import get_model_class

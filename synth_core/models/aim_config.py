@@ -1,0 +1,92 @@
+"""AIM's options, its sizes, its workload (the marginals it may select) and private-pgm's `mbi`, imported on
+first use; the mechanism is models.aim."""
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from dataclasses import dataclass
+
+# mbi runs on JAX; in float64, as mbi advises for tables of over 100k rows
+_MBI = None
+
+
+def mbi():
+    """private-pgm's mbi, imported on first use (JAX takes seconds to load)."""
+    global _MBI
+    if _MBI is None:
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import mbi as module
+        _MBI = module
+    return _MBI
+
+
+@dataclass
+class AIMConfig:
+    n_bins: int = 0                 # public bins per numeric column; 0: from the rows × ε per column (recommend.aim_bins)
+    degree: int = 2                 # the workload: every set of this many columns ...
+    max_cells: int = 10_000         # ... with at most this many cells
+    max_model_size: float = 80.0    # MiB the graphical model's tables may reach once the budget is spent
+    rounds: int = 0                 # planned rounds (0: 16 per column, AIM's default); the budget ends them
+    iters: int = 1000               # mirror-descent iterations per round
+    numeric_decoding: str = "uniform"
+    target_triples: bool = True     # the workload adds the target column (schema role) with each pair of others
+    one_way_share: float = 0.0      # of ρ, for the first measurement of every column (0: a round's worth each, AIM's)
+    compress: bool = False          # merge the cells the first measurement finds below 3σ into one (MST's domain compression)
+
+    ZERO_OK = frozenset({"n_bins", "rounds"})  # 0: chosen from the rows and ε, 16 a column
+
+    def check(self) -> None:
+        for name in ("n_bins", "degree", "max_cells", "iters"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or (v < 0 or v == 1 if name == "n_bins" else v < 1):
+                least = "0 (chosen from the rows and ε) or at least 2" if name == "n_bins" else "at least 1"
+                raise ValueError(f"{name} must be a whole number, {least}, not {v!r}")
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
+            raise ValueError(f"rounds must be a whole number (0: 16 per column), not {self.rounds!r}")
+        if isinstance(self.one_way_share, bool) or not isinstance(self.one_way_share, (int, float)) \
+                or not 0 <= self.one_way_share < 1:
+            raise ValueError(f"one_way_share must be a share of ρ in [0, 1), not {self.one_way_share!r}")
+        if not isinstance(self.max_model_size, (int, float)) or not self.max_model_size > 0:
+            raise ValueError(f"max_model_size must be a positive number of MiB, not {self.max_model_size!r}")
+        if not isinstance(self.compress, bool):
+            raise ValueError(f"compress must be true or false, not {self.compress!r}")
+        if self.numeric_decoding not in ("uniform", "midpoint"):
+            raise ValueError(f"numeric_decoding must be 'uniform' or 'midpoint', not {self.numeric_decoding!r}")
+
+
+def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | None = None) -> dict[tuple, float]:
+    """AIM's candidates: every marginal of the workload (each set of `degree` columns, and each of the public
+    `target` column with `degree` others, with at most max_cells cells, weight 1) and every marginal they
+    contain, scored by how many workload columns it covers. The target's sets let the model learn what
+    predicts it from two columns at once (train-on-synthetic figures: benchmarks/RESULTS.md)."""
+    names = list(sizes)
+    sets = [cl for cl in itertools.combinations(names, min(degree, len(names)))
+            if math.prod(sizes[c] for c in cl) <= max_cells]
+    if target in sizes:
+        others = [c for c in names if c != target]
+        sets += [(target, *cl) for cl in itertools.combinations(others, min(degree, len(others)))
+                 if sizes[target] * math.prod(sizes[c] for c in cl) <= max_cells]
+    closure = {sub for cl in sets for r in range(1, len(cl) + 1) for sub in itertools.combinations(cl, r)}
+    closure |= {(name,) for name in names}
+    # a marginal's weight, Σ over the workload's sets of the columns it shares with each, is the sum over its
+    # columns of the sets that hold that column
+    holding = {name: 0 for name in names}
+    for w in sets:
+        for name in w:
+            holding[name] += 1
+    return {cl: float(sum(holding[c] for c in cl)) or 1.0 for cl in sorted(closure, key=len)}
+
+
+PRESETS = {
+    # a round's cost is mostly compiling the estimation for the model's new structure: iterations are cheap
+    "tiny": {"model": dict(n_bins=10, max_model_size=1.0, rounds=8, iters=100), "train": {}},
+    # the model's size bounds how long a round takes (Adult on 2 CPU cores: benchmarks/RESULTS.md); `paper` is
+    # AIM's own default (80 MiB), for a long run
+    "quick": {"model": dict(max_model_size=2.0, iters=1000), "train": {}},
+    "cpu": {"model": dict(max_model_size=5.0, iters=1000), "train": {}},
+    "paper": {"model": dict(max_model_size=80.0, iters=1000), "train": {}},  # AIM's own model size
+}

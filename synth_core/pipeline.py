@@ -1,0 +1,214 @@
+"""A fit as a short sequence of named stages, each with a typed result; `api.fit` runs them in this order.
+
+    admit     the request and the table checked against the public schema; nothing is spent   -> Admitted
+    charge    the run's ε reserved from its table's budget (privacy.table_budget)              -> TableCharge
+    pay       what precedes training: the noisy count, δ, DP bounds, auto's choice, the
+              quantiles and the marginals (privacy.split says what each gets)                   -> Paid
+    build     the model, and the noise plan calibrated to what is left                          -> Built
+    train     DP-SGD (or the family's own mechanism); the model charges the steps it starts
+    save      the model, the ledger, the training record and the review sample; the status
+    settle    what the ledger spent, charged to the table's budget however the run ended (api.fit's finally)
+
+Under torchrun rank 0 alone pays and plans, and sends the results to the other ranks (training.distributed).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .home import budgets_path
+from .models import SynthModel, get_model_class
+from .privacy import PrivacyLedger, default_delta, delta_warning
+from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
+from .privacy.measurements import Marginals, count_epsilon, measure_marginals, measure_quantiles, noisy_count, \
+    rows_upper_bound
+from .privacy.planning import NoisePlan
+from .privacy.split import split_left
+from .privacy.table_budget import TableBudgets, TableCharge
+from .request import REVIEW_RELEASED, FitRequest, check_rows, review_rows_for
+from .runs import RunDir
+from .runs.lifecycle import Events, say_trained
+from .schema import Schema, SchemaError, ValidationReport, validate_table
+from .training.device import device_label
+from .runs.timing import RunClock, rows_drawn, sampling_seconds, step_seconds
+
+
+@dataclass
+class Admitted:
+    """A request and a table that may be trained on: the rows validated against the public schema."""
+    request: FitRequest
+    schema: Schema
+    rows: pd.DataFrame
+    report: ValidationReport
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def count_epsilon(self) -> float:
+        """What the noisy row count costs (nothing where the count is declared public)."""
+        return 0.0 if self.schema.rows is not None else count_epsilon(self.request.epsilon)
+
+
+def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: int = 1) -> Admitted:
+    """Every problem with the request and the schema at once, then the table against the schema (columns,
+    types, categories; declared bounds clip); nothing is spent."""
+    if not isinstance(schema, Schema):
+        raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
+    request.check(schema, world_size)
+    rows, report = validate_table(table, schema)
+    check_rows(len(rows))
+    if schema.rows is not None and schema.rows != len(rows):
+        raise SchemaError(f"the schema declares {schema.rows} rows as public, but the table has {len(rows)}: correct "
+                          "the schema's row count, or remove it to pay for a noisy count instead")
+    warning = schema.provenance["warning"]
+    return Admitted(request, schema, rows, report, [warning] if warning else [])
+
+
+def open_ledger(admitted: Admitted) -> PrivacyLedger:
+    """The run's ledger: the exact count only where it is public (the ledger is written to the run folder from
+    its first entry on); a draft accepted unconfirmed says so first."""
+    schema, request = admitted.schema, admitted.request
+    provenance = {**schema.provenance, **({"accepted_unconfirmed": True} if schema.provenance["warning"] else {})}
+    public = schema.rows is not None
+    return PrivacyLedger(target_epsilon=request.epsilon, target_delta=request.delta or 0.0,
+                         n_rows=len(admitted.rows) if public else None, schema_provenance=provenance,
+                         rows_public=public)
+
+
+def charge(admitted: Admitted, table: pd.DataFrame, given: TableCharge | None, run_dir, is_main: bool
+           ) -> TableCharge | None:
+    """The charge the run draws on its table's budget, its whole ε reserved (refused if the table has less left):
+    the one given (a background job reserved it), or one of its own in the workbench home's book; none for a
+    table the steward declares public, or on a torchrun rank other than 0."""
+    request = admitted.request
+    if given is not None and (request.public_table or request.table_epsilon is not None):
+        raise ValueError("a run draws from the table_charge it is given: public_table and table_epsilon are for a "
+                         "run that opens its own")
+    if given is None and not request.public_table and is_main:
+        book = TableBudgets(budgets_path())
+        given = TableCharge(book, book.table_id(table))
+        book.open_account(given.table_id, request.table_epsilon, request.epsilon)
+    if given is not None and not given.reserved:
+        where = run_dir.path if isinstance(run_dir, RunDir) else run_dir
+        given.reserve(request.epsilon, request.delta or 0.0, run=str(Path(where).resolve()) if where else "")
+    return given
+
+
+@dataclass
+class Paid:
+    """What the mechanisms before training released, and the request they resolve (auto's choice applied)."""
+    ledger: PrivacyLedger
+    request: FitRequest        # resolved: every default filled in
+    delta: float
+    schema: Schema             # with DP bounds and quantiles where they were measured: the run's schema
+    calibration: Marginals | None
+    alongside: tuple           # the measurements' mechanisms, for the accountant to compose with training
+    left: float                # what the count and bounds left: for training and the measurements
+    spent_before: float        # what the count and bounds spent
+
+
+def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple[Paid, pd.DataFrame, ValidationReport]:
+    """The mechanisms before training, and the choices that follow from their results: the noisy count (unless
+    public), δ from the count it leaves plausible, DP bounds the schema lacks, auto's choice (from the declared
+    schema and the released count), then the quantiles and the marginals at their shares of what is left.
+    Returns the rows and their report validated against the bounds as well."""
+    request, rows, report = admitted.request, admitted.rows, admitted.report
+    if not ledger.rows_public:
+        ledger.n_rows = noisy_count(len(rows), admitted.count_epsilon, ledger)
+    delta = request.delta
+    if delta is None:  # below 1/n for every n the count leaves plausible
+        delta = default_delta(rows_upper_bound(ledger.n_rows, None if ledger.rows_public else admitted.count_epsilon))
+    ledger.target_delta = delta
+    schema = estimate_missing_bounds(rows, admitted.schema, request.bounds_epsilon, ledger,
+                                     request.coarse_range or DEFAULT_COARSE_RANGE)
+    schema.require_bounds()
+    if schema is not admitted.schema:  # new bounds: clip and count against them
+        rows, report = validate_table(rows, schema)
+    resolved = request.resolved(admitted.schema, ledger.n_rows)  # public facts and the released count only
+    get_model_class(resolved.model).check_processes(world_size)
+    left, spent = ledger.remaining_epsilon, ledger.spent_epsilon
+    split = split_left(left, resolved.calibration_share, resolved.quantile_share)
+    calibration, alongside = None, ()
+    if split.quantiles:  # the numeric columns' bins follow their quantiles from here on (the run's schema)
+        schema, mechanism = measure_quantiles(rows, schema, split.quantiles, delta, ledger, request.accountant)
+        alongside += (mechanism,) if mechanism is not None else ()
+    if split.marginals:
+        calibration, mechanism = measure_marginals(rows, schema, split.marginals, delta, ledger, rows=ledger.n_rows,
+                                                   accountant=request.accountant)
+        alongside += (mechanism,)
+    return Paid(ledger, resolved, delta, schema, calibration, alongside, left, spent), rows, report
+
+
+@dataclass
+class Built:
+    model: SynthModel
+    plan: NoisePlan
+    review_rows: int
+
+
+def build(paid: Paid, share=lambda compute: compute()) -> Built:
+    """The model on the run's schema, and its noise plan calibrated to what the count and bounds left, composed
+    with the measurements (`share`: under torchrun, rank 0 plans and sends the plan)."""
+    request = paid.request
+    synth = get_model_class(request.model)(paid.schema, preset=request.preset, device=request.device,
+                                           seed=request.seed, **(request.options or {}))
+    synth.calibration = paid.calibration
+    plan = share(lambda: synth.plan_privacy(paid.ledger.n_rows, paid.left, paid.delta, request.accountant,
+                                            paid.alongside))
+    plan.prior_epsilon = paid.spent_before  # the live ε is the whole run's
+    review = request.review_rows
+    review = review_rows_for(paid.ledger.n_rows) if review == REVIEW_RELEASED else int(review or 0)
+    return Built(synth, plan, review)
+
+
+def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> dict:
+    """What the run's config.json says: the request as resolved, its plan, and what the next estimate needs."""
+    request, synth = paid.request, built.model
+    return {
+        "model": request.model, "preset": request.preset, "size": type(synth).size_of(request.preset),
+        "options": request.options or {}, "epsilon": request.epsilon, "delta": paid.delta,
+        "accountant": request.accountant, "bounds_epsilon": request.bounds_epsilon, "seed": request.seed,
+        "rows": len(admitted.rows),
+        "table_budget": charged,  # False: the steward declared the table public
+        "calibration_share": request.calibration_share, "quantile_share": request.quantile_share,
+        **({"auto": request.choice.to_dict()} if request.choice is not None else {}),
+        # counts of clipped or missing values describe the private table: the steward's, never exported
+        "created": time.time(), "private_validation_counts": admitted.report.to_dict(),
+        "plan": built.plan.to_dict(), "device": device_label(synth.device),
+        "sampling_estimate_s": sampling_seconds(synth, request.preset, built.review_rows, guess=True),
+        "step_estimate_s": step_seconds(synth, request.preset, built.plan.expected_batch_size),
+    }
+
+
+def train(built: Built, rows: pd.DataFrame, paid: Paid, events: Events, clock: RunClock) -> None:
+    """DP-SGD (or the family's own mechanism) on the validated rows; the model charges the steps it starts to
+    the ledger, however it stops."""
+    clock.training_starts()
+    built.model.fit(rows, paid.left, paid.delta, paid.request.accountant, ledger=paid.ledger, on_event=events.emit,
+                    should_stop=events.stop, plan=built.plan)
+    clock.training_ends()
+    events.raise_if_gone()
+
+
+def save(run: RunDir | None, built: Built, paid: Paid, clock: RunClock) -> None:
+    """The model, the ledger, the training record and the review sample in the run folder, then its status;
+    the review sample's time is stored for the next estimate."""
+    if run is None:
+        return
+    synth, result = built.model, built.model.train_result
+    run.save_model(synth)
+    run.write_ledger(paid.ledger)
+    run.write_training({k: v for k, v in result.__dict__.items() if k != "events"})
+    if built.review_rows:
+        started = time.time()
+        run.write_sample(synth.sample(built.review_rows, seed=paid.request.seed), run.review_sample.name)
+        if not result.cancelled:
+            clock.record(synth, paid.request.preset, time.time() - started,
+                         rows_drawn(built.review_rows, synth.calibration is not None))
+    say_trained(run, result, built.plan.unit)
+
+
+def warnings_after(admitted: Admitted, paid: Paid) -> list[str]:
+    return admitted.warnings + [w for w in [delta_warning(paid.delta, paid.ledger.n_rows)] if w]
