@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import PATIENCE_S, end_workers
 from synth_core.demo import demo_table
+from synth_core.request import FitRequest
 from synth_core.runs import RunDir
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -176,7 +177,9 @@ def test_walk_through_from_upload_to_export(workspace):
     assert all(m.help for m in at.metric if m.label in labels[:4])  # each with a plain-language tooltip
     at.selectbox(key="preset").set_value("tiny")
     at.selectbox(key="accountant").set_value("rdp")
+    at.text_area(key="family_options").set_value("epochs=1\nlr=0.02")  # any option the command line has
     at.run()
+    assert not at.error, texts(at.error)
     assert "ε planned" in [m.label for m in at.sidebar.metric]
     assert at.button(key="start_training").disabled  # the table's first run: its total is asked for first
     choose_total(at)
@@ -206,6 +209,12 @@ def test_walk_through_from_upload_to_export(workspace):
     private = run_dir / "private" / "train.parquet"
     assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
     assert len(pd.read_parquet(private)) == 270  # 10% kept aside for the review
+    # the page asked with the one fit request: every option of it, those the page set as set
+    asked = FitRequest.from_dict(RunDir(run_dir).request(), extra_ok=True)
+    assert set(FitRequest().to_dict()) <= set(RunDir(run_dir).request())
+    assert (asked.model, asked.preset, asked.accountant, asked.options) == ("dp-tbart", "tiny", "rdp",
+                                                                           {"epochs": 1, "lr": 0.02})
+    assert asked.calibration_share == 0.3 and asked.quantile_share == 0.0 and asked.device is None
     assert "people" not in RunDir(run_dir).worker_log.read_text()
 
     # 5. review: figures with verdicts, marginals, projection, distance to closest record
