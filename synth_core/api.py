@@ -23,7 +23,7 @@ from .privacy.table_budget import TableCharge
 from .release.export import to_csv
 from .request import REVIEW_RELEASED, FitRequest  # noqa: F401 - REVIEW_RELEASED: the API's name for it
 from .runs import RunDir, RunError
-from .runs.lifecycle import Events, keep_ledger, open_run, say_ended
+from .runs.lifecycle import Events, keep_ledger, open_run, say_ended, say_training
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training import distributed
 from .runs.timing import RunClock
@@ -70,13 +70,10 @@ def fit(table: pd.DataFrame, schema: Schema, request: FitRequest | None = None, 
             paid, rows, report = _pay(admitted, ledger, group)
             ledger = paid.ledger
             built = pipeline.build(paid, group.share)
-            if run is not None:
-                if not prepared or paid.schema is not schema:  # the schema the run trains with
-                    run.write_schema(paid.schema)
-                run.write_config(pipeline.run_config(dataclasses.replace(admitted, report=report), paid, built,
-                                                     charged=table_charge is not None))
-                run.write_ledger(ledger)
-                run.set_status("running", "training")
+            if run is not None:  # the schema the run trains with, unless a job wrote it and no bounds changed it
+                say_training(run, pipeline.run_config(dataclasses.replace(admitted, report=report), paid, built,
+                                                      charged=table_charge is not None), ledger,
+                             schema=paid.schema if not prepared or paid.schema is not schema else None)
             pipeline.train(built, rows, paid, Events(run, on_event, should_stop), clock)
             pipeline.save(run, built, paid, clock)
         except BaseException as e:

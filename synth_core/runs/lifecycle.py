@@ -64,6 +64,16 @@ class Events:
             raise self.gone
 
 
+def say_training(run: RunDir, config: dict, ledger: PrivacyLedger, schema=None) -> None:
+    """What a run trains with, on disk before its first step: its schema (when given), its config, its ledger
+    so far; then its status."""
+    if schema is not None:
+        run.write_schema(schema)
+    run.write_config(config)
+    run.write_ledger(ledger)
+    run.set_status("running", "training")
+
+
 def say_trained(run: RunDir | None, result, unit: str) -> None:
     """The status of a run whose training ended: completed, or cancelled with the model trained so far kept."""
     if run is None:
