@@ -40,14 +40,15 @@ class FitResult:
     table_charge: TableCharge | None = None  # what the run drew from its table's budget
 
 
-def fit(table: pd.DataFrame, schema: Schema, request: FitRequest | None = None, *,
+def fit(table: pd.DataFrame, schema: Schema, request: FitRequest | str | None = None, *,
         run_dir: str | Path | RunDir | None = None, overwrite: bool = False,
         on_event: Callable[[dict], None] | None = None, should_stop: Callable[[], bool] | None = None,
         table_charge: TableCharge | None = None, **options) -> FitResult:
     """Train a model on the private `table` within the request's budget (ε, δ) and return it with its ledger.
 
     request: what to fit (synth_core.request.FitRequest: the model or "auto", ε, δ, shares, …; its defaults
-    are the only ones); `options` change single fields of it (`fit(table, schema, model="aim", epsilon=1)`).
+    are the only ones), or a model's name; `options` change single fields of it (`fit(table, schema, "aim",
+    epsilon=1)`).
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
     The table's budget across runs (privacy.table_budget): every fit draws from it. The whole ε is reserved
     first, under a charge of the run's own (refused if the table has less left), and what the ledger spent is
@@ -55,6 +56,10 @@ def fit(table: pd.DataFrame, schema: Schema, request: FitRequest | None = None, 
     by default the workbench home's book. The stages are synth_core.pipeline's.
     If the run folder is deleted during training, training stops after the step and RunGone is raised;
     the folder is never re-created."""
+    if isinstance(request, str):
+        request = FitRequest(model=request)
+    if request is not None and not isinstance(request, FitRequest):
+        raise TypeError(f"a fit request is a FitRequest or a model's name, not {type(request).__name__}")
     request = (request or FitRequest()).replace(**options)
     group = distributed.current()  # several processes under torchrun: rank 0 alone writes and pays what precedes training
     admitted = pipeline.admit(table, schema, request, group.world_size)

@@ -34,7 +34,9 @@ def test_every_problem_is_said_at_once_and_nothing_is_spent(toy_schema, toy_tabl
     assert isinstance(FitRequest().problems(drafted)[0], SchemaError)
     assert not FitRequest(accept_draft=True).problems(drafted)
     with pytest.raises(BudgetError, match=f"at least {MIN_ROWS} rows"):
-        api.fit(toy_table.head(MIN_ROWS - 1), toy_schema, public_table=True)
+        api.fit(toy_table.head(MIN_ROWS - 1), toy_schema, "aim", public_table=True)  # a model's name will do
+    with pytest.raises(TypeError, match="FitRequest or a model's name"):
+        api.fit(toy_table, toy_schema, 3)
 
 
 def test_the_defaults_are_the_requests_own(toy_schema):
