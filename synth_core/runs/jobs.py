@@ -33,7 +33,7 @@ from .. import home
 from ..files import locked
 from ..privacy.table_budget import TableBudgets, TableCharge
 from ..models.recommend import AUTO
-from ..request import (DEFAULT_PRESET, REVIEW_RELEASED, REVIEW_ROWS, FitRequest, check_rows,  # noqa: F401
+from ..request import (DEFAULT_PRESET, MAX_HOLDOUT_SHARE, REVIEW_RELEASED, REVIEW_ROWS, FitRequest, check_rows,  # noqa: F401
                        review_rows_for)
 from . import process
 from .rundir import RunDir, RunError
@@ -55,8 +55,8 @@ def _write_private(table: pd.DataFrame, path: Path) -> None:
 
 def split_holdout(table: pd.DataFrame, share: float, seed: int | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Keep `share` of the rows aside for the review; they never reach training."""
-    if not 0 <= share < 0.5:
-        raise ValueError(f"the share of rows kept aside for review must be in [0, 0.5), not {share}")
+    if not 0 <= share < MAX_HOLDOUT_SHARE:  # the request's rule (FitRequest.check says it first)
+        raise ValueError(f"the share of rows kept aside for review must be in [0, {MAX_HOLDOUT_SHARE:g}), not {share}")
     n_hold = int(round(len(table) * share))
     if n_hold == 0:
         return table.reset_index(drop=True), None
