@@ -54,7 +54,7 @@ GROUPS: dict[str, list[tuple[str, str, str, dict]]] = {
         ("aim", "aim", "cpu", {}),  # no DP-SGD; JAX, on the GPU where the image's JAX sees it; stopped between rounds
     ],
     "llm": [
-        # SmolLM2 with ~460 k trained weights instead of 5.0 M (RESULTS.md: the noise per step against the signal),
+        # SmolLM2 with ~460 k trained weights instead of 5.0 M (benchmarks/history: the noise per step against the signal),
         # 305 steps of 256 rows (SmolLM2 moves with the updates) at learning rate 0.02 (on the CPU at a noise
         # ratio like this one's, 0.02 took 1-way TVD from 0.202 to 0.126 against 5e-3, and 0.05 diverged)
         ("dp-llmtgen smollm2 last-4 r8", "dp-llmtgen", "gpu",
@@ -103,7 +103,7 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
            "sample_rows": n_synth, "sample_rows_per_s": n_synth / t_sample, "peak_gpu_mib": peak_gpu_mib(),
            "epoch_s": (r.seconds / epochs * r.steps_planned / max(r.steps_done, 1)) if epochs else None}
     plan = model.plan if model.uses_dp_sgd else None
-    if plan is not None:  # what the noise per step against the signal is computed from (RESULTS.md)
+    if plan is not None:  # what the noise per step against the signal is computed from (benchmarks/history)
         out.update(noise_multiplier=plan.noise_multiplier, expected_batch=plan.expected_batch_size,
                    trained_weights=getattr(model, "n_trainable", None))
     stage1 = getattr(model, "stage1_result", None)

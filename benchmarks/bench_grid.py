@@ -2,7 +2,7 @@
 
 Each (table, ε, method) is one run of bench_models.py in its own process, its figures kept as JSON in --out; a
 run whose file exists is not made again, so the grid can be filled over several sittings. `--print` writes the
-table RESULTS.md holds from whatever the folder has.
+table of whatever the folder has (RESULTS.md's, from benchmarks/results/grid: results_table.py).
 
 Methods: `aim`; `dp-tbart` and `tablediffusion-masked` with 0.3 of ε measuring marginals (`+cal`: their samples
 calibrated to them; `own`: the same fit's rows uncalibrated, so trained with the ε that was left); `auto`; the
@@ -16,7 +16,6 @@ references `independent` (independent DP marginals) and `mst` (benchmarks/mst.py
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -69,35 +68,6 @@ def run(out: Path, tables, epsilons, methods, seed: int, data_dir: str | None) -
             print(f"  failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}", flush=True)
 
 
-def rows_of(figures: dict) -> list[tuple[str, dict]]:
-    """(variant, fidelity figures) of one run: a calibrated run gives its own rows too."""
-    method = figures["model"]
-    if method == "auto":
-        return [(f"auto ({figures.get('family', '?')}{', +cal' if figures.get('calibrated') else ''})",
-                 figures["synthetic"])]
-    if "uncalibrated" in figures:
-        return [(f"{method} +cal", figures["synthetic"]), (f"{method} own", figures["uncalibrated"])]
-    return [(method, figures["synthetic"])]
-
-
-def table_text(out: Path) -> str:
-    lines = ["| table | ε | method | 1-way | 2-way | 3-way | detection | TSTR | fit + sample s |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    runs = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
-    order = {t: i for i, t in enumerate(TABLES)}
-    runs.sort(key=lambda f: (order.get(f["dataset"], 99), -f["epsilon_target"], list(METHODS).index(f["model"])
-                             if f["model"] in METHODS else 99))
-    for f in runs:
-        for variant, fid in rows_of(f):
-            tvd, ml = fid["tvd"], fid["ml"]
-            tstr = (f"AUC {ml['roc_auc']:.3f}" if "roc_auc" in ml else
-                    f"R² {next(iter(ml.values())):.3f}" if ml else "none (one class)")
-            time = f"{f['fit_plus_sample_s']:.0f}" if "own" not in variant else ""
-            lines.append(f"| {f['dataset']} | {f['epsilon_target']:g} | {variant} | {tvd['1']:.3f} | {tvd['2']:.3f} | "
-                         f"{tvd['3']:.3f} | {fid['detection_auc']:.3f} | {tstr} | {time} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="folder of the runs' JSON figures")
@@ -114,7 +84,8 @@ def main() -> None:
         table_args(table)  # an unknown table stops here, before any run
     if not args.print:
         run(out, args.tables, args.epsilons, args.methods, args.seed, args.data_dir)
-    print(table_text(out))
+    import results_table  # it reads this module's tables and methods
+    print(results_table.text(out))
 
 
 if __name__ == "__main__":

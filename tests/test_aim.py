@@ -277,14 +277,14 @@ def test_aim_refuses_training_options_it_does_not_have(toy_schema, toy_table):
 
 def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table, tmp_path):
     """Below 1,000 rows × ε, AIM with four fifths of ρ on the columns alone (up to 2,000), half from there
-    (benchmarks/RESULTS.md);
+    (benchmarks/history/2026-11-27.md);
     the choice reads the row count the run releases."""
     schema = toy_schema.confirm()
     schema.rows = len(toy_table)  # 600 public rows: at ε = 1, 600 < 1,000
     result = api.fit(toy_table, schema, model="auto", epsilon=1.0, preset="tiny", run_dir=tmp_path / "run", public_table=True)
     config = result.run.public_config()
     assert config["model"] == config["auto"]["family"] == "aim" and config["calibration_share"] == 0
-    # most of ρ for every column alone first (RESULTS.md: AIM's own twentieth left its 1-way figures behind, and
+    # most of ρ for every column alone first (benchmarks/history: AIM's own twentieth left its 1-way figures behind, and
     # below 1,000 rows × ε the pairs are mostly below the noise)
     assert config["options"] == {"one_way_share": 0.8} == config["auto"]["options"]
     assert result.model.config.one_way_share == 0.8

@@ -314,7 +314,7 @@ def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path):
 
 
 def test_auto_picks_aim_up_to_5000_rows_times_epsilon_unless_the_target_is_a_number(toy_schema):
-    """RESULTS.md (issue 15, tables new to the rule): from 1,000 to 5,000 rows × ε AIM's TVD was level with
+    """benchmarks/history (issue 15, tables new to the rule): from 1,000 to 5,000 rows × ε AIM's TVD was level with
     DP-TBART's and its 1-way and TSTR better, except where the target is a number (King's price: R² ≈ 0)."""
     for target, family in (("sex", "aim"), (None, "aim"), ("hours", "dp-tbart"), ("age", "dp-tbart")):
         schema = _with_target(toy_schema, target) if target else toy_schema
@@ -341,9 +341,9 @@ def test_auto_never_picks_aim_for_a_table_wider_than_it_can_measure_in_reasonabl
 
 
 def test_auto_picks_aim_with_a_compressed_domain_at_a_small_epsilon_from_5000_to_10000_rows_times_epsilon(toy_schema):
-    """RESULTS.md (issue 15): at ε ≤ 0.25 from 5,000 to 10,000 rows × ε AIM with MST's domain compression had 2-way
-    TVD lower or level and 1-way lower than DP-TBART's on six tables (three new to the rule); at ε = 1 in the same
-    band DP-TBART stayed ahead, and a number as the target keeps DP-TBART (TSTR)."""
+    """benchmarks/history (issue 15): at ε ≤ 0.25 from 5,000 to 10,000 rows × ε AIM with MST's domain compression
+    had 2-way TVD lower or level and 1-way lower than DP-TBART's on six tables (three new to the rule); at ε = 1 in
+    the same band DP-TBART stayed ahead, and a number as the target keeps DP-TBART (TSTR)."""
     for target in ("sex", None):
         schema = _with_target(toy_schema, target) if target else toy_schema
         for rows, epsilon in ((30_000, 0.25), (20_000, 0.25), (39_000, 0.25), (40_000, 0.2)):
@@ -357,7 +357,7 @@ def test_auto_picks_aim_with_a_compressed_domain_at_a_small_epsilon_from_5000_to
 
 
 def test_auto_picks_aim_at_any_size_when_every_number_has_few_values(toy_schema, toy_table, tmp_path):
-    """RESULTS.md (issue 15): above 5,000 rows × ε AIM's 2-way TVD was lower than DP-TBART's on SmokeBan, WVS,
+    """benchmarks/history (issue 15): above 5,000 rows × ε AIM's 2-way TVD was lower than DP-TBART's on SmokeBan, WVS,
     GSSvocab and Fertility2, whose numbers have at most 100 values at their precision; DP-TBART's was lower on
     Computers (prices of thousands of values), Adult, King and SLID."""
     narrow = Schema(columns=[c for c in toy_schema.columns if c.name != "hours"])  # age 18-80: 63 values

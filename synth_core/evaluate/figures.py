@@ -37,7 +37,7 @@ from .inputs import EvaluationError, canonical, sample_rows
 
 # name -> (better, good, fair): "good" if at least as good as `good`, "fair" if at least as good as `fair`
 THRESHOLDS: dict[str, tuple[str, float, float]] = {
-    # Adult (RESULTS.md): real training split vs test split 0.009 / 0.025 / 0.057 (k = 1 / 2 / 3); DP-TBART
+    # Adult (benchmarks/history): real training split vs test split 0.009 / 0.025 / 0.057 (k = 1 / 2 / 3); DP-TBART
     # at ε = 1 0.02 / 0.05 / 0.09; every column shuffled independently 0 / 0.078 / 0.175
     "1-way TVD": ("lower", 0.03, 0.06),
     "2-way TVD": ("lower", 0.06, 0.075),

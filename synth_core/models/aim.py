@@ -13,7 +13,8 @@ planned with the run's other mechanisms (`privacy.planning.plan_rho`); the last 
 With `compress` (off by default), the cells the first measurement finds below 3σ are pooled into one cell of the
 model (MST's domain compression, post-processing of that measurement): on wide tables of sparse numbers the later
 rounds' noise spreads over fewer cells and more pairs and triples fit the model (King at ε = 0.25: 2-way TVD
-0.173 → 0.154, regression R² about 0 → 0.51), while on small tables it was level or worse (benchmarks/RESULTS.md).
+0.173 → 0.154, regression R² about 0 → 0.51), while on small tables it was level or worse
+(benchmarks/history/2026-11-27.md).
 
 Rows are drawn from the fitted graphical model (mbi's `synthetic_data`) and decoded uniformly within a
 numeric bin. Conditions are exact: the model is conditioned on the fixed values (mbi's constraints) before
@@ -42,7 +43,7 @@ from .base import SynthModel, register
 
 # the live count of rounds weighs the share of rounds that quadrupled the next one's cost so far against the share
 # the count before the run assumed, as if that had been seen on this many rounds (3 of 3, 6, 10 tried on 15 runs
-# of 6 tables: benchmarks/RESULTS.md, "Estimates that hold")
+# of 6 tables: benchmarks/history/2026-11-27.md, "Estimates that hold")
 PRIOR_ROUNDS = 3
 
 @register("aim")
@@ -158,7 +159,7 @@ class AIM(SynthModel):
 
     def expected_steps(self, plan: RhoPlan) -> int:
         """The fewest rounds times what runs took beyond them, at most those planned. Runs took 1 to 5.5 times the
-        fewest (4 to 33 rounds of 64 to 1,376 planned, on 12 tables: benchmarks/RESULTS.md, "AIM on wide
+        fewest (4 to 33 rounds of 64 to 1,376 planned, on 12 tables: benchmarks/history/2026-11-27.md, "AIM on wide
         tables"): 1 to 1.8 times below 40,000 columns × rows × ε (the signal, public: the released count), 2.2
         to 5.5 times from 60,000 (where a run takes minutes)."""
         signal = len(self.sizes) * plan.population * plan.epsilon
@@ -268,7 +269,7 @@ class AIM(SynthModel):
         emit = self._emitter(plan, budget, on_event, events, start)
         # the rounds it is expected to take: first what the estimate before the run expected (expected_steps),
         # then those its budget still pays for, each next round's cost growing by the share of rounds that
-        # quadrupled it so far, weighed with the share the first count assumed (benchmarks/RESULTS.md, "Estimates
+        # quadrupled it so far, weighed with the share the first count assumed (benchmarks/history/2026-11-27.md, "Estimates
         # that hold")
         prior = max(2, self.expected_steps(plan))
         emit(1, prior, None, [list(cl) for cl in one_way])

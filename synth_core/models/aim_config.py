@@ -62,7 +62,7 @@ def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | N
     """AIM's candidates: every marginal of the workload (each set of `degree` columns, and each of the public
     `target` column with `degree` others, with at most max_cells cells, weight 1) and every marginal they
     contain, scored by how many workload columns it covers. The target's sets let the model learn what
-    predicts it from two columns at once (train-on-synthetic figures: benchmarks/RESULTS.md)."""
+    predicts it from two columns at once (train-on-synthetic figures: benchmarks/history/2026-11-27.md)."""
     names = list(sizes)
     sets = [cl for cl in itertools.combinations(names, min(degree, len(names)))
             if math.prod(sizes[c] for c in cl) <= max_cells]
@@ -84,7 +84,7 @@ def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | N
 PRESETS = {
     # a round's cost is mostly compiling the estimation for the model's new structure: iterations are cheap
     "tiny": {"model": dict(n_bins=10, max_model_size=1.0, rounds=8, iters=100), "train": {}},
-    # the model's size bounds how long a round takes (Adult on 2 CPU cores: benchmarks/RESULTS.md); `paper` is
+    # the model's size bounds how long a round takes (Adult on 2 CPU cores: benchmarks/history/2026-11-27.md); `paper` is
     # AIM's own default (80 MiB), for a long run
     "quick": {"model": dict(max_model_size=2.0, iters=1000), "train": {}},
     "cpu": {"model": dict(max_model_size=5.0, iters=1000), "train": {}},

@@ -9,12 +9,12 @@ noise variance per cell): the pool is moved as far as the noise warrants and no 
 close to the model's own distribution (an information projection with early stopping, after Wang et al.,
 NeurIPS 2023, "Post-processing private synthetic data for improving utility on selected measures"). mbi's
 `ReweightedDatasetEstimator` on the same pool has no such stop and fits the measurements' noise: level on large
-tables at ε = 1, behind wherever the noise is large (benchmarks/bench_reweight.py, RESULTS.md).
+tables at ε = 1, behind wherever the noise is large (benchmarks/bench_reweight.py, benchmarks/history).
 
 The weights should hold as many effective rows (1 / Σ weight²) as the rows asked for, or the sample repeats a
 few candidates many times: where the model rarely draws what the measurements show, the pool is doubled with
 fresh rows and calibrated again, up to POOL_GROWTH times its first size (`grow_and_calibrate`; on King County at
-ε = 0.25 this took 2-way TVD from 0.178 to 0.171 on a fit it was not set on, benchmarks/RESULTS.md).
+ε = 0.25 this took 2-way TVD from 0.178 to 0.171 on a fit it was not set on, benchmarks/history/2026-11-27.md).
 
 With conditions, the pool holds only rows that meet them; a measured marginal then calibrates it only if it
 includes every conditioned column (its slice at the conditioned values), and only where that slice stands

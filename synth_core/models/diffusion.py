@@ -82,7 +82,7 @@ def _presets(clip: float = 1.0, **model: object) -> dict[str, dict]:
         # a first look in well under a minute on 2 CPU cores for a table the size of Adult
         "quick": dict(model=dict(width=64, n_blocks=2, diffusion_steps=3, **model),
                       train=dict(epochs=3, batch_size=4096, lr=1e-2, max_grad_norm=clip)),
-        # Adult (39k rows) at ε=1: fit + sample in 1-2 minutes on the 2-core machine (benchmarks/RESULTS.md)
+        # Adult (39k rows) at ε=1: fit + sample in 1-2 minutes on the 2-core machine (benchmarks/history/2026-11-27.md)
         "cpu": dict(model=dict(width=128, n_blocks=2, diffusion_steps=3, **model),
                     train=dict(epochs=6, batch_size=4096, lr=1e-2, max_grad_norm=clip)),
         # wider and longer, for a GPU or patience
@@ -96,14 +96,14 @@ def _presets(clip: float = 1.0, **model: object) -> dict[str, dict]:
 
 # The noise predictor gets numbers as one scaled value and argmax decoding (the paper's setup): its x̂_0 is the
 # noisy input minus the predicted noise, and over a wide one-hot block of bins the small errors of every slot
-# add up to a nearly flat block (Adult at ε=1: 1-way TVD 0.41 with bins and sampled blocks, see RESULTS.md).
+# add up to a nearly flat block (Adult at ε=1: 1-way TVD 0.41 with bins and sampled blocks, see benchmarks/history).
 NOISE_PRESETS = _presets(numeric_encoding="scalar", block_decoding="argmax")
 # The denoiser clips each row's gradient at C = 2.5, not 1. Clipping below the typical per-row norm biases the
 # model towards the majority class: a row of a rare value has a larger gradient (Adult, trained model: rows with
 # income >50K 1.78 on average, the others 1.35), so after clipping to norm 1 it counts for less, and the
 # fitted share is 0.24·/1.78 / (0.24/1.78 + 0.76/1.35) = 0.19 instead of 0.24: what the model produced. With
 # C = 2.5 most rows are not clipped at the end of training (90% of norms below 1.9); Adult at ε=1 1-way TVD
-# 0.045 -> 0.032 (benchmarks/RESULTS.md).
+# 0.045 -> 0.032 (benchmarks/history/2026-11-27.md).
 DENOISER_PRESETS = _presets(clip=2.5)
 # More, smaller steps for the denoiser on the CPU: 191 steps of ~2,048 rows instead of 57 of ~4,096 (σ 2.93 vs
 # 3.26 at ε=1 on Adult) took 1-way TVD 0.032 -> 0.028 and 2-way 0.098 -> 0.093, in about twice the time

@@ -2,7 +2,7 @@
 candidate clique (`project_many`) and whether measuring a candidate keeps the model small enough (`SizeCheck`).
 
 A round of AIM scores every candidate of the workload (a table of 86 columns has 3,655 pairs) against the model.
-Two facts keep that affordable (benchmarks/RESULTS.md, "AIM on wide tables"):
+Two facts keep that affordable (benchmarks/history/2026-11-27.md, "AIM on wide tables"):
 
 - the model's columns fall into connected components (columns linked by the cliques it has measured); columns of
   different components are independent under the model, so a candidate that spans several is the outer product

@@ -5,7 +5,7 @@ Why a third diffusion variant. Truda's TableDiffusion noises the whole row at on
 every column of x̂_0 at once, each column on its own given the noisy row. With its few steps (T = 3-5) the
 columns' links come only from what the middle step's noisy row still shows, and on Adult the paper's network
 stops at 2-way TVD 0.10 even without privacy, worse than exact marginals with no links at all (0.078; see
-benchmarks/RESULTS.md). Here every column has its own noise level, in the absorbing form: a column is either
+benchmarks/history/2026-11-27.md). Here every column has its own noise level, in the absorbing form: a column is either
 clean or masked. The network learns the distribution of every masked column given the clean ones, so
 sampling can reveal the columns a few at a time and each column is drawn knowing the ones already revealed.
 
@@ -15,7 +15,7 @@ row: the cross-entropy of each masked column given the visible ones, summed and 
 masked column counts the same). The ELBO's own weighting (`loss_weighting="elbo"`, their mean: 1/m each)
 gives most weight to copies with few masked columns, the easy conditionals, and little to the heavily
 masked copies from which the marginals are learned; under DP-SGD on Adult at ε = 1 (seed 0, transformer
-network) that cost 1-way TVD 0.027 -> 0.033 and 2-way 0.074 -> 0.082 (benchmarks/RESULTS.md). As in
+network) that cost 1-way TVD 0.027 -> 0.033 and 2-way 0.074 -> 0.082 (benchmarks/history/2026-11-27.md). As in
 Algorithm 1 of TableDiffusion, each row may be noised `copies` times in the same sample, the losses averaged
 before the per-row clipping: more computation, no ε.
 
@@ -84,7 +84,7 @@ class MaskedDiffusionConfig(TBARTConfig):
 
 # The residual MLP is the default network: on Adult at ε = 1 it matched the transformer's figures in a fifth of
 # the time (fit 33 s vs ~170 s, 2-way TVD 0.071 vs 0.074, seed 0), which buys two noised copies per row and
-# clipping at C = 2.5 (2-way 0.061; benchmarks/RESULTS.md). C = 2.5 as for the denoiser (diffusion.py): below
+# clipping at C = 2.5 (2-way 0.061; benchmarks/history/2026-11-27.md). C = 2.5 as for the denoiser (diffusion.py): below
 # the typical per-row gradient norm, clipping under-weights the rows of rare values.
 PRESETS: dict[str, dict] = {
     "quick": dict(model=dict(network="mlp", n_embd=16, width=256, n_blocks=2, copies=2),

@@ -2,7 +2,7 @@
 
 The choice reads the public schema (its columns and their domain sizes), the row count as the run releases
 it (declared public, or the noisy count) and ε; never the table's values, so two tables with the same schema
-and row count get the same choice. The rule is fitted on the benchmarks of `benchmarks/RESULTS.md` (issue 15).
+and row count get the same choice. The rule is fitted on the benchmarks of `benchmarks/history/2026-11-27.md` (issue 15).
 A table whose numbers all have at most 100 values at their declared precision (`narrow_numbers`: categories,
 counts, ages, years), AIM at any size: above 5,000 rows × ε its 2-way TVD was lower than DP-TBART's on each
 such table measured there (GSSvocab and Fertility2 at ε = 1 and 0.25, SmokeBan at 1, WVS at 2; two of them new
@@ -41,31 +41,31 @@ CANDIDATES = ("dp-tbart", "aim")  # the families `recommend` may choose (every s
 # where `auto` picks DP-TBART, half of ε measures the marginals its rows are calibrated to: against 0.3 (the
 # share for a family picked by hand) 1-way / 2-way TVD fell on SLID at 1 (0.053 / 0.145 → 0.047 / 0.133),
 # CPS1988 at 0.25 (0.026 / 0.071 → 0.024 / 0.064), Adult at 0.25, King, Computers and diamonds at 1, and was level
-# on Adult at 1 (RESULTS.md, issue 15; 0.3 had been fitted when only the target's pairs were measured)
+# on Adult at 1 (benchmarks/history, issue 15; 0.3 had been fitted when only the target's pairs were measured)
 DP_TBART_SHARE = 0.5
 # below this many rows × ε, DP-SGD learns little: numbers in at most this many bins, fewer cells for its noise to
-# spread over (RESULTS.md, issue 15)
+# spread over (benchmarks/history, issue 15)
 SMALL_SIGNAL = 5_000
 SMALL_TABLE_BINS = 50
-# below this many rows × ε, AIM (marginals chosen and measured, a graphical model) beats DP-SGD (RESULTS.md) ...
+# below this many rows × ε, AIM (marginals chosen and measured, a graphical model) beats DP-SGD (benchmarks/history) ...
 AIM_BELOW = 1_000
 # AIM's widest table (AIM.check_schema): its rounds grow with the columns (16 each) and each with the pairs; 120
 # three-category columns took ~7 min at the quick size on 2 cores, 250 ~36 min. Wider: DP-TBART
 AIM_MAX_COLUMNS = 150
-# ... and below SMALL_SIGNAL too, unless the declared target is a number (RESULTS.md: level TVD, better 1-way and
+# ... and below SMALL_SIGNAL too, unless the declared target is a number (benchmarks/history: level TVD, better 1-way and
 # TSTR, on tables the rule was not fitted on; King's price fell to R² ≈ 0 under AIM)
 # AIM's numbers: in 100 public bins from this many rows × ε per column, in 32 below (the noise of a measurement
 # spread over fine bins cost more than their resolution gave on HMDA, Wages1, the demo table and King at the
-# lower signals; the fine bins won on SLID, Wages1 and Adult above it: RESULTS.md, 11 table × ε cells)
+# lower signals; the fine bins won on SLID, Wages1 and Adult above it: benchmarks/history, 11 table × ε cells)
 AIM_FINE_FROM, AIM_FINE_BINS, AIM_COARSE_BINS = 250, 100, 32
 # where `auto` picks AIM, half of its ρ measures every column alone first (AIM's own rule gives them about a
 # twentieth): mean 2-way TVD 0.236 → 0.190 on HMDA, 0.144 → 0.138 on the demo table, 0.183 → 0.182 on Wages1 at
-# ε = 0.25 (four runs each; RESULTS.md), 1-way nearer independent DP marginals'; HMDA's TSTR fell (0.61 → 0.53)
+# ε = 0.25 (four runs each; benchmarks/history), 1-way nearer independent DP marginals'; HMDA's TSTR fell (0.61 → 0.53)
 AIM_ONE_WAY_SHARE = 0.5
 # ... and four fifths of it below AIM_LOW_SIGNAL rows × ε, where the pairs are mostly below the noise: mean 1-way /
 # 2-way TVD 0.076 / 0.167 → 0.067 / 0.155 over six tables at ε = 0.25 below 1,000, two seeds each, and 0.066 /
 # 0.158 → 0.060 / 0.153 over six table × ε cells from 1,000 to 2,000 (HMDA, SLID twice, DoctorVisits, Arrests
-# better, CreditCard a little worse; three draws each; RESULTS.md); from 2,000 on level (seven cells), and above
+# better, CreditCard a little worse; three draws each; benchmarks/history); from 2,000 on level (seven cells), and above
 # 5,000 on narrow tables worse (GSSvocab, Fertility2)
 AIM_LOW_SIGNAL_ONE_WAY_SHARE, AIM_LOW_SIGNAL = 0.8, 2_000
 # At a small ε, from SMALL_SIGNAL up to COMPRESSED_BELOW rows × ε and without a number as the target, AIM with MST's
@@ -74,7 +74,7 @@ AIM_LOW_SIGNAL_ONE_WAY_SHARE, AIM_LOW_SIGNAL = 0.8, 2_000
 # tables new to the rule lower or level: VietNamI at 0.25 0.057 against 0.066, diamonds by `cut` at 0.2 0.247
 # against 0.250, CPSSW8 at 0.15 0.068 against 0.067, nycflights13's weather at 0.25 0.1375 against 0.1365
 # (two draws each); 1-way lower on six of the seven, TSTR level or better on five, fits faster; at ε = 1 in the same band
-# DP-TBART stayed ahead (SLID, ISLR's Default), so the rule stops at COMPRESSED_MAX_EPSILON (RESULTS.md, issue 15)
+# DP-TBART stayed ahead (SLID, ISLR's Default), so the rule stops at COMPRESSED_MAX_EPSILON (benchmarks/history, issue 15)
 COMPRESSED_BELOW, COMPRESSED_MAX_EPSILON = 10_000, 0.25
 
 
@@ -86,7 +86,7 @@ def aim_one_way_share(rows: int, epsilon: float) -> float:
 
 # AIM at any rows × ε when every number has at most this many values at its precision (each its own bin in AIM's
 # fine bins): its 2-way TVD was lower than DP-TBART's above 5,000 rows × ε on GSSvocab, Fertility2, SmokeBan and
-# WVS; DP-TBART won on tables with a number of many values (Adult, King, SLID, CPS1988 at 1, Computers: RESULTS.md)
+# WVS; DP-TBART won on tables with a number of many values (Adult, King, SLID, CPS1988 at 1, Computers: benchmarks/history)
 AIM_NARROW_VALUES = AIM_FINE_BINS
 
 

@@ -78,7 +78,7 @@ def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float 
 
 
 MAX_CALIBRATION_SHARE = 0.9
-# the share of ε a run spends measuring marginals unless told otherwise (benchmarks/RESULTS.md, issue 15)
+# the share of ε a run spends measuring marginals unless told otherwise (benchmarks/history/2026-11-27.md, issue 15)
 DEFAULT_CALIBRATION_SHARE = 0.3
 
 

@@ -61,7 +61,7 @@ def rows_upper_bound(count: int, epsilon: float | None) -> int:
 
 MARGINAL_BINS = 10          # public bins per numeric column in a measured marginal
 # and every numeric column alone again on this many: 10 bins leave the model's own shape within a bin, which
-# a column on a coarse grid of values or with its mass in a corner of its range shows (RESULTS.md, issue 15)
+# a column on a coarse grid of values or with its mass in a corner of its range shows (benchmarks/history, issue 15)
 FINE_BINS = 32
 MAX_PAIR_CELLS = 5_000      # a pair with more cells than this is not measured (too noisy per cell)
 ALL_PAIRS_UP_TO = 40        # measure every pair when the marginals then number at most this

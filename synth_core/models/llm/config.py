@@ -39,7 +39,7 @@ class LLMConfig:
     # stage 2 (DP-SGD): every weight but the position embeddings, or LoRA only. None: every weight for the
     # untrained default backbone, LoRA only for a pretrained one. LoRA is how a pretrained model keeps what it
     # knows; the default knows nothing, and after stage 1 its LoRA learned no link between columns even
-    # without noise (benchmarks/RESULTS.md, "Third session: why the default backbone learned no links")
+    # without noise (benchmarks/history/2026-11-27.md, "Third session: why the default backbone learned no links")
     stage2_full: bool | None = None
     # how a row is written (encoding.text): "sentence" ("age is 39, sex is Female, …", any column order) or
     # "compact" (a CSV line after a header naming the columns once: half the tokens, schema order). None:
@@ -56,7 +56,7 @@ class LLMConfig:
     # Adult: 39% inside; 57% of a row's tokens have one allowed token), and over every output the noisy
     # steps go into teaching it a format that constrained decoding imposes anyway (2,000 Adult rows, ε = 1:
     # 2-way TVD 0.425 -> 0.244). The default backbone learns the format in stage 1: level or slightly worse
-    # with it on three tables (benchmarks/RESULTS.md), so it keeps the loss over every output
+    # with it on three tables (benchmarks/history/2026-11-27.md), so it keeps the loss over every output
     constrained_loss: bool | None = None
     # constrained decoding: the model says when a value ends; which column comes next is drawn uniformly from
     # those not yet written, as in training (whose order is random per row). Else the model picks it too,
@@ -119,7 +119,7 @@ PRESETS: dict[str, dict] = {
 # batches of 64 rows at learning rate 1e-2 on the `cpu` preset: SmolLM2 moves with the updates, and ~250-row
 # batches on a 2,000-row table gave it 16; 64-row ones give ~60 for the same rows seen, the same time and ε
 # (2-way TVD at ε = 1: Adult 2,000 rows 0.506 -> 0.394, HMDA 0.430 -> 0.341, Wages1 0.412 -> 0.300; a rate
-# of 2e-2 was level on TVD but left HMDA's rare `deny` class out; benchmarks/RESULTS.md). Stage 2's loss is
+# of 2e-2 was level on TVD but left HMDA's rare `deny` class out; benchmarks/history/2026-11-27.md). Stage 2's loss is
 # over what constrained decoding allows at each token (LLMConfig.constrained_loss): with it, 2-way TVD at ε = 1
 # fell again (Adult 0.425 -> 0.244, HMDA 0.341 -> 0.318, Wages1 0.300 -> 0.258), ahead of the default on all three.
 # With it, `quick` (1 epoch) takes the same batches and rate: 2-way TVD 0.417 -> 0.294 on those Adult rows, HMDA
@@ -128,7 +128,7 @@ PRESETS: dict[str, dict] = {
 # weights with the output layer), 2 epochs of Poisson batches of 256 at learning rate 2e-2, physical batches of
 # 256. Full Adult at ε = 1 on an H200: 2-way TVD 0.124 and train-on-synthetic AUC 0.824, ahead of the untrained
 # default's gpu preset (0.174 / 0.536); LoRA on every block with the default's batches of 1,024 for one epoch
-# (5.0 M weights, 38 steps: the noise swamped the updates) gave 0.218 / 0.389 (benchmarks/RESULTS.md).
+# (5.0 M weights, 38 steps: the noise swamped the updates) gave 0.218 / 0.389 (benchmarks/history/2026-11-27.md).
 _CPU_MODEL = dict(lora_last_layers=2, lora_targets="all-linear", stage1_rows=0, sample_batch_size=256,
                   compliance_probe=50)
 _CPU_TRAIN = dict(lr=1e-2, batch_size=64)

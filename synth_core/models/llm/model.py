@@ -25,7 +25,7 @@ yet each row's gradient would hold its random pulls, which clipping scales toget
 At a column name stage 2's loss is −log Σ_names p(name): that some column comes next, i.e. that the value
 ended there (which a number's length depends on). Stage 1 still trains the choice, and constrained decoding
 draws the next column uniformly from those not yet written (`uniform_order`), as training did, so the
-model decides only when a value ends. (benchmarks/RESULTS.md, "Fourth session", has the figures.)
+model decides only when a value ends. (benchmarks/history/2026-11-27.md, "Fourth session", has the figures.)
 
 Sampling (sampling.py) starts from a random column name ("random-initialised prompt") or from the conditions
 ("sex is Female, income is >50K" — value-specified prompt). Generated text is parsed back and checked
@@ -407,7 +407,7 @@ class DPLLMTGen(TextSampling, SynthModel):
             # a value token's embedding then carries what the output side learned of it (which column it
             # belongs to), which stage 2 builds its links between columns on. Stage 2 needs them apart (see
             # untie_embeddings). Adult, ε = 1: train-on-synthetic ROC-AUC 0.56 untied, 0.71 tied
-            # (benchmarks/RESULTS.md, "Fourth session")
+            # (benchmarks/history/2026-11-27.md, "Fourth session")
             self._output_layer().weight = self.net.get_input_embeddings().weight
         try:
             result = train(self.net, data, self.loss_fn, tc, None, should_stop=should_stop)
