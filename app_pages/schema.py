@@ -7,7 +7,7 @@ import streamlit as st
 
 from synth_core.schema import KINDS, Schema, SchemaError, validate_table
 from synth_core.schema.derived import describe
-from workbench import state
+from workbench import rules_editor, state
 from workbench.schema_table import (
     EDITOR_COLUMNS,
     ROLE_CHOICES,
@@ -138,6 +138,8 @@ with st.expander("Edit one column in detail"):
                 else:
                     st.rerun()
 
+schema = state.schema()
+rules_editor.render(table, schema)
 schema = state.schema()
 st.subheader("Confirm")
 missing_bounds = [c.name for c in schema.columns if c.is_numeric and not c.has_bounds]

@@ -333,6 +333,8 @@ def _describe(schema: Schema) -> list[str]:
                              "read from dates (years)" if c.date else "",
                              f"derived, never modelled: {describe(c.derived)}" if c.derived else "") if x]
         lines.append(f"  {c.name}: {facts}" + (f"; {'; '.join(extra)}" if extra else ""))
+    for rule in schema.rules:
+        lines.append(f"  every row obeys: {rule}")
     if schema.rows is not None:
         lines.append(f"  the number of rows, {schema.rows:,}, is declared public")
     for name, why in schema.excluded.items():

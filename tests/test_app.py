@@ -641,3 +641,32 @@ def test_runs_are_listed_by_their_table_and_the_sidebar_agrees_with_the_page(wor
     fresh = new_app()
     assert "No run yet" not in texts(fresh.sidebar.caption)
     assert next(m for m in fresh.sidebar.metric if m.label == "ε spent").value == "0.519 of 1"
+
+
+def test_the_schema_step_adds_edits_and_deletes_rules_and_counts_the_rows_that_break_them(workspace):
+    at = new_app()
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()
+    at.switch_page("app_pages/schema.py").run()
+    no_exceptions(at)
+    version = at.session_state["schema_version"] if "schema_version" in at.session_state else 0
+    # a typo is one line naming the problem, and nothing is added
+    at.text_input(key=f"rule_new_{version}_—").set_value("income == '>50k'").run()
+    assert "'>50k' is not a category of 'income'" in texts(at.error) and not at.session_state["schema"].rules
+    rule = "age >= 25 or `capital-gain` == 0"
+    at.text_input(key=f"rule_new_{version}_—").set_value(rule).run()
+    said = texts(at.caption)
+    assert "Reads as: age is at least 25 or capital-gain is 0." in said and "of your 4,000 rows break it" in said
+    at.button(key=f"rule_add_{version}").click().run()
+    no_exceptions(at)
+    assert at.session_state["schema"].rules == [rule]
+    version = at.session_state["schema_version"]
+    assert any("rows break it" in str(m.value) for m in at.markdown)  # the count, on the steward's screen
+    edited = "age >= 30 or `capital-gain` == 0"
+    at.text_input(key=f"rule_edit_{version}_0").set_value(edited).run()
+    at.button(key=f"rule_save_{version}_0").click().run()
+    assert at.session_state["schema"].rules == [edited]
+    version = at.session_state["schema_version"]
+    at.button(key=f"rule_delete_{version}_0").click().run()
+    no_exceptions(at)
+    assert at.session_state["schema"].rules == []

@@ -6,12 +6,14 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from synth_core import api
 from synth_core.models import MODELS, SynthModel, register
 from synth_core.runs import RunDir
+from synth_core.schema import Schema
 
 
 def _tiny_options(family: str) -> dict:
@@ -38,18 +40,36 @@ def _local_backbone(schema, directory):
 CASES = sorted(MODELS) + ["dp-llmtgen with a local backbone"]
 
 
+# a declared rule the toy table obeys (pilots are men) and a computed column: every family's rows obey the one
+# and agree with the other (schema/rules.py, schema/derived.py)
+PILOTS = "not (job == 'pilot') or sex == 'Male'"
+
+
+def with_rules(schema: Schema) -> Schema:
+    data = schema.to_dict()
+    data["rules"] = [PILOTS]
+    data["columns"].append({"name": "minutes", "kind": "continuous", "derived": {"expr": "hours * 60"}})
+    return Schema.from_dict(data)
+
+
+def obeys(table: pd.DataFrame) -> bool:
+    return bool((~((table["job"] == "pilot") & (table["sex"] != "Male"))).all()
+                and np.allclose(table["minutes"], table["hours"] * 60, equal_nan=True))
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_fit_run_folder_api_sample_reload_condition(case, toy_schema, toy_table, tmp_path):
     family = case.split(" ")[0]
     options = _tiny_options(family)
     if case.endswith("local backbone"):
         options["backbone"] = _local_backbone(toy_schema, tmp_path / "lm")
-    walk_the_users_path(family, options, toy_schema, toy_table, tmp_path)
+    walk_the_users_path(family, options, with_rules(toy_schema), toy_table, tmp_path)
 
 
 def walk_the_users_path(family: str, options: dict, toy_schema, toy_table, tmp_path) -> None:
     """fit into a run folder (the request's defaults: marginals measured where the family does not measure them
-    itself), the review sample, the API's sample and CSV, a reload that samples the same rows, a condition."""
+    itself), the review sample, the API's sample and CSV, a reload that samples the same rows, a condition; with
+    a rule declared, every row obeys it."""
     run_dir = tmp_path / "run"
     result = api.fit(toy_table, toy_schema, model=family, epsilon=4.0, preset="tiny", accountant="rdp",
                      options=options, run_dir=run_dir, review_rows=20)  # the review sample, as the app asks
@@ -69,6 +89,9 @@ def walk_the_users_path(family: str, options: dict, toy_schema, toy_table, tmp_p
     pd.testing.assert_frame_equal(reloaded.sample(20, seed=4), result.model.sample(20, seed=4))
     fixed, info = api.sample(run_dir, 10, conditions={"sex": "Female"}, seed=2)
     assert (fixed["sex"] == "Female").all() and info["rows"] == 10
+    if toy_schema.rules:
+        assert obeys(table) and obeys(fixed) and obeys(pd.read_csv(run.review_sample))
+        assert "pilot" not in set(fixed["job"].dropna())  # the rule, under a condition
 
 
 @pytest.fixture

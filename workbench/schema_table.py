@@ -154,7 +154,8 @@ def with_rule(schema: Schema, name: str, rule: dict | None) -> Schema:
 def _edited(base: Schema, specs: list[ColumnSpec]) -> Schema:
     """The schema with edited columns, checked; a confirmed draft whose facts changed needs confirming again."""
     new = Schema(columns=specs, drafted_from_data=base.drafted_from_data, confirmed=base.confirmed,
-                 missing_markers=list(base.missing_markers), excluded=dict(base.excluded), rows=base.rows)
+                 missing_markers=list(base.missing_markers), excluded=dict(base.excluded), rows=base.rows,
+                 rules=list(base.rules))
     new.check()  # one column per role, among the rest
     if base.drafted_from_data and base.confirmed and _facts(new) != _facts(base):
         new.confirmed = False

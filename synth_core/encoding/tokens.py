@@ -184,12 +184,4 @@ class TokenEncoder:
                 value = np.round(value, spec.decimals)
         else:
             value = lo + rng.random(len(b)) * (hi - lo) if how == "uniform" else (lo + hi) / 2
-        value = np.clip(value, spec.lower, spec.upper).astype(float)
-        value[missing] = np.nan
-        if spec.kind == "integer":  # integers stay integers in the synthetic table (nullable: pandas' Int64)
-            if missing.any():
-                out = pd.array(np.where(missing, 0, value).astype(np.int64), dtype="Int64")
-                out[missing] = pd.NA
-                return out
-            return value.astype(np.int64)
-        return value
+        return spec.as_written(np.clip(value, spec.lower, spec.upper), missing)

@@ -190,7 +190,7 @@ class VectorEncoder:
                 x = np.clip(np.round(x), np.ceil(spec.lower), np.floor(spec.upper))
             elif spec.decimals is not None:
                 x = np.clip(np.round(x, spec.decimals), spec.lower, spec.upper)
-            cols[spec.name] = self._numeric_column(spec, x, missing)
+            cols[spec.name] = spec.as_written(x, missing)  # the same canonical types as the token models
         return pd.DataFrame(cols, columns=self.schema.names)
 
     @staticmethod
@@ -215,16 +215,3 @@ class VectorEncoder:
         p = p / p.sum(axis=1, keepdims=True)
         u = rng.random((len(p), 1))
         return np.minimum((p.cumsum(axis=1) < u).sum(axis=1), p.shape[1] - 1)
-
-    @staticmethod
-    def _numeric_column(spec: ColumnSpec, x: np.ndarray, missing: np.ndarray):
-        # the same canonical types as the token models: integers as int64 (Int64 when some are missing)
-        if spec.kind == "integer":
-            if missing.any():
-                out = pd.array(np.where(missing, 0, x).astype(np.int64), dtype="Int64")
-                out[missing] = pd.NA
-                return out
-            return x.astype(np.int64)
-        x = x.astype(float)
-        x[missing] = np.nan
-        return x

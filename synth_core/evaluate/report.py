@@ -133,6 +133,34 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _risk_sections(sec: dict, figs: list, safe, real: pd.DataFrame, syn: pd.DataFrame, holdout: pd.DataFrame,
+                   schema: Schema, sensitive: str | None, seed: int) -> None:
+    """The privacy-risk sections of `_evaluate_one`: distance to the closest record, membership and attribute
+    inference (each needs the held-out rows)."""
+    dcr = safe("dcr", distance_to_closest_record, real, syn, holdout, schema, seed=seed)
+    if dcr:
+        sec["dcr"] = {**dcr.to_dict(), "synthetic_to_train": dcr.synthetic_to_train, "holdout_to_train": dcr.holdout_to_train}
+        f = make_figure("DCR: share closer to training", dcr.summary["share_closer_to_train"],
+                        {**dcr.summary, "sample_sizes": dcr.sample_sizes},
+                        meaning="Share of synthetic rows closer to a training row than to an unseen real row (0.5 = no pull towards the training rows).")
+        f.better, f.verdict = "lower", dcr.summary["level"]
+        f.details["thresholds"] = {"poor": "exact copies above the held-out share + 1 point, or > 0.60",
+                                   "fair": "> 0.53", "good": "otherwise"}
+        figs.append(f)
+    mia = safe("membership", membership_inference, real, syn, holdout, schema, seed=seed)
+    if mia:
+        sec["membership"] = mia
+        figs.append(make_figure("Membership-inference ROC-AUC", mia["auc"], mia))
+    if sensitive is not None:
+        ai = safe("attribute", attribute_inference, real, syn, holdout, schema, sensitive, seed=seed)
+        if ai:
+            sec["attribute"] = ai
+            figs.append(make_figure("Attribute-inference member advantage", ai["member_advantage"], ai))
+            g = make_figure("Attribute-inference privacy gain", ai["privacy_gain"], ai)
+            g.better, g.verdict = "higher", "n/a"  # part of the risk is population inference: no verdict
+            figs.append(g)
+
+
 def _evaluate_one(real: pd.DataFrame, syn: pd.DataFrame, schema: Schema, holdout: pd.DataFrame | None,
                   target: str | None, sensitive: str | None, seed: int, full: bool,
                   tick: Callable[[str], None] | None = None) -> dict:
@@ -176,28 +204,7 @@ def _evaluate_one(real: pd.DataFrame, syn: pd.DataFrame, schema: Schema, holdout
                 for k, name in names.items():
                     if k in u["ratio"]:
                         figs.append(make_figure(name, u["ratio"][k], {"learners": u["learners"], "sample_sizes": u["sample_sizes"]}))
-        dcr = safe("dcr", distance_to_closest_record, real, syn, holdout, schema, seed=seed)
-        if dcr:
-            sec["dcr"] = {**dcr.to_dict(), "synthetic_to_train": dcr.synthetic_to_train, "holdout_to_train": dcr.holdout_to_train}
-            f = make_figure("DCR: share closer to training", dcr.summary["share_closer_to_train"],
-                            {**dcr.summary, "sample_sizes": dcr.sample_sizes},
-                            meaning="Share of synthetic rows closer to a training row than to an unseen real row (0.5 = no pull towards the training rows).")
-            f.better, f.verdict = "lower", dcr.summary["level"]
-            f.details["thresholds"] = {"poor": "exact copies above the held-out share + 1 point, or > 0.60",
-                                       "fair": "> 0.53", "good": "otherwise"}
-            figs.append(f)
-        mia = safe("membership", membership_inference, real, syn, holdout, schema, seed=seed)
-        if mia:
-            sec["membership"] = mia
-            figs.append(make_figure("Membership-inference ROC-AUC", mia["auc"], mia))
-        if sensitive is not None:
-            ai = safe("attribute", attribute_inference, real, syn, holdout, schema, sensitive, seed=seed)
-            if ai:
-                sec["attribute"] = ai
-                figs.append(make_figure("Attribute-inference member advantage", ai["member_advantage"], ai))
-                g = make_figure("Attribute-inference privacy gain", ai["privacy_gain"], ai)
-                g.better, g.verdict = "higher", "n/a"  # part of the risk is population inference: no verdict
-                figs.append(g)
+        _risk_sections(sec, figs, safe, real, syn, holdout, schema, sensitive, seed)
     if full and target is not None and sensitive is not None:
         fair = safe("fairness", fairness_figures, syn, sensitive, target, test=holdout, seed=seed)
         if fair:

@@ -17,6 +17,8 @@
   β-ball (1 = the synthetic rows cover all the real variety); authenticity is the share of synthetic rows
   farther from their nearest real row than that real row is from its own nearest real neighbour
   (0 = every synthetic row sits on a real row).
+- Rule adherence: the rows that break each declared rule of the schema (schema/rules.py; 0 expected of a
+  run's own rows, which sampling holds to them), and the share that break any.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import NearestNeighbors
 
 from ..schema import Schema
+from ..schema.rules import breaking
 from .features import PublicEncoder
 from .inputs import canonical, sample_rows
 
@@ -172,3 +175,14 @@ def alpha_beta_authenticity(real: pd.DataFrame, synthetic: pd.DataFrame, schema:
             "alphas": alphas.tolist(), "precision_curve": precision_curve.tolist(),
             "recall_curve": recall_curve.tolist(),
             "sample_sizes": {"real": len(real_c), "synthetic": len(syn_c), "authenticity_reference": len(R)}}
+
+
+def rule_adherence(synthetic: pd.DataFrame, schema: Schema) -> dict | None:
+    """How many synthetic rows break each declared rule, and the share that break any (None: no rules)."""
+    rules = schema.rule_checks
+    if not rules:
+        return None
+    broken = breaking(rules, synthetic)
+    rows = np.logical_or.reduce(list(broken.values()))
+    return {"rows": len(synthetic), "breaking": {text: int(b.sum()) for text, b in broken.items()},
+            "violations": int(rows.sum()), "share": float(rows.mean()) if len(synthetic) else 0.0}

@@ -28,7 +28,8 @@ from ..privacy import planning
 from ..privacy.planning import RhoPlan, SamplingShape
 from ..privacy.ledger import record_training
 from ..privacy.measurements import Marginals
-from ..schema import Schema
+from ..schema import Schema, SchemaError
+from ..schema.rules import breaking, contradiction
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
@@ -38,6 +39,10 @@ from .plan_words import PlanSummary
 from .traits import Described, Timed
 
 MODELS: dict[str, type["SynthModel"]] = {}
+# sampling under the schema's rules: a model whose rows obey them less often than 1 in MAX_REJECTION is told so
+# (the rule to blame named) instead of drawing on; each draw is at least MIN_RULE_DRAW rows, so the rate is seen
+MAX_REJECTION = 50
+MIN_RULE_DRAW = 200
 
 
 def register(name: str):
@@ -330,18 +335,21 @@ class SynthModel(Described, Timed, abc.ABC):
         `last_sample_info` reports the method, and the calibration."""
         self._check_rows(n)
         conditions = self.full_schema.check_conditions(conditions)  # refuses a derived column, naming its source
+        contradicted = contradiction(self.full_schema.rule_checks, conditions, self.full_schema)
+        if contradicted:
+            raise SchemaError(contradicted)
         if not calibrate or self.calibration is None:
-            return self.full_schema.derive(self.draw(n, conditions, seed, **options))
+            return self.full_schema.derive(self.draw_obeying(n, conditions, seed, **options))
         try:
-            pool = self.draw(pool_size(n), conditions, seed, **options)
+            pool = self.draw_obeying(pool_size(n), conditions, seed, **options)
         except SamplingError:  # the conditions are met too rarely for a pool: the rows asked for, uncalibrated
-            table = self.draw(n, conditions, seed, **options)
+            table = self.draw_obeying(n, conditions, seed, **options)
             self.last_sample_info["calibration"] = {"note": "too few rows meet the conditions for a calibration pool"}
             return self.full_schema.derive(table)
 
         def more(rows: int, k: int) -> pd.DataFrame | None:  # the k-th further draw, for a pool that must grow
             try:
-                return self.draw(rows, conditions, None if seed is None else seed + 3 * k, **options)
+                return self.draw_obeying(rows, conditions, None if seed is None else seed + 3 * k, **options)
             except SamplingError:
                 return None
 
@@ -355,6 +363,33 @@ class SynthModel(Described, Timed, abc.ABC):
     @abc.abstractmethod
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
         """The family's sampler: n rows of the model meeting `conditions`; sets `last_sample_info`."""
+
+    def draw_obeying(self, n: int, conditions: dict, seed: int | None, **options) -> pd.DataFrame:
+        """n rows of `draw` that obey the schema's rules (schema/rules.py): the model's rows that break one are
+        rejected and more are drawn, as many more as the rate seen so far asks; SamplingError naming the rule to
+        blame when fewer than 1 in MAX_REJECTION obey (post-processing of the model's own rows: no ε)."""
+        rules = self.full_schema.rule_checks
+        if not rules:
+            return self.draw(n, conditions, seed, **options)
+        kept, obeyed, tried, broken = [], 0, 0, dict.fromkeys((r.text for r in rules), 0)
+        while obeyed < n:
+            rate = obeyed / tried if tried else 1.0
+            want = max(MIN_RULE_DRAW, int((n - obeyed) / max(rate, 1 / MAX_REJECTION) * 1.1) + 1)
+            rows = self.draw(want, conditions, None if seed is None else seed + 7 * len(kept), **options)
+            breaks = breaking(rules, self.full_schema.derive(rows))
+            for text, rows_broken in breaks.items():
+                broken[text] += int(rows_broken.sum())
+            keep = ~np.logical_or.reduce(list(breaks.values()))
+            kept.append(rows.loc[keep])
+            obeyed, tried = obeyed + int(keep.sum()), tried + len(rows)
+            if obeyed < n and (obeyed * MAX_REJECTION < tried or tried >= MAX_REJECTION * n):
+                worst = max(broken, key=broken.get)
+                raise SamplingError(f"only {obeyed:,} of {tried:,} rows the model drew obey the declared rules; the "
+                                    f"rule {worst!r} is broken by {broken[worst] / tried:.0%} of them. Check the rule "
+                                    "(and any conditions), or train with more ε so the model learns it")
+        self.last_sample_info = {**self.last_sample_info, "rows": n, "rules": {
+            "tried": tried, "obeyed": obeyed, "acceptance": obeyed / tried, "broken": broken}}
+        return pd.concat(kept, ignore_index=True).iloc[:n].reset_index(drop=True)
 
     def _sampling_randomness(self, seed: int | None) -> tuple[torch.Generator, np.random.Generator]:
         """The generators sampling draws from: seeded by `seed` (the same rows again), fresh otherwise."""

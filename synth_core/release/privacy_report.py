@@ -15,6 +15,7 @@ from ..format import markdown_text, runs
 from ..models import get_model_class
 from ..privacy.table_budget import TableBudgets
 from ..runs import RunDir
+from ..schema.derived import describe
 
 def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: int | None = None,
                    budgets: TableBudgets | None = None) -> dict:
@@ -73,6 +74,36 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         report["table"] = {"epsilon_spent": account.spent_epsilon, "delta_spent": account.spent_delta,
                            "epsilon_total": account.total_epsilon, "runs": len(account.charges)}
     return report
+
+
+def _schema_lines(schema: dict, prov: dict) -> list[str]:
+    """The public schema's section: every column's public facts, then the declared rules."""
+    lines = [
+        "",
+        "## Public schema",
+        "",
+        "Drafted from the data: **" + ("yes" if prov.get("drafted_from_data") else "no") + "**; confirmed by the "
+        "data steward as public facts: **" + ("yes" if prov.get("confirmed") else "no") + "**.",
+        "",
+        "| column | kind | public bounds / categories | nullable | role |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in schema["columns"]:
+        if c["kind"] == "categorical":
+            cats = c.get("categories") or []
+            facts = ", ".join(map(_md, cats[:12])) + (f", … ({len(cats)} in all)" if len(cats) > 12 else "")
+        else:
+            facts = f"{_fmt(c.get('lower'))} to {_fmt(c.get('upper'))}"
+        if c.get("derived"):
+            facts += f"; derived, never modelled: {_md(describe(c['derived']))}"
+        lines.append(f"| {_md(c['name'])} | {c['kind']} | {facts} | {'yes' if c.get('nullable') else 'no'} | "
+                     f"{_md(c.get('role') or '')} |")
+    if schema.get("rules"):
+        lines += ["", "## Declared rules", "",
+                  "Public facts declared by the data steward (no ε): every synthetic row obeys each of them; rows of "
+                  "the private table that broke one were left out of training.", ""]
+        lines += [f"- `` {' '.join(rule.split())} ``" for rule in schema["rules"]]  # double backticks: a rule's names hold single ones
+    return lines
 
 
 def _rounds_taken(ledger) -> int | None:
@@ -162,24 +193,7 @@ def report_markdown(report: dict) -> str:
         details = ", ".join(f"{k}={_fmt(v)}" for k, v in e.get("details", {}).items()
                             if not isinstance(v, (dict, list)))
         lines.append(f"| {e['mechanism']} | {_fmt(e['epsilon'])} | {_fmt(e['delta'])} | {details} |")
-    lines += [
-        "",
-        "## Public schema",
-        "",
-        "Drafted from the data: **" + ("yes" if prov.get("drafted_from_data") else "no") + "**; confirmed by the "
-        "data steward as public facts: **" + ("yes" if prov.get("confirmed") else "no") + "**.",
-        "",
-        "| column | kind | public bounds / categories | nullable | role |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for c in report["schema"]["columns"]:
-        if c["kind"] == "categorical":
-            cats = c.get("categories") or []
-            facts = ", ".join(map(_md, cats[:12])) + (f", … ({len(cats)} in all)" if len(cats) > 12 else "")
-        else:
-            facts = f"{_fmt(c.get('lower'))} to {_fmt(c.get('upper'))}"
-        lines.append(f"| {_md(c['name'])} | {c['kind']} | {facts} | {'yes' if c.get('nullable') else 'no'} | "
-                     f"{_md(c.get('role') or '')} |")
+    lines += _schema_lines(report["schema"], prov)
     s = report.get("sampling") or {}
     if s or report.get("synthetic_rows"):
         lines += ["", "## Sampling", ""]

@@ -12,24 +12,34 @@ category list: computing it costs no privacy. In the schema JSON (`ColumnSpec.de
     {"from": "state", "map": {"CA": "West", "NY": "East"}}
         a categorical source looked up: every public category of the source (and its unknown category)
         has a value.
+    {"expr": "sqft_above + sqft_basement"}
+        a number computed from numeric columns by an arithmetic expression (schema/expressions.py: + - * / // %,
+        abs, min, max, round; column names with spaces or signs in backticks). Its public bounds are what the
+        sources' bounds give (interval arithmetic), filled in when the column has none; declared bounds must
+        cover them, and where the sources' bounds say nothing (a division by a range holding 0) the declared
+        bounds clip. An integer column's values are rounded to whole numbers, a continuous one's to its decimals.
 
-A derived column is categorical and lists every value its rule gives among its public categories; its
-source is a column of the schema that is not itself derived (so rules neither chain nor loop). A missing
-source value gives a missing value: a column derived from a nullable source is nullable.
+A binned or looked-up column is categorical and lists every value its rule gives among its public categories; a
+computed one is numeric. Sources are columns of the schema that are not derived themselves (so rules neither
+chain nor loop). A missing source value gives a missing value (so does a division by zero): a column derived from
+a nullable source, or that divides, is nullable.
 
-`spec.py` asks here (ColumnSpec.check, Schema.check, Schema.derive); this module is the rule's one home.
+`spec.py` asks here (ColumnSpec.check, Schema.check, Schema.derive); this module is the rule's one home. (Rules
+that rows obey, rather than columns they compute: schema/rules.py.)
 """
 from __future__ import annotations
 
+import ast
 import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .expressions import NUMBER, Expression, ExpressionError, parse
 from .spec import ColumnSpec, SchemaError, _preview
 
-RULE_KEYS = ("from", "bins", "labels", "map")
+RULE_KEYS = ("from", "bins", "labels", "map", "expr")
 
 
 def _is_number(x: Any) -> bool:
@@ -46,6 +56,15 @@ def canonical(spec: ColumnSpec) -> dict:
     unknown = sorted(set(rule) - set(RULE_KEYS))
     if unknown:
         raise SchemaError(f"{where}: 'derived' has unknown fields {_preview(unknown)} (it takes {', '.join(RULE_KEYS)})")
+    if "expr" in rule:
+        if set(rule) != {"expr"}:
+            raise SchemaError(f"{where}: a computed column's 'derived' holds its 'expr' alone")
+        if not isinstance(rule["expr"], str) or not rule["expr"].strip():
+            raise SchemaError(f"{where}: 'expr' is the arithmetic that computes it, e.g. \"sqft_above + sqft_basement\"")
+        if not spec.is_numeric:
+            raise SchemaError(f"{where}: a column computed by 'expr' is a number (integer or continuous), not "
+                              f"{spec.kind}")
+        return {"expr": rule["expr"].strip()}
     source = rule.get("from")
     if not isinstance(source, str) or not source:
         raise SchemaError(f"{where}: 'derived' needs 'from', the name of the column it is computed from")
@@ -85,9 +104,60 @@ def canonical(spec: ColumnSpec) -> dict:
     return rule
 
 
+def _expression(spec: ColumnSpec, schema) -> Expression:
+    try:
+        return parse(spec.derived["expr"], schema, NUMBER)
+    except ExpressionError as e:
+        raise SchemaError(f"column {spec.name!r} is computed by {spec.derived['expr']!r}: {e}") from None
+
+
+def sources(spec: ColumnSpec, schema) -> list[str]:
+    """The columns a derived column is computed from."""
+    return list(_expression(spec, schema).columns) if "expr" in spec.derived else [spec.derived["from"]]
+
+
+def check_sources(spec: ColumnSpec, schema) -> None:
+    """SchemaError if a derived column's rule does not fit the schema's columns it reads (check_source); a
+    computed column's bounds are filled in from its sources' when it has none."""
+    names = sources(spec, schema)
+    for name in names:
+        if name not in schema:
+            raise SchemaError(f"column {spec.name!r} is derived from {name!r}, which is not a column of the schema")
+        if name == spec.name:
+            raise SchemaError(f"column {spec.name!r} cannot be derived from itself")
+    if "expr" not in spec.derived:
+        return check_source(spec, schema[names[0]])
+    for name in names:
+        if schema[name].derived:
+            raise SchemaError(f"column {spec.name!r} is computed from {name!r}, which is derived itself: write "
+                              f"{name!r}'s own rule into the expression instead")
+    expression, where = _expression(spec, schema), f"column {spec.name!r}"
+    bounds = expression.bounds(schema)
+    divides = any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv, ast.Mod))
+                  for n in ast.walk(expression.tree))
+    nullable = [n for n in names if schema[n].nullable]
+    if (nullable or (divides and bounds is None)) and not spec.nullable:
+        why = f"{_preview(nullable)} may be missing" if nullable else "it divides by a range that holds 0"
+        raise SchemaError(f"{where} is computed by {spec.derived['expr']!r} and {why}: mark {spec.name!r} nullable")
+    if bounds is None:
+        if not spec.has_bounds:
+            raise SchemaError(f"{where}: its sources' bounds do not bound {spec.derived['expr']!r}; declare "
+                              f"{spec.name!r}'s public bounds (its values are clipped to them)")
+        return
+    lo, hi = bounds
+    if spec.kind == "integer":
+        lo, hi = math.floor(lo), math.ceil(hi)
+    if spec.lower is None and spec.upper is None:
+        spec.lower, spec.upper = lo, hi
+    elif (spec.lower is not None and spec.lower > lo) or (spec.upper is not None and spec.upper < hi):
+        raise SchemaError(f"{where}: {spec.derived['expr']!r} ranges over {lo:g} … {hi:g} by its sources' public "
+                          f"bounds; {spec.name!r}'s bounds must cover that (or leave them out to have them filled in)")
+
+
 def check_source(spec: ColumnSpec, source: ColumnSpec) -> None:
-    """SchemaError if a derived column's rule does not fit its source column: the source's kind, the bounds
-    the edges must cover, the categories the map must cover, missing values the derived column must allow."""
+    """SchemaError if a binned or looked-up column's rule does not fit its source column: the source's kind, the
+    bounds the edges must cover, the categories the map must cover, missing values the derived column must
+    allow."""
     rule, where, src = spec.derived, f"column {spec.name!r}", source.name
     if source.derived:
         raise SchemaError(f"{where} is derived from {src!r}, which is derived itself: derive it from "
@@ -114,6 +184,20 @@ def check_source(spec: ColumnSpec, source: ColumnSpec) -> None:
         raise SchemaError(f"{where} is derived from {src!r}, which may be missing: mark {spec.name!r} nullable too")
 
 
+def compute(spec: ColumnSpec, table: pd.DataFrame, schema) -> np.ndarray:
+    """A derived column's values for a table holding its sources."""
+    if "expr" not in spec.derived:
+        return apply(spec.derived, table[spec.derived["from"]])
+    values = _expression(spec, schema).evaluate(table).astype(float)
+    if spec.kind == "integer":
+        values = np.round(values)
+    elif spec.decimals is not None:
+        values = np.round(values, spec.decimals)
+    if spec.has_bounds:
+        values = np.clip(values, spec.lower, spec.upper)
+    return spec.as_written(values)
+
+
 def apply(rule: dict, values: pd.Series | np.ndarray) -> np.ndarray:
     """The derived values (strings; None where the source is missing) of a source column's values."""
     values = pd.Series(values).reset_index(drop=True)
@@ -136,6 +220,8 @@ def apply(rule: dict, values: pd.Series | np.ndarray) -> np.ndarray:
 
 def describe(rule: dict, limit: int = 4) -> str:
     """The rule in words, for the steward: 'bins of age: [0, 25) → 0-24, …, [65, 120] → 65+'."""
+    if "expr" in rule:
+        return f"computed: {rule['expr']}"
     if "bins" in rule:
         edges, labels = rule["bins"], rule["labels"]
         parts = [f"[{a:g}, {b:g}{']' if i == len(labels) - 1 else ')'} → {label}"

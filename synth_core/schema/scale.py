@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 
 class PublicScale:
@@ -17,6 +18,22 @@ class PublicScale:
             from .spec import SchemaError
             raise SchemaError(f"column {self.name!r} has no public bounds")
         return float(lo), float(hi)
+
+    def as_written(self, x, missing: np.ndarray | None = None):
+        """Numbers as a synthetic table holds this column: integers as int64 (pandas' Int64 where some are
+        missing), other numbers as float with NaN for missing. `missing` defaults to where x is NaN."""
+        x = np.asarray(x, dtype=float)
+        missing = np.isnan(x) if missing is None else np.asarray(missing, dtype=bool)
+        if self.kind == "integer":
+            whole = np.where(missing, 0, np.round(np.nan_to_num(x))).astype(np.int64)
+            if missing.any():
+                out = pd.array(whole, dtype="Int64")
+                out[missing] = pd.NA
+                return out
+            return whole
+        x = x.copy()
+        x[missing] = np.nan
+        return x
 
     def to_unit(self, x, bounds: tuple[float, float] | None = None) -> np.ndarray:
         """Values clipped to the public range and mapped to [0, 1]: linearly, or for log binning by log1p of the

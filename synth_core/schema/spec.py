@@ -197,7 +197,7 @@ class ColumnSpec(PublicScale):
         return value
 
 
-SCHEMA_FIELDS = {"version", "drafted_from_data", "confirmed", "missing_markers", "columns", "excluded", "rows"}
+SCHEMA_FIELDS = {"version", "drafted_from_data", "confirmed", "missing_markers", "columns", "excluded", "rows", "rules"}
 
 
 @dataclass
@@ -210,6 +210,8 @@ class Schema:
     excluded: columns of the table that are not modelled, with the reason (validation ignores them).
     rows: the number of rows, if the steward declares it public; a run then plans with it and reports it,
         else it measures a noisy count paid from ε.
+    rules: conditions every row meets, in pandas' query syntax (schema/rules.py): the private table's rows that
+        break one are dropped at validation, and every synthetic row obeys them all.
     """
 
     columns: list[ColumnSpec]
@@ -221,6 +223,8 @@ class Schema:
     excluded: dict[str, str] = field(default_factory=dict)
     # the table's number of rows, when the steward declares it public (else a run pays for a noisy count)
     rows: int | None = None
+    # conditions every row meets (schema/rules.py)
+    rules: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.columns = [c if isinstance(c, ColumnSpec) else ColumnSpec(**c) for c in self.columns]
@@ -258,18 +262,30 @@ class Schema:
         derived columns (itself if it has none)."""
         if not self.derived_columns:
             return self
-        return dataclasses.replace(self, columns=[c for c in self.columns if not c.derived])
+        # the rules are held on the full rows, derived columns computed (SynthModel.sample)
+        return dataclasses.replace(self, columns=[c for c in self.columns if not c.derived], rules=[])
 
     def derive(self, table: pd.DataFrame) -> pd.DataFrame:
         """The table with every derived column computed from its rule (added, or replaced), the schema's
         columns in the schema's order: how sampled rows get their derived columns."""
         if not self.derived_columns:
             return table
-        from .derived import apply
+        from .derived import compute
         out = table.copy()
         for c in self.derived_columns:
-            out[c.name] = apply(c.derived, out[c.derived["from"]])
+            out[c.name] = compute(c, out, self)
         return out[self.names]
+
+    def derived_sources(self, column: ColumnSpec) -> list[str]:
+        """The columns a derived column is computed from."""
+        from .derived import sources
+        return sources(column, self)
+
+    @property
+    def rule_checks(self) -> list:
+        """The rules parsed against the columns (schema.expressions.Expression: `evaluate(table)` per row)."""
+        from .rules import compiled
+        return compiled(self.rules, self)
 
     @property
     def provenance(self) -> dict:
@@ -292,9 +308,9 @@ class Schema:
             if name not in self:
                 raise SchemaError(f"cannot condition on {name!r}: no such column in the schema")
             if self[name].derived:
-                source = self[name].derived["from"]
-                raise SchemaError(f"cannot condition on {name!r}: it is computed from {source!r} after sampling; "
-                                  f"condition on {source!r} instead")
+                source = " and ".join(repr(s) for s in self.derived_sources(self[name]))
+                raise SchemaError(f"cannot condition on {name!r}: it is computed from {source} after sampling; "
+                                  f"condition on {source} instead")
             checked[name] = self[name].check_value(value)
         return checked
 
@@ -323,12 +339,10 @@ class Schema:
         if not isinstance(self.missing_markers, list) or not all(isinstance(m, str) for m in self.missing_markers):
             raise SchemaError("the schema's missing_markers must be a list of texts")
         if self.derived_columns:
-            from .derived import check_source
+            from .derived import check_sources
             for c in self.derived_columns:
-                if c.derived["from"] not in self:
-                    raise SchemaError(f"column {c.name!r} is derived from {c.derived['from']!r}, which is not a "
-                                      "column of the schema")
-                check_source(c, self[c.derived["from"]])
+                check_sources(c, self)
+        self.rule_checks  # noqa: B018 -- each rule parsed against the columns: SchemaError naming a bad one
         if self.version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")
         if self.rows is not None and (isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 1):
@@ -353,6 +367,7 @@ class Schema:
                         for c in self.columns],
             **({"excluded": dict(self.excluded)} if self.excluded else {}),
             **({"rows": self.rows} if self.rows is not None else {}),
+            **({"rules": list(self.rules)} if self.rules else {}),
         }
 
     @classmethod
@@ -386,6 +401,7 @@ class Schema:
             version=data["version"],
             excluded={str(k): str(v) for k, v in excluded.items()},
             rows=data.get("rows"),
+            rules=data.get("rules") or [],
         )
 
     def to_json(self) -> str:

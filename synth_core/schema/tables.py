@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
+from .rules import hold_private_table
 from .spec import MAX_MAGNITUDE, ColumnSpec, Schema, SchemaError, _preview
 
 
@@ -31,6 +32,10 @@ class ValidationReport:
     rows: int
     columns: dict[str, ColumnReport]
     ignored_columns: list[str]
+    # the schema's rules (schema/rules.py): how many rows broke each, and how many rows that dropped (a row
+    # breaking two rules counts once; `rows` is after)
+    rule_breaks: dict[str, int] = field(default_factory=dict)
+    dropped_for_rules: int = 0
 
     def summary(self) -> list[str]:
         lines = []
@@ -44,13 +49,19 @@ class ValidationReport:
             if r.inconsistent:
                 lines.append(f"{name}: {r.inconsistent} rows disagree with the rule it is derived by; the model never "
                              "sees this column, and every synthetic row follows the rule")
+        for rule, count in self.rule_breaks.items():
+            if count:
+                lines.append(f"{count:,} rows break the rule {rule!r}")
+        if self.dropped_for_rules:
+            lines.append(f"{self.dropped_for_rules:,} rows that break a declared rule were dropped; the model never sees them")
         if self.ignored_columns:
             lines.append(f"columns not in the schema, ignored: {', '.join(self.ignored_columns)}")
         return lines
 
     def to_dict(self) -> dict:
         return {"rows": self.rows, "columns": {k: asdict(v) for k, v in self.columns.items()},
-                "ignored_columns": self.ignored_columns}
+                "ignored_columns": self.ignored_columns, "rule_breaks": dict(self.rule_breaks),
+                "dropped_for_rules": self.dropped_for_rules}
 
 
 def _number_text(value) -> str:
@@ -78,13 +89,15 @@ def _written_at(values, rounded):
     return np.abs(np.asarray(rounded, float) - np.asarray(values, float)) <= 1e-6 * np.maximum(1.0, np.abs(values))
 
 
-def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, ValidationReport]:
+def validate_table(table: pd.DataFrame, schema: Schema, hold_rules: bool = True) -> tuple[pd.DataFrame, ValidationReport]:
     """Check a private table against the public schema and return it in canonical form.
 
     Canonical form: the schema's columns in the schema's order; categoricals as strings (missing as NA);
     numbers as float (rounded to their declared precision: integers to whole numbers), clipped to the public
     bounds, missing as NaN. A derived column the table lacks is computed from its rule; one it has is kept,
-    and its rows that disagree with the rule are counted.
+    and its rows that disagree with the rule are counted. Rows that break a declared rule (schema.rules) are
+    dropped and counted; a rule that most rows break is refused as probably mistyped (hold_rules=False: kept, for
+    a review that measures how well a table obeys them, evaluate/).
     Raises SchemaError for anything that cannot be fixed without inventing or dropping data.
     """
     cols = _check_columns(table, schema)
@@ -110,10 +123,22 @@ def validate_table(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, V
     clean = schema.derive(pd.DataFrame(out))
     for spec in schema.derived_columns:
         if spec.name in out:  # the table's own values are kept: the model never sees them
-            reports[spec.name].inconsistent = int((out[spec.name] != clean[spec.name].to_numpy(dtype=object)).sum())
+            reports[spec.name].inconsistent = _disagreeing(spec, out[spec.name], clean[spec.name])
             clean[spec.name] = out[spec.name]
     ignored = [c for c in cols if c not in schema.names]
-    return clean, ValidationReport(rows=len(clean), columns=reports, ignored_columns=ignored)
+    held, breaks = hold_private_table(schema.rule_checks, clean) if hold_rules else (clean, {})
+    if held.empty:
+        raise SchemaError("every row of the table breaks a declared rule: nothing is left to learn from")
+    return held, ValidationReport(rows=len(held), columns=reports, ignored_columns=ignored, rule_breaks=breaks,
+                                  dropped_for_rules=len(clean) - len(held))
+
+
+def _disagreeing(spec: ColumnSpec, given, computed: pd.Series) -> int:
+    """How many of a derived column's given values differ from what its rule computes (both missing: agree)."""
+    if spec.is_numeric:
+        given, computed = np.asarray(given, dtype=float), computed.to_numpy(dtype=float)
+        return int((~np.isclose(given, computed, rtol=1e-9, atol=1e-9, equal_nan=True)).sum())
+    return int((given != computed.to_numpy(dtype=object)).sum())
 
 
 def _check_columns(table: pd.DataFrame, schema: Schema) -> list[str]:
