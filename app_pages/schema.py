@@ -5,6 +5,7 @@ import json
 
 import streamlit as st
 
+from synth_core.format import markdown_text
 from synth_core.schema import KINDS, Schema, SchemaError, validate_table
 from synth_core.schema.derived import describe
 from workbench import rules_editor, state
@@ -173,7 +174,7 @@ else:
     if lines:
         st.write("Training will use the table with these changes (counts seen only by you):")
         for line in lines:
-            st.write(f"- {line}")
+            st.markdown(f"- {markdown_text(line)}")  # a rule's backticks and signs shown as typed
     else:
         st.write("Every value fits the public facts.")
 

@@ -8,6 +8,7 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
+from synth_core.format import markdown_text
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.schema.rules import forms, preview, templates
 from workbench import state
@@ -64,7 +65,7 @@ def render(table: pd.DataFrame, schema: Schema) -> None:
 def _one_rule(schema: Schema, rows: pd.DataFrame | None, i: int, text: str, version: int) -> None:
     shown = preview(text, schema, rows)
     c1, c2, c3 = st.columns([7, 3, 1], vertical_alignment="center")
-    c1.markdown(f"`` {text} ``  \n{shown.words}")
+    c1.markdown(f"`` {text} ``  \n{markdown_text(shown.words)}")
     if rows is not None:
         c2.markdown(f"**{shown.breaking:,}** of your {shown.rows:,} rows break it" if shown.breaking else
                     "none of your rows break it")
