@@ -148,14 +148,14 @@ def test_a_computed_column_gets_its_bounds_from_its_sources_and_every_row_agrees
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    """The demo table with two rules and a computed column, fitted once by DP-TBART at the tiny preset."""
+    """The demo table with two rules and a computed column, fitted once by DP-TBART at the tiny preset (one epoch)."""
     data = demo_schema().to_dict()
     data["rules"] = ["`hours-per-week` >= 30 or income == '<=50K'", "age >= 25 or `capital-gain` == 0"]
     data["columns"].append({"name": "weekly-minutes", "kind": "integer", "derived": {"expr": "`hours-per-week` * 60"}})
     schema = Schema.from_dict(data)
     run = tmp_path_factory.mktemp("rules") / "run"
-    result = api.fit(demo_table(1500), schema, "dp-tbart", epsilon=1.0, preset="tiny", public_table=True,
-                     run_dir=run, options={"epochs": 2})
+    result = api.fit(demo_table(800), schema, "dp-tbart", epsilon=1.0, preset="tiny", public_table=True,
+                     run_dir=run, options={"epochs": 1})
     return schema, run, result
 
 
@@ -209,3 +209,16 @@ def test_the_privacy_report_lists_the_rules_and_the_review_counts_the_rows_that_
     broken.loc[0, ["age", "capital-gain"]] = [18, 1000]  # one row that breaks a rule: a finding
     figure = next(f for f in quick_figures(table, broken, schema) if f.name == "Rows breaking a declared rule")
     assert figure.value == 1 / 500 and figure.verdict == "poor" and figure.details["violations"] == 1
+
+
+def test_calibration_sets_the_cells_a_rule_forbids_to_zero():
+    from synth_core.encoding.tokens import TokenEncoder
+    from synth_core.models.calibration import forbidden
+    schema = adultish()
+    encoder = TokenEncoder(schema, n_bins=4)
+    columns = ("relationship", "marital-status")
+    _, shape = encoder.cells(_rows(relationship=["Wife"], **{"marital-status": ["Never-married"]}), columns)
+    zero = forbidden(encoder, columns, shape, schema.rule_checks).reshape(shape)
+    # rows: Husband, Wife, Own-child; columns: the two married states, then Never-married
+    assert zero.tolist() == [[False, False, True], [False, False, True], [False, False, False]]
+    assert forbidden(encoder, ("relationship", "capital-gain"), (3, 4), schema.rule_checks) is None  # not judged

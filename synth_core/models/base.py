@@ -354,7 +354,7 @@ class SynthModel(Described, Timed, abc.ABC):
                 return None
 
         pool, weights, info = grow_and_calibrate(pool, n, more, self.calibration, self.schema, conditions,
-                                                 growth=self.max_pool_growth)
+                                                 growth=self.max_pool_growth, rules=self.full_schema.rule_checks)
         rng = np.random.default_rng(None if seed is None else seed + 2)
         table = pool.iloc[resample(weights, n, rng)].reset_index(drop=True)
         self.last_sample_info = {**self.last_sample_info, "rows": n, "calibration": info}

@@ -19,6 +19,10 @@ fresh rows and calibrated again, up to POOL_GROWTH times its first size (`grow_a
 With conditions, the pool holds only rows that meet them; a measured marginal then calibrates it only if it
 includes every conditioned column (its slice at the conditioned values), and only where that slice stands
 out of the noise.
+
+The schema's declared rules (schema/rules.py) hold in every pool row; a measured cell that a rule forbids (a
+marginal over categorical columns that include all the rule reads: a husband never married) is set to 0 before
+calibrating (`forbidden`), so the weights do not chase noise no row can meet.
 """
 from __future__ import annotations
 
@@ -28,8 +32,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..encoding.tokens import NULL_LABEL
 from ..privacy.measurements import Marginals
 from ..schema import Schema
+from ..schema.rules import obeying
 
 POOL_FACTOR = 3          # candidate rows per row asked for
 MIN_POOL = 5_000         # at least this many candidates (or 50 per row asked for, if fewer), so that small
@@ -51,7 +57,26 @@ def pool_size(n: int) -> int:
     return max(POOL_FACTOR * int(n), min(MIN_POOL, SMALL_REQUEST_FACTOR * int(n)))
 
 
-def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, conditions: dict) -> list[_Target]:
+def forbidden(encoder, columns: tuple, shape: tuple, rules: list) -> np.ndarray | None:
+    """The cells of a marginal over `columns` (flat, C order) that no row obeying the rules can fall in: judged by
+    each rule that reads only categorical columns of the marginal (a numeric bin holds values a rule may treat
+    apart); None where no rule is judged."""
+    categorical = {c for c in columns if not encoder.codecs[encoder.column_index(c)].spec.is_numeric}
+    judged = [r for r in rules if r.columns and set(r.columns) <= categorical]
+    if not judged:
+        return None
+    local = np.unravel_index(np.arange(int(np.prod(shape))), shape)
+    cells = {}
+    for name, index in zip(columns, local):
+        if name in categorical:
+            labels = np.array([None if label == NULL_LABEL else label
+                               for label in encoder.codecs[encoder.column_index(name)].labels], dtype=object)
+            cells[name] = labels[index]
+    return ~obeying(judged, pd.DataFrame(cells))
+
+
+def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, conditions: dict,
+             rules: list) -> list[_Target]:
     encoders: dict[int, tuple] = {}
 
     def encoder_for(m):  # the marginal's discretisation, and the conditioned values' cells in it
@@ -67,6 +92,9 @@ def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, condition
         encoder, fixed = encoder_for(m)
         cells, shape = encoder.cells(pool, m.columns)
         counts = m.counts
+        zero = forbidden(encoder, m.columns, shape, rules)
+        if zero is not None and zero.any():
+            counts = np.where(zero, 0.0, counts)
         if fixed:
             if not set(fixed) <= set(m.columns):
                 continue  # says nothing about the rows meeting the conditions
@@ -85,9 +113,10 @@ def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, condition
 
 
 def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
-                      conditions: dict | None = None) -> tuple[np.ndarray, dict]:
-    """Weights (summing to 1) over the pool's rows, and what calibration did (for `last_sample_info`)."""
-    targets = _targets(pool, marginals, schema, dict(conditions or {}))
+                      conditions: dict | None = None, rules: list | None = None) -> tuple[np.ndarray, dict]:
+    """Weights (summing to 1) over the pool's rows, and what calibration did (for `last_sample_info`); `rules`:
+    the declared rules the pool obeys (schema.rule_checks), whose forbidden cells are zero."""
+    targets = _targets(pool, marginals, schema, dict(conditions or {}), list(rules or []))
     m = len(pool)
     q = np.full(m, 1.0 / m)
     info = {"pool_rows": m, "marginals": len(targets), "iterations": 0}
@@ -135,19 +164,19 @@ def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
 
 def grow_and_calibrate(pool: pd.DataFrame, n: int, more: Callable[[int, int], pd.DataFrame | None],
                        marginals: Marginals, schema: Schema, conditions: dict | None = None,
-                       growth: int = POOL_GROWTH) -> tuple[pd.DataFrame, np.ndarray, dict]:
+                       growth: int = POOL_GROWTH, rules: list | None = None) -> tuple[pd.DataFrame, np.ndarray, dict]:
     """The pool, its weights and what calibration did, for a sample of n rows. While the weights hold fewer
     effective rows than n, `more(rows, k)` draws `rows` fresh candidates (its k-th draw; None when it cannot)
     and the doubled pool is calibrated again, up to `growth` times the first pool (1: never grows)."""
     first = len(pool)
-    weights, info = calibrate_weights(pool, marginals, schema, conditions)
+    weights, info = calibrate_weights(pool, marginals, schema, conditions, rules)
     draws = 1
     while info.get("effective_rows", n) < n and len(pool) < growth * first:
         extra = more(min(len(pool), growth * first - len(pool)), draws)
         if extra is None or len(extra) == 0:
             break
         pool = pd.concat([pool, extra], ignore_index=True)
-        weights, info = calibrate_weights(pool, marginals, schema, conditions)
+        weights, info = calibrate_weights(pool, marginals, schema, conditions, rules)
         draws += 1
     info["pool_draws"] = draws
     return pool, weights, info
