@@ -22,6 +22,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     threadpool_limits(limits=1)  # numpy's BLAS and scikit-learn's OpenMP in this process, from now on
 
 
+# the tests that drive the whole app (a real browser, a corpus of real tables, the headless walk-through) start
+# first: with two test processes (pytest.ini: -n 2 --dist worksteal) the one that starts a long test last runs it
+# alone while the other core idles; started first, the other process takes the short tests meanwhile
+FIRST = ("test_browser.py", "test_corpus_app.py", "test_app.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: FIRST.index(item.path.name) if item.path.name in FIRST else len(FIRST))
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory, monkeypatch):
     """Every test gets its own workbench home (runs, table budgets): none touches the steward's."""
