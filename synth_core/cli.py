@@ -342,6 +342,24 @@ def _describe(schema: Schema) -> list[str]:
     return lines
 
 
+def _forecast(args) -> int:
+    from .forecast import forecast
+    schema = Schema.load(args.schema)
+    rows = args.rows if args.rows is not None else schema.rows
+    if rows is None:
+        raise ValueError("give --rows N: the number of rows, or an upper bound you can state publicly (the schema "
+                         "declares none)")
+    made = forecast(schema, args.epsilon, rows, args.model, args.delta, calibration_share=args.calibration_share)
+    if args.json:
+        print(json.dumps(made.to_dict(), indent=2))
+        return 0
+    print(f"{made.model} at ε = {args.epsilon:g} (δ = {made.delta:g}) on {rows:,} rows: counts released by "
+          f"{made.source}" + (f", noise σ = {made.noise_std:.3g} on each" if made.noise_std is not None else ""))
+    for c in made.columns:
+        print(f"  {c.column}: {c.words()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
@@ -385,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
             return _audit(args)
         if args.command == "runs":
             return _runs(args)
+        if args.command == "forecast":
+            return _forecast(args)
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

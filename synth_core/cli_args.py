@@ -144,6 +144,17 @@ def _review_commands(sub, MODELS: dict, families: bool) -> None:
     au.add_argument("--seed", type=int, default=0)
     au.add_argument("--json", help="write the result as JSON here")
 
+    fc = sub.add_parser("forecast", help="what a run would buy, before anything is spent: each column's shares "
+                                         "(public facts only, no ε)")
+    fc.add_argument("--schema", required=True, help="the public schema (confirmed)")
+    fc.add_argument("--epsilon", type=float, required=True)
+    fc.add_argument("--rows", type=int, help="the number of rows, or an upper bound you can state publicly "
+                                             "(default: the schema's declared count)")
+    fc.add_argument("--model", default="auto", help="a family, or auto (default)")
+    fc.add_argument("--delta", type=float, default=None)
+    fc.add_argument("--calibration-share", type=float, default=None)
+    fc.add_argument("--json", action="store_true", help="print it as JSON")
+
     r = sub.add_parser("runs", help="show a run's status and ledger")
     r.add_argument("run")
     r.add_argument("--json", action="store_true", help="print it as JSON")

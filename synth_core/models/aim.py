@@ -117,6 +117,9 @@ class AIM(SynthModel):
         """How a run with budget ρ and `rounds` planned rounds starts (privacy.selection.opening)."""
         return selection.opening(rho, rounds, len(self.sizes), self.config.one_way_share)
 
+    def count_noise(self, plan) -> float:
+        return self.opening(plan.rho, plan.rounds)["one_way_sigma"]
+
     def plan_summary(self, plan, rows: int, epsilon: float, accountant: str, bounds: bool = False,
                      statistics: bool = False):
         return plan_words.rounds_summary(plan, rows, epsilon, self.expected_steps(plan),

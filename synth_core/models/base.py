@@ -266,6 +266,11 @@ class SynthModel(Described, Timed, abc.ABC):
         """The noise plan; `alongside`: the run's Gaussian measurements, composed with the training."""
         return planning.plan(self.sampling_shape(n_rows), epsilon, delta, accountant, alongside)
 
+    def count_noise(self, plan) -> float | None:
+        """The noise's standard deviation on each column's counts that the family's own measurements carry under
+        `plan` (AIM: its first round), for a forecast; None: it measures none (DP-SGD alone)."""
+        return None
+
     def plan_summary(self, plan, rows: int, epsilon: float, accountant: str, bounds: bool = False,
                      statistics: bool = False) -> PlanSummary:
         """The plan in a steward's words, for the model page (models.plan_words): what it adds, how many steps,

@@ -160,8 +160,7 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
     training. The sensitivity counts marginals, not cells."""
     schema = schema.modelled()
     chosen = measured_marginals(schema, n_bins, fine_bins)
-    mechanism = gaussian_for(epsilon, delta, accountant)
-    std = mechanism.noise_multiplier * math.sqrt(len(chosen))
+    mechanism, std = _mechanism(chosen, epsilon, delta, accountant)
     encoders = {b: TokenEncoder(schema, b) for b in {bins for _, bins in chosen}}
     out = Marginals(n_bins=n_bins, noise_std=std, rows=int(rows))
     for columns, bins in chosen:
@@ -175,6 +174,20 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
                   marginals=[list(c) for c, b in chosen if b == n_bins], bins=n_bins,
                   **({"fine_marginals": fine, "fine_bins": fine_bins} if fine else {}))
     return out, mechanism
+
+
+def _mechanism(chosen: list, epsilon: float, delta: float, accountant: str) -> tuple[Gaussian, float]:
+    """The Gaussian mechanism that releases `chosen` marginals with (ε, δ), and its noise's standard deviation on
+    every cell (the sensitivity counts marginals: √k)."""
+    mechanism = gaussian_for(epsilon, delta, accountant)
+    return mechanism, mechanism.noise_multiplier * math.sqrt(len(chosen))
+
+
+def marginals_noise_std(schema: Schema, epsilon: float, delta: float, accountant: str = "prv",
+                        n_bins: int = MARGINAL_BINS, fine_bins: int | None = FINE_BINS) -> float:
+    """The noise's standard deviation on every cell that `measure_marginals` would release with (ε, δ) for this
+    public schema, before anything is spent (a forecast's closed form)."""
+    return _mechanism(measured_marginals(schema.modelled(), n_bins, fine_bins), epsilon, delta, accountant)[1]
 
 
 QUANTILE_LEVELS = 20        # quantiles released per numeric column: the levels 1/20, …, 19/20

@@ -1,0 +1,74 @@
+"""The forecast (synth_core/forecast.py): what a run's measurements guarantee of each column, from public facts
+only, checked against the mechanism itself."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from synth_core.demo import demo_schema, demo_table
+from synth_core.forecast import forecast
+from synth_core.privacy.ledger import PrivacyLedger
+from synth_core.privacy.measurements import measure_marginals
+from synth_core.privacy.randomness import noisy_counts
+from synth_core.schema import validate_table
+
+
+def test_the_closed_form_holds_nine_draws_in_ten_of_the_mechanism_it_forecasts():
+    schema, rows = demo_schema(), 3200
+    made = forecast(schema, 0.5, rows, "dp-tbart", delta=1e-5, calibration_share=0.3)
+    assert made.model == "dp-tbart" and made.noise_std > 0 and len(made.columns) == len(schema.columns)
+    table, _ = validate_table(demo_table(rows), schema)
+    # the run's own measurement, at the ε the split gives it: the same noise on every cell
+    from synth_core.privacy.split import planned_split
+    split = planned_split(0.5, 1e-5, 0.0, False, 0.3, 0.0)
+    marginals, _ = measure_marginals(table, schema, split.marginals, 1e-5, PrivacyLedger(0.5, 1e-5, rows), rows)
+    assert marginals.noise_std == pytest.approx(made.noise_std)
+    # 1,000 draws of the mechanism's noise on every column's true counts: shares within the half-width 9 in 10
+    inside = []
+    for m in marginals.marginals:
+        if len(m.columns) != 1:
+            continue
+        truth = np.bincount(marginals.encoder(schema, m).cells(table, m.columns)[0],
+                            minlength=int(np.prod(m.shape))).astype(float)
+        for _ in range(1000 // len(schema.columns) + 1):
+            error = np.abs(noisy_counts(truth, marginals.noise_std) - truth) / rows
+            inside.extend(error <= made.columns[0].half_width)
+    share = float(np.mean(inside))
+    assert 0.88 <= share <= 0.92, share
+    assert made.columns[1].words().startswith("each category's share within about ±")
+
+
+def test_the_forecast_reads_no_row_and_aims_comes_from_its_first_round():
+    schema = demo_schema()
+    one, two = forecast(schema, 1.0, 3200, "aim"), forecast(schema, 1.0, 3200, "aim")
+    assert one.to_dict() == two.to_dict()  # a function of the public facts alone: it is never given the rows
+    from synth_core.models import get_model_class
+    model = get_model_class("aim")(schema, preset="cpu", device="cpu", seed=0)
+    assert one.source.startswith("the first measurement of every column")
+    assert one.noise_std > 0 and one.columns[0].half_width == pytest.approx(1.6448536 * one.noise_std / 3200)
+    assert model.count_noise is not None
+    # more ε, less noise; more rows, a smaller share error
+    assert forecast(schema, 4.0, 3200, "aim").noise_std < one.noise_std
+    assert forecast(schema, 1.0, 32000, "dp-tbart").columns[0].half_width < \
+        forecast(schema, 1.0, 3200, "dp-tbart").columns[0].half_width
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "synth_core", "forecast", *args], capture_output=True, text=True)
+
+
+def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_line(tmp_path):
+    path = tmp_path / "schema.json"
+    demo_schema().save(path)
+    done = _cli("--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "dp-tbart", "--json")
+    assert done.returncode == 0, done.stderr
+    made = json.loads(done.stdout)
+    assert made["model"] == "dp-tbart" and [c["column"] for c in made["columns"]] == demo_schema().names
+    for args, says in [(("--schema", str(tmp_path / "none.json"), "--epsilon", "1", "--rows", "10"), "cannot read"),
+                       (("--schema", str(path), "--epsilon", "0", "--rows", "3200"), "ε must be"),
+                       (("--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "gpt"), "unknown model"),
+                       (("--schema", str(path), "--epsilon", "1"), "give --rows")]:
+        done = _cli(*args)
+        assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
