@@ -78,7 +78,7 @@ def one(table: str, model: str, epsilon: float, data_dir: Path) -> dict:
                         "acceptance": None if info is None else info["acceptance"],
                         "figures": fidelity(test, rows[schema.names], train, schema, ds["target"], ds["task"])}
         print(f"{table} {model} {variant}: violations {out[variant]['violations']['any']} of {ROWS}, fit "
-              f"{t1 - t0:.0f} s, sample {t2 - t1:.1f} s, 2-way TVD {out[variant]['figures']['tvd']['2']:.3f}",
+              f"{t1 - t0:.0f} s, sample {t2 - t1:.1f} s, 2-way TVD {out[variant]['figures']['tvd'][2]:.3f}",
               flush=True)
     return out
 
