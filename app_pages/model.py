@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import streamlit as st
 
 from synth_core.privacy.table_budget import check_within, remaining, spends_the_rest
@@ -12,6 +13,7 @@ from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
+from synth_core.forecast import forecast
 from synth_core.privacy import BudgetError, default_delta, delta_warning
 from synth_core.privacy.split import default_bounds_epsilon, epsilon_left
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
@@ -297,6 +299,42 @@ else:
             st.caption(note)
         for warning in summary.warnings:
             st.warning(warning)
+
+
+@st.cache_data(show_spinner="Forecasting what ε buys…", max_entries=64)
+def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple[str, float, float | None, str, str]]:
+    """Each harm level's forecast (synth_core.forecast): (level, ε, a share's 90% half-width or None, what
+    releases the counts, the family)."""
+    request, schema = FitRequest.from_dict(json.loads(request_json)), Schema.from_json(schema_json)
+    out = []
+    for level, eps in HARM.items():
+        if eps is None:
+            continue
+        made = forecast(schema, eps, n, request.model, request.delta, request.accountant, preset=request.preset,
+                        options=request.options, calibration_share=request.calibration_share,
+                        quantile_share=request.quantile_share, bounds_epsilon=request.bounds_epsilon)
+        out.append((level, eps, made.columns[0].half_width if made.columns else None, made.source,
+                    get_model_class(made.model).label or made.model))
+    return out
+
+
+if plan is not None:
+    st.subheader("What each level buys on this table")
+    try:
+        # auto picks its family and shares at each level's ε, unless the statistics are switched off above
+        asked = request.replace(calibration_share=None if calibrate or klass.measures_marginals else 0.0,
+                                quantile_share=None) if family == AUTO else request
+        levels = shares_by_level(json.dumps(asked.to_dict(), sort_keys=True), schema.to_json(), n_train)
+    except (BudgetError, SchemaError, ValueError) as e:
+        st.caption(f"No forecast: {e}")
+    else:
+        st.dataframe(pd.DataFrame([{"harm level": level, "ε": eps, "model": label,
+                                    "each column's shares, 9 times in 10": "not measured (the model's own)"
+                                    if width is None else f"within ±{100 * width:.2g} percentage points",
+                                    "counts released by": source}
+                                   for level, eps, width, source, label in levels]), hide_index=True)
+        st.caption("From the noise of the counts each run would release, before anything is spent: public facts "
+                   "and this table's row count only, shown to you alone.")
 
 device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(model_options, sort_keys=True),

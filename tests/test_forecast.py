@@ -72,3 +72,17 @@ def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_li
                        (("--schema", str(path), "--epsilon", "1"), "give --rows")]:
         done = _cli(*args)
         assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_model_page_shows_what_each_harm_level_buys(tmp_path, monkeypatch):
+    from test_app import new_app, no_exceptions
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
+    at = new_app()
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()
+    at.switch_page("app_pages/model.py").run()
+    no_exceptions(at)
+    assert "What each level buys on this table" in [str(h.value) for h in at.subheader]
+    levels = next(d.value for d in at.dataframe if "harm level" in d.value.columns)
+    widths = [float(text.split("±")[1].split()[0]) for text in levels["each column's shares, 9 times in 10"]]
+    assert len(widths) == 4 and widths == sorted(widths)  # less ε, wider: the steward sees what each level costs
