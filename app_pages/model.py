@@ -302,9 +302,9 @@ else:
 
 
 @st.cache_data(show_spinner="Forecasting what ε buys…", max_entries=64)
-def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple[str, float, float | None, str, str]]:
+def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple]:
     """Each harm level's forecast (synth_core.forecast): (level, ε, a share's 90% half-width or None, what
-    releases the counts, the family)."""
+    releases the counts, the family, the expected pairs mismatch with its 80% interval or "")."""
     request, schema = FitRequest.from_dict(json.loads(request_json)), Schema.from_json(schema_json)
     out = []
     for level, eps in HARM.items():
@@ -313,8 +313,10 @@ def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple[s
         made = forecast(schema, eps, n, request.model, request.delta, request.accountant, preset=request.preset,
                         options=request.options, calibration_share=request.calibration_share,
                         quantile_share=request.quantile_share, bounds_epsilon=request.bounds_epsilon)
+        pairs = made.figures.get("tvd2")
         out.append((level, eps, made.columns[0].half_width if made.columns else None, made.source,
-                    get_model_class(made.model).label or made.model))
+                    get_model_class(made.model).label or made.model,
+                    "" if pairs is None else f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})"))
     return out
 
 
@@ -329,12 +331,15 @@ if plan is not None:
         st.caption(f"No forecast: {e}")
     else:
         st.dataframe(pd.DataFrame([{"harm level": level, "ε": eps, "model": label,
+                                    "pairs of columns: mismatch expected (80%)": pairs,
                                     "each column's shares, 9 times in 10": "not measured (the model's own)"
                                     if width is None else f"within ±{100 * width:.2g} percentage points",
                                     "counts released by": source}
-                                   for level, eps, width, source, label in levels]), hide_index=True)
-        st.caption("From the noise of the counts each run would release, before anything is spent: public facts "
-                   "and this table's row count only, shown to you alone.")
+                                   for level, eps, width, source, label, pairs in levels]), hide_index=True)
+        st.caption("Before anything is spent, from public facts and this table's row count only (shown to you "
+                   "alone): the mismatch of pairs of columns (2-way TVD, as the review reports it) from a model of "
+                   "the project's benchmark results on public tables; the shares from the noise of the counts each "
+                   "run would release.")
 
 device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(model_options, sort_keys=True),

