@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from synth_core.evaluate.figures import column_figures, overall_verdict, quick_figures
+from synth_core.forecast import findings
 from synth_core.evaluate.inputs import EvaluationError
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
@@ -109,6 +110,13 @@ with st.expander("What each figure means"):
                           f"{r['better'].capitalize()}." for r in tables[names[primary]].to_dict("records")))
 level, message = overall_verdict(list(tables[names[primary]]["verdict"]), by_id[primary].get("model"))
 {"poor": st.warning, "fair": st.info, "good": st.success}[level](message)
+try:
+    kept_forecast = RunDir(by_id[primary]["path"]).config().get("forecast")
+except (RunError, OSError, ValueError):
+    kept_forecast = None
+measured = dict(zip(tables[names[primary]]["technical name"], tables[names[primary]]["value"]))
+for finding in findings(kept_forecast, measured):
+    (st.warning if finding.startswith("Worse") else st.success)(finding)
 
 
 def per_column(t: pd.DataFrame) -> pd.DataFrame:

@@ -179,3 +179,31 @@ def fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[di
 
 def _categorical_target(schema: Schema) -> bool:
     return any(c.role == "target" and not c.is_numeric for c in schema.columns)
+
+
+def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict:
+    """What a run's config keeps of its forecast (public facts only: the schema, the released row count, ε and the
+    family): each figure's interval, for the review and the report to set beside the measured figures."""
+    figures, note = fidelity(schema, rows, epsilon, family)
+    return {**{what: interval.to_dict() for what, interval in figures.items()}, **({"note": note} if note else {})}
+
+
+MEASURED = {"tvd1": "1-way TVD", "tvd2": "2-way TVD"}  # the review's names of the figures a forecast gives
+
+
+def findings(kept: dict | None, measured: dict[str, float]) -> list[str]:
+    """The measured figures (by the review's names) that fall outside the run's forecast, each in one sentence;
+    the review measures against the training rows, the forecast against unseen ones, so a figure above its
+    interval is a finding, one below it good news."""
+    out = []
+    for what, name in MEASURED.items():
+        interval, value = (kept or {}).get(what), measured.get(name)
+        if interval is None or value is None or not math.isfinite(value):
+            continue
+        shown = f"{name} {value:.3f}, forecast {interval['expected']:.3f} ({interval['low']:.3f} to {interval['high']:.3f})"
+        if value > interval["high"]:
+            out.append(f"Worse than expected for this table: {shown}. A larger ε, the other families, or columns "
+                       "with fewer values (coarser categories, rounder bounds) usually help.")
+        elif value < interval["low"]:
+            out.append(f"Better than expected for this table: {shown}.")
+    return out

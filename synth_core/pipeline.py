@@ -31,6 +31,7 @@ from .privacy.table_budget import TableBudgets, TableCharge
 from .request import REVIEW_RELEASED, FitRequest, check_rows, review_rows_for
 from .runs import RunDir
 from .runs.lifecycle import Events, say_trained
+from .forecast import run_forecast
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .training.device import device_label
 from .runs.timing import RunClock, rows_drawn, sampling_seconds, step_seconds
@@ -179,6 +180,8 @@ def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> d
         "plan": built.plan.to_dict(), "device": device_label(synth.device),
         "sampling_estimate_s": sampling_seconds(synth, request.preset, built.review_rows, guess=True),
         "step_estimate_s": step_seconds(synth, request.preset, built.plan.expected_batch_size),
+        # from public facts and the released count only (forecast.py): the review sets it beside what it measures
+        "forecast": run_forecast(paid.schema, paid.ledger.n_rows, request.epsilon, request.model),
     }
 
 

@@ -90,3 +90,19 @@ def test_the_model_page_shows_what_each_harm_level_buys(tmp_path, monkeypatch):
     levels = next(d.value for d in at.dataframe if "harm level" in d.value.columns)
     widths = [float(text.split("±")[1].split()[0]) for text in levels["each column's shares, 9 times in 10"]]
     assert len(widths) == 4 and widths == sorted(widths)  # less ε, wider: the steward sees what each level costs
+
+
+def test_a_run_keeps_its_forecast_and_the_review_flags_a_figure_outside_it(tmp_path):
+    from synth_core import api
+    from synth_core.forecast import findings
+    from synth_core.release.privacy_report import privacy_report, report_markdown
+    from synth_core.runs import RunDir
+    api.fit(demo_table(600), demo_schema(), "aim", epsilon=1.0, preset="tiny", public_table=True,
+            run_dir=tmp_path / "run")
+    kept = RunDir(tmp_path / "run").config()["forecast"]
+    assert kept["tvd2"]["low"] <= kept["tvd2"]["expected"] <= kept["tvd2"]["high"]
+    assert "## Forecast before training" in report_markdown(privacy_report(RunDir(tmp_path / "run")))
+    worse = findings(kept, {"2-way TVD": kept["tvd2"]["high"] + 0.05, "1-way TVD": kept["tvd1"]["expected"]})
+    assert len(worse) == 1 and worse[0].startswith("Worse than expected for this table: 2-way TVD")
+    assert findings(kept, {"2-way TVD": kept["tvd2"]["low"] / 2})[0].startswith("Better than expected")
+    assert findings(None, {"2-way TVD": 0.5}) == []  # a run from before forecasts: nothing to say

@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 from dataclasses import asdict
 
+from ..forecast import FIGURES
 from ..format import markdown_text, runs
 from ..models import get_model_class
 from ..privacy.table_budget import TableBudgets
@@ -65,6 +66,8 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         "notice": DRAFT_NOTICE if provenance.get("drafted_from_data") and not provenance.get("confirmed") else None,
         "warnings": ledger.warnings(),
         "sampling": dict(sampling or {}),
+        # what the run was expected to reach, from public facts before training (forecast.py)
+        "forecast": config.get("forecast") or {},
         "synthetic_rows": synthetic_rows,
         "table": None,
     }
@@ -74,6 +77,17 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         report["table"] = {"epsilon_spent": account.spent_epsilon, "delta_spent": account.spent_delta,
                            "epsilon_total": account.total_epsilon, "runs": len(account.charges)}
     return report
+
+
+def _forecast_lines(kept: dict) -> list[str]:
+    """The forecast made before training (public facts only), to set beside the review's measured figures."""
+    figures = [(FIGURES[w], kept[w]) for w in FIGURES if w in kept]
+    if not figures:
+        return []
+    return ["", "## Forecast before training", "",
+            "From public facts only (the schema, the released row count, ε, the family), by a model of the project's "
+            "benchmark results; each figure against rows the model never saw, with its 80% interval:", "",
+            *(f"- {name}: {v['expected']:.3f} ({v['low']:.3f} to {v['high']:.3f})" for name, v in figures)]
 
 
 def _schema_lines(schema: dict, prov: dict) -> list[str]:
@@ -194,6 +208,7 @@ def report_markdown(report: dict) -> str:
                             if not isinstance(v, (dict, list)))
         lines.append(f"| {e['mechanism']} | {_fmt(e['epsilon'])} | {_fmt(e['delta'])} | {details} |")
     lines += _schema_lines(report["schema"], prov)
+    lines += _forecast_lines(report.get("forecast") or {})
     s = report.get("sampling") or {}
     if s or report.get("synthetic_rows"):
         lines += ["", "## Sampling", ""]
