@@ -13,7 +13,7 @@ from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
-from synth_core.forecast import forecast
+from synth_core.forecast import curve, floor, forecast
 from synth_core.privacy import BudgetError, default_delta, delta_warning
 from synth_core.privacy.split import default_bounds_epsilon, epsilon_left
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
@@ -22,6 +22,7 @@ from synth_core.training.device import AUTOMATIC, available_devices, device_labe
 from synth_core.training.distributed import offered_processes
 from synth_core.runs.timing import estimate_fit_seconds, stored_costs
 from workbench import state
+from workbench.charts import forecast_chart
 from synth_core.format import duration, epsilon as epsilon_text, runs
 
 st.title("3 · Model and privacy budget")
@@ -320,6 +321,12 @@ def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple]:
     return out
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def forecast_curve(model: str, schema_json: str, n: int):
+    schema = Schema.from_json(schema_json)
+    return curve(schema, n, model), floor(schema, n).get("tvd2")
+
+
 if plan is not None:
     st.subheader("What each level buys on this table")
     try:
@@ -340,6 +347,11 @@ if plan is not None:
                    "alone): the mismatch of pairs of columns (2-way TVD, as the review reports it) from a model of "
                    "the project's benchmark results on public tables; the shares from the noise of the counts each "
                    "run would release.")
+        points, bottom = forecast_curve(asked.model, schema.to_json(), n_train)
+        if points:
+            st.plotly_chart(forecast_chart(points, bottom, epsilon), key="forecast_curve")
+            st.caption("Where the line meets the dotted floor, more ε stops buying fidelity: the table's own rows "
+                       "are no closer to unseen ones.")
 
 device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(model_options, sort_keys=True),

@@ -42,7 +42,7 @@ CORPUS = ("AER/SmokeBan@smoker carData/WVS@poverty Ecdat/Computers@price AER/Cre
 FAMILIES = ("aim", "dp-tbart", "tablediffusion-masked")  # the families auto picks; others as dp-tbart's kin
 
 
-def _tables() -> dict[str, tuple[str, str | None]]:
+def known_tables() -> dict[str, tuple[str, str | None]]:
     """File-name table → (bench_models dataset, target)."""
     out = {name: (name, None) for name in DATASETS}
     for entry in CORPUS:
@@ -53,7 +53,7 @@ def _tables() -> dict[str, tuple[str, str | None]]:
 
 def runs(data_dir: Path) -> list[dict]:
     """Every `auto` run of the result folders with its public facts and measured figures."""
-    known, facts, out = _tables(), {}, []
+    known, facts, out = known_tables(), {}, []
     for folder in FOLDERS:
         for path in sorted(folder.glob("*_auto_s*.json")):
             figures = json.loads(path.read_text())
@@ -75,10 +75,29 @@ def runs(data_dir: Path) -> list[dict]:
 
 
 NAMES = ("log_signal", "log_rows", "log_columns", "log_values", "numeric_share")
+FLOOR_NAMES = ("log_rows", "log_columns", "log_values", "numeric_share")  # the real data's own distance: no ε
 
 
 def design(rows: list[dict]) -> np.ndarray:
+    if rows and "family" not in rows[0]:  # a floor
+        return np.array([[1.0, *(r[n] for n in FLOOR_NAMES)] for r in rows])
     return np.array([[1.0, *(r[n] for n in NAMES), *(float(r["family"] == f) for f in FAMILIES[1:])] for r in rows])
+
+
+def floors(data_dir: Path) -> list[dict]:
+    """Each table's floor (bench_floor.py: its training split against its test split) with its public facts."""
+    known, out = known_tables(), []
+    for path in sorted((HERE / "results" / "floor").glob("*.json")):
+        f = json.loads(path.read_text())
+        if f["table"] not in known:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            schema, train, _ = load_dataset(table_spec(*known[f["table"]]), data_dir)
+        facts = features(schema, len(train), 1.0)
+        out.append({"table": f["table"], "epsilon": None, **{n: facts[n] for n in FLOOR_NAMES},
+                    "floor1": f["tvd"]["1"], "floor2": f["tvd"]["2"]})
+    return out
 
 
 def target(rows: list[dict], what: str) -> np.ndarray:
@@ -120,7 +139,7 @@ def leave_one_table_out(rows: list[dict], what: str) -> list[dict]:
         beta, sd = fit(train, what), spread(train, what)
         for r, c in zip(test, design(test) @ beta):
             low, high = back(what, np.array([c - Z80 * sd, c + Z80 * sd]))
-            out.append({"table": table, "epsilon": r["epsilon"], "family": r["family"], "what": what,
+            out.append({"table": table, "epsilon": r["epsilon"], "family": r.get("family", ""), "what": what,
                         "expected": float(back(what, np.array([c]))[0]), "low": float(low), "high": float(high),
                         "measured": r[what], "inside": bool(low <= r[what] <= high)})
     return out
@@ -134,7 +153,17 @@ def main() -> None:
     rows = runs(Path(args.data_dir))
     tables = sorted({r["table"] for r in rows})
     print(f"{len(rows)} runs of auto on {len(tables)} tables")
-    model = {"features": list(NAMES), "families": list(FAMILIES), "runs": len(rows), "tables": tables}
+    model = {"features": list(NAMES), "floor_features": list(FLOOR_NAMES), "families": list(FAMILIES),
+             "runs": len(rows), "tables": tables}
+    bottoms = floors(Path(args.data_dir))
+    for what in ("floor1", "floor2"):
+        checked = leave_one_table_out(bottoms, what)
+        inside = np.mean([c["inside"] for c in checked])
+        error = np.mean([abs(c["expected"] - c["measured"]) for c in checked])
+        print(f"\n{what} (the real data's own distance, on {len(bottoms)} tables): {inside:.0%} inside their 80% "
+              f"interval, mean absolute error {error:.3f} (leave one table out)")
+        model[what] = {"coefficients": [float(b) for b in fit(bottoms, what)], "spread": spread(bottoms, what),
+                       "loto_coverage": float(inside), "loto_mean_abs_error": float(error)}
     for what in FIGURES:
         checked = leave_one_table_out(rows, what)
         if not checked:

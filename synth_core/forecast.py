@@ -168,13 +168,30 @@ def fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[di
     x = [1.0, *(facts[name] for name in model["features"]), *(float(family == f) for f in model["families"][1:])]
     out = {}
     for what in FIGURES:
-        fitted = model.get(what)
-        if fitted is None or (what == "tstr" and not _categorical_target(schema)):
-            continue
-        centre = sum(b * v for b, v in zip(fitted["coefficients"], x))
-        low, expected, high = from_scale(what, [centre - Z80 * fitted["spread"], centre, centre + Z80 * fitted["spread"]])
-        out[what] = Interval(float(expected), float(low), float(high))
+        if what in model and not (what == "tstr" and not _categorical_target(schema)):
+            out[what] = _interval(model[what], x, what)
+    for k in ("1", "2"):  # no run comes closer to unseen rows than the table's own rows do
+        floor, what = model.get(f"floor{k}"), f"tvd{k}"
+        if floor is not None and what in out:
+            bottom = _interval(floor, [1.0, *(facts[name] for name in model["floor_features"])], what)
+            out[what] = Interval(*(max(a, b) for a, b in zip(dataclasses.astuple(out[what]),
+                                                             dataclasses.astuple(bottom))))
     return out, None
+
+
+def _interval(fitted: dict, x: list[float], what: str) -> Interval:
+    centre = sum(b * v for b, v in zip(fitted["coefficients"], x))
+    low, expected, high = from_scale(what, [centre - Z80 * fitted["spread"], centre, centre + Z80 * fitted["spread"]])
+    return Interval(float(expected), float(low), float(high))
+
+
+def floor(schema: Schema, rows: int) -> dict[str, Interval]:
+    """How far the table's own rows would be from unseen rows of it (1-way and 2-way TVD): where more ε stops
+    buying fidelity."""
+    model = _benchmark_model() or {}
+    facts = features(schema, rows, 1.0)
+    return {f"tvd{k}": _interval(model[f"floor{k}"], [1.0, *(facts[n] for n in model["floor_features"])], f"tvd{k}")
+            for k in ("1", "2") if f"floor{k}" in model}
 
 
 def _categorical_target(schema: Schema) -> bool:
@@ -206,4 +223,20 @@ def findings(kept: dict | None, measured: dict[str, float]) -> list[str]:
                        "with fewer values (coarser categories, rounder bounds) usually help.")
         elif value < interval["low"]:
             out.append(f"Better than expected for this table: {shown}.")
+    return out
+
+
+CURVE_EPSILONS = tuple(float(f"{10 ** (k / 8):.3g}") for k in range(-10, 9))  # 0.056 … 10, evenly on a log scale
+
+
+def curve(schema: Schema, rows: int, model: str = "auto", what: str = "tvd2",
+          epsilons: tuple = CURVE_EPSILONS) -> list[tuple[float, str, Interval]]:
+    """The expected figure (2-way TVD unless `what` says) against ε, with the family the run would train at each
+    (auto's pick where asked); with `floor`, it shows where more ε stops buying fidelity."""
+    out = []
+    for eps in epsilons:
+        family = FitRequest(model=model, epsilon=eps).resolved(schema, rows).model
+        figures, _ = fidelity(schema, rows, eps, family)
+        if what in figures:
+            out.append((eps, family, figures[what]))
     return out

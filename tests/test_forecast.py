@@ -106,3 +106,14 @@ def test_a_run_keeps_its_forecast_and_the_review_flags_a_figure_outside_it(tmp_p
     assert len(worse) == 1 and worse[0].startswith("Worse than expected for this table: 2-way TVD")
     assert findings(kept, {"2-way TVD": kept["tvd2"]["low"] / 2})[0].startswith("Better than expected")
     assert findings(None, {"2-way TVD": 0.5}) == []  # a run from before forecasts: nothing to say
+
+
+def test_the_curve_falls_with_epsilon_and_stops_at_the_tables_own_floor():
+    from synth_core.forecast import curve, floor
+    schema = demo_schema()
+    points = curve(schema, 400)
+    bottom = floor(schema, 400)["tvd2"]
+    assert [p[0] for p in points] == sorted(p[0] for p in points) and points[0][0] < 0.1 and points[-1][0] == 10
+    assert points[0][2].expected > points[-1][2].expected  # more ε buys fidelity ...
+    assert all(p[2].expected >= bottom.expected for p in points)  # ... down to the real rows' own distance
+    assert floor(schema, 40000)["tvd2"].expected < bottom.expected  # a larger table is closer to its population

@@ -1,4 +1,5 @@
-"""The training page's charts: loss and ε per step (the review's charts are synth_core.evaluate.charts)."""
+"""The training and model pages' charts: loss and ε per step, the forecast against ε (the review's charts are
+synth_core.evaluate.charts)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -38,3 +39,25 @@ def epsilon_chart(events: list[dict], target: float, steps_planned: int | None, 
     fig.update_xaxes(title=unit.rstrip("s"), range=[0, end])
     fig.update_yaxes(title="ε", rangemode="tozero")
     return layout(fig, f"Privacy spent per {unit.rstrip('s')}")
+
+
+def forecast_chart(points: list, floor, chosen: float | None) -> go.Figure:
+    """The expected 2-way TVD against ε (synth_core.forecast.curve) with its 80% band, the table's own floor,
+    and the ε chosen."""
+    eps = [p[0] for p in points]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=eps + eps[::-1], y=[p[2].high for p in points] + [p[2].low for p in points][::-1],
+                             fill="toself", fillcolor="rgba(31,119,180,0.15)", line={"width": 0}, hoverinfo="skip",
+                             name="80% of tables like this"))
+    fig.add_trace(go.Scatter(x=eps, y=[p[2].expected for p in points], mode="lines", name="expected",
+                             line={"color": "#1f77b4"}, customdata=[p[1] for p in points],
+                             hovertemplate="ε = %{x:.3g}: %{y:.3f} (%{customdata})<extra></extra>"))
+    if floor is not None:
+        fig.add_hline(y=floor.expected, line={"dash": "dot", "color": "#7f7f7f"},
+                      annotation_text="the table's own rows against unseen ones", annotation_position="top right")
+    if chosen:
+        fig.add_vline(x=chosen, line={"dash": "dash", "color": "#d62728"}, annotation_text=f"ε = {chosen:g}")
+    fig.update_layout(xaxis={"type": "log", "title": "ε"}, yaxis={"title": "pairs of columns: mismatch (2-way TVD)",
+                                                                    "rangemode": "tozero"},
+                      height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h"})
+    return fig

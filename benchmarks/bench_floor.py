@@ -1,0 +1,45 @@
+"""The floor of each benchmark table: how far its real training split is from its real test split, by the protocol's
+TVD (20 quantile bins fitted on the training split). No model comes closer to unseen rows than rows of the same
+table do, so a forecast's curve flattens there (benchmarks/fit_forecast.py fits the floor from public facts).
+
+    python benchmarks/bench_floor.py            # every table of the grid and the corpus, into results/floor
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_models import load_dataset, table_spec  # noqa: E402
+from fit_forecast import known_tables  # noqa: E402
+from synth_core.evaluate import kway_tvd_report  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(HERE / "results" / "floor"))
+    ap.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "datasets"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (dataset, target) in known_tables().items():
+        path = out / f"{name}.json"
+        if path.exists():
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            schema, train, test = load_dataset(table_spec(dataset, target), Path(args.data_dir))
+        tvd = kway_tvd_report(test, train, schema.numeric_columns, ks=(1, 2), bin_reference=train)
+        path.write_text(json.dumps({"table": name, "train_rows": len(train), "test_rows": len(test),
+                                    "tvd": {str(k): float(v) for k, v in tvd.items()}}))
+        print(f"{name}: train {len(train):,}, test {len(test):,}: 1-way {tvd[1]:.3f}, 2-way {tvd[2]:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
