@@ -21,7 +21,7 @@ from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.training.device import AUTOMATIC, available_devices, device_label
 from synth_core.training.distributed import offered_processes
 from synth_core.runs.timing import estimate_fit_seconds, stored_costs
-from workbench import state
+from workbench import release_planner, state
 from workbench.charts import forecast_chart
 from synth_core.format import duration, epsilon as epsilon_text, runs
 
@@ -352,6 +352,7 @@ if plan is not None:
             st.plotly_chart(forecast_chart(points, bottom, epsilon), key="forecast_curve")
             st.caption("Where the line meets the dotted floor, more ε stops buying fidelity: the table's own rows "
                        "are no closer to unseen ones.")
+        release_planner.render(book, table_key, account, asked, schema, n_train)
 
 device = device_label()
 est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps(model_options, sort_keys=True),

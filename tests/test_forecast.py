@@ -78,7 +78,8 @@ def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_li
         assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_the_model_page_shows_what_each_harm_level_buys(tmp_path, monkeypatch):
+def _model_page(tmp_path, monkeypatch):
+    """The model page on the built-in demo table, in a workbench home of the test's own."""
     from test_app import new_app, no_exceptions
     monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
     at = new_app()
@@ -86,6 +87,11 @@ def test_the_model_page_shows_what_each_harm_level_buys(tmp_path, monkeypatch):
     at.button(key="use_demo").click().run()
     at.switch_page("app_pages/model.py").run()
     no_exceptions(at)
+    return at
+
+
+def test_the_model_page_shows_what_each_harm_level_buys(tmp_path, monkeypatch):
+    at = _model_page(tmp_path, monkeypatch)
     assert "What each level buys on this table" in [str(h.value) for h in at.subheader]
     levels = next(d.value for d in at.dataframe if "harm level" in d.value.columns)
     widths = [float(text.split("±")[1].split()[0]) for text in levels["each column's shares, 9 times in 10"]]
@@ -117,3 +123,18 @@ def test_the_curve_falls_with_epsilon_and_stops_at_the_tables_own_floor():
     assert points[0][2].expected > points[-1][2].expected  # more ε buys fidelity ...
     assert all(p[2].expected >= bottom.expected for p in points)  # ... down to the real rows' own distance
     assert floor(schema, 40000)["tvd2"].expected < bottom.expected  # a larger table is closer to its population
+
+
+def test_the_steward_plans_releases_and_the_book_takes_the_plans_total(tmp_path, monkeypatch):
+    from synth_core.home import budgets_path
+    from synth_core.privacy.table_budget import TableBudgets
+    from test_app import no_exceptions
+    at = _model_page(tmp_path, monkeypatch)
+    planned = next(d.value for d in at.dataframe if "left of the total after it" in d.value.columns)
+    assert list(planned["release"]) == ["a quick look", "the release", "a later refresh"]
+    assert list(planned["left of the total after it"]) == pytest.approx([1.5, 0.5, 0.0])
+    assert all("(" in text for text in planned["pairs of columns: mismatch expected (80%)"])  # each forecast
+    at.button(key="set_release_plan").click().run()
+    no_exceptions(at)
+    account = TableBudgets(budgets_path()).account(at.session_state["table_id"])
+    assert account.total_epsilon == pytest.approx(1.6) and len(account.plan) == 3

@@ -328,3 +328,29 @@ def test_the_app_refuses_a_run_beyond_the_table_budget(tmp_path, monkeypatch):
     at.text_input(key="table_total").set_value("1.0").run()  # a first look that would leave nothing: said first
     assert any("would spend all that is left of this table's budget" in str(w.value) for w in at.warning)
     assert not at.button(key="start_training").disabled
+
+
+def test_a_plan_of_releases_sets_the_total_the_book_holds_runs_to(tmp_path):
+    from synth_core.privacy.budget import BudgetError
+    from synth_core.privacy.table_budget import Release, TableBudgets, left_after
+    book = TableBudgets(tmp_path / "budgets.json")
+    plan = [Release("a quick look", 0.1), Release("the release", 1.0), Release("a refresh", 0.5)]
+    assert left_after(plan) == pytest.approx([1.5, 0.5, 0.0])
+    account = book.set_plan("t1", plan)
+    assert account.total_epsilon == pytest.approx(1.6) and [r.name for r in account.plan] == ["a quick look",
+                                                                                              "the release", "a refresh"]
+    book.reserve("t1", "k1", 0.1)
+    book.reserve("t1", "k2", 1.0)
+    with pytest.raises(BudgetError, match="would exceed the table's budget"):
+        book.reserve("t1", "k3", 0.6)  # beyond the plan
+    # a new plan counts what the runs already spent
+    assert book.set_plan("t1", [Release("a refresh", 0.3)]).total_epsilon == pytest.approx(1.4)
+    for bad, says in [([], "at least one release"), ([Release("", 1.0)], "needs a name"),
+                      ([Release("a", 1.0), Release("a", 2.0)], "twice"), ([Release("a", 0.0)], "ε")]:
+        with pytest.raises(BudgetError, match=says):
+            book.set_plan("t1", bad)
+    data = json.loads((tmp_path / "budgets.json").read_text())
+    data["t1"]["plan"] = [{"name": "x", "epsilon": -1}]  # a hand-edited book
+    (tmp_path / "budgets.json").write_text(json.dumps(data))
+    with pytest.raises(BudgetError):
+        book.account("t1")

@@ -82,13 +82,58 @@ def check_within(epsilon: float, total: float, spent: float) -> None:
                           "the table's total if you accept the larger risk")
 
 
+@dataclass(frozen=True)
+class Release:
+    """One release a steward plans on a table: its name and the ε it may spend."""
+
+    name: str
+    epsilon: float
+
+
+def check_plan(releases: list) -> list[Release]:
+    """A plan of releases checked: each named once, each ε above 0 (BudgetError naming the first that is not)."""
+    out, seen = [], set()
+    for i, release in enumerate(releases, 1):
+        name = str(release.name if isinstance(release, Release) else release.get("name", "")).strip()
+        eps = release.epsilon if isinstance(release, Release) else release.get("epsilon")
+        if not name:
+            raise BudgetError(f"release {i} needs a name (a quick look, the release, a refresh…)")
+        if name in seen:
+            raise BudgetError(f"the plan names {name!r} twice")
+        seen.add(name)
+        try:
+            check_budget(float(eps), 0.5)
+        except (TypeError, ValueError) as e:
+            raise BudgetError(f"release {name!r}: {e}") from None
+        out.append(Release(name, float(eps)))
+    if not out:
+        raise BudgetError("a plan holds at least one release")
+    return out
+
+
+def plan_total(releases: list[Release]) -> float:
+    """The table's total a plan needs: its releases' ε added up (the runs on one table compose)."""
+    return float(sum(r.epsilon for r in releases))
+
+
+def left_after(releases: list[Release], spent: float = 0.0) -> list[float]:
+    """What the table's total (the plan's) leaves after each release in turn, past spending `spent` first."""
+    total, out, used = plan_total(releases) + spent, [], spent
+    for release in releases:
+        used += release.epsilon
+        out.append(remaining(total, used))
+    return out
+
+
 @dataclass
 class TableAccount:
-    """One table's budget: the total the steward set, and what each run reserved or spent."""
+    """One table's budget: the total the steward set, what each run reserved or spent, and the releases the
+    steward planned (their ε adds up to the total they set with them)."""
 
     total_epsilon: float
     charges: dict  # charge key -> {"epsilon", "delta", "settled", "time", "run"}
     label: str = ""
+    plan: list = field(default_factory=list)  # [Release]
 
     @property
     def spent_epsilon(self) -> float:
@@ -133,7 +178,9 @@ def _check_book(data) -> dict:
         raise ValueError(f"the book must be a JSON object of tables, not a {type(data).__name__}")
     for table_id, entry in data.items():
         where = f"table {table_id}"
-        _object(entry, where, {"total_epsilon", "charges", "label"}, "total_epsilon")
+        _object(entry, where, {"total_epsilon", "charges", "label", "plan"}, "total_epsilon")
+        if entry.get("plan"):
+            check_plan(entry["plan"])
         _number(entry["total_epsilon"], "total_epsilon", where)
         if not isinstance(entry.get("label", ""), str):
             raise ValueError(f"{where}: label must be text")
@@ -230,7 +277,7 @@ class TableBudgets:
         if entry is None:
             return None
         return TableAccount(total_epsilon=float(entry["total_epsilon"]), charges=dict(entry.get("charges", {})),
-                            label=entry.get("label", ""))
+                            label=entry.get("label", ""), plan=check_plan(entry["plan"]) if entry.get("plan") else [])
 
     def table_of(self, charge: str) -> str | None:
         """The table a charge (a key, or for a charge made before keys, a run's resolved path) drew from."""
@@ -244,6 +291,21 @@ class TableBudgets:
             data = self._read()
             entry = data.setdefault(table_id, {"charges": {}})
             entry["total_epsilon"] = float(epsilon)
+            if label:
+                entry["label"] = label
+            self._write(data)
+        return self.account(table_id)
+
+    def set_plan(self, table_id: str, releases: list, label: str = "") -> TableAccount:
+        """Plan a table's releases: the table's total becomes their ε added up to what its runs spent already
+        (so the book refuses a run beyond the plan), and the plan is kept for the steward to follow."""
+        releases = check_plan(releases)
+        with self._locked():
+            data = self._read()
+            entry = data.setdefault(table_id, {"charges": {}})
+            spent = sum(c["epsilon"] for c in entry.get("charges", {}).values())
+            entry["total_epsilon"] = plan_total(releases) + float(spent)
+            entry["plan"] = [{"name": r.name, "epsilon": r.epsilon} for r in releases]
             if label:
                 entry["label"] = label
             self._write(data)

@@ -1,0 +1,67 @@
+"""The model page's release planner: several releases on one table (a quick look, the release, a later refresh),
+each with its forecast and what the table's total leaves after it, before any is spent; the book then holds the
+table to the plan's total (synth_core.privacy.table_budget.set_plan). The core decides; this module renders."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from synth_core.format import epsilon as epsilon_text
+from synth_core.forecast import forecast
+from synth_core.privacy import BudgetError
+from synth_core.privacy.table_budget import Release, check_plan, left_after, plan_total
+from synth_core.request import FitRequest
+from synth_core.schema import Schema, SchemaError
+
+FIRST_PLAN = [Release("a quick look", 0.1), Release("the release", 1.0), Release("a later refresh", 0.5)]
+
+
+@st.cache_data(show_spinner="Forecasting each release…", max_entries=32)
+def _forecasts(request_json: str, schema_json: str, n: int, plan_json: str) -> list[tuple[str, str]]:
+    request, schema = FitRequest.from_dict(json.loads(request_json)), Schema.from_json(schema_json)
+    out = []
+    for release in json.loads(plan_json):
+        made = forecast(schema, release["epsilon"], n, request.model, request.delta, request.accountant,
+                        preset=request.preset, options=request.options, bounds_epsilon=request.bounds_epsilon,
+                        calibration_share=request.calibration_share, quantile_share=request.quantile_share)
+        pairs = made.figures.get("tvd2")
+        out.append(("" if pairs is None else f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})",
+                    f"±{100 * made.columns[0].half_width:.2g} points" if made.columns else "not measured"))
+    return out
+
+
+def render(book, table_key: str, account, request: FitRequest, schema: Schema, n: int) -> None:
+    st.subheader("Plan this table's releases")
+    st.caption("Several synthetic tables from the same rows add up: plan them together before spending any. Each "
+               "row is one release; its forecast and what the table's total leaves after it are shown, and "
+               "setting the plan makes its sum the table's total, so no run can go beyond it.")
+    saved = account.plan if account is not None and account.plan else FIRST_PLAN
+    edited = st.data_editor(pd.DataFrame([{"release": r.name, "ε": r.epsilon} for r in saved]), num_rows="dynamic",
+                            hide_index=True, key=f"release_plan_{table_key}",
+                            column_config={"ε": st.column_config.NumberColumn("ε", min_value=0.0, format="%.3g")})
+    rows = [{"name": r["release"], "epsilon": r["ε"]} for r in edited.to_dict("records")
+            if not (pd.isna(r["ε"]) and not str(r["release"] or "").strip())]
+    try:
+        releases = check_plan([{"name": "" if pd.isna(r["name"]) else r["name"], "epsilon": r["epsilon"]}
+                               for r in rows])
+    except BudgetError as e:
+        st.error(f"Not a plan yet: {e}")
+        return
+    spent = account.spent_epsilon if account is not None else 0.0
+    try:
+        shown = _forecasts(json.dumps(request.to_dict(), sort_keys=True), schema.to_json(), n,
+                           json.dumps([{"name": r.name, "epsilon": r.epsilon} for r in releases]))
+    except (BudgetError, SchemaError, ValueError) as e:
+        st.caption(f"No forecast: {e}")
+        shown = [("", "")] * len(releases)
+    st.dataframe(pd.DataFrame([{"release": r.name, "ε": r.epsilon, "pairs of columns: mismatch expected (80%)": pairs,
+                                "each column's shares, 9 times in 10": shares, "left of the total after it": left}
+                               for r, (pairs, shares), left in zip(releases, shown, left_after(releases, spent))]),
+                 hide_index=True)
+    total = plan_total(releases)
+    said = f"ε = {epsilon_text(total)}" + (f" more than the {epsilon_text(spent)} its runs spent" if spent else "")
+    if st.button(f"Make this plan the table's budget ({said})", key="set_release_plan"):
+        book.set_plan(table_key, releases)
+        st.rerun()
