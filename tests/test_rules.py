@@ -222,3 +222,13 @@ def test_calibration_sets_the_cells_a_rule_forbids_to_zero():
     # rows: Husband, Wife, Own-child; columns: the two married states, then Never-married
     assert zero.tolist() == [[False, False, True], [False, False, True], [False, False, False]]
     assert forbidden(encoder, ("relationship", "capital-gain"), (3, 4), schema.rule_checks) is None  # not judged
+
+
+def test_a_rule_most_rows_break_because_of_missing_values_says_how_to_allow_them():
+    table = _rows(relationship=["Husband"] * 4, **{"marital-status": ["Married-civ-spouse"] * 4,
+                                                    "capital-gain": [0, 0, 0, 0], "capital-loss": [None, None, None, 0]})
+    with pytest.raises(SchemaError) as refused:
+        validate_table(table, adultish(rules=["`capital-loss` >= 0"]))
+    assert "miss a value of 'capital-loss'" in str(refused.value) and "isna(`capital-loss`) or" in str(refused.value)
+    clean, report = validate_table(table, adultish(rules=["isna(`capital-loss`) or `capital-loss` >= 0"]))
+    assert len(clean) == 4 and report.dropped_for_rules == 0

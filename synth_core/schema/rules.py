@@ -70,10 +70,15 @@ def hold_private_table(rules: list[Expression], table: pd.DataFrame) -> tuple[pd
         return table, {}
     broken = breaking(rules, table)
     counts = {text: int(rows.sum()) for text, rows in broken.items()}
-    for text, count in counts.items():
+    for rule in rules:
+        count = counts[rule.text]
         if count > MOSTLY_BROKEN * len(table):
-            raise SchemaError(f"rule {_quote(text)} is broken by {count:,} of the table's {len(table):,} rows "
-                              f"({count / len(table):.0%}): probably mistyped; correct it or take it out")
+            missing = [c for c in rule.columns if table[c].isna()[broken[rule.text]].mean() > 0.5]
+            why = (f"most of them miss a value of {', '.join(map(repr, missing))}, and a comparison with a missing "
+                   f"value is false: allow it with isna({_backticked(missing[0])}) or …" if missing else
+                   "probably mistyped; correct it or take it out")
+            raise SchemaError(f"rule {_quote(rule.text)} is broken by {count:,} of the table's {len(table):,} rows "
+                              f"({count / len(table):.0%}): {why}")
     keep = ~np.logical_or.reduce(list(broken.values()))
     return table.loc[keep].reset_index(drop=True), counts
 
@@ -171,4 +176,8 @@ def _parsing(texts: list[str], schema) -> list[str]:
 
 
 def _name(column) -> str:
-    return column.name if column.name.isidentifier() else f"`{column.name}`"
+    return _backticked(column.name)
+
+
+def _backticked(name: str) -> str:
+    return name if name.isidentifier() else f"`{name}`"
