@@ -2,7 +2,6 @@
 only, checked against the mechanism itself."""
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -56,14 +55,18 @@ def test_the_forecast_reads_no_row_and_aims_comes_from_its_first_round():
         forecast(schema, 1.0, 3200, "dp-tbart").columns[0].half_width
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "synth_core", "forecast", *args], capture_output=True, text=True)
+def _cli(capsys, *args) -> subprocess.CompletedProcess:
+    """The forecast command in this process (what `python -m synth_core forecast ...` runs)."""
+    from synth_core.cli import main
+    code = main(["forecast", *args])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
 
 
-def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_line(tmp_path):
+def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_line(tmp_path, capsys):
     path = tmp_path / "schema.json"
     demo_schema().save(path)
-    done = _cli("--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "dp-tbart", "--json")
+    done = _cli(capsys, "--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "dp-tbart", "--json")
     assert done.returncode == 0, done.stderr
     made = json.loads(done.stdout)
     assert made["model"] == "dp-tbart" and [c["column"] for c in made["columns"]] == demo_schema().names
@@ -74,7 +77,7 @@ def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_li
                        (("--schema", str(path), "--epsilon", "0", "--rows", "3200"), "ε must be"),
                        (("--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "gpt"), "unknown model"),
                        (("--schema", str(path), "--epsilon", "1"), "give --rows")]:
-        done = _cli(*args)
+        done = _cli(capsys, *args)
         assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
@@ -103,8 +106,8 @@ def test_a_run_keeps_its_forecast_and_the_review_flags_a_figure_outside_it(tmp_p
     from synth_core.forecast import findings
     from synth_core.release.privacy_report import privacy_report, report_markdown
     from synth_core.runs import RunDir
-    api.fit(demo_table(600), demo_schema(), "aim", epsilon=1.0, preset="tiny", public_table=True,
-            run_dir=tmp_path / "run")
+    api.fit(demo_table(600), demo_schema(), "dp-tbart", epsilon=1.0, preset="tiny", public_table=True,
+            run_dir=tmp_path / "run", options={"epochs": 1})
     kept = RunDir(tmp_path / "run").config()["forecast"]
     assert kept["tvd2"]["low"] <= kept["tvd2"]["expected"] <= kept["tvd2"]["high"]
     assert "## Forecast before training" in report_markdown(privacy_report(RunDir(tmp_path / "run")))
