@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from synth_core.evaluate.figures import column_figures, overall_verdict, quick_figures
-from synth_core.forecast import findings
+from synth_core.forecast import findings, forecast_column
 from synth_core.evaluate.inputs import EvaluationError
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
@@ -102,6 +102,13 @@ for label_, t in tables.items():
     base[f"{label_}"] = [f"{v:.3g} ({verdict})" if pd.notna(v) else "not computed"
                          for v, verdict in zip(t["value"], t["verdict"])]
 base[["better", "technical name"]] = tables[names[primary]][["better", "technical name"]]
+try:
+    kept_forecast = RunDir(by_id[primary]["path"]).config().get("forecast")
+except (RunError, OSError, ValueError):
+    kept_forecast = None
+expected = forecast_column(kept_forecast)
+if any(expected.values()):  # what the run was expected to reach, from public facts before training
+    base["forecast (80%)"] = [expected.get(name, "") for name in base["technical name"]]
 st.dataframe(base, hide_index=True, column_config={"figure": st.column_config.TextColumn(width="large"),
                                                    **{label_: st.column_config.TextColumn(width="medium")
                                                       for label_ in tables}})
@@ -110,10 +117,6 @@ with st.expander("What each figure means"):
                           f"{r['better'].capitalize()}." for r in tables[names[primary]].to_dict("records")))
 level, message = overall_verdict(list(tables[names[primary]]["verdict"]), by_id[primary].get("model"))
 {"poor": st.warning, "fair": st.info, "good": st.success}[level](message)
-try:
-    kept_forecast = RunDir(by_id[primary]["path"]).config().get("forecast")
-except (RunError, OSError, ValueError):
-    kept_forecast = None
 measured = dict(zip(tables[names[primary]]["technical name"], tables[names[primary]]["value"]))
 for finding in findings(kept_forecast, measured):
     (st.warning if finding.startswith("Worse") else st.success)(finding)

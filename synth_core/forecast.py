@@ -208,6 +208,12 @@ def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict
 MEASURED = {"tvd1": "1-way TVD", "tvd2": "2-way TVD"}  # the review's names of the figures a forecast gives
 
 
+def forecast_column(kept: dict | None) -> dict[str, str]:
+    """The run's forecast by the review's figure names, each as "expected (low to high)"."""
+    return {name: f"{kept[what]['expected']:.3f} ({kept[what]['low']:.3f} to {kept[what]['high']:.3f})"
+            for what, name in MEASURED.items() if kept and what in kept}
+
+
 def findings(kept: dict | None, measured: dict[str, float]) -> list[str]:
     """The measured figures (by the review's names) that fall outside the run's forecast, each in one sentence;
     the review measures against the training rows, the forecast against unseen ones, so a figure above its

@@ -225,6 +225,9 @@ def test_walk_through_from_upload_to_export(workspace):
     assert {"figure", "technical name", "better"} <= set(figures.columns) and len(figures) >= 3
     assert "2-way TVD" in set(figures["technical name"]) and "Pairs of columns together: mismatch" in set(figures["figure"])
     assert not figures.isna().any().any() and "None" not in figures.to_string()  # plain words, no "None"
+    # what the run was expected to reach, made before training from public facts (synth_core.forecast)
+    forecast_of = dict(zip(figures["technical name"], figures["forecast (80%)"]))
+    assert " to " in forecast_of["2-way TVD"] and forecast_of["3-way TVD"] == ""
     assert "How far the joint distribution" in texts(at.markdown)  # what each figure means, in full
     assert len(at.get("plotly_chart")) >= 7 + 2  # one per column, PCA, DCR
     # legends name the synthetic table in a word; the run it comes from is named once, above (they repeated the
