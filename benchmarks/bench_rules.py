@@ -84,7 +84,7 @@ def one(table: str, model: str, epsilon: float, data_dir: Path) -> dict:
 
 
 def table_text(folder: Path) -> str:
-    lines = ["| table | model | violations before (of 10,000) | after | acceptance | 1-way | 2-way | TSTR | fit s | "
+    lines = ["| table | model | violations before (of 10,000) | after | acceptance | 1-way | 2-way | TSTR (AUC, R²) | fit s | "
              "sample s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for path in sorted(folder.glob("*.json")):
         f = json.loads(path.read_text())
@@ -92,7 +92,7 @@ def table_text(folder: Path) -> str:
 
         def pair(key):
             return f"{p['figures']['tvd'][key]:.3f} → {r['figures']['tvd'][key]:.3f}"
-        ml = next(iter(p["figures"]["ml"])) if p["figures"]["ml"] else None
+        ml = next((k for k in ("roc_auc", "r2") if k in p["figures"]["ml"]), None)
         tstr = f"{p['figures']['ml'][ml]:.3f} → {r['figures']['ml'].get(ml, float('nan')):.3f}" if ml else ""
         accepted = "" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
         lines.append(f"| {f['table']} | {f['model']} ({r['family']}) | {p['violations']['any']:,} | "
