@@ -24,7 +24,7 @@ from .privacy.budget import default_delta
 from .privacy.measurements import FINE_BINS, MARGINAL_BINS, marginals_noise_std
 from .privacy.split import planned_split
 from .request import FitRequest
-from .schema import Schema
+from .schema import Schema, SchemaError
 
 Z90 = 1.6448536269514722  # the standard normal's 95th percentile: ± it holds 9 draws in 10
 
@@ -72,6 +72,10 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
         raise ValueError(f"the forecast needs the number of rows, a whole number of at least 2, not {rows!r}")
     request = FitRequest(model=model, epsilon=epsilon, delta=delta, accountant=accountant, **fields)
     request.check()
+    unbounded = [c.name for c in schema.modelled().columns if c.is_numeric and not c.has_bounds]
+    if unbounded:
+        raise SchemaError(f"the forecast needs every number's public bounds; {', '.join(map(repr, unbounded))} "
+                          "has none (declare them, or forecast again once a run has estimated them)")
     resolved = request.resolved(schema, rows)
     delta = resolved.delta if resolved.delta is not None else default_delta(rows)
     split = planned_split(epsilon, delta, resolved.bounds_epsilon or 0.0, schema.rows is not None,

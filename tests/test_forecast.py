@@ -64,8 +64,11 @@ def _cli(capsys, *args) -> subprocess.CompletedProcess:
 
 
 def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_line(tmp_path, capsys):
-    path = tmp_path / "schema.json"
+    path, unbounded = tmp_path / "schema.json", tmp_path / "unbounded.json"
     demo_schema().save(path)
+    lacking = demo_schema()
+    lacking.columns[0].lower = lacking.columns[0].upper = None
+    lacking.save(unbounded)
     done = _cli(capsys, "--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "dp-tbart", "--json")
     assert done.returncode == 0, done.stderr
     made = json.loads(done.stdout)
@@ -76,7 +79,8 @@ def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_li
     for args, says in [(("--schema", str(tmp_path / "none.json"), "--epsilon", "1", "--rows", "10"), "cannot read"),
                        (("--schema", str(path), "--epsilon", "0", "--rows", "3200"), "ε must be"),
                        (("--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "gpt"), "unknown model"),
-                       (("--schema", str(path), "--epsilon", "1"), "give --rows")]:
+                       (("--schema", str(path), "--epsilon", "1"), "give --rows"),
+                       (("--schema", str(unbounded), "--epsilon", "1", "--rows", "3200"), "public bounds; 'age'")]:
         done = _cli(capsys, *args)
         assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
