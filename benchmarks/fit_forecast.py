@@ -73,6 +73,7 @@ def runs(data_dir: Path) -> list[dict]:
             schema, rows = facts[table]
             ml = figures["synthetic"]["ml"]
             out.append({"table": table, "epsilon": figures["epsilon_target"], "family": figures.get("family"),
+                        "auto": figures.get("model") == "auto",
                         **features(schema, rows, figures["epsilon_target"]),
                         "tvd1": figures["synthetic"]["tvd"]["1"], "tvd2": figures["synthetic"]["tvd"]["2"],
                         "tstr": ml.get("roc_auc")})
@@ -161,6 +162,27 @@ def leave_one_table_out(rows: list[dict], what: str) -> list[dict]:
     return out
 
 
+def picks(rows: list[dict]) -> list[dict]:
+    """For each (table, ε) with several families measured: the best family by the measured 2-way TVD, the one
+    `auto` picked, and the one the forecast would pick (the lowest expected 2-way TVD among the families measured
+    there, by the model fitted without the table): the evidence for letting the forecast choose (issue 44 item 4)."""
+    out = []
+    for table, eps in sorted({(r["table"], r["epsilon"]) for r in rows}):
+        here = [r for r in rows if r["table"] == table and r["epsilon"] == eps and not r.get("auto")]
+        auto = next((r for r in rows if r["table"] == table and r["epsilon"] == eps and r.get("auto")), None)
+        if len({r["family"] for r in here}) < 3 or auto is None:
+            continue
+        beta = fit([r for r in rows if r["table"] != table], "tvd2")
+        expected = dict(zip((r["family"] for r in here), design(here) @ beta))
+        best = min(here, key=lambda r: r["tvd2"])
+        measured = {r["family"]: r["tvd2"] for r in here}
+        chosen = min(expected, key=expected.get)
+        out.append({"table": table, "epsilon": eps, "best": best["family"], "best_tvd2": best["tvd2"],
+                    "auto": auto["family"], "auto_tvd2": auto["tvd2"], "forecast": chosen,
+                    "forecast_tvd2": measured[chosen]})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets"))
@@ -197,6 +219,16 @@ def main() -> None:
         beta, sd = fit(known, what), spread(known, what)
         model[what] = {"coefficients": [float(b) for b in beta], "spread": sd,
                        "loto_coverage": float(inside), "loto_mean_abs_error": float(error)}
+    chosen = picks(rows)
+    if chosen:
+        print(f"\nthe best family measured (2-way TVD) on {len(chosen)} table × ε cells with several families: "
+              f"auto picked it on {sum(c['auto'] == c['best'] for c in chosen)}, the forecast (leave one table out) "
+              f"on {sum(c['forecast'] == c['best'] for c in chosen)}; auto's own run (its share and options) was at "
+              f"or below the best family's 2-way TVD on {sum(c['auto_tvd2'] <= c['best_tvd2'] for c in chosen)}")
+        print("| table | ε | best measured | auto's pick | the forecast's pick |\n| --- | --- | --- | --- | --- |")
+        for c in chosen:
+            print(f"| {c['table']} | {c['epsilon']:g} | {c['best']} {c['best_tvd2']:.3f} | {c['auto']} "
+                  f"{c['auto_tvd2']:.3f} | {c['forecast']} {c['forecast_tvd2']:.3f} |")
     if args.write:
         path = ROOT / "synth_core" / "forecast_model.json"
         path.write_text(json.dumps(model, indent=1) + "\n")
