@@ -129,7 +129,8 @@ def parse(text: Any, schema: Schema, want: str = BOOL) -> Expression:
     return Expression(text, tree, names, kind, tuple(dict.fromkeys(checker.columns)))
 
 
-def _describe(node: ast.AST, names: dict) -> str:
+def source_text(node: ast.AST, names: dict) -> str:
+    """A node of a parsed expression written back as the steward would type it (names in backticks)."""
     text = ast.unparse(node)
     for key, name in names.items():
         text = text.replace(key, f"`{name}`")
@@ -152,7 +153,7 @@ class _Checker:
     def kind(self, node: ast.AST) -> str:
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is None:
-            raise ExpressionError(f"{_describe(node, self.names)!r}: {_refused(node)}")
+            raise ExpressionError(f"{source_text(node, self.names)!r}: {_refused(node)}")
         return method(node)
 
     def _Name(self, node):
@@ -193,7 +194,7 @@ class _Checker:
             self.want(node.right, BOOL, "& / |")
             return BOOL
         if type(node.op) not in ARITHMETIC:
-            raise ExpressionError(f"{_describe(node, self.names)!r}: the operator is not one of + - * / // % & |")
+            raise ExpressionError(f"{source_text(node, self.names)!r}: the operator is not one of + - * / // % & |")
         self.want(node.left, NUMBER, SYMBOLS[type(node.op)])
         self.want(node.right, NUMBER, SYMBOLS[type(node.op)])
         return NUMBER
@@ -209,26 +210,26 @@ class _Checker:
             elif type(op) in EQUALITY:
                 a, b = self.kind(left), self.kind(right)
                 if a != b:
-                    raise ExpressionError(f"{_describe(node, self.names)!r} compares a {a} with a {b}" + (
+                    raise ExpressionError(f"{source_text(node, self.names)!r} compares a {a} with a {b}" + (
                         " (a categorical column's values are texts: put the value in quotes)"
                         if {a, b} == {NUMBER, TEXT} else ""))
                 self.known_category(left, right)
                 self.known_category(right, left)
             else:
-                raise ExpressionError(f"{_describe(node, self.names)!r}: {_refused(op)}")
+                raise ExpressionError(f"{source_text(node, self.names)!r}: {_refused(op)}")
             left = right
         return BOOL
 
     def membership(self, left, right):
         kind = self.kind(left)
         if kind not in (NUMBER, TEXT):
-            raise ExpressionError(f"{_describe(left, self.names)!r}: `in` tests a value, not a {kind}")
+            raise ExpressionError(f"{source_text(left, self.names)!r}: `in` tests a value, not a {kind}")
         if not isinstance(right, (ast.List, ast.Tuple, ast.Set)) or not right.elts:
-            raise ExpressionError(f"{_describe(right, self.names)!r}: `in` takes a list of values, ['a', 'b']")
+            raise ExpressionError(f"{source_text(right, self.names)!r}: `in` takes a list of values, ['a', 'b']")
         for item in right.elts:
             if not isinstance(item, ast.Constant) or self.kind(item) != kind:
-                raise ExpressionError(f"{_describe(right, self.names)!r}: a list after `in` holds {kind}s only, "
-                                      f"written out ({_describe(left, self.names)} is a {kind})")
+                raise ExpressionError(f"{source_text(right, self.names)!r}: a list after `in` holds {kind}s only, "
+                                      f"written out ({source_text(left, self.names)} is a {kind})")
             self.known_category(left, item)
 
     def known_category(self, column, literal):
@@ -241,24 +242,24 @@ class _Checker:
 
     def _Call(self, node):
         if node.keywords:
-            raise ExpressionError(f"{_describe(node, self.names)!r}: calls take no named arguments here")
+            raise ExpressionError(f"{source_text(node, self.names)!r}: calls take no named arguments here")
         if isinstance(node.func, ast.Attribute):  # x.isna(), x.notna()
             if node.func.attr not in METHODS or node.args or self.column(node.func.value) is None:
-                raise ExpressionError(f"{_describe(node, self.names)!r}: the only methods here are a column's "
+                raise ExpressionError(f"{source_text(node, self.names)!r}: the only methods here are a column's "
                                       ".isna() and .notna()")
             self.kind(node.func.value)
             return BOOL
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-            raise ExpressionError(f"{_describe(node, self.names)!r}: the only calls here are "
+            raise ExpressionError(f"{source_text(node, self.names)!r}: the only calls here are "
                                   f"{', '.join(f + '()' for f in FUNCTIONS)}")
         name, args = node.func.id, node.args
         if name in ("isna", "notna"):
             if len(args) != 1 or self.column(args[0]) is None:
-                raise ExpressionError(f"{_describe(node, self.names)!r}: {name}() takes one column")
+                raise ExpressionError(f"{source_text(node, self.names)!r}: {name}() takes one column")
             self.kind(args[0])
             return BOOL
         if name in ("abs", "round") and len(args) != 1 or name in ("min", "max") and len(args) < 2:
-            raise ExpressionError(f"{_describe(node, self.names)!r}: {name}() takes "
+            raise ExpressionError(f"{source_text(node, self.names)!r}: {name}() takes "
                                   f"{'one number' if name in ('abs', 'round') else 'two or more numbers'}")
         for arg in args:
             self.want(arg, NUMBER, f"{name}()")
@@ -267,7 +268,7 @@ class _Checker:
     def want(self, node, kind: str, where: str) -> None:
         got = self.kind(node)
         if got != kind:
-            raise ExpressionError(f"{_describe(node, self.names)!r} is a {got}; {where} takes a {kind}")
+            raise ExpressionError(f"{source_text(node, self.names)!r} is a {got}; {where} takes a {kind}")
 
 
 def _refused(node: ast.AST) -> str:
@@ -425,53 +426,3 @@ def _interval(node: ast.AST, names: dict, schema: Schema) -> tuple[float, float]
         return 0.0, d
     return None
 
-
-_WORDS = {ast.Eq: "is", ast.NotEq: "is not", ast.Lt: "is below", ast.LtE: "is at most", ast.Gt: "is above",
-          ast.GtE: "is at least", ast.In: "is one of", ast.NotIn: "is none of"}
-_OPPOSITE = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In}
-
-
-def explain(expression: Expression) -> str:
-    """The expression in plain words, for a steward checking what they typed: "if relationship is one of
-    Husband, Wife, then marital-status is one of Married-civ-spouse, Married-AF-spouse"."""
-    return _words(expression.tree, expression.names)
-
-
-def _words(node: ast.AST, names: dict, nested: bool = False) -> str:
-    if isinstance(node, ast.BoolOp):
-        values = node.values
-        if isinstance(node.op, ast.Or) and len(values) == 2 and isinstance(values[0], ast.UnaryOp) \
-                and isinstance(values[0].op, (ast.Not, ast.Invert)):  # not A or B: if A, then B
-            text = f"if {_words(values[0].operand, names, True)}, then {_words(values[1], names, True)}"
-        else:
-            joint = " and " if isinstance(node.op, ast.And) else " or "
-            text = joint.join(_words(v, names, True) for v in values)
-        return f"({text})" if nested else text
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
-        joint = " and " if isinstance(node.op, ast.BitAnd) else " or "
-        text = f"{_words(node.left, names, True)}{joint}{_words(node.right, names, True)}"
-        return f"({text})" if nested else text
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
-        inner = node.operand
-        if isinstance(inner, ast.Compare) and len(inner.ops) == 1 and type(inner.ops[0]) in _OPPOSITE:
-            return _words(ast.Compare(inner.left, [_OPPOSITE[type(inner.ops[0])]()], inner.comparators), names)
-        return f"not {_words(inner, names, True)}"
-    if isinstance(node, ast.Compare):
-        parts, left = [], node.left
-        for op, right in zip(node.ops, node.comparators):
-            parts.append(f"{_words(left, names)} {_WORDS[type(op)]} {_words(right, names)}")
-            left = right
-        return " and ".join(parts)
-    if isinstance(node, ast.Call):
-        if isinstance(node.func, ast.Attribute):
-            subject, name = node.func.value, METHODS[node.func.attr]
-        elif node.func.id in ("isna", "notna"):
-            subject, name = node.args[0], node.func.id
-        else:
-            return _describe(node, names).replace("`", "")
-        return f"{_words(subject, names)} is {'missing' if name == 'isna' else 'present'}"
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return ", ".join(_words(item, names) for item in node.elts)
-    if isinstance(node, ast.Constant):
-        return str(node.value)
-    return _describe(node, names).replace("`", "")

@@ -6,7 +6,6 @@ import codecs
 import csv
 import io
 import os
-import re
 from pathlib import Path
 from typing import Iterable
 

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .expressions import BOOL, Expression, ExpressionError, explain, parse
+from .expressions import BOOL, Expression, ExpressionError, parse
+from .rule_words import explain
 from .spec import SchemaError
 
 MOSTLY_BROKEN = 0.5  # a rule broken by more than this share of the private rows is refused as probably mistyped
