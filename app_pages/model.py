@@ -317,7 +317,8 @@ def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple]:
         pairs = made.figures.get("tvd2")
         out.append((level, eps, made.columns[0].half_width if made.columns else None, made.source,
                     get_model_class(made.model).label or made.model,
-                    "" if pairs is None else f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})"))
+                    "not forecast: no benchmark runs of this model yet" if pairs is None else
+                    f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})"))
     return out
 
 

@@ -27,7 +27,8 @@ def _forecasts(request_json: str, schema_json: str, n: int, plan_json: str) -> l
                         preset=request.preset, options=request.options, bounds_epsilon=request.bounds_epsilon,
                         calibration_share=request.calibration_share, quantile_share=request.quantile_share)
         pairs = made.figures.get("tvd2")
-        out.append(("" if pairs is None else f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})",
+        out.append(("no benchmark runs of this model yet" if pairs is None else
+                    f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})",
                     f"±{100 * made.columns[0].half_width:.2g} points" if made.columns else "not measured"))
     return out
 
