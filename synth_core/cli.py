@@ -343,7 +343,7 @@ def _describe(schema: Schema) -> list[str]:
 
 
 def _forecast(args) -> int:
-    from .forecast import forecast
+    from .forecast import floor, forecast
     schema = Schema.load(args.schema)
     rows = args.rows if args.rows is not None else schema.rows
     if rows is None:
@@ -351,7 +351,8 @@ def _forecast(args) -> int:
                          "declares none)")
     made = forecast(schema, args.epsilon, rows, args.model, args.delta, calibration_share=args.calibration_share)
     if args.json:
-        print(json.dumps(made.to_dict(), indent=2))
+        print(json.dumps({**made.to_dict(), "floor": {k: v.to_dict() for k, v in floor(schema, rows).items()}},
+                         indent=2))
         return 0
     print(f"{made.model} at ε = {args.epsilon:g} (δ = {made.delta:g}) on {rows:,} rows: counts released by "
           f"{made.source}" + (f", noise σ = {made.noise_std:.3g} on each" if made.noise_std is not None else ""))
@@ -363,6 +364,9 @@ def _forecast(args) -> int:
               "from the project's benchmark results")
     if made.figures_note:
         print(f"fidelity figures: none ({made.figures_note})")
+    bottom = floor(schema, rows).get("tvd2")
+    if bottom is not None:
+        print(f"the table's own rows against unseen ones (no ε does better): 2-way TVD about {bottom.expected:.3f}")
     return 0
 
 

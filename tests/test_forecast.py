@@ -76,6 +76,7 @@ def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_li
     for what in ("tvd1", "tvd2", "tstr"):  # the fidelity a run would reach, from the benchmark results' model
         assert made[what]["low"] <= made[what]["expected"] <= made[what]["high"]
     assert made["tvd1"]["expected"] < made["tvd2"]["expected"] and 0.5 < made["tstr"]["expected"] < 1
+    assert made["floor"]["tvd2"]["expected"] <= made["tvd2"]["expected"]  # no run beats the table's own rows
     for args, says in [(("--schema", str(tmp_path / "none.json"), "--epsilon", "1", "--rows", "10"), "cannot read"),
                        (("--schema", str(path), "--epsilon", "0", "--rows", "3200"), "ε must be"),
                        (("--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "gpt"), "unknown model"),
