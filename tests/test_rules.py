@@ -232,3 +232,11 @@ def test_a_rule_most_rows_break_because_of_missing_values_says_how_to_allow_them
     assert "miss a value of 'capital-loss'" in str(refused.value) and "isna(`capital-loss`) or" in str(refused.value)
     clean, report = validate_table(table, adultish(rules=["isna(`capital-loss`) or `capital-loss` >= 0"]))
     assert len(clean) == 4 and report.dropped_for_rules == 0
+
+
+def test_a_value_in_quotes_is_kept_as_typed_and_a_rule_may_span_lines():
+    schema = Schema(columns=[ColumnSpec("city", "categorical", categories=["New  York", "Boston"]),
+                             ColumnSpec("n", "integer", lower=0, upper=9)],
+                    rules=["city != 'New  York'\n    or n >= 1"])  # two spaces inside the quotes, a line break
+    rule, = schema.rule_checks
+    assert rule.evaluate(_rows(city=["New  York", "New  York", "Boston"], n=[0, 1, 0])).tolist() == [False, True, True]

@@ -52,7 +52,8 @@ class ExpressionError(SchemaError):
 
 
 def _placeholders(text: str) -> tuple[str, dict[str, str]]:
-    """The text with every `backticked name` replaced by an identifier, and the identifiers' names."""
+    """The text with every `backticked name` replaced by an identifier, and the identifiers' names; a line break
+    or tab outside quotes becomes a space (a rule typed over several lines), what is inside quotes is kept."""
     out, names, i, quote = [], {}, 0, None
     while i < len(text):
         ch = text[i]
@@ -78,7 +79,7 @@ def _placeholders(text: str) -> tuple[str, dict[str, str]]:
             out.append(f" {key} ")
             i = end
         else:
-            out.append(ch)
+            out.append(" " if ch in "\n\r\t" else ch)
         i += 1
     if quote:
         raise ExpressionError(f"a text opened with {quote} is never closed")
@@ -115,7 +116,7 @@ def parse(text: Any, schema: Schema, want: str = BOOL) -> Expression:
         raise ExpressionError(f"the expression is {len(text):,} characters long; at most {MAX_LENGTH:,}")
     source, names = _placeholders(text.strip())
     try:
-        tree = ast.parse(" ".join(source.split()), mode="eval").body
+        tree = ast.parse(source.strip(), mode="eval").body
     except SyntaxError as e:
         raise ExpressionError(f"it does not parse ({e.msg})") from None
     nodes = sum(1 for _ in ast.walk(tree))
