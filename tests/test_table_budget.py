@@ -343,8 +343,11 @@ def test_a_plan_of_releases_sets_the_total_the_book_holds_runs_to(tmp_path):
     book.reserve("t1", "k2", 1.0)
     with pytest.raises(BudgetError, match="would exceed the table's budget"):
         book.reserve("t1", "k3", 0.6)  # beyond the plan
-    # a new plan counts what the runs already spent
-    assert book.set_plan("t1", [Release("a refresh", 0.3)]).total_epsilon == pytest.approx(1.4)
+    # setting the plan again (a double click) changes nothing; a plan below what the runs spent is refused
+    assert book.set_plan("t1", plan).total_epsilon == pytest.approx(1.6)
+    with pytest.raises(BudgetError, match="spent ε = 1.1 already"):
+        book.set_plan("t1", [Release("a refresh", 0.3)])
+    assert book.account("t1").total_epsilon == pytest.approx(1.6)
     for bad, says in [([], "at least one release"), ([Release("", 1.0)], "needs a name"),
                       ([Release("a", 1.0), Release("a", 2.0)], "twice"), ([Release("a", 0.0)], "ε")]:
         with pytest.raises(BudgetError, match=says):

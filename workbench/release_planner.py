@@ -35,9 +35,9 @@ def _forecasts(request_json: str, schema_json: str, n: int, plan_json: str) -> l
 
 def render(book, table_key: str, account, request: FitRequest, schema: Schema, n: int) -> None:
     st.subheader("Plan this table's releases")
-    st.caption("Several synthetic tables from the same rows add up: plan them together before spending any. Each "
-               "row is one release; its forecast and what the table's total leaves after it are shown, and "
-               "setting the plan makes its sum the table's total, so no run can go beyond it.")
+    st.caption("Several synthetic tables from the same rows add up: plan them together, the releases already made "
+               "included. Each row is one release; its forecast and what the table's total leaves after it are "
+               "shown, and setting the plan makes its sum the table's total, so no run can go beyond it.")
     saved = account.plan if account is not None and account.plan else FIRST_PLAN
     edited = st.data_editor(pd.DataFrame([{"release": r.name, "ε": r.epsilon} for r in saved]), num_rows="dynamic",
                             hide_index=True, key=f"release_plan_{table_key}",
@@ -59,10 +59,15 @@ def render(book, table_key: str, account, request: FitRequest, schema: Schema, n
         shown = [("", "")] * len(releases)
     st.dataframe(pd.DataFrame([{"release": r.name, "ε": r.epsilon, "pairs of columns: mismatch expected (80%)": pairs,
                                 "each column's shares, 9 times in 10": shares, "left of the total after it": left}
-                               for r, (pairs, shares), left in zip(releases, shown, left_after(releases, spent))]),
+                               for r, (pairs, shares), left in zip(releases, shown, left_after(releases))]),
                  hide_index=True)
-    total = plan_total(releases)
-    said = f"ε = {epsilon_text(total)}" + (f" more than the {epsilon_text(spent)} its runs spent" if spent else "")
-    if st.button(f"Make this plan the table's budget ({said})", key="set_release_plan"):
-        book.set_plan(table_key, releases)
-        st.rerun()
+    if spent:
+        st.caption(f"This table's runs have spent ε = {epsilon_text(spent)} so far.")
+    if st.button(f"Make this plan the table's budget (ε = {epsilon_text(plan_total(releases))} in all)",
+                 key="set_release_plan"):
+        try:
+            book.set_plan(table_key, releases)
+        except BudgetError as e:
+            st.error(str(e))
+        else:
+            st.rerun()

@@ -116,9 +116,9 @@ def plan_total(releases: list[Release]) -> float:
     return float(sum(r.epsilon for r in releases))
 
 
-def left_after(releases: list[Release], spent: float = 0.0) -> list[float]:
-    """What the table's total (the plan's) leaves after each release in turn, past spending `spent` first."""
-    total, out, used = plan_total(releases) + spent, [], spent
+def left_after(releases: list[Release]) -> list[float]:
+    """What the table's total (the plan's) leaves after each release in turn."""
+    total, out, used = plan_total(releases), [], 0.0
     for release in releases:
         used += release.epsilon
         out.append(remaining(total, used))
@@ -297,14 +297,18 @@ class TableBudgets:
         return self.account(table_id)
 
     def set_plan(self, table_id: str, releases: list, label: str = "") -> TableAccount:
-        """Plan a table's releases: the table's total becomes their ε added up to what its runs spent already
-        (so the book refuses a run beyond the plan), and the plan is kept for the steward to follow."""
+        """Plan a table's releases, those already made included: the table's total becomes their ε added up (so
+        the book refuses a run beyond the plan; setting the same plan again changes nothing), and the plan is
+        kept for the steward to follow. BudgetError for a plan below what the table's runs spent already."""
         releases = check_plan(releases)
         with self._locked():
             data = self._read()
             entry = data.setdefault(table_id, {"charges": {}})
-            spent = sum(c["epsilon"] for c in entry.get("charges", {}).values())
-            entry["total_epsilon"] = plan_total(releases) + float(spent)
+            spent = float(sum(c["epsilon"] for c in entry.get("charges", {}).values()))
+            if spent > plan_total(releases) * (1 + 1e-9):
+                raise BudgetError(f"this table's runs have spent ε = {amount(spent)} already, more than the plan's "
+                                  f"{amount(plan_total(releases))}: list the releases made so far in the plan too")
+            entry["total_epsilon"] = plan_total(releases)
             entry["plan"] = [{"name": r.name, "epsilon": r.epsilon} for r in releases]
             if label:
                 entry["label"] = label
