@@ -13,7 +13,7 @@ from synth_core.runs.jobs import start_fit_job
 from synth_core.models import MODELS, get_model_class
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
-from synth_core.forecast import curve, floor, forecast
+from synth_core.forecast import curve, floor, forecast_for
 from synth_core.privacy import BudgetError, default_delta, delta_warning
 from synth_core.privacy.split import default_bounds_epsilon, epsilon_left
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
@@ -311,9 +311,7 @@ def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple]:
     for level, eps in HARM.items():
         if eps is None:
             continue
-        made = forecast(schema, eps, n, request.model, request.delta, request.accountant, preset=request.preset,
-                        options=request.options, calibration_share=request.calibration_share,
-                        quantile_share=request.quantile_share, bounds_epsilon=request.bounds_epsilon)
+        made = forecast_for(request, schema, n, eps)
         pairs = made.figures.get("tvd2")
         out.append((level, eps, made.columns[0].half_width if made.columns else None, made.source,
                     get_model_class(made.model).label or made.model,

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .models import get_model_class
 from .privacy.budget import default_delta
 from .privacy.measurements import FINE_BINS, MARGINAL_BINS, marginals_noise_std
@@ -105,6 +107,15 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
 
 
 
+def forecast_for(request: FitRequest, schema: Schema, rows: int, epsilon: float | None = None) -> Forecast:
+    """The forecast of a fit request as a page holds it (its family, δ, accountant, size and shares), at its own ε
+    or at `epsilon` (a harm level's, a planned release's)."""
+    return forecast(schema, request.epsilon if epsilon is None else epsilon, rows, request.model, request.delta,
+                    request.accountant, preset=request.preset, options=request.options,
+                    bounds_epsilon=request.bounds_epsilon, calibration_share=request.calibration_share,
+                    quantile_share=request.quantile_share)
+
+
 # --- the model of the project's benchmark results (benchmarks/fit_forecast.py fits it) ---------------------------
 MOST_VALUES = 100  # a numeric column counts as at most this many values (the bins the families cut it in)
 
@@ -129,7 +140,6 @@ FIGURES = {"tvd1": "1-way TVD", "tvd2": "2-way TVD", "tstr": "train-on-synthetic
 
 def to_scale(what: str, values):
     """A figure on the scale the model is fitted on: log TVD; the AUC's lift over chance on a logit scale."""
-    import numpy as np
     values = np.asarray(values, dtype=float)
     if what == "tstr":
         p = np.clip(values, 0.51, 0.99)
@@ -138,7 +148,6 @@ def to_scale(what: str, values):
 
 
 def from_scale(what: str, y):
-    import numpy as np
     y = np.asarray(y, dtype=float)
     return 0.5 + 0.5 * np.exp(y) / (1.0 + np.exp(y)) if what == "tstr" else np.exp(y)
 

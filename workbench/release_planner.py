@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from synth_core.format import epsilon as epsilon_text
-from synth_core.forecast import forecast
+from synth_core.forecast import forecast_for
 from synth_core.privacy import BudgetError
 from synth_core.privacy.table_budget import Release, check_plan, left_after, plan_total
 from synth_core.request import FitRequest
@@ -23,9 +23,7 @@ def _forecasts(request_json: str, schema_json: str, n: int, plan_json: str) -> l
     request, schema = FitRequest.from_dict(json.loads(request_json)), Schema.from_json(schema_json)
     out = []
     for release in json.loads(plan_json):
-        made = forecast(schema, release["epsilon"], n, request.model, request.delta, request.accountant,
-                        preset=request.preset, options=request.options, bounds_epsilon=request.bounds_epsilon,
-                        calibration_share=request.calibration_share, quantile_share=request.quantile_share)
+        made = forecast_for(request, schema, n, release["epsilon"])
         pairs = made.figures.get("tvd2")
         out.append(("no benchmark runs of this model yet" if pairs is None else
                     f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})",
@@ -42,11 +40,11 @@ def render(book, table_key: str, account, request: FitRequest, schema: Schema, n
     edited = st.data_editor(pd.DataFrame([{"release": r.name, "ε": r.epsilon} for r in saved]), num_rows="dynamic",
                             hide_index=True, key=f"release_plan_{table_key}",
                             column_config={"ε": st.column_config.NumberColumn("ε", min_value=0.0, format="%.3g")})
-    rows = [{"name": r["release"], "epsilon": r["ε"]} for r in edited.to_dict("records")
-            if not (pd.isna(r["ε"]) and not str(r["release"] or "").strip())]
+    rows = [{"name": "" if pd.isna(r["release"]) else str(r["release"]), "epsilon": r["ε"]}
+            for r in edited.to_dict("records")]
+    rows = [r for r in rows if r["name"].strip() or not pd.isna(r["epsilon"])]  # a row added and left empty
     try:
-        releases = check_plan([{"name": "" if pd.isna(r["name"]) else r["name"], "epsilon": r["epsilon"]}
-                               for r in rows])
+        releases = check_plan(rows)
     except BudgetError as e:
         st.error(f"Not a plan yet: {e}")
         return
