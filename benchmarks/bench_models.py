@@ -35,7 +35,7 @@ from synth_core import api  # noqa: E402
 from synth_core.cli_args import parse_options  # noqa: E402
 from synth_core.encoding.tokens import TokenEncoder  # noqa: E402
 from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy, ml_efficacy_regression  # noqa: E402
-from synth_core.models.recommend import aim_bins  # noqa: E402
+from synth_core.models.recommend import CANDIDATES, aim_bins, candidates  # noqa: E402
 from synth_core.privacy.accounting import gaussian_for  # noqa: E402
 from synth_core.privacy.randomness import secret_rng  # noqa: E402
 from synth_core.schema import Schema, validate_table  # noqa: E402
@@ -143,6 +143,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--delta", type=float, default=1e-5)
     ap.add_argument("--accountant", default="prv")
     ap.add_argument("--preset", default="cpu")
+    ap.add_argument("--candidate", choices=CANDIDATES,
+                    help="with --model auto: run this family as auto would configure it for the table (its size, "
+                         "options and shares), whatever auto would pick")
     ap.add_argument("--option", action="append", default=[], help="model/train override key=value (JSON value)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calibration-share", type=float, default=None,
@@ -178,11 +181,20 @@ def _baseline(args, ds: dict, schema, train_split, test_split) -> dict:
 def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_split) -> tuple[dict, object]:
     """One family through the API at the benchmark's settings, its rows scored (and its own rows, and the
     floors, where asked)."""
+    model, preset, shares = args.model, args.preset, (args.calibration_share, args.quantile_share)
+    if args.candidate:  # the family as auto's request would resolve it (synth_core.request.FitRequest.resolved)
+        if args.model != "auto":
+            raise SystemExit("--candidate goes with --model auto")
+        choice = candidates(schema, len(train_split), args.epsilon)[args.candidate]
+        model, preset = choice.family, choice.preset
+        options = {**choice.options_for(preset), **options}
+        shares = (choice.calibration_share if shares[0] is None else shares[0],
+                  choice.quantile_share if shares[1] is None else shares[1])
     t0 = time.perf_counter()
-    result = api.fit(train_split, schema, model=args.model, epsilon=args.epsilon, delta=args.delta,
-                     accountant=args.accountant, preset=args.preset, options=options, seed=args.seed,
-                     device=args.device, calibration_share=args.calibration_share,
-                     quantile_share=args.quantile_share, public_table=True)
+    result = api.fit(train_split, schema, model=model, epsilon=args.epsilon, delta=args.delta,
+                     accountant=args.accountant, preset=preset, options=options, seed=args.seed,
+                     device=args.device, calibration_share=shares[0],
+                     quantile_share=shares[1], public_table=True)
     t_fit = time.perf_counter() - t0
     model = result.model
     t1 = time.perf_counter()
@@ -191,7 +203,8 @@ def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_spli
     calibration = model.last_sample_info.get("calibration")
     r = model.train_result
     figures = {
-        "model": args.model, "family": model.family, "n_bins": getattr(model.config, "n_bins", None),
+        "model": f"auto-{args.candidate}" if args.candidate else args.model, "family": model.family,
+        "n_bins": getattr(model.config, "n_bins", None),
         "dataset": args.dataset, "preset": args.preset, "options": options,
         "epsilon_target": args.epsilon, "delta": args.delta, "accountant": args.accountant,
         "epsilon_spent": result.ledger.spent_epsilon, "noise_multiplier": getattr(model.plan, "noise_multiplier", None),
@@ -202,7 +215,7 @@ def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_spli
         "train_rows_per_s": steady_rate(r.events), "sample_rows_per_s": len(train_split) / t_sample,
         "peak_rss_mib": peak_rss_mib(), "peak_gpu_mib": peak_gpu_mib(),
         "ledger": [e.mechanism for e in result.ledger.entries],
-        "calibration_share": args.calibration_share, "calibrated": model.calibration is not None,
+        "calibration_share": shares[0], "calibrated": model.calibration is not None,
         "calibration": calibration,
     }
     t2 = time.perf_counter()

@@ -137,51 +137,71 @@ class Recommendation:
         return {**self.options, "n_bins": self.max_bins}
 
 
-def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
-    """The recommended family, preset and calibration share for a table of `rows` rows (public or noisy) with
-    this public schema, at this ε."""
-    rows, epsilon = max(int(rows), 0), float(epsilon)
-    columns = len(schema.columns)
-    max_bins = None
+def _aim_reason(schema: Schema, rows: int, epsilon: float) -> str:
+    """Why the rule picks AIM for these facts (the end of its reason sentence), or None where it would not."""
     numeric_target = any(c.role == "target" and c.is_numeric for c in schema.columns)
-    narrow = narrow_numbers(schema)
-    compressed = (not narrow and not numeric_target and epsilon <= COMPRESSED_MAX_EPSILON
-                  and SMALL_SIGNAL <= rows * epsilon < COMPRESSED_BELOW)
-    aim_fits = len(schema.modelled().columns) <= AIM_MAX_COLUMNS
-    if aim_fits and (rows * epsilon < AIM_BELOW or narrow or compressed
-                     or (rows * epsilon < SMALL_SIGNAL and not numeric_target)):
-        if rows * epsilon < AIM_BELOW:
-            why = ("a neural model learns too little, and a model built from the table's overall statistics, each "
-                   "measured where it is most wrong, gave the more faithful tables")
-        elif narrow:
-            what = (f"no number with more than {AIM_NARROW_VALUES} possible values" if schema.modelled().numeric_columns
-                    else "only categories")
-            why = (f"and {what}, a model built from the table's overall statistics, each measured where it is most "
-                   "wrong, gave tables as faithful as a neural model's or more")
-        elif compressed:
-            why = ("and no number as the target, a model built from the table's overall statistics, each measured "
-                   "where it is most wrong, with the values too rare to measure pooled, gave tables as faithful as a "
-                   "neural model's or more")
-        else:
-            why = ("and no number as the target, a model built from the table's overall statistics, each measured "
-                   "where it is most wrong, gave tables as faithful as a neural model's and better for prediction")
+    if rows * epsilon < AIM_BELOW:
+        return ("a neural model learns too little, and a model built from the table's overall statistics, each "
+                "measured where it is most wrong, gave the more faithful tables")
+    if narrow_numbers(schema):
+        what = (f"no number with more than {AIM_NARROW_VALUES} possible values" if schema.modelled().numeric_columns
+                else "only categories")
+        return (f"and {what}, a model built from the table's overall statistics, each measured where it is most "
+                "wrong, gave tables as faithful as a neural model's or more")
+    if _compressed(schema, rows, epsilon):
+        return ("and no number as the target, a model built from the table's overall statistics, each measured "
+                "where it is most wrong, with the values too rare to measure pooled, gave tables as faithful as a "
+                "neural model's or more")
+    if rows * epsilon < SMALL_SIGNAL and not numeric_target:
+        return ("and no number as the target, a model built from the table's overall statistics, each measured "
+                "where it is most wrong, gave tables as faithful as a neural model's and better for prediction")
+    return None
+
+
+def _compressed(schema: Schema, rows: int, epsilon: float) -> bool:
+    """Whether AIM, where auto picks it, pools the values too rare to measure (MST's domain compression)."""
+    numeric_target = any(c.role == "target" and c.is_numeric for c in schema.columns)
+    return (not narrow_numbers(schema) and not numeric_target and epsilon <= COMPRESSED_MAX_EPSILON
+            and SMALL_SIGNAL <= rows * epsilon < COMPRESSED_BELOW)
+
+
+def candidates(schema: Schema, rows: int, epsilon: float) -> dict[str, Recommendation]:
+    """Each family `auto` may pick (CANDIDATES), configured as `auto` would run it for a table of `rows` rows
+    (public or noisy) with this public schema at this ε: its size, options and shares. AIM only where it fits
+    (AIM_MAX_COLUMNS). The reasons are the rule's (`recommend`); a choice by forecast writes its own."""
+    rows, epsilon = max(int(rows), 0), float(epsilon)
+    out = {}
+    if len(schema.modelled().columns) <= AIM_MAX_COLUMNS:
         one_way = aim_one_way_share(rows, epsilon)
         share_words = {AIM_ONE_WAY_SHARE: "half", AIM_LOW_SIGNAL_ONE_WAY_SHARE: "four fifths"}[one_way]
-        return Recommendation(
+        why = _aim_reason(schema, rows, epsilon) or "it gave the most faithful tables"
+        out["aim"] = Recommendation(
             family="aim", preset="cpu", calibration_share=0.0,
-            options={"one_way_share": one_way, **({"compress": True} if compressed else {})},
+            options={"one_way_share": one_way, **({"compress": True} if _compressed(schema, rows, epsilon) else {})},
             reason=(f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} {why} in our benchmarks; "
                     f"{share_words} of ε measures each column alone"
-                    f"{aim_numbers(schema, aim_bins(rows, epsilon, columns))}."))
-    share = DP_TBART_SHARE
+                    f"{aim_numbers(schema, aim_bins(rows, epsilon, len(schema.columns)))}."))
+    max_bins = None
     if rows * epsilon < SMALL_SIGNAL:
         max_bins = SMALL_TABLE_BINS
-        why = (f"with {rows:,} rows at ε = {epsilon:g} and a number as the target, the training alone learns little, "
-               "so half of ε measures the "
+        target = " and a number as the target" if any(c.role == "target" and c.is_numeric for c in schema.columns) else ""
+        why = (f"with {rows:,} rows at ε = {epsilon:g}{target}, the training alone learns little, so half of ε "
+               "measures the "
                f"table's overall statistics and the rows are matched to them, and numbers are learned in at most "
                f"{max_bins} ranges")
     else:
-        why = (f"for {rows:,} rows and {columns} columns it gave the most faithful tables in our benchmarks, with "
-               "half of ε measuring the table's overall statistics to match the rows to them")
-    return Recommendation(family="dp-tbart", preset="cpu", calibration_share=share, max_bins=max_bins,
-                          reason=f"DP-TBART, standard size: {why}.")
+        why = (f"for {rows:,} rows and {len(schema.columns)} columns it gave the most faithful tables in our "
+               "benchmarks, with half of ε measuring the table's overall statistics to match the rows to them")
+    out["dp-tbart"] = Recommendation(family="dp-tbart", preset="cpu", calibration_share=DP_TBART_SHARE,
+                                     max_bins=max_bins, reason=f"DP-TBART, standard size: {why}.")
+    return out
+
+
+def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
+    """The family, preset and calibration share the rule fitted on the benchmarks picks for a table of `rows`
+    rows (public or noisy) with this public schema, at this ε."""
+    rows, epsilon = max(int(rows), 0), float(epsilon)
+    options = candidates(schema, rows, epsilon)
+    if "aim" in options and _aim_reason(schema, rows, epsilon) is not None:
+        return options["aim"]
+    return options["dp-tbart"]
