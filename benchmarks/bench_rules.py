@@ -90,6 +90,12 @@ def one(table: str, model: str, epsilon: float, data_dir: Path) -> dict:
     return out
 
 
+def before(counts: dict[str, int]) -> str:
+    """The rows breaking any rule, and each rule's own count where there are several (counted_rules' order)."""
+    each = [n for rule, n in counts.items() if rule != "any"]
+    return f"{counts['any']:,}" + (" (" + " / ".join(f"{n:,}" for n in each) + ")" if len(each) > 1 else "")
+
+
 def table_text(folder: Path) -> str:
     lines = ["| table | model | violations before (of 10,000) | after | acceptance | 1-way | 2-way | TSTR (AUC, R²) | fit s | "
              "sample s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -97,7 +103,7 @@ def table_text(folder: Path) -> str:
         f = json.loads(path.read_text())
         p, r = f["plain"], f["ruled"]
         if "refused" in r:  # no rows to score: how rarely the model's rows obeyed
-            lines.append(f"| {f['table']} | {f['model']} ({r['family']}) | {p['violations']['any']:,} | refused: "
+            lines.append(f"| {f['table']} | {f['model']} ({r['family']}) | {before(p['violations'])} | refused: "
                          f"{r['refused'].split(';')[0]} | | | | | {p['fit_s']:.0f} → {r['fit_s']:.0f} | |")
             continue
 
@@ -106,9 +112,11 @@ def table_text(folder: Path) -> str:
         ml = next((k for k in ("roc_auc", "r2") if k in p["figures"]["ml"]), None)
         tstr = f"{p['figures']['ml'][ml]:.3f} → {r['figures']['ml'].get(ml, float('nan')):.3f}" if ml else ""
         accepted = "" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
-        lines.append(f"| {f['table']} | {f['model']} ({r['family']}) | {p['violations']['any']:,} | "
+        lines.append(f"| {f['table']} | {f['model']} ({r['family']}) | {before(p['violations'])} | "
                      f"{r['violations']['any']:,} | {accepted} | {pair('1')} | {pair('2')} | {tstr} | "
                      f"{p['fit_s']:.0f} → {r['fit_s']:.0f} | {p['sample_s']:.1f} → {r['sample_s']:.1f} |")
+    lines.append("\nViolations before: the rows breaking any rule (each rule's own count in brackets, in this order: "
+                 + "; ".join(f"{t}: " + " / ".join(f"`` {r} ``" for r in counted_rules(t)) for t in RULES) + ").")
     return "\n".join(lines)
 
 

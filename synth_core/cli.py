@@ -343,7 +343,8 @@ def _describe(schema: Schema) -> list[str]:
 
 
 def _forecast(args) -> int:
-    from .forecast import floor, forecast
+    from .benchmark_model import floor
+    from .forecast import forecast
     schema = Schema.load(args.schema)
     rows = args.rows if args.rows is not None else schema.rows
     if rows is None:
@@ -358,7 +359,7 @@ def _forecast(args) -> int:
           f"{made.source}" + (f", noise σ = {made.noise_std:.3g} on each" if made.noise_std is not None else ""))
     for c in made.columns:
         print(f"  {c.column}: {c.words()}")
-    from .forecast import FIGURES
+    from .benchmark_model import FIGURES
     for what, interval in made.figures.items():
         print(f"{FIGURES[what]}: about {interval.expected:.3f} (80% interval {interval.low:.3f} to {interval.high:.3f}), "
               "from the project's benchmark results")

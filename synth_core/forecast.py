@@ -14,13 +14,10 @@ table (tests/test_forecast.py).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
-
+from .benchmark_model import Interval, fidelity
 from .models import get_model_class
 from .privacy.budget import default_delta
 from .privacy.measurements import FINE_BINS, MARGINAL_BINS, marginals_noise_std
@@ -114,101 +111,6 @@ def forecast_for(request: FitRequest, schema: Schema, rows: int, epsilon: float 
                     request.accountant, preset=request.preset, options=request.options,
                     bounds_epsilon=request.bounds_epsilon, calibration_share=request.calibration_share,
                     quantile_share=request.quantile_share)
-
-
-# --- the model of the project's benchmark results (benchmarks/fit_forecast.py fits it) ---------------------------
-MOST_VALUES = 100  # a numeric column counts as at most this many values (the bins the families cut it in)
-
-
-def features(schema: Schema, rows: int, epsilon: float) -> dict[str, float]:
-    """The public facts a forecast of fidelity rests on: the signal (rows × ε), the rows (a smaller table is
-    further from its own population, whatever ε), the columns, their values (the mean of log10 of each column's
-    categories or public values, at most MOST_VALUES) and the numeric share."""
-    columns = schema.modelled().columns
-    sizes = [min(c.n_values() or MOST_VALUES, MOST_VALUES) if c.is_numeric else len(c.vocabulary()) + c.nullable
-             for c in columns]
-    return {"log_signal": math.log10(max(rows * epsilon, 1.0)), "log_rows": math.log10(rows),
-            "log_columns": math.log10(len(columns)),
-            "log_values": sum(math.log10(max(s, 2)) for s in sizes) / len(sizes),
-            "numeric_share": sum(c.is_numeric for c in columns) / len(columns)}
-
-
-MODEL_FILE = Path(__file__).with_name("forecast_model.json")
-Z80 = 1.2815515655446004  # ± this many deviations hold 80% of a normal's draws
-FIGURES = {"tvd1": "1-way TVD", "tvd2": "2-way TVD", "tstr": "train-on-synthetic ROC-AUC"}
-
-
-def to_scale(what: str, values):
-    """A figure on the scale the model is fitted on: log TVD; the AUC's lift over chance on a logit scale."""
-    values = np.asarray(values, dtype=float)
-    if what == "tstr":
-        p = np.clip(values, 0.51, 0.99)
-        return np.log(p - 0.5) - np.log(1.0 - p)
-    return np.log(values)
-
-
-def from_scale(what: str, y):
-    y = np.asarray(y, dtype=float)
-    return 0.5 + 0.5 * np.exp(y) / (1.0 + np.exp(y)) if what == "tstr" else np.exp(y)
-
-
-@dataclass(frozen=True)
-class Interval:
-    expected: float
-    low: float
-    high: float  # the 80% interval
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def _benchmark_model() -> dict | None:
-    try:
-        return json.loads(MODEL_FILE.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[dict[str, Interval], str | None]:
-    """The figures `evaluate` would report for a run of `family`, each expected with its 80% interval, from the
-    model of the project's benchmark results (benchmarks/fit_forecast.py), and a note where there is none."""
-    model = _benchmark_model()
-    if model is None:
-        return {}, "no model of benchmark results is installed"
-    if family not in model["families"]:
-        return {}, f"the benchmarks that fit the forecast have no runs of {family} yet"
-    facts = features(schema, rows, epsilon)
-    x = [1.0, *(facts[name] for name in model["features"]), *(float(family == f) for f in model["families"][1:])]
-    out = {}
-    for what in FIGURES:
-        if what in model and not (what == "tstr" and not _categorical_target(schema)):
-            out[what] = _interval(model[what], x, what)
-    for k in ("1", "2"):  # no run comes closer to unseen rows than the table's own rows do
-        floor, what = model.get(f"floor{k}"), f"tvd{k}"
-        if floor is not None and what in out:
-            bottom = _interval(floor, [1.0, *(facts[name] for name in model["floor_features"])], what)
-            out[what] = Interval(*(max(a, b) for a, b in zip(dataclasses.astuple(out[what]),
-                                                             dataclasses.astuple(bottom))))
-    return out, None
-
-
-def _interval(fitted: dict, x: list[float], what: str) -> Interval:
-    centre = sum(b * v for b, v in zip(fitted["coefficients"], x))
-    low, expected, high = from_scale(what, [centre - Z80 * fitted["spread"], centre, centre + Z80 * fitted["spread"]])
-    return Interval(float(expected), float(low), float(high))
-
-
-def floor(schema: Schema, rows: int) -> dict[str, Interval]:
-    """How far the table's own rows would be from unseen rows of it (1-way and 2-way TVD): where more ε stops
-    buying fidelity."""
-    model = _benchmark_model() or {}
-    facts = features(schema, rows, 1.0)
-    return {f"tvd{k}": _interval(model[f"floor{k}"], [1.0, *(facts[n] for n in model["floor_features"])], f"tvd{k}")
-            for k in ("1", "2") if f"floor{k}" in model}
-
-
-def _categorical_target(schema: Schema) -> bool:
-    return any(c.role == "target" and not c.is_numeric for c in schema.columns)
 
 
 def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict:

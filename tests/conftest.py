@@ -39,6 +39,14 @@ def isolated_home(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def by_the_rule(tmp_path, monkeypatch):
+    """No model of benchmark results installed: `auto` picks by its hand-set rule (recommend.by_rule), as the
+    tests of the rule's thresholds through a whole fit need whatever the forecast's coefficients are."""
+    from synth_core import benchmark_model
+    monkeypatch.setattr(benchmark_model, "MODEL_FILE", tmp_path / "no-model.json")
+
+
+@pytest.fixture
 def toy_schema() -> Schema:
     return Schema(columns=[
         ColumnSpec("age", "integer", lower=18, upper=80),

@@ -13,7 +13,7 @@ from synth_core import api
 from synth_core.models import graphical
 from synth_core.models.aim import mbi, workload
 from synth_core.models.base import SynthModel
-from synth_core.models.recommend import aim_bins, recommend
+from synth_core.models.recommend import aim_bins, by_rule, candidates
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import ZCDP, Gaussian, compose, gaussian_for, gaussian_rho, rho_for, zcdp_epsilon
 from synth_core.privacy.planning import plan_rho
@@ -232,7 +232,7 @@ def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_sch
     reloaded = SynthModel.load(RunDir(tmp_path / "run").model_dir)
     assert reloaded.config.n_bins == 32 and len(reloaded.encoder.codecs[3].edges) == 33
     assert len(api.sample(tmp_path / "run", 5, seed=0)[0]) == 5
-    assert "32 ranges" in recommend(toy_schema, 600, 1.0).reason
+    assert "32 ranges" in candidates(toy_schema, 600, 1.0)["aim"].reason
 
 
 def test_aim_cancelled_after_two_rounds_keeps_its_model_and_is_charged_what_it_spent(toy_schema, toy_table,
@@ -275,7 +275,7 @@ def test_aim_refuses_training_options_it_does_not_have(toy_schema, toy_table):
         api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 1}, public_table=True)
 
 
-def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table, tmp_path):
+def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table, tmp_path, by_the_rule):
     """Below 1,000 rows × ε, AIM with four fifths of ρ on the columns alone (up to 2,000), half from there
     (benchmarks/history/2026-11-27.md);
     the choice reads the row count the run releases."""
@@ -290,11 +290,11 @@ def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table
     assert result.model.config.one_way_share == 0.8
     assert "four fifths of ε measures each column alone" in config["auto"]["reason"]
     assert "AIM" in config["auto"]["reason"] and result.ledger.spent_epsilon <= 1.0
-    assert recommend(schema, 600, 2.0).family == "aim"  # 1,200: AIM still (no number as the target) ...
-    assert recommend(schema, 600, 2.0).options == {"one_way_share": 0.8}  # ... four fifths below 2,000 ...
-    assert recommend(schema, 600, 4.0).options == {"one_way_share": 0.5}  # ... half from there
-    assert recommend(schema, 999, 1.0).options == {"one_way_share": 0.8}
-    assert recommend(schema, 6_000, 1.0).family == "dp-tbart"
+    assert by_rule(schema, 600, 2.0).family == "aim"  # 1,200: AIM still (no number as the target) ...
+    assert by_rule(schema, 600, 2.0).options == {"one_way_share": 0.8}  # ... four fifths below 2,000 ...
+    assert by_rule(schema, 600, 4.0).options == {"one_way_share": 0.5}  # ... half from there
+    assert by_rule(schema, 999, 1.0).options == {"one_way_share": 0.8}
+    assert by_rule(schema, 6_000, 1.0).family == "dp-tbart"
 
 
 def test_a_noisy_row_count_is_combined_with_the_totals_the_measurements_imply(toy_schema, toy_table):

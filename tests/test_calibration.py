@@ -14,7 +14,7 @@ from scipy.stats import norm
 from synth_core import api
 from synth_core.models.calibration import (POOL_GROWTH, calibrate_weights, grow_and_calibrate, pool_size, resample,
                                           summary)
-from synth_core.models.recommend import recommend
+from synth_core.models.recommend import by_rule
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import Gaussian, compose, gaussian_for
 from synth_core.privacy.planning import SamplingShape, plan
@@ -290,8 +290,8 @@ def test_a_bad_calibration_share_is_refused_before_anything_is_spent(share, toy_
     assert not (tmp_path / "run").exists()
 
 
-# --- auto -------------------------------------------------------------------------------------------------------
-def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path):
+# --- auto's rule (where no forecast ranks its candidates) -------------------------------------------------------------------------------------------------------
+def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path, by_the_rule):
     """Two tables with the same public schema and row count, but other values, get the same choice; the run
     records it and why. (A number as the target: at 1,200 rows × ε, DP-TBART with calibration.)"""
     schema = dataclasses.replace(_with_target(toy_schema, "hours"), rows=len(toy_table))
@@ -305,10 +305,10 @@ def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path):
     choice = configs[0]["auto"]
     assert configs[0]["model"] == choice["family"] == "dp-tbart" and configs[0]["preset"] == "tiny"
     assert configs[0]["calibration_share"] == choice["calibration_share"] > 0 and "600 rows" in choice["reason"]
-    assert recommend(schema, 600, 2.0) == recommend(schema, 600, 2.0)
-    assert recommend(schema, 600, 2.0).calibration_share == recommend(schema, 40_000, 2.0).calibration_share == 0.5
+    assert by_rule(schema, 600, 2.0) == by_rule(schema, 600, 2.0)
+    assert by_rule(schema, 600, 2.0).calibration_share == by_rule(schema, 40_000, 2.0).calibration_share == 0.5
     # few rows per unit of ε: numbers in fewer bins, unless the size has fewer already (tiny: 10)
-    small, large = recommend(schema, 600, 2.0), recommend(schema, 40_000, 2.0)
+    small, large = by_rule(schema, 600, 2.0), by_rule(schema, 40_000, 2.0)
     assert small.options_for("cpu") == {"n_bins": 50} and small.options_for("tiny") == {}
     assert large.options_for("cpu") == {} and configs[0]["options"] == {}
 
@@ -318,11 +318,11 @@ def test_auto_picks_aim_up_to_5000_rows_times_epsilon_unless_the_target_is_a_num
     DP-TBART's and its 1-way and TSTR better, except where the target is a number (King's price: R² ≈ 0)."""
     for target, family in (("sex", "aim"), (None, "aim"), ("hours", "dp-tbart"), ("age", "dp-tbart")):
         schema = _with_target(toy_schema, target) if target else toy_schema
-        mid = recommend(schema, 4_000, 1.0)
+        mid = by_rule(schema, 4_000, 1.0)
         assert mid.family == family and (mid.calibration_share > 0) == (family == "dp-tbart"), target
-        assert recommend(schema, 500, 1.0).family == "aim"  # below 1,000 whatever the target
-        assert recommend(schema, 5_000, 1.0).family == "dp-tbart"  # from 5,000 the neural model
-    aim = recommend(_with_target(toy_schema), 4_000, 1.0)
+        assert by_rule(schema, 500, 1.0).family == "aim"  # below 1,000 whatever the target
+        assert by_rule(schema, 5_000, 1.0).family == "dp-tbart"  # from 5,000 the neural model
+    aim = by_rule(_with_target(toy_schema), 4_000, 1.0)
     assert aim.options == {"one_way_share": 0.5} and "4,000 rows" in aim.reason
     assert "no number as the target" in aim.reason
 
@@ -334,7 +334,7 @@ def test_auto_never_picks_aim_for_a_table_wider_than_it_can_measure_in_reasonabl
     from synth_core.schema import ColumnSpec, Schema
     for columns, family in ((20, "aim"), (AIM_MAX_COLUMNS, "aim"), (AIM_MAX_COLUMNS + 1, "dp-tbart")):
         schema = Schema(columns=[ColumnSpec(f"c{i}", "categorical", categories=["a", "b"]) for i in range(columns)])
-        assert recommend(schema, 500, 1.0).family == family
+        assert by_rule(schema, 500, 1.0).family == family
         if family == "dp-tbart":
             with pytest.raises(ValueError, match="would take hours"):
                 get_model_class("aim").check_schema(schema)
@@ -347,34 +347,35 @@ def test_auto_picks_aim_with_a_compressed_domain_at_a_small_epsilon_from_5000_to
     for target in ("sex", None):
         schema = _with_target(toy_schema, target) if target else toy_schema
         for rows, epsilon in ((30_000, 0.25), (20_000, 0.25), (39_000, 0.25), (40_000, 0.2)):
-            choice = recommend(schema, rows, epsilon)
+            choice = by_rule(schema, rows, epsilon)
             assert choice.family == "aim" and choice.options == {"one_way_share": 0.5, "compress": True}, (rows, epsilon)
             assert "pooled" in choice.reason and choice.calibration_share == 0.0
-        assert recommend(schema, 19_000, 0.25).options == {"one_way_share": 0.5}  # below 5,000: AIM, not compressed
+        assert by_rule(schema, 19_000, 0.25).options == {"one_way_share": 0.5}  # below 5,000: AIM, not compressed
         for rows, epsilon in ((40_000, 0.25), (8_000, 1.0), (20_000, 0.3)):  # 10,000 and up; ε above 0.25
-            assert recommend(schema, rows, epsilon).family == "dp-tbart", (rows, epsilon)
-    assert recommend(_with_target(toy_schema, "hours"), 30_000, 0.25).family == "dp-tbart"  # a number as the target
+            assert by_rule(schema, rows, epsilon).family == "dp-tbart", (rows, epsilon)
+    assert by_rule(_with_target(toy_schema, "hours"), 30_000, 0.25).family == "dp-tbart"  # a number as the target
 
 
-def test_auto_picks_aim_at_any_size_when_every_number_has_few_values(toy_schema, toy_table, tmp_path):
+def test_auto_picks_aim_at_any_size_when_every_number_has_few_values(toy_schema, toy_table, tmp_path,
+                                                                     by_the_rule):
     """benchmarks/history (issue 15): above 5,000 rows × ε AIM's 2-way TVD was lower than DP-TBART's on SmokeBan, WVS,
     GSSvocab and Fertility2, whose numbers have at most 100 values at their precision; DP-TBART's was lower on
     Computers (prices of thousands of values), Adult, King and SLID."""
     narrow = Schema(columns=[c for c in toy_schema.columns if c.name != "hours"])  # age 18-80: 63 values
     for target in (None, "sex", "age"):  # a narrow number as the target too (Arrests' checks: level TVD)
         schema = _with_target(narrow, target) if target else narrow
-        assert {recommend(schema, rows, 1.0).family for rows in (500, 4_000, 40_000)} == {"aim"}, target
-    reason = recommend(narrow, 40_000, 1.0).reason
+        assert {by_rule(schema, rows, 1.0).family for rows in (500, 4_000, 40_000)} == {"aim"}, target
+    reason = by_rule(narrow, 40_000, 1.0).reason
     assert "no number with more than 100 possible values" in reason and "every value of a number" in reason
     only_categories = Schema(columns=[c for c in narrow.columns if c.name != "age"])
-    assert "only categories" in recommend(only_categories, 40_000, 1.0).reason
+    assert "only categories" in by_rule(only_categories, 40_000, 1.0).reason
     # the values are counted at the declared precision: 0-9.9 to a tenth is 100 values, 0-10 is 101
     for upper, family in ((9.9, "aim"), (10.0, "dp-tbart")):
         score = ColumnSpec("score", "continuous", lower=0.0, upper=upper, decimals=1)
-        assert recommend(Schema(columns=[*narrow.columns, score]), 40_000, 1.0).family == family, upper
+        assert by_rule(Schema(columns=[*narrow.columns, score]), 40_000, 1.0).family == family, upper
     # a number without declared bounds is not narrow, as the model page sees it before the run estimates them
     unbounded = Schema(columns=[dataclasses.replace(narrow.columns[0], lower=None, upper=None), *narrow.columns[1:]])
-    assert recommend(unbounded, 40_000, 1.0).family == "dp-tbart"
+    assert by_rule(unbounded, 40_000, 1.0).family == "dp-tbart"
     # the run chooses it too, and says why (600 public rows at ε = 10: 6,000 rows × ε)
     schema = dataclasses.replace(narrow, rows=len(toy_table)).confirm()
     result = api.fit(toy_table.drop(columns="hours"), schema, model="auto", epsilon=10.0, preset="tiny",
@@ -384,7 +385,7 @@ def test_auto_picks_aim_at_any_size_when_every_number_has_few_values(toy_schema,
 
 
 def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema, toy_table, tmp_path, capsys,
-                                                                       monkeypatch):
+                                                                       monkeypatch, by_the_rule):
     with pytest.raises(ValueError, match="name a family"):
         api.fit(toy_table, toy_schema, model="auto", options={"epochs": 1}, run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()

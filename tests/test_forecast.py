@@ -123,7 +123,8 @@ def test_a_run_keeps_its_forecast_and_the_review_flags_a_figure_outside_it(tmp_p
 
 
 def test_the_curve_falls_with_epsilon_and_stops_at_the_tables_own_floor():
-    from synth_core.forecast import curve, floor
+    from synth_core.benchmark_model import floor
+    from synth_core.forecast import curve
     schema = demo_schema()
     points = curve(schema, 400)
     bottom = floor(schema, 400)["tvd2"]
@@ -146,3 +147,45 @@ def test_the_steward_plans_releases_and_the_book_takes_the_plans_total(tmp_path,
     no_exceptions(at)
     account = TableBudgets(budgets_path()).account(at.session_state["table_id"])
     assert account.total_epsilon == pytest.approx(1.6) and len(account.plan) == 3
+
+
+def _installed(tmp_path, monkeypatch, model: dict):
+    from synth_core import benchmark_model
+    path = tmp_path / "forecast_model.json"
+    path.write_text(json.dumps(model))
+    monkeypatch.setattr(benchmark_model, "MODEL_FILE", path)
+
+
+def test_auto_takes_the_candidate_the_forecast_expects_best_and_says_so(tmp_path, monkeypatch):
+    """Issue 44 item 4: auto ranks its candidates, each as auto runs it, by the model of benchmark results. A
+    model in which DP-TBART's 2-way TVD falls faster with the signal than AIM's: AIM below the crossing (rows × ε
+    = 10,000 here), DP-TBART above, the reason quoting both figures; the same public facts, the same choice."""
+    from synth_core.benchmark_model import rank
+    from synth_core.models.recommend import recommend
+    names = ["log_signal", "log_rows", "log_columns", "log_values", "numeric_share"]
+    slope = {"coefficients": [0.0, -0.5, 0, 0, 0, 0, 1.0, -0.25, 0, 0, 0, 0], "spread": 0.2}
+    _installed(tmp_path, monkeypatch, {"features": names, "families": ["aim", "dp-tbart"],
+                                        "interacting": ["dp-tbart"], "tvd2": slope, "tvd1": slope})
+    schema = demo_schema()
+    low, high = recommend(schema, 2_000, 1.0), recommend(schema, 200_000, 1.0)
+    assert low.family == "aim" and high.family == "dp-tbart"
+    assert [f for f, _ in rank(schema, 200_000, 1.0, ["aim", "dp-tbart"])] == ["dp-tbart", "aim"]
+    expected = dict(rank(schema, 200_000, 1.0, ["aim", "dp-tbart"]))
+    assert f"{expected['dp-tbart'].expected:.3f}" in high.reason and f"AIM {expected['aim'].expected:.3f}" in high.reason
+    assert "lowest expected 2-way TVD" in high.reason and "200,000 rows at ε = 1" in high.reason
+    # each candidate keeps the configuration auto runs it with
+    assert high.calibration_share == 0.5 and low.options == {"one_way_share": 0.5}
+    assert recommend(schema, 200_000, 1.0) == high
+
+
+def test_without_a_model_to_rank_them_auto_falls_back_on_its_rule(tmp_path, monkeypatch):
+    from synth_core.models.recommend import by_rule, recommend
+    schema = demo_schema()
+    _installed(tmp_path, monkeypatch, {"features": [], "families": ["aim"]})  # no runs of DP-TBART: no ranking
+    assert recommend(schema, 40_000, 1.0) == by_rule(schema, 40_000, 1.0)
+    # DP-TBART with runs but one fixed offset from AIM: the same order on every table, no ranking either
+    fixed = {"coefficients": [-2.0, 0.1], "spread": 0.2}
+    _installed(tmp_path, monkeypatch, {"features": [], "families": ["aim", "dp-tbart"], "tvd2": fixed})
+    assert recommend(schema, 40_000, 1.0) == by_rule(schema, 40_000, 1.0) != recommend(schema, 600, 1.0)
+    (tmp_path / "forecast_model.json").unlink()
+    assert recommend(schema, 600, 1.0) == by_rule(schema, 600, 1.0)

@@ -2,7 +2,11 @@
 
 The choice reads the public schema (its columns and their domain sizes), the row count as the run releases
 it (declared public, or the noisy count) and ε; never the table's values, so two tables with the same schema
-and row count get the same choice. The rule is fitted on the benchmarks of `benchmarks/history/2026-11-27.md` (issue 15).
+and row count get the same choice. Each candidate family is configured as below (`candidates`: AIM's shares,
+compression and bins, DP-TBART's calibration and bins); `recommend` then takes the one the model of the
+project's benchmark results (`benchmark_model`, the forecast's, issue 44) expects to give the lowest 2-way TVD,
+and the hand-set rule below (`by_rule`) picks only where that model cannot rank them. The rule and the settings
+were fitted on the benchmarks of `benchmarks/history/2026-11-27.md` (issue 15).
 A table whose numbers all have at most 100 values at their declared precision (`narrow_numbers`: categories,
 counts, ages, years), AIM at any size: above 5,000 rows × ε its 2-way TVD was lower than DP-TBART's on each
 such table measured there (GSSvocab and Fertility2 at ε = 1 and 0.25, SmokeBan at 1, WVS at 2; two of them new
@@ -32,12 +36,15 @@ table (AIM's rounds, and so the measurements that share its ρ, grow with the co
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
+from .. import benchmark_model
 from ..schema import Schema
 
 AUTO = "auto"
 CANDIDATES = ("dp-tbart", "aim")  # the families `recommend` may choose (every size of one is a size of the other)
+TITLES = {"aim": "AIM", "dp-tbart": "DP-TBART"}
 # where `auto` picks DP-TBART, half of ε measures the marginals its rows are calibrated to: against 0.3 (the
 # share for a family picked by hand) 1-way / 2-way TVD fell on SLID at 1 (0.053 / 0.145 → 0.047 / 0.133),
 # CPS1988 at 0.25 (0.026 / 0.071 → 0.024 / 0.064), Adult at 0.25, King, Computers and diamonds at 1, and was level
@@ -123,6 +130,7 @@ class Recommendation:
     max_bins: int | None = None  # numeric columns in at most this many bins (None: the preset's)
     quantile_share: float = 0.0  # of ε, for the numeric columns' quantiles (their bins follow them)
     options: dict = field(default_factory=dict)  # family options the choice sets, whatever the size
+    how: str = ""             # how auto runs the family, the end of a sentence ("half of ε measures ...")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -175,12 +183,14 @@ def candidates(schema: Schema, rows: int, epsilon: float) -> dict[str, Recommend
         one_way = aim_one_way_share(rows, epsilon)
         share_words = {AIM_ONE_WAY_SHARE: "half", AIM_LOW_SIGNAL_ONE_WAY_SHARE: "four fifths"}[one_way]
         why = _aim_reason(schema, rows, epsilon) or "it gave the most faithful tables"
+        compressed = _compressed(schema, rows, epsilon)
+        how = (f"{share_words} of ε measures each column alone"
+               f"{', the values too rare to measure pooled' if compressed else ''}"
+               f"{aim_numbers(schema, aim_bins(rows, epsilon, len(schema.columns)))}")
         out["aim"] = Recommendation(
-            family="aim", preset="cpu", calibration_share=0.0,
-            options={"one_way_share": one_way, **({"compress": True} if _compressed(schema, rows, epsilon) else {})},
-            reason=(f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} {why} in our benchmarks; "
-                    f"{share_words} of ε measures each column alone"
-                    f"{aim_numbers(schema, aim_bins(rows, epsilon, len(schema.columns)))}."))
+            family="aim", preset="cpu", calibration_share=0.0, how=how,
+            options={"one_way_share": one_way, **({"compress": True} if compressed else {})},
+            reason=f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} {why} in our benchmarks; {how}.")
     max_bins = None
     if rows * epsilon < SMALL_SIGNAL:
         max_bins = SMALL_TABLE_BINS
@@ -192,16 +202,37 @@ def candidates(schema: Schema, rows: int, epsilon: float) -> dict[str, Recommend
     else:
         why = (f"for {rows:,} rows and {len(schema.columns)} columns it gave the most faithful tables in our "
                "benchmarks, with half of ε measuring the table's overall statistics to match the rows to them")
+    how = ("half of ε measures the table's overall statistics and the rows are matched to them"
+           + (f", and numbers are learned in at most {max_bins} ranges" if max_bins else ""))
     out["dp-tbart"] = Recommendation(family="dp-tbart", preset="cpu", calibration_share=DP_TBART_SHARE,
-                                     max_bins=max_bins, reason=f"DP-TBART, standard size: {why}.")
+                                     max_bins=max_bins, how=how, reason=f"DP-TBART, standard size: {why}.")
     return out
 
 
-def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
-    """The family, preset and calibration share the rule fitted on the benchmarks picks for a table of `rows`
-    rows (public or noisy) with this public schema, at this ε."""
+def by_rule(schema: Schema, rows: int, epsilon: float) -> Recommendation:
+    """The candidate the hand-set rule (this module's thresholds, fitted on the benchmarks of issue 15) picks
+    for a table of `rows` rows (public or noisy) with this public schema, at this ε: auto's choice where the
+    forecast cannot rank the candidates (no model of benchmark results installed)."""
     rows, epsilon = max(int(rows), 0), float(epsilon)
     options = candidates(schema, rows, epsilon)
     if "aim" in options and _aim_reason(schema, rows, epsilon) is not None:
         return options["aim"]
     return options["dp-tbart"]
+
+
+def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
+    """The family, preset and shares `auto` runs for a table of `rows` rows (public or noisy) with this public
+    schema at this ε: of its candidates, each configured as `auto` runs it, the one with the lowest expected 2-way
+    TVD by the model of the project's benchmark results (`benchmark_model.rank`, issue 44), its reason quoting
+    the forecast; the rule (`by_rule`) where the model cannot rank them."""
+    rows, epsilon = max(int(rows), 0), float(epsilon)
+    options = candidates(schema, rows, epsilon)
+    ranked = benchmark_model.rank(schema, rows, epsilon, list(options))
+    if not ranked:
+        return by_rule(schema, rows, epsilon)
+    (family, best), others = ranked[0], ranked[1:]
+    against = "; ".join(f"{TITLES[f]} {i.expected:.3f}" for f, i in others)
+    reason = (f"{TITLES[family]}, standard size: for {rows:,} rows at ε = {epsilon:g}, of the families auto weighs "
+              f"it has the lowest expected 2-way TVD by our benchmarks, {best.expected:.3f} (80% interval "
+              f"{best.low:.3f} to {best.high:.3f}{', against ' + against if against else ''}); {options[family].how}.")
+    return dataclasses.replace(options[family], reason=reason)

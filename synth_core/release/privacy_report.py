@@ -11,7 +11,7 @@ import datetime as _dt
 import json
 from dataclasses import asdict
 
-from ..forecast import FIGURES
+from ..benchmark_model import FIGURES
 from ..format import markdown_text, runs
 from ..models import get_model_class
 from ..privacy.table_budget import TableBudgets

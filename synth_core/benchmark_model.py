@@ -1,0 +1,147 @@
+"""The model of the project's benchmark results (issue 44): what `evaluate` would report for a run, from public facts.
+
+`benchmarks/fit_forecast.py` fits it on the result files kept in `benchmarks/results/` (ridge least squares of
+log 1-way and 2-way TVD and the logit of the train-on-synthetic AUC's lift, on each run's public facts and the
+family it trained) and writes `forecast_model.json` beside this module: coefficients only, no data. The forecast
+(`forecast.py`) shows its figures; `auto` (`models/recommend.py`) ranks its candidate families by them. A row of
+the model: an intercept, the facts (`features`), one indicator per family after the first, and for the families
+the model lets vary with the table (`interacting`) their indicator times each fact (`design_row`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .schema import Schema
+
+MOST_VALUES = 100  # a numeric column counts as at most this many values (the bins the families cut it in)
+
+
+def features(schema: Schema, rows: int, epsilon: float) -> dict[str, float]:
+    """The public facts a forecast of fidelity rests on: the signal (rows × ε), the rows (a smaller table is
+    further from its own population, whatever ε), the columns, their values (the mean of log10 of each column's
+    categories or public values, at most MOST_VALUES) and the numeric share."""
+    columns = schema.modelled().columns
+    sizes = [min(c.n_values() or MOST_VALUES, MOST_VALUES) if c.is_numeric else len(c.vocabulary()) + c.nullable
+             for c in columns]
+    return {"log_signal": math.log10(max(rows * epsilon, 1.0)), "log_rows": math.log10(rows),
+            "log_columns": math.log10(len(columns)),
+            "log_values": sum(math.log10(max(s, 2)) for s in sizes) / len(sizes),
+            "numeric_share": sum(c.is_numeric for c in columns) / len(columns)}
+
+
+MODEL_FILE = Path(__file__).with_name("forecast_model.json")
+Z80 = 1.2815515655446004  # ± this many deviations hold 80% of a normal's draws
+FIGURES = {"tvd1": "1-way TVD", "tvd2": "2-way TVD", "tstr": "train-on-synthetic ROC-AUC"}
+
+
+def to_scale(what: str, values):
+    """A figure on the scale the model is fitted on: log TVD; the AUC's lift over chance on a logit scale."""
+    values = np.asarray(values, dtype=float)
+    if what == "tstr":
+        p = np.clip(values, 0.51, 0.99)
+        return np.log(p - 0.5) - np.log(1.0 - p)
+    return np.log(values)
+
+
+def from_scale(what: str, y):
+    y = np.asarray(y, dtype=float)
+    return 0.5 + 0.5 * np.exp(y) / (1.0 + np.exp(y)) if what == "tstr" else np.exp(y)
+
+
+@dataclass(frozen=True)
+class Interval:
+    expected: float
+    low: float
+    high: float  # the 80% interval
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def installed() -> dict | None:
+    """The fitted model shipped with the package (None where it is missing or unreadable); read once per
+    version of the file."""
+    try:
+        return _read(MODEL_FILE, MODEL_FILE.stat().st_mtime_ns)
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _read(path: Path, version: int) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def design_row(model: dict, facts: dict[str, float], family: str) -> list[float]:
+    """The model's row for a run of `family` with these public facts (`features`)."""
+    values = [facts[name] for name in model["features"]]
+    return [1.0, *values, *(float(family == f) for f in model["families"][1:]),
+            *(float(family == f) * v for f in model.get("interacting", ()) for v in values)]
+
+
+def fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[dict[str, Interval], str | None]:
+    """The figures `evaluate` would report for a run of `family`, each expected with its 80% interval, from the
+    model of the project's benchmark results (benchmarks/fit_forecast.py), and a note where there is none."""
+    model = installed()
+    if model is None:
+        return {}, "no model of benchmark results is installed"
+    if family not in model["families"]:
+        return {}, f"the benchmarks that fit the forecast have no runs of {family} yet"
+    facts = features(schema, rows, epsilon)
+    x = design_row(model, facts, family)
+    out = {}
+    for what in FIGURES:
+        if what in model and not (what == "tstr" and not _categorical_target(schema)):
+            out[what] = _interval(model[what], x, what)
+    for k in ("1", "2"):  # no run comes closer to unseen rows than the table's own rows do
+        floor, what = model.get(f"floor{k}"), f"tvd{k}"
+        if floor is not None and what in out:
+            bottom = _interval(floor, [1.0, *(facts[name] for name in model["floor_features"])], what)
+            out[what] = Interval(*(max(a, b) for a, b in zip(dataclasses.astuple(out[what]),
+                                                             dataclasses.astuple(bottom))))
+    return out, None
+
+
+def _interval(fitted: dict, x: list[float], what: str) -> Interval:
+    centre = sum(b * v for b, v in zip(fitted["coefficients"], x))
+    low, expected, high = from_scale(what, [centre - Z80 * fitted["spread"], centre, centre + Z80 * fitted["spread"]])
+    return Interval(float(expected), float(low), float(high))
+
+
+def floor(schema: Schema, rows: int) -> dict[str, Interval]:
+    """How far the table's own rows would be from unseen rows of it (1-way and 2-way TVD): where more ε stops
+    buying fidelity."""
+    model = installed() or {}
+    facts = features(schema, rows, 1.0)
+    return {f"tvd{k}": _interval(model[f"floor{k}"], [1.0, *(facts[n] for n in model["floor_features"])], f"tvd{k}")
+            for k in ("1", "2") if f"floor{k}" in model}
+
+
+def _categorical_target(schema: Schema) -> bool:
+    return any(c.role == "target" and not c.is_numeric for c in schema.columns)
+
+
+def rank(schema: Schema, rows: int, epsilon: float, families) -> list[tuple[str, Interval]]:
+    """`families` with an expected 2-way TVD, best (lowest) first; empty where the model cannot rank them table
+    by table (none installed, a family without runs, or one whose figures the model does not let vary with the
+    table's facts: its order would be the same on every table), so the caller falls back on its own rule."""
+    model = installed()
+    if model is None or any(f != model["families"][0] and f not in model.get("interacting", ()) for f in families):
+        return []
+    expected = []
+    for family in families:
+        figures, _ = fidelity(schema, rows, epsilon, family)
+        if "tvd2" not in figures:
+            return []
+        expected.append((family, figures["tvd2"]))
+    return sorted(expected, key=lambda pair: pair[1].expected)
