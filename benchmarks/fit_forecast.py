@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -98,6 +99,7 @@ def design(rows: list[dict]) -> np.ndarray:
 
 _PRESENT: list[str] = list(FAMILIES)
 INTERACTING = ("dp-tbart",)  # auto's candidates after AIM (synth_core.models.recommend.CANDIDATES)
+INTERACTING_NAMES = tuple(os.environ.get("INTERACT", "log_signal,log_values").split(","))
 
 
 def present_families() -> list[str]:
@@ -108,7 +110,8 @@ def present_families() -> list[str]:
 def shape() -> dict:
     """The model's layout, as forecast_model.json holds it beside the coefficients."""
     return {"features": list(NAMES), "families": present_families(),
-            "interacting": [f for f in INTERACTING if f in present_families()]}
+            "interacting": [f for f in INTERACTING if f in present_families()],
+            "interacting_features": list(INTERACTING_NAMES)}
 
 
 def floors(data_dir: Path) -> list[dict]:
@@ -136,11 +139,58 @@ def back(what: str, y: np.ndarray) -> np.ndarray:
 
 
 def fit(rows: list[dict], what: str, ridge: float = 0.1) -> np.ndarray:
-    """Ridge least squares, the intercept left free."""
-    x, y = design(rows), target(rows, what)
+    """Ridge least squares, the intercept left free. A floor's model directly; the runs' in two steps: how far
+    each interacting family is from AIM as a function of the table's facts (`difference`, from the cells where
+    both were measured as auto runs them), then everything else with that difference taken off those families'
+    runs, so the ranking of auto's candidates rests on paired runs, not on how hard each table is."""
+    if rows and "family" not in rows[0]:  # a floor
+        return _ridge(design(rows), target(rows, what), ridge)
+    layout = shape()
+    base, varying = 1 + len(layout["features"]), len(layout["interacting_features"])
+    offsets = {f: difference(rows, what, f) for f in layout["interacting"]}
+    x, y = design(rows), target(rows, what).copy()
+    fixed = np.zeros(x.shape[1], dtype=bool)
+    for i, (family, delta) in enumerate(offsets.items()):
+        dummy = base + layout["families"][1:].index(family)
+        slopes = slice(base + len(layout["families"]) - 1 + i * varying,
+                       base + len(layout["families"]) - 1 + (i + 1) * varying)
+        fixed[dummy] = fixed[slopes] = True
+        mine = x[:, dummy] == 1.0
+        y[mine] -= x[mine][:, [dummy]].ravel() * delta[0] + x[mine][:, slopes] @ delta[1:]
+    beta = np.zeros(x.shape[1])
+    beta[~fixed] = _ridge(x[:, ~fixed], y, ridge)
+    for i, (family, delta) in enumerate(offsets.items()):
+        beta[base + layout["families"][1:].index(family)] = delta[0]
+        start = base + len(layout["families"]) - 1 + i * varying
+        beta[start:start + varying] = delta[1:]
+    return beta
+
+
+def _ridge(x: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
     penalty = ridge * np.eye(x.shape[1])
     penalty[0, 0] = 0.0
     return np.linalg.solve(x.T @ x + penalty, x.T @ y)
+
+
+def difference(rows: list[dict], what: str, family: str, ridge: float = 0.1) -> np.ndarray:
+    """`family`'s figure less AIM's on the fitted scale, as a line in the interacting facts (intercept first),
+    fitted on the (table, ε) cells where both were run as auto runs them (auto's own run and bench_grid's
+    auto-FAMILY runs)."""
+    names = shape()["interacting_features"]
+    cells = {}
+    for r in rows:
+        if r["family"] in ("aim", family) and r.get(what) is not None:
+            how = "auto" if r["auto"] or r["candidate"] else "hand"
+            cells.setdefault((r["table"], r["epsilon"], how), {}).setdefault(r["family"], []).append(r)
+    x, y = [], []
+    for pair in cells.values():
+        if len(pair) == 2:
+            x.append([1.0, *(pair["aim"][0][n] for n in names)])
+            y.append(float(np.mean(target(pair[family], what)) - np.mean(target(pair["aim"], what))))
+    if len(x) <= len(names) + 1:
+        raise SystemExit(f"too few cells with both AIM and {family} run as auto runs them ({len(x)}): run "
+                         f"bench_grid.py --methods auto-aim auto-{family} on more tables")
+    return _ridge(np.array(x), np.array(y), ridge)
 
 
 def spread(rows: list[dict], what: str) -> float:

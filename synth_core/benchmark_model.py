@@ -85,8 +85,9 @@ def _read(path: Path, version: int) -> dict | None:
 def design_row(model: dict, facts: dict[str, float], family: str) -> list[float]:
     """The model's row for a run of `family` with these public facts (`features`)."""
     values = [facts[name] for name in model["features"]]
+    varying = [facts[name] for name in model.get("interacting_features", model["features"])]
     return [1.0, *values, *(float(family == f) for f in model["families"][1:]),
-            *(float(family == f) * v for f in model.get("interacting", ()) for v in values)]
+            *(float(family == f) * v for f in model.get("interacting", ()) for v in varying)]
 
 
 def fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[dict[str, Interval], str | None]:

@@ -240,3 +240,29 @@ def test_a_value_in_quotes_is_kept_as_typed_and_a_rule_may_span_lines():
                     rules=["city != 'New  York'\n    or n >= 1"])  # two spaces inside the quotes, a line break
     rule, = schema.rule_checks
     assert rule.evaluate(_rows(city=["New  York", "New  York", "Boston"], n=[0, 1, 0])).tolist() == [False, True, True]
+
+
+def test_a_value_a_rule_names_gets_a_bin_of_its_own_so_holding_rows_to_it_keeps_their_shares():
+    """King's renovation year is 0 ("never") on most rows: in 100 even bins over 0-2015 the first, 0-20, decodes
+    to 0 one time in 21, so holding rows to `yr_renovated == 0 or …` kept few of the never-renovated ones and the
+    renovated houses' share grew tenfold. The rule's 0 (and a threshold's edge) are now in the public scale."""
+    rng = np.random.default_rng(0)
+    n = 1500
+    built = rng.integers(1900, 2015, n)
+    renovated = np.where(rng.random(n) < 0.9, 0, np.minimum(built + rng.integers(0, 40, n), 2015))
+    table = pd.DataFrame({"yr_built": built, "yr_renovated": renovated, "age": rng.uniform(0, 90, n).round(1)})
+    schema = Schema(columns=[ColumnSpec("yr_built", "integer", lower=1890, upper=2015),
+                             ColumnSpec("yr_renovated", "integer", lower=0, upper=2015),
+                             ColumnSpec("age", "continuous", lower=0, upper=90, decimals=1)],
+                    rules=["yr_renovated == 0 or yr_renovated >= yr_built", "age >= 18 or yr_renovated == 0"],
+                    rows=n).confirm()
+    assert schema.rule_edges() == {"yr_renovated": [-0.5, 0.5], "age": [17.95]}
+    edges = schema.modelled()["yr_renovated"].edges(100)
+    assert list(edges[:2]) == [0.0, 0.5] and len(edges) == 102  # [0, 0.5) holds 0 alone
+    assert 17.95 in schema.modelled()["age"].edges(10)
+    assert "rule_edges" not in json.dumps(schema.modelled().to_dict())  # derived, never written
+    result = api.fit(table, schema, model="aim", epsilon=5.0, preset="tiny", public_table=True)
+    rows = result.model.sample(3000, seed=1)
+    assert ((rows["yr_renovated"] == 0) | (rows["yr_renovated"] >= rows["yr_built"])).all()
+    assert abs((rows["yr_renovated"] == 0).mean() - 0.9) < 0.1  # not the renovated houses' share inflated
+    assert result.model.last_sample_info["rules"]["acceptance"] > 0.5

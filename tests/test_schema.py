@@ -192,6 +192,7 @@ def test_a_draft_protects_by_default():
     n = 300
     table = pd.DataFrame({
         "person_id": rng.permutation(100000)[:n], "rownames": np.arange(1, n + 1),
+        "PID": 526_000_000 + rng.permutation(900_000)[:n],  # a parcel number (ames): 9 digits, never repeated
         "name": [f"person {i}" for i in range(n)], "empty": [None] * n,
         "sex": rng.choice(["Female", "Male"], n),
         "city": np.where(rng.random(n) < 0.97, rng.choice(["Leeds", "York"], n), [f"village {i}" for i in range(n)]),
@@ -199,8 +200,8 @@ def test_a_draft_protects_by_default():
         "income": rng.choice(["<=50K", ">50K"], n), "amount": rng.uniform(3.7, 981.2, n).round(2),
     })
     schema = draft_schema(table)
-    assert set(schema.excluded) == {"person_id", "rownames", "name", "empty"}
-    assert "identifier" in schema.excluded["person_id"] and "row number" in schema.excluded["rownames"]
+    assert set(schema.excluded) == {"person_id", "rownames", "PID", "name", "empty"}
+    assert "identifier" in schema.excluded["person_id"] and "identifier" in schema.excluded["PID"] and "row number" in schema.excluded["rownames"]
     assert "no values" in schema.excluded["empty"]
     assert schema["city"].categories == ["Leeds", "York"] and schema["city"].unknown == "(other)"
     assert schema["visit"].date == "year" and (schema["visit"].lower, schema["visit"].upper) == (2010, 2020)

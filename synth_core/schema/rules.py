@@ -14,13 +14,15 @@ home: parsing them against the schema, and which rows break which.
 """
 from __future__ import annotations
 
+import ast
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .expressions import BOOL, Expression, ExpressionError, parse
+from .expressions import BOOL, EQUALITY, ORDER, Expression, ExpressionError, parse
 from .rule_words import explain
 from .spec import SchemaError
 
@@ -49,6 +51,57 @@ def compiled(rules: Any, schema) -> list[Expression]:
         except ExpressionError as e:
             raise SchemaError(f"rule {i} {_quote(text)}: {e}") from None
     return out
+
+
+# `x OP c` read as `c OP' x` when the column is on the right
+_FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+
+
+def edges_from_rules(schema) -> dict[str, list[float]]:
+    """Where each numeric column's bins need an edge so that no bin holds values on both sides of what a rule
+    says of it: a value a rule names (`x == 0`, `x in [1, 2]`) gets a bin of its own, a threshold it compares
+    with (`x >= 18`) an edge between the values below and from it. Without them a discretising model's bin
+    [0, 20) decodes to 0 one time in 21, and holding its rows to `x == 0 or …` keeps too few of them. Read from
+    the rules' text: public, like the bounds."""
+    out: dict[str, set] = {}
+    for rule in compiled(schema.rules, schema):
+        for node in ast.walk(rule.tree):
+            if isinstance(node, ast.Compare):
+                left = node.left
+                for op, right in zip(node.ops, node.comparators):
+                    _edges_of(schema, rule.names, left, type(op), right, out)
+                    left = right
+    return {name: sorted(edges) for name, edges in out.items() if edges}
+
+
+def _edges_of(schema, names: dict, left: ast.AST, op: type, right: ast.AST, out: dict) -> None:
+    spec = _numeric(schema, names, left)
+    if spec is None:
+        spec, right, op = _numeric(schema, names, right), left, _FLIPPED.get(op, op)
+    if spec is None:
+        return
+    if op in (ast.In, ast.NotIn) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
+        values, point = [e.value for e in right.elts if isinstance(e, ast.Constant)], True
+    elif isinstance(right, ast.Constant) and (op in EQUALITY or op in ORDER):
+        values, point = [right.value], op in EQUALITY
+    else:
+        return
+    half = spec.step / 2 if spec.step else 0.0
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            continue
+        below, above = float(v) - half, (float(v) + half if half else float(np.nextafter(float(v), np.inf)))
+        # a point: a bin of its own; `x >= v` or `x < v`: an edge below v; `x > v` or `x <= v`: one above it
+        edges = (below, above) if point else (below,) if op in (ast.GtE, ast.Lt) else (above,)
+        out.setdefault(spec.name, set()).update(edges)
+
+
+def _numeric(schema, names: dict, node: ast.AST):
+    if isinstance(node, ast.Name):
+        name = names.get(node.id, node.id)
+        if name in schema and schema[name].is_numeric and not schema[name].derived:
+            return schema[name]
+    return None
 
 
 def breaking(rules: list[Expression], table: pd.DataFrame) -> dict[str, np.ndarray]:

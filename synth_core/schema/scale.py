@@ -71,10 +71,21 @@ class PublicScale:
             values = lo + step * np.arange(count)
             return np.r_[values - step / 2, values[-1] + step / 2]
         if quantile and self.quantiles and bounds is None:
-            return self.quantile_edges(n_bins)
+            return self._with_rule_edges(self.quantile_edges(n_bins))
         if self.binning == "log":
-            return lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1))
-        return np.linspace(lo, hi, n_bins + 1)
+            return self._with_rule_edges(lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), n_bins + 1)))
+        return self._with_rule_edges(np.linspace(lo, hi, n_bins + 1))
+
+    def _with_rule_edges(self, edges: np.ndarray) -> np.ndarray:
+        """The edges with those the schema's rules put in the scale (`rule_edges`); an edge of the cut closer
+        than half a step to one of the rules' is dropped (the bin between would hold no value)."""
+        extra = np.asarray(getattr(self, "rule_edges", None) or (), dtype=float)
+        extra = extra[(extra > edges[0]) & (extra < edges[-1])]
+        if not len(extra):
+            return edges
+        near = (self.step or 0.0) / 2
+        inner = [e for e in edges[1:-1] if not (np.abs(extra - e) < max(near, 1e-12)).any()]
+        return np.unique(np.r_[edges[0], inner, extra, edges[-1]])
 
     def n_values(self, bounds: tuple[float, float] | None = None) -> int | None:
         """How many values a numeric column can take between its public bounds (or `bounds`) at the precision

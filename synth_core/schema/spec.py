@@ -63,6 +63,7 @@ class ColumnSpec(PublicScale):
     quantiles: the column's values at the probability levels 1/L, …, (L−1)/L, released with DP by a run and
         paid from its ε (privacy.measurements.measure_quantiles): a discretising model's bins then follow the
         column's distribution (`edges`), a repeated value getting a bin of its own.
+    rule_edges: set by Schema.modelled from the schema's rules, never declared (see below).
     """
 
     name: str
@@ -78,6 +79,10 @@ class ColumnSpec(PublicScale):
     date: str | None = None
     derived: dict | None = None
     quantiles: list[float] | None = None
+    # edges the schema's declared rules put in the scale (Schema.modelled: a value a rule names gets a bin of its
+    # own, a threshold it compares with an edge), so a bin never holds values on both sides of a rule; derived
+    # from the rules, never written
+    rule_edges: list[float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_numeric(self) -> bool:
@@ -260,10 +265,21 @@ class Schema:
     def modelled(self) -> "Schema":
         """The schema a model learns, its encoders read and measured marginals count: this one without its
         derived columns (itself if it has none)."""
-        if not self.derived_columns:
+        edges = self.rule_edges()  # a schema without rules (a model's, once modelled) keeps the edges it has
+        stale = {c.name for c in self.columns if c.is_numeric and self.rules and c.rule_edges != edges.get(c.name)}
+        if not self.derived_columns and not stale:
             return self
+        columns = [dataclasses.replace(c, rule_edges=edges.get(c.name)) if c.name in stale else c
+                   for c in self.columns if not c.derived]
         # the rules are held on the full rows, derived columns computed (SynthModel.sample)
-        return dataclasses.replace(self, columns=[c for c in self.columns if not c.derived], rules=[])
+        return dataclasses.replace(self, columns=columns, rules=[] if self.derived_columns else self.rules)
+
+    def rule_edges(self) -> dict[str, list[float]]:
+        """The edges the declared rules put in numeric columns' scales (schema/rules.py, `edges_from_rules`)."""
+        if not self.rules:
+            return {}
+        from .rules import edges_from_rules
+        return edges_from_rules(self)
 
     def derive(self, table: pd.DataFrame) -> pd.DataFrame:
         """The table with every derived column computed from its rule (added, or replaced), the schema's
@@ -363,8 +379,8 @@ class Schema:
             "drafted_from_data": self.drafted_from_data,
             "confirmed": self.confirmed,
             "missing_markers": list(self.missing_markers),
-            "columns": [{k: v for k, v in asdict(c).items() if v is not None or k in ("lower", "upper")}
-                        for c in self.columns],
+            "columns": [{k: v for k, v in asdict(c).items()
+                         if (v is not None or k in ("lower", "upper")) and k != "rule_edges"} for c in self.columns],
             **({"excluded": dict(self.excluded)} if self.excluded else {}),
             **({"rows": self.rows} if self.rows is not None else {}),
             **({"rules": list(self.rules)} if self.rules else {}),
@@ -382,7 +398,7 @@ class Schema:
         excluded = data.get("excluded") or {}
         if not isinstance(excluded, dict):
             raise SchemaError("the schema's excluded must be an object of column: reason")
-        allowed = set(ColumnSpec.__dataclass_fields__)
+        allowed = set(ColumnSpec.__dataclass_fields__) - {"rule_edges"}  # derived from the rules, never declared
         columns = []
         for i, col in enumerate(data["columns"]):
             if not isinstance(col, dict):

@@ -277,7 +277,8 @@ MIN_CATEGORY_COUNT = 10   # a category seen in fewer rows is never proposed: it 
 TAIL_VALUES = 10          # a drafted bound leaves out this many extreme values at each end (at most 1 % of them)
 MAX_DECIMALS = 4          # a draft proposes the decimals a continuous column is written at, up to this many
 UNKNOWN = "(other)"
-_ID_NAME = re.compile(r"(^|[^a-z])(id|ids|key|uuid|guid|rownames?|row|index|idx|case|record|serial|ssn|number|no)"
+_ID_NAME = re.compile(r"(^|[^a-z])(id|ids|pid|mrn|key|uuid|guid|rownames?|row|index|idx|case|record|serial|ssn|number|"
+                      r"no)"
                       r"($|[^a-z])", re.IGNORECASE)
 _ROLE_NAMES = {
     "sensitive": re.compile(r"^(sex|gender|race|ethnicity|ethnic|religion|nationality|native[-_ ]?country)$",
