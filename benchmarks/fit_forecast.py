@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -40,7 +39,7 @@ CORPUS = ("AER/SmokeBan@smoker carData/WVS@poverty Ecdat/Computers@price AER/Cre
           "AER/PSID1976@participation AER/HousePrices@price AER/ResumeNames@call carData/Salaries@sex "
           "AER/GSOEP9402@school ISLR/Carseats@ShelveLoc AER/CPS1985@wage Ecdat/Caschool@testscr ISLR/Wage@jobclass "
           "Ecdat/Schooling@lwage76 ggplot2/mpg@class AER/BankWages@job Ecdat/Star@classk "
-          "AER/TeachingRatings@gender").split()
+          "AER/TeachingRatings@gender openintro/yrbss@gender").split()
 # the families the grid runs (each with 0.3 of ε measuring marginals, AIM with its own); auto's runs count as the
 # family it picked. The references are benchmarks, not families a run can train.
 FAMILIES = ("aim", "dp-tbart", "tablediffusion-masked", "tablediffusion", "tablediffusion-denoiser", "dtgan-d",
@@ -78,7 +77,8 @@ def runs(data_dir: Path) -> list[dict]:
                         "auto": figures.get("model") == "auto",
                         "candidate": str(figures.get("model", "")).startswith("auto-"),
                         "rule": by_rule(schema, rows, figures["epsilon_target"]).family,
-                        **features(schema, rows, figures["epsilon_target"]),
+                        **features(schema, rows, figures["epsilon_target"],
+                                   by_rule(schema, rows, figures["epsilon_target"]).family),
                         "tvd1": figures["synthetic"]["tvd"]["1"], "tvd2": figures["synthetic"]["tvd"]["2"],
                         "tstr": ml.get("roc_auc")})
     return out
@@ -99,7 +99,9 @@ def design(rows: list[dict]) -> np.ndarray:
 
 _PRESENT: list[str] = list(FAMILIES)
 INTERACTING = ("dp-tbart",)  # auto's candidates after AIM (synth_core.models.recommend.CANDIDATES)
-INTERACTING_NAMES = tuple(os.environ.get("INTERACT", "log_signal,log_values").split(","))
+# what lets auto's candidates differ table by table: the family the hand-set rule picks (what the issue-15
+# benchmarks taught), and the signal; fitted on paired runs (`difference`)
+INTERACTING_NAMES = ("rule_dp_tbart", "log_signal")
 
 
 def present_families() -> list[str]:

@@ -23,17 +23,20 @@ from .schema import Schema
 MOST_VALUES = 100  # a numeric column counts as at most this many values (the bins the families cut it in)
 
 
-def features(schema: Schema, rows: int, epsilon: float) -> dict[str, float]:
+def features(schema: Schema, rows: int, epsilon: float, rule_pick: str | None = None) -> dict[str, float]:
     """The public facts a forecast of fidelity rests on: the signal (rows × ε), the rows (a smaller table is
     further from its own population, whatever ε), the columns, their values (the mean of log10 of each column's
-    categories or public values, at most MOST_VALUES) and the numeric share."""
+    categories or public values, at most MOST_VALUES), the numeric share and, where given, the family `auto`'s
+    hand-set rule picks for these facts (models.recommend.by_rule: what the earlier benchmarks taught, which the
+    model weighs against the paired runs since)."""
     columns = schema.modelled().columns
     sizes = [min(c.n_values() or MOST_VALUES, MOST_VALUES) if c.is_numeric else len(c.vocabulary()) + c.nullable
              for c in columns]
     return {"log_signal": math.log10(max(rows * epsilon, 1.0)), "log_rows": math.log10(rows),
             "log_columns": math.log10(len(columns)),
             "log_values": sum(math.log10(max(s, 2)) for s in sizes) / len(sizes),
-            "numeric_share": sum(c.is_numeric for c in columns) / len(columns)}
+            "numeric_share": sum(c.is_numeric for c in columns) / len(columns),
+            **({"rule_dp_tbart": float(rule_pick == "dp-tbart")} if rule_pick is not None else {})}
 
 
 MODEL_FILE = Path(__file__).with_name("forecast_model.json")
@@ -90,15 +93,17 @@ def design_row(model: dict, facts: dict[str, float], family: str) -> list[float]
             *(float(family == f) * v for f in model.get("interacting", ()) for v in varying)]
 
 
-def fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[dict[str, Interval], str | None]:
+def fidelity(schema: Schema, rows: int, epsilon: float, family: str, *, rule_pick: str
+             ) -> tuple[dict[str, Interval], str | None]:
     """The figures `evaluate` would report for a run of `family`, each expected with its 80% interval, from the
-    model of the project's benchmark results (benchmarks/fit_forecast.py), and a note where there is none."""
+    model of the project's benchmark results (benchmarks/fit_forecast.py), and a note where there is none;
+    `rule_pick`: the family auto's hand-set rule picks for these facts (`features`)."""
     model = installed()
     if model is None:
         return {}, "no model of benchmark results is installed"
     if family not in model["families"]:
         return {}, f"the benchmarks that fit the forecast have no runs of {family} yet"
-    facts = features(schema, rows, epsilon)
+    facts = features(schema, rows, epsilon, rule_pick)
     x = design_row(model, facts, family)
     out = {}
     for what in FIGURES:
@@ -132,7 +137,7 @@ def _categorical_target(schema: Schema) -> bool:
     return any(c.role == "target" and not c.is_numeric for c in schema.columns)
 
 
-def rank(schema: Schema, rows: int, epsilon: float, families) -> list[tuple[str, Interval]]:
+def rank(schema: Schema, rows: int, epsilon: float, families, *, rule_pick: str) -> list[tuple[str, Interval]]:
     """`families` with an expected 2-way TVD, best (lowest) first; empty where the model cannot rank them table
     by table (none installed, a family without runs, or one whose figures the model does not let vary with the
     table's facts: its order would be the same on every table), so the caller falls back on its own rule."""
@@ -141,7 +146,7 @@ def rank(schema: Schema, rows: int, epsilon: float, families) -> list[tuple[str,
         return []
     expected = []
     for family in families:
-        figures, _ = fidelity(schema, rows, epsilon, family)
+        figures, _ = fidelity(schema, rows, epsilon, family, rule_pick=rule_pick)
         if "tvd2" not in figures:
             return []
         expected.append((family, figures["tvd2"]))

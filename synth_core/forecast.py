@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .benchmark_model import Interval, fidelity
 from .models import get_model_class
+from .models.recommend import by_rule
 from .privacy.budget import default_delta
 from .privacy.measurements import FINE_BINS, MARGINAL_BINS, marginals_noise_std
 from .privacy.split import planned_split
@@ -93,7 +94,7 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
         std = synth.count_noise(plan)
         source = f"the first measurement of every column ({synth.label})"
         cells = dict(getattr(synth, "sizes", {}) or {})
-    figures, note = fidelity(schema, rows, epsilon, resolved.model)
+    figures, note = fidelity(schema, rows, epsilon, resolved.model, rule_pick=by_rule(schema, rows, epsilon).family)
     if std is None:
         return Forecast(resolved.model, epsilon, delta, rows, None, "nothing: the run measures no counts (DP-SGD "
                         "alone); the shares depend on what the model learns", (), figures, note)
@@ -116,7 +117,7 @@ def forecast_for(request: FitRequest, schema: Schema, rows: int, epsilon: float 
 def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict:
     """What a run's config keeps of its forecast (public facts only: the schema, the released row count, ε and the
     family): each figure's interval, for the review and the report to set beside the measured figures."""
-    figures, note = fidelity(schema, rows, epsilon, family)
+    figures, note = fidelity(schema, rows, epsilon, family, rule_pick=by_rule(schema, rows, epsilon).family)
     return {**{what: interval.to_dict() for what, interval in figures.items()}, **({"note": note} if note else {})}
 
 
@@ -157,7 +158,7 @@ def curve(schema: Schema, rows: int, model: str = "auto", what: str = "tvd2",
     out = []
     for eps in epsilons:
         family = FitRequest(model=model, epsilon=eps).resolved(schema, rows).model
-        figures, _ = fidelity(schema, rows, eps, family)
+        figures, _ = fidelity(schema, rows, eps, family, rule_pick=by_rule(schema, rows, eps).family)
         if what in figures:
             out.append((eps, family, figures[what]))
     return out

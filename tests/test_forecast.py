@@ -169,8 +169,8 @@ def test_auto_takes_the_candidate_the_forecast_expects_best_and_says_so(tmp_path
     schema = demo_schema()
     low, high = recommend(schema, 2_000, 1.0), recommend(schema, 200_000, 1.0)
     assert low.family == "aim" and high.family == "dp-tbart"
-    assert [f for f, _ in rank(schema, 200_000, 1.0, ["aim", "dp-tbart"])] == ["dp-tbart", "aim"]
-    expected = dict(rank(schema, 200_000, 1.0, ["aim", "dp-tbart"]))
+    assert [f for f, _ in rank(schema, 200_000, 1.0, ["aim", "dp-tbart"], rule_pick="aim")] == ["dp-tbart", "aim"]
+    expected = dict(rank(schema, 200_000, 1.0, ["aim", "dp-tbart"], rule_pick="aim"))
     assert f"{expected['dp-tbart'].expected:.3f}" in high.reason and f"AIM {expected['aim'].expected:.3f}" in high.reason
     assert "lowest expected 2-way TVD" in high.reason and "200,000 rows at ε = 1" in high.reason
     # each candidate keeps the configuration auto runs it with
@@ -189,3 +189,15 @@ def test_without_a_model_to_rank_them_auto_falls_back_on_its_rule(tmp_path, monk
     assert recommend(schema, 40_000, 1.0) == by_rule(schema, 40_000, 1.0) != recommend(schema, 600, 1.0)
     (tmp_path / "forecast_model.json").unlink()
     assert recommend(schema, 600, 1.0) == by_rule(schema, 600, 1.0)
+
+
+def test_the_shipped_model_ranks_autos_candidates_and_the_reason_quotes_it():
+    """The model fitted on the benchmark results (synth_core/forecast_model.json) lets auto's candidates differ
+    table by table, so auto's reason is the forecast's; its LOTO check is benchmarks/fit_forecast.py's."""
+    from synth_core.benchmark_model import installed
+    from synth_core.models.recommend import CANDIDATES, recommend
+    model = installed()
+    assert model is not None and set(CANDIDATES) - {model["families"][0]} <= set(model["interacting"])
+    for rows, epsilon in ((600, 1.0), (40_000, 1.0)):
+        choice = recommend(demo_schema(), rows, epsilon)
+        assert "lowest expected 2-way TVD" in choice.reason and f"{rows:,} rows" in choice.reason

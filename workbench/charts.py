@@ -2,6 +2,8 @@
 synth_core.evaluate.charts)."""
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from synth_core.evaluate.charts import SYNTH_COLORS, layout
@@ -56,8 +58,12 @@ def forecast_chart(points: list, floor, chosen: float | None) -> go.Figure:
         fig.add_hline(y=floor.expected, line={"dash": "dot", "color": "#7f7f7f"},
                       annotation_text="the table's own rows against unseen ones", annotation_position="top right")
     if chosen:
-        fig.add_vline(x=chosen, line={"dash": "dash", "color": "#d62728"}, annotation_text=f"ε = {chosen:g}")
-    fig.update_layout(xaxis={"type": "log", "title": "ε"}, yaxis={"title": "pairs of columns: mismatch (2-way TVD)",
-                                                                    "rangemode": "tozero"},
+        fig.add_vline(x=chosen, line={"dash": "dash", "color": "#d62728"})
+        # on a log axis an annotation's x is the exponent (a line's is the value): written apart, it sits on the line
+        fig.add_annotation(x=math.log10(chosen), y=1, xref="x", yref="paper", text=f"ε = {chosen:g}",
+                           showarrow=False, xanchor="left", yanchor="bottom", font={"color": "#d62728"})
+    ticks = [t for t in (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 10) if min(eps) <= t <= max(eps)]
+    fig.update_layout(xaxis={"type": "log", "title": "ε", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]},
+                      yaxis={"title": "pairs of columns: mismatch (2-way TVD)", "rangemode": "tozero"},
                       height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h"})
     return fig

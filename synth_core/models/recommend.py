@@ -227,9 +227,10 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
     the forecast; the rule (`by_rule`) where the model cannot rank them."""
     rows, epsilon = max(int(rows), 0), float(epsilon)
     options = candidates(schema, rows, epsilon)
-    ranked = benchmark_model.rank(schema, rows, epsilon, list(options))
+    rule = by_rule(schema, rows, epsilon)
+    ranked = benchmark_model.rank(schema, rows, epsilon, list(options), rule_pick=rule.family)
     if not ranked:
-        return by_rule(schema, rows, epsilon)
+        return rule
     (family, best), others = ranked[0], ranked[1:]
     against = "; ".join(f"{TITLES[f]} {i.expected:.3f}" for f, i in others)
     reason = (f"{TITLES[family]}, standard size: for {rows:,} rows at ε = {epsilon:g}, of the families auto weighs "
