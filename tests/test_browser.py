@@ -165,6 +165,7 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         page.screenshot(path=str(tmp_path / "review.png"), full_page=True)
 
         page.get_by_role("link", name="6 · Generate and export").click()
+        wait_idle(page)  # a click while the page's first run is under way can be lost on a loaded machine
         page.get_by_role("button", name="Generate", exact=True).click()
         expect(page.get_by_text("synthetic rows (unconditional)")).to_be_visible(timeout=PATIENCE_S * 1000)
         expect(page.get_by_role("button", name="Download the synthetic table (CSV)")).to_be_visible()
@@ -234,6 +235,7 @@ def test_two_real_tables_one_after_the_other_in_a_real_browser(server, tmp_path)
             assert page.get_by_test_id("stAlert").filter(has_text="cannot be compared").count() == 0
 
             page.get_by_role("link", name="6 · Generate and export").click()
+            wait_idle(page)  # a click while the page's first run is under way can be lost on a loaded machine
             page.get_by_role("button", name="Generate", exact=True).click()
             expect(page.get_by_role("button", name="Download the synthetic table (CSV)")).to_be_visible(
                 timeout=PATIENCE_S * 1000)

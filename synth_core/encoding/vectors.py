@@ -40,6 +40,7 @@ class Block:
     size: int             # scalar numeric: 1; one-hot: number of slots
     labels: list | None = None    # one-hot: what each slot means (a category, a bin index; None = missing)
     null_block: "Block | None" = None  # nullable scalar numeric: its present/missing block
+    point_block: "Block | None" = None  # scalar numeric whose values a rule names: another value, or each of them
     edges: np.ndarray | None = None    # binned numeric: bin edges
 
     @property
@@ -84,6 +85,10 @@ class VectorEncoder:
                     block.null_block = Block(spec, pos, 2, labels=["present", None])
                     self.categorical.append(block.null_block)
                     pos += 2
+                if spec.rule_values:  # drawn exactly, not as a number that lands near them (schema/rules.py)
+                    block.point_block = Block(spec, pos, 1 + len(spec.rule_values), labels=["other", *spec.rule_values])
+                    self.categorical.append(block.point_block)
+                    pos += block.point_block.size
             else:
                 labels = list(spec.vocabulary()) + ([None] if spec.nullable else [])
                 block = Block(spec, pos, len(labels), labels=labels)
@@ -130,6 +135,8 @@ class VectorEncoder:
                 out[:, b.start] = np.where(missing, 0.0, self.scale(b.spec, np.where(missing, b.spec.lower, x)))
                 if b.null_block is not None:
                     out[np.arange(len(x)), b.null_block.start + missing.astype(np.int64)] = 1.0
+                if b.point_block is not None:
+                    out[np.arange(len(x)), b.point_block.start + self._point_of(b.point_block, x)] = 1.0
             else:
                 idx = self._slots(b, values)
                 out[np.arange(len(idx)), b.start + idx] = 1.0
@@ -143,6 +150,13 @@ class VectorEncoder:
         xc = np.clip(np.where(missing, b.edges[0], x), b.edges[0], b.edges[-1])
         idx = np.clip(np.searchsorted(b.edges, xc, side="right") - 1, 0, n_bins - 1)
         out[np.arange(len(x)), b.start + np.where(missing, n_bins, idx)] = 1.0
+
+    @staticmethod
+    def _point_of(block: Block, x: np.ndarray) -> np.ndarray:
+        """The slot of each value in a point block: 1 + the index of the named value it equals, 0 for any other."""
+        named = np.asarray(block.labels[1:], dtype=float)
+        hits = np.isclose(x[:, None], named[None, :], rtol=0.0, atol=1e-9)
+        return np.where(hits.any(axis=1), hits.argmax(axis=1) + 1, 0).astype(np.int64)
 
     def _slots(self, b: Block, values) -> np.ndarray:
         lookup = {label: i for i, label in enumerate(b.labels) if label is not None}
@@ -182,6 +196,9 @@ class VectorEncoder:
                 x = self.unscale(spec, v[:, b.start])
                 if b.null_block is not None:
                     missing = self._pick(v[:, b.null_block.start:b.null_block.stop], pick_rng) == 1
+                if b.point_block is not None:
+                    k = self._pick(v[:, b.point_block.start:b.point_block.stop], pick_rng)
+                    x = np.where(k > 0, np.asarray([np.nan, *b.point_block.labels[1:]], dtype=float)[k], x)
             else:
                 idx = self._pick(v[:, b.start:b.stop], pick_rng)
                 missing = idx >= len(b.edges) - 1

@@ -57,6 +57,22 @@ def compiled(rules: Any, schema) -> list[Expression]:
 _FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 
 
+def values_from_rules(schema) -> dict[str, list[float]]:
+    """The values a rule names for each numeric column (`x == 0`, `x in [1, 2]`): a model that draws numbers as
+    numbers draws them exactly (encoding/vectors.py), where a binning one gives each a bin (`edges_from_rules`)."""
+    out: dict[str, set] = {}
+    for rule in compiled(schema.rules, schema):
+        for node in ast.walk(rule.tree):
+            if isinstance(node, ast.Compare):
+                left = node.left
+                for op, right in zip(node.ops, node.comparators):
+                    found = _named(schema, rule.names, left, type(op), right)
+                    if found is not None and found[2]:
+                        out.setdefault(found[0].name, set()).update(found[1])
+                    left = right
+    return {name: sorted(values) for name, values in out.items() if values}
+
+
 def edges_from_rules(schema) -> dict[str, list[float]]:
     """Where each numeric column's bins need an edge so that no bin holds values on both sides of what a rule
     says of it: a value a rule names (`x == 0`, `x in [1, 2]`) gets a bin of its own, a threshold it compares
@@ -74,23 +90,32 @@ def edges_from_rules(schema) -> dict[str, list[float]]:
     return {name: sorted(edges) for name, edges in out.items() if edges}
 
 
-def _edges_of(schema, names: dict, left: ast.AST, op: type, right: ast.AST, out: dict) -> None:
+def _named(schema, names: dict, left: ast.AST, op: type, right: ast.AST):
+    """(the numeric column, the finite values, whether they are points) a comparison names, with the operator
+    read from the column's side, or None."""
     spec = _numeric(schema, names, left)
     if spec is None:
         spec, right, op = _numeric(schema, names, right), left, _FLIPPED.get(op, op)
     if spec is None:
-        return
+        return None
     if op in (ast.In, ast.NotIn) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
         values, point = [e.value for e in right.elts if isinstance(e, ast.Constant)], True
     elif isinstance(right, ast.Constant) and (op in EQUALITY or op in ORDER):
         values, point = [right.value], op in EQUALITY
     else:
+        return None
+    values = [float(v) for v in values if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)]
+    return spec, values, point, op
+
+
+def _edges_of(schema, names: dict, left: ast.AST, op: type, right: ast.AST, out: dict) -> None:
+    found = _named(schema, names, left, op, right)
+    if found is None:
         return
+    spec, values, point, op = found
     half = spec.step / 2 if spec.step else 0.0
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            continue
-        below, above = float(v) - half, (float(v) + half if half else float(np.nextafter(float(v), np.inf)))
+        below, above = v - half, (v + half if half else float(np.nextafter(v, np.inf)))
         # a point: a bin of its own; `x >= v` or `x < v`: an edge below v; `x > v` or `x <= v`: one above it
         edges = (below, above) if point else (below,) if op in (ast.GtE, ast.Lt) else (above,)
         out.setdefault(spec.name, set()).update(edges)

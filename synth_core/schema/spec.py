@@ -43,6 +43,9 @@ def _preview(values: Iterable[Any], limit: int = 5) -> str:
     return shown + more
 
 
+RULE_DERIVED = {"rule_edges", "rule_values"}  # a column's fields derived from the schema's rules, never declared
+
+
 @dataclass
 class ColumnSpec(PublicScale):
     """One column's public facts (its public scale: schema.scale.PublicScale).
@@ -63,7 +66,7 @@ class ColumnSpec(PublicScale):
     quantiles: the column's values at the probability levels 1/L, …, (L−1)/L, released with DP by a run and
         paid from its ε (privacy.measurements.measure_quantiles): a discretising model's bins then follow the
         column's distribution (`edges`), a repeated value getting a bin of its own.
-    rule_edges: set by Schema.modelled from the schema's rules, never declared (see below).
+    rule_edges, rule_values: set by Schema.modelled from the schema's rules, never declared (see below).
     """
 
     name: str
@@ -83,6 +86,7 @@ class ColumnSpec(PublicScale):
     # own, a threshold it compares with an edge), so a bin never holds values on both sides of a rule; derived
     # from the rules, never written
     rule_edges: list[float] | None = field(default=None, compare=False, repr=False)
+    rule_values: list[float] | None = field(default=None, compare=False, repr=False)  # the values rules name
 
     @property
     def is_numeric(self) -> bool:
@@ -265,14 +269,22 @@ class Schema:
     def modelled(self) -> "Schema":
         """The schema a model learns, its encoders read and measured marginals count: this one without its
         derived columns (itself if it has none)."""
-        edges = self.rule_edges()  # a schema without rules (a model's, once modelled) keeps the edges it has
-        stale = {c.name for c in self.columns if c.is_numeric and self.rules and c.rule_edges != edges.get(c.name)}
+        edges, values = self.rule_edges(), self.rule_values()  # without rules (a model's schema) it keeps them
+        stale = {c.name for c in self.columns if c.is_numeric and self.rules
+                 and (c.rule_edges, c.rule_values) != (edges.get(c.name), values.get(c.name))}
         if not self.derived_columns and not stale:
             return self
-        columns = [dataclasses.replace(c, rule_edges=edges.get(c.name)) if c.name in stale else c
-                   for c in self.columns if not c.derived]
+        columns = [dataclasses.replace(c, rule_edges=edges.get(c.name), rule_values=values.get(c.name))
+                   if c.name in stale else c for c in self.columns if not c.derived]
         # the rules are held on the full rows, derived columns computed (SynthModel.sample)
         return dataclasses.replace(self, columns=columns, rules=[] if self.derived_columns else self.rules)
+
+    def rule_values(self) -> dict[str, list[float]]:
+        """The values the declared rules name for numeric columns (schema/rules.py, `values_from_rules`)."""
+        if not self.rules:
+            return {}
+        from .rules import values_from_rules
+        return values_from_rules(self)
 
     def rule_edges(self) -> dict[str, list[float]]:
         """The edges the declared rules put in numeric columns' scales (schema/rules.py, `edges_from_rules`)."""
@@ -380,7 +392,7 @@ class Schema:
             "confirmed": self.confirmed,
             "missing_markers": list(self.missing_markers),
             "columns": [{k: v for k, v in asdict(c).items()
-                         if (v is not None or k in ("lower", "upper")) and k != "rule_edges"} for c in self.columns],
+                         if (v is not None or k in ("lower", "upper")) and k not in RULE_DERIVED} for c in self.columns],
             **({"excluded": dict(self.excluded)} if self.excluded else {}),
             **({"rows": self.rows} if self.rows is not None else {}),
             **({"rules": list(self.rules)} if self.rules else {}),
@@ -398,7 +410,7 @@ class Schema:
         excluded = data.get("excluded") or {}
         if not isinstance(excluded, dict):
             raise SchemaError("the schema's excluded must be an object of column: reason")
-        allowed = set(ColumnSpec.__dataclass_fields__) - {"rule_edges"}  # derived from the rules, never declared
+        allowed = set(ColumnSpec.__dataclass_fields__) - RULE_DERIVED
         columns = []
         for i, col in enumerate(data["columns"]):
             if not isinstance(col, dict):
