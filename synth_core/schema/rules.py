@@ -61,15 +61,9 @@ def values_from_rules(schema) -> dict[str, list[float]]:
     """The values a rule names for each numeric column (`x == 0`, `x in [1, 2]`): a model that draws numbers as
     numbers draws them exactly (encoding/vectors.py), where a binning one gives each a bin (`edges_from_rules`)."""
     out: dict[str, set] = {}
-    for rule in compiled(schema.rules, schema):
-        for node in ast.walk(rule.tree):
-            if isinstance(node, ast.Compare):
-                left = node.left
-                for op, right in zip(node.ops, node.comparators):
-                    found = _named(schema, rule.names, left, type(op), right)
-                    if found is not None and found[2]:
-                        out.setdefault(found[0].name, set()).update(found[1])
-                    left = right
+    for spec, values, point, _ in _comparisons(schema):
+        if point:
+            out.setdefault(spec.name, set()).update(values)
     return {name: sorted(values) for name, values in out.items() if values}
 
 
@@ -80,14 +74,27 @@ def edges_from_rules(schema) -> dict[str, list[float]]:
     [0, 20) decodes to 0 one time in 21, and holding its rows to `x == 0 or …` keeps too few of them. Read from
     the rules' text: public, like the bounds."""
     out: dict[str, set] = {}
+    for spec, values, point, op in _comparisons(schema):
+        half = spec.step / 2 if spec.step else 0.0
+        for v in values:
+            below, above = v - half, (v + half if half else float(np.nextafter(v, np.inf)))
+            # a point: a bin of its own; `x >= v` or `x < v`: an edge below v; `x > v` or `x <= v`: one above it
+            edges = (below, above) if point else (below,) if op in (ast.GtE, ast.Lt) else (above,)
+            out.setdefault(spec.name, set()).update(edges)
+    return {name: sorted(edges) for name, edges in out.items() if edges}
+
+
+def _comparisons(schema):
+    """Each comparison of a numeric column with numbers in the schema's rules, as `_named` reads it."""
     for rule in compiled(schema.rules, schema):
         for node in ast.walk(rule.tree):
             if isinstance(node, ast.Compare):
                 left = node.left
                 for op, right in zip(node.ops, node.comparators):
-                    _edges_of(schema, rule.names, left, type(op), right, out)
+                    found = _named(schema, rule.names, left, type(op), right)
+                    if found is not None:
+                        yield found
                     left = right
-    return {name: sorted(edges) for name, edges in out.items() if edges}
 
 
 def _named(schema, names: dict, left: ast.AST, op: type, right: ast.AST):
@@ -106,19 +113,6 @@ def _named(schema, names: dict, left: ast.AST, op: type, right: ast.AST):
         return None
     values = [float(v) for v in values if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)]
     return spec, values, point, op
-
-
-def _edges_of(schema, names: dict, left: ast.AST, op: type, right: ast.AST, out: dict) -> None:
-    found = _named(schema, names, left, op, right)
-    if found is None:
-        return
-    spec, values, point, op = found
-    half = spec.step / 2 if spec.step else 0.0
-    for v in values:
-        below, above = v - half, (v + half if half else float(np.nextafter(v, np.inf)))
-        # a point: a bin of its own; `x >= v` or `x < v`: an edge below v; `x > v` or `x <= v`: one above it
-        edges = (below, above) if point else (below,) if op in (ast.GtE, ast.Lt) else (above,)
-        out.setdefault(spec.name, set()).update(edges)
 
 
 def _numeric(schema, names: dict, node: ast.AST):
