@@ -94,7 +94,7 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
         std = synth.count_noise(plan)
         source = f"the first measurement of every column ({synth.label})"
         cells = dict(getattr(synth, "sizes", {}) or {})
-    figures, note = fidelity(schema, rows, epsilon, resolved.model, rule_pick=by_rule(schema, rows, epsilon).family)
+    figures, note = _fidelity(schema, rows, epsilon, resolved.model)
     if std is None:
         return Forecast(resolved.model, epsilon, delta, rows, None, "nothing: the run measures no counts (DP-SGD "
                         "alone); the shares depend on what the model learns", (), figures, note)
@@ -103,6 +103,11 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
                     for c in modelled.columns)
     return Forecast(resolved.model, epsilon, delta, rows, std, source, columns, figures, note)
 
+
+
+def _fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[dict, str | None]:
+    """benchmark_model.fidelity, told which family auto's hand-set rule picks for these facts (one of its facts)."""
+    return fidelity(schema, rows, epsilon, family, rule_pick=by_rule(schema, rows, epsilon).family)
 
 
 def forecast_for(request: FitRequest, schema: Schema, rows: int, epsilon: float | None = None) -> Forecast:
@@ -117,7 +122,7 @@ def forecast_for(request: FitRequest, schema: Schema, rows: int, epsilon: float 
 def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict:
     """What a run's config keeps of its forecast (public facts only: the schema, the released row count, ε and the
     family): each figure's interval, for the review and the report to set beside the measured figures."""
-    figures, note = fidelity(schema, rows, epsilon, family, rule_pick=by_rule(schema, rows, epsilon).family)
+    figures, note = _fidelity(schema, rows, epsilon, family)
     return {**{what: interval.to_dict() for what, interval in figures.items()}, **({"note": note} if note else {})}
 
 
@@ -158,7 +163,7 @@ def curve(schema: Schema, rows: int, model: str = "auto", what: str = "tvd2",
     out = []
     for eps in epsilons:
         family = FitRequest(model=model, epsilon=eps).resolved(schema, rows).model
-        figures, _ = fidelity(schema, rows, eps, family, rule_pick=by_rule(schema, rows, eps).family)
+        figures, _ = _fidelity(schema, rows, eps, family)
         if what in figures:
             out.append((eps, family, figures[what]))
     return out

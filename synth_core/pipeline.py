@@ -70,13 +70,14 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
 
 
 def open_ledger(admitted: Admitted) -> PrivacyLedger:
-    """The run's ledger: the exact count only where it is public (the ledger is written to the run folder from
-    its first entry on); a draft accepted unconfirmed says so first."""
+    """The run's ledger: the exact count only where it is public, as declared (the rows a rule drops are not
+    taken off it: their number is the steward's alone; the ledger is written to the run folder from its first
+    entry on); a draft accepted unconfirmed says so first."""
     schema, request = admitted.schema, admitted.request
     provenance = {**schema.provenance, **({"accepted_unconfirmed": True} if schema.provenance["warning"] else {})}
     public = schema.rows is not None
     return PrivacyLedger(target_epsilon=request.epsilon, target_delta=request.delta or 0.0,
-                         n_rows=len(admitted.rows) if public else None, schema_provenance=provenance,
+                         n_rows=schema.rows if public else None, schema_provenance=provenance,
                          rows_public=public)
 
 

@@ -257,7 +257,7 @@ def test_a_value_a_rule_names_gets_a_bin_of_its_own_so_holding_rows_to_it_keeps_
                              ColumnSpec("age", "continuous", lower=0, upper=90, decimals=1)],
                     rules=["yr_renovated == 0 or yr_renovated >= yr_built", "age >= 18 or yr_renovated == 0"],
                     rows=n).confirm()
-    assert schema.rule_edges() == {"yr_renovated": [-0.5, 0.5], "age": [17.95]}
+    assert schema.rule_scale() == ({"yr_renovated": [-0.5, 0.5], "age": [17.95]}, {"yr_renovated": [0.0]})
     edges = schema.modelled()["yr_renovated"].edges(100)
     assert list(edges[:2]) == [0.0, 0.5] and len(edges) == 102  # [0, 0.5) holds 0 alone
     assert 17.95 in schema.modelled()["age"].edges(10)
@@ -274,3 +274,5 @@ def test_a_value_a_rule_names_gets_a_bin_of_its_own_so_holding_rows_to_it_keeps_
         assert ((rows["yr_renovated"] == 0) | (rows["yr_renovated"] >= rows["yr_built"])).all()
         assert abs((rows["yr_renovated"] == 0).mean() - 0.9) < 0.1, family  # the renovated share not inflated
         assert result.model.last_sample_info["rules"]["acceptance"] > 0.5, family
+        # the public count is released as declared: the rows a rule dropped (a private count) are not taken off
+        assert result.ledger.n_rows == n

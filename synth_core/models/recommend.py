@@ -214,7 +214,10 @@ def by_rule(schema: Schema, rows: int, epsilon: float) -> Recommendation:
     for a table of `rows` rows (public or noisy) with this public schema, at this ε: auto's choice where the
     forecast cannot rank the candidates (no model of benchmark results installed)."""
     rows, epsilon = max(int(rows), 0), float(epsilon)
-    options = candidates(schema, rows, epsilon)
+    return _by_rule(candidates(schema, rows, epsilon), schema, rows, epsilon)
+
+
+def _by_rule(options: dict[str, Recommendation], schema: Schema, rows: int, epsilon: float) -> Recommendation:
     if "aim" in options and _aim_reason(schema, rows, epsilon) is not None:
         return options["aim"]
     return options["dp-tbart"]
@@ -227,7 +230,7 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
     the forecast; the rule (`by_rule`) where the model cannot rank them."""
     rows, epsilon = max(int(rows), 0), float(epsilon)
     options = candidates(schema, rows, epsilon)
-    rule = by_rule(schema, rows, epsilon)
+    rule = _by_rule(options, schema, rows, epsilon)
     ranked = benchmark_model.rank(schema, rows, epsilon, list(options), rule_pick=rule.family)
     if not ranked:
         return rule

@@ -57,31 +57,25 @@ def compiled(rules: Any, schema) -> list[Expression]:
 _FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 
 
-def values_from_rules(schema) -> dict[str, list[float]]:
-    """The values a rule names for each numeric column (`x == 0`, `x in [1, 2]`): a model that draws numbers as
-    numbers draws them exactly (encoding/vectors.py), where a binning one gives each a bin (`edges_from_rules`)."""
-    out: dict[str, set] = {}
-    for spec, values, point, _ in _comparisons(schema):
-        if point:
-            out.setdefault(spec.name, set()).update(values)
-    return {name: sorted(values) for name, values in out.items() if values}
-
-
-def edges_from_rules(schema) -> dict[str, list[float]]:
-    """Where each numeric column's bins need an edge so that no bin holds values on both sides of what a rule
+def scale_from_rules(schema) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """What the rules say of each numeric column's scale, read from their text (public, like the bounds):
+    (edges, values). Edges: where its bins need an edge so that no bin holds values on both sides of what a rule
     says of it: a value a rule names (`x == 0`, `x in [1, 2]`) gets a bin of its own, a threshold it compares
     with (`x >= 18`) an edge between the values below and from it. Without them a discretising model's bin
-    [0, 20) decodes to 0 one time in 21, and holding its rows to `x == 0 or …` keeps too few of them. Read from
-    the rules' text: public, like the bounds."""
-    out: dict[str, set] = {}
-    for spec, values, point, op in _comparisons(schema):
+    [0, 20) decodes to 0 one time in 21, and holding its rows to `x == 0 or …` keeps too few of them. Values:
+    those a rule names, which a model that draws numbers as numbers draws exactly (encoding/vectors.py)."""
+    edges: dict[str, set] = {}
+    values: dict[str, set] = {}
+    for spec, named, point, op in _comparisons(schema):
         half = spec.step / 2 if spec.step else 0.0
-        for v in values:
+        if point:
+            values.setdefault(spec.name, set()).update(named)
+        for v in named:
             below, above = v - half, (v + half if half else float(np.nextafter(v, np.inf)))
             # a point: a bin of its own; `x >= v` or `x < v`: an edge below v; `x > v` or `x <= v`: one above it
-            edges = (below, above) if point else (below,) if op in (ast.GtE, ast.Lt) else (above,)
-            out.setdefault(spec.name, set()).update(edges)
-    return {name: sorted(edges) for name, edges in out.items() if edges}
+            edges.setdefault(spec.name, set()).update(
+                (below, above) if point else (below,) if op in (ast.GtE, ast.Lt) else (above,))
+    return ({name: sorted(e) for name, e in edges.items() if e}, {name: sorted(v) for name, v in values.items() if v})
 
 
 def _comparisons(schema):

@@ -269,7 +269,7 @@ class Schema:
     def modelled(self) -> "Schema":
         """The schema a model learns, its encoders read and measured marginals count: this one without its
         derived columns (itself if it has none)."""
-        edges, values = self.rule_edges(), self.rule_values()  # without rules (a model's schema) it keeps them
+        edges, values = self.rule_scale()  # without rules (a model's schema) it keeps the ones it has
         stale = {c.name for c in self.columns if c.is_numeric and self.rules
                  and (c.rule_edges, c.rule_values) != (edges.get(c.name), values.get(c.name))}
         if not self.derived_columns and not stale:
@@ -279,19 +279,13 @@ class Schema:
         # the rules are held on the full rows, derived columns computed (SynthModel.sample)
         return dataclasses.replace(self, columns=columns, rules=[] if self.derived_columns else self.rules)
 
-    def rule_values(self) -> dict[str, list[float]]:
-        """The values the declared rules name for numeric columns (schema/rules.py, `values_from_rules`)."""
+    def rule_scale(self) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+        """What the declared rules say of numeric columns' scales: (edges, values) by column (schema/rules.py,
+        `scale_from_rules`)."""
         if not self.rules:
-            return {}
-        from .rules import values_from_rules
-        return values_from_rules(self)
-
-    def rule_edges(self) -> dict[str, list[float]]:
-        """The edges the declared rules put in numeric columns' scales (schema/rules.py, `edges_from_rules`)."""
-        if not self.rules:
-            return {}
-        from .rules import edges_from_rules
-        return edges_from_rules(self)
+            return {}, {}
+        from .rules import scale_from_rules
+        return scale_from_rules(self)
 
     def derive(self, table: pd.DataFrame) -> pd.DataFrame:
         """The table with every derived column computed from its rule (added, or replaced), the schema's
