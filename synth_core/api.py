@@ -14,17 +14,18 @@ from typing import Callable
 import pandas as pd
 
 from . import pipeline
-from .files import atomic_output, check_output_file
+from .files import atomic_output, check_output_file, check_output_folder
 from .models import SynthModel
 from .privacy import PrivacyLedger
 from .privacy.planning import NoisePlan
 from .privacy.split import planned_split
 from .privacy.table_budget import TableCharge
-from .release.export import to_csv
+from .release.export import to_csv, write_linked
 from .request import REVIEW_RELEASED, FitRequest  # noqa: F401 - REVIEW_RELEASED: the API's name for it
 from .runs import RunDir, RunError
 from .runs.lifecycle import Events, keep_ledger, open_run, say_ended, say_training
 from .schema import Schema, SchemaError, ValidationReport, validate_table
+from .schema.linked import LinkedSchema, LinkedTables
 from .training import distributed
 from .runs.timing import RunClock
 
@@ -130,8 +131,12 @@ def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:
     return _Base.load(run.model_dir, device=device)
 
 
-def parse_conditions(schema: Schema, pairs: list[str]) -> dict:
-    """"col=value" strings to a conditions dict, with numbers for numeric columns."""
+def parse_conditions(schema: Schema | LinkedSchema, pairs: list[str]) -> dict:
+    """"col=value" strings to a conditions dict, with numbers for numeric columns (linked tables: the parents')."""
+    if isinstance(schema, LinkedSchema):
+        schema.check_conditions({pair.split("=", 1)[0].strip(): None for pair in pairs if "=" in pair
+                                 and pair.split("=", 1)[0].strip() in schema.child})  # a child column: refused
+        schema = schema.parent
     conditions = {}
     for pair in pairs:
         if "=" not in pair:
@@ -154,16 +159,24 @@ def parse_conditions(schema: Schema, pairs: list[str]) -> dict:
 
 
 def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed: int | None = None,
-           out: str | Path | None = None, device: str | None = None) -> tuple[pd.DataFrame, dict]:
-    """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table, info)."""
-    if out is not None:
+           out: str | Path | None = None, device: str | None = None) -> tuple[pd.DataFrame | LinkedTables, dict]:
+    """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table, info). A run on
+    linked tables draws `rows` persons with their child rows (LinkedTables), and `out` is a folder that receives
+    parents.csv and children.csv."""
+    run = RunDir(run_dir)
+    linked = run.exists() and isinstance(run.schema(), LinkedSchema)  # a missing run: load_model says so
+    if out is not None and linked:
+        check_output_folder(out, "folder for the two tables")
+    elif out is not None:
         out = check_output_file(out, "CSV file")
         if not out.parent.is_dir():
             raise RunError(f"the folder {out.parent} does not exist; create it or write elsewhere")
     model = load_model(run_dir, device=device)
     table = model.sample(rows, conditions=conditions, seed=seed)
     info = dict(model.last_sample_info)
-    if out is not None:  # leaves the machine: safe to open in a spreadsheet
+    if out is not None and linked:  # parents.csv and children.csv, safe to open in a spreadsheet
+        info["paths"] = write_linked(table, out)
+    elif out is not None:  # leaves the machine: safe to open in a spreadsheet
         with atomic_output(out, make_parent=False) as f:
             to_csv(table, f)
         info["path"] = str(out)

@@ -34,12 +34,81 @@ from .privacy.table_budget import TableBudgets
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, draft_schema, left_out, read_table, schema_columns
 from .schema.derived import describe
+from .schema.linked import DEFAULT_MAX_CHILDREN, LinkedSchema, LinkedTables, draft_linked, load_schema
+
+
+def _schema(args) -> int:
+    """`schema draft`, `schema confirm`, `schema check`, of one table or of two linked ones."""
+    if args.schema_command == "draft":
+        check_output_file(args.out, "schema file")
+        if (args.child is None) != (args.key is None) or (args.child is None and (args.max_children or args.order)):
+            raise SchemaError("linked tables are drafted with --child and --key together (--max-children and --order "
+                              "belong to them)")
+        table = read_table(args.data, missing_markers=args.missing)
+        options = dict(max_categories=args.max_categories, missing_markers=args.missing)
+        if args.child is not None:
+            tables = LinkedTables(table, read_table(args.child, missing_markers=args.missing))
+            schema = draft_linked(tables, args.key, max_children=args.max_children or DEFAULT_MAX_CHILDREN,
+                                  order=args.order, **options)
+            parts = [("parents", schema.parent), ("children", schema.child)]
+        else:
+            schema = draft_schema(table, **options)
+            parts = [("", schema)]
+        schema.save(args.out)
+        columns = " and ".join(f"{len(s.columns)} columns" + (f" ({label})" if label else "") for label, s in parts)
+        print(f"wrote {args.out} (readable by you only): {columns}, DRAFTED FROM THE DATA. Edit the bounds and "
+              "categories into public facts, then run `python -m synth_core schema confirm` on it; until then every "
+              "run using it is flagged.")
+        if args.child is not None:
+            k = schema.max_children
+            print(f"max_children: {k}, the most child rows one person contributes (a public choice, not read from the "
+                  f"data: a person with more keeps a random {k} of them); edit it in the file")
+        for label, s in parts:
+            for name, why in s.excluded.items():
+                print(f"left out: {name}{f' ({label})' if label else ''}: {why}")
+    elif args.schema_command == "confirm":
+        schema = load_schema(args.schema)
+        print(f"{args.schema} states these facts about the table; confirming says each is public "
+              "(published, or known to anyone without the data):")
+        print("\n".join(_describe(schema)))
+        schema.confirm().save(args.schema)
+        print(f"{args.schema}: confirmed as public")
+    else:
+        schema = load_schema(args.schema)
+        tables = _read_tables(args, schema)
+        if isinstance(schema, LinkedSchema):
+            from .schema.linked import link_tables
+            rows, report = link_tables(tables, schema)
+            counts = rows.children_per_person()
+            print(f"{len(rows)} persons and {len(rows.children)} child rows fit the schema; "
+                  f"{int((counts > schema.max_children).sum())} persons have more than {schema.max_children}")
+        else:
+            from .schema import validate_table
+            _, report = validate_table(tables, schema)
+            print(f"{report.rows} rows fit the schema")
+        for line in report.summary():
+            print(f"note: {line}")
+    return 0
+
+
+def _read_tables(args, schema):
+    """The private table of `--data`, or for a linked schema the parents' (--data) and the children's (--child)."""
+    if not isinstance(schema, LinkedSchema):
+        if args.child is not None:
+            raise SchemaError("--child is for linked tables, but the schema describes one table: draft it from both "
+                              "(`schema draft --data PARENTS --child CHILDREN --key COLUMN`)")
+        return read_table(args.data, schema)
+    if args.child is None:
+        raise SchemaError(f"the schema links two tables by {schema.key!r}: give the children's table with --child")
+    if args.key is not None and args.key != schema.key:
+        raise SchemaError(f"--key {args.key!r} is not the schema's key, {schema.key!r}")
+    return LinkedTables(read_table(args.data, schema.parent), read_table(args.child, schema.child))
 
 
 def _fit(args) -> int:
     from .training import distributed
-    schema = Schema.load(args.schema)
-    table = read_table(args.data, schema)
+    schema = load_schema(args.schema)
+    table = _read_tables(args, schema)
     group = distributed.init_from_env()  # under torchrun: one run across its processes (training.distributed)
     try:
         return _fit_table(args, table, schema, _request(args), overwrite=args.overwrite)
@@ -54,7 +123,7 @@ def _fit(args) -> int:
 def _demo(args) -> int:
     from . import api
     from .demo import demo_schema, demo_table
-    from .models.base import check_sample_rows
+    from .models.options import check_sample_rows
     if args.csv is not None:
         path = check_output_file(args.csv, "CSV file")
         schema_path = check_output_file(path.with_suffix(".schema.json"), "schema file")
@@ -195,6 +264,10 @@ def _sample(args) -> int:
     conditions = api.parse_conditions(schema, args.condition)
     table, info = api.sample(args.run, args.rows, conditions=conditions, seed=args.seed, out=args.out,
                              device=args.device)
+    if isinstance(schema, LinkedSchema):
+        print(f"wrote {len(table.parents)} persons to {info['paths']['parents']} and their {len(table.children)} "
+              f"child rows to {info['paths']['children']}")
+        return 0
     msg = f"wrote {len(table)} rows to {args.out}"
     if info.get("method") == "rejection":
         msg += f" (rejection sampling on {', '.join(info['rejection_columns'])}: acceptance rate {info['acceptance_rate']:.1%})"
@@ -318,8 +391,13 @@ def _runs(args) -> int:
     return 0
 
 
-def _describe(schema: Schema) -> list[str]:
+def _describe(schema: Schema | LinkedSchema) -> list[str]:
     """The facts of a schema, one line per column, for a steward to read before confirming them."""
+    if isinstance(schema, LinkedSchema):
+        return ([f"  two tables linked by {schema.key!r}; a person contributes at most {schema.max_children} child "
+                 "rows" + (f", in the order of {schema.order!r}" if schema.order else "")]
+                + ["  the parents' table (one row a person):"] + ["  " + line for line in _describe(schema.parent)]
+                + ["  the children's table:"] + ["  " + line for line in _describe(schema.child)])
     lines = []
     for c in schema.columns:
         if c.is_numeric:
@@ -377,31 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(families=command in FAMILY_COMMANDS).parse_args(argv)
     try:
         if args.command == "schema":
-            if args.schema_command == "draft":
-                check_output_file(args.out, "schema file")
-                table = read_table(args.data, missing_markers=args.missing)
-                schema = draft_schema(table, max_categories=args.max_categories, missing_markers=args.missing)
-                schema.save(args.out)
-                print(f"wrote {args.out} (readable by you only): {len(schema.columns)} columns, DRAFTED FROM THE DATA. "
-                      "Edit the bounds and categories into public facts, then run `python -m synth_core schema "
-                      "confirm` on it; until then every run using it is flagged.")
-                for name, why in schema.excluded.items():
-                    print(f"left out: {name}: {why}")
-            elif args.schema_command == "confirm":
-                schema = Schema.load(args.schema)
-                print(f"{args.schema} states these facts about the table; confirming says each is public "
-                      "(published, or known to anyone without the data):")
-                print("\n".join(_describe(schema)))
-                schema.confirm().save(args.schema)
-                print(f"{args.schema}: confirmed as public")
-            else:
-                schema = Schema.load(args.schema)
-                from .schema import validate_table
-                _, report = validate_table(read_table(args.data, schema), schema)
-                print(f"{report.rows} rows fit the schema")
-                for line in report.summary():
-                    print(f"note: {line}")
-            return 0
+            return _schema(args)
         if args.command == "fit":
             return _fit(args)
         if args.command == "sample":

@@ -33,21 +33,33 @@ def _schema_command(sub) -> None:
     sch = sub.add_parser("schema", help="work with public schemas")
     sch_sub = sch.add_subparsers(dest="schema_command", required=True)
     d = sch_sub.add_parser("draft", help="draft a schema by READING THE DATA (marked unconfirmed until you confirm it)")
-    d.add_argument("--data", required=True, help="CSV or Parquet file")
+    d.add_argument("--data", required=True, help="CSV or Parquet file (linked tables: the parents', one row a person)")
     d.add_argument("--out", required=True, help="where to write the schema JSON")
     d.add_argument("--missing", action="append", default=[], help="a string that marks a missing value (repeatable)")
     d.add_argument("--max-categories", type=int, default=50)
+    _linked_arguments(d)
+    d.add_argument("--max-children", type=int, default=None,
+                   help="linked tables: the most child rows one person contributes (public; default 10)")
+    d.add_argument("--order", default=None, help="linked tables: a numeric child column the rows of a person follow")
     c = sch_sub.add_parser("confirm", help="state that every fact in a schema is public")
     c.add_argument("schema")
     v = sch_sub.add_parser("check", help="check a table against a schema")
     v.add_argument("--data", required=True)
     v.add_argument("--schema", required=True)
+    _linked_arguments(v)
+
+
+def _linked_arguments(parser) -> None:
+    parser.add_argument("--child", default=None, help="linked tables: the children's table (CSV or Parquet), whose "
+                        "rows belong to a person of --data through --key")
+    parser.add_argument("--key", default=None, help="linked tables: the key column both tables share")
 
 
 def _fit_command(sub, MODELS: dict, families: bool) -> None:
     f = sub.add_parser("fit", help="train a DP model and save it as a run")
     f.add_argument("--data", required=True, help="the private table (CSV or Parquet)")
     f.add_argument("--schema", required=True, help="the public schema (JSON)")
+    _linked_arguments(f)
     f.add_argument("--model", default="dp-tbart", choices=[AUTO, *sorted(MODELS)] if families else None,
                    help="a model family, or auto: chosen from the public schema and the row count (it says why)")
     f.add_argument("--epsilon", type=float, required=True, help="total privacy budget ε")
@@ -95,7 +107,8 @@ def _sample_and_demo_commands(sub) -> None:
     s = sub.add_parser("sample", help="sample synthetic rows from a run")
     s.add_argument("--run", required=True)
     s.add_argument("--rows", type=int, required=True)
-    s.add_argument("--out", required=True, help="CSV to write")
+    s.add_argument("--out", required=True, help="CSV to write (linked tables: a folder for parents.csv and "
+                   "children.csv)")
     s.add_argument("--condition", action="append", default=[], help="column=value to fix (repeatable)")
     s.add_argument("--seed", type=int, default=None)
     s.add_argument("--device", default=None)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from .home import budgets_path
-from .models import SynthModel, get_model_class
+from .models import SynthModel, model_class_for
 from .privacy import PrivacyLedger, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.measurements import Marginals, count_epsilon, measure_marginals, measure_quantiles, noisy_count, \
@@ -32,7 +32,9 @@ from .request import REVIEW_RELEASED, FitRequest, check_rows, review_rows_for
 from .runs import RunDir
 from .runs.lifecycle import Events, say_trained
 from .forecast import run_forecast
+from .privacy.contribution import bound_children
 from .schema import Schema, SchemaError, ValidationReport, validate_table
+from .schema.linked import LinkedReport, LinkedRows, LinkedSchema, LinkedTables, link_tables
 from .training.device import device_label
 from .runs.timing import RunClock, rows_drawn, sampling_seconds, step_seconds
 
@@ -41,9 +43,9 @@ from .runs.timing import RunClock, rows_drawn, sampling_seconds, step_seconds
 class Admitted:
     """A request and a table that may be trained on: the rows validated against the public schema."""
     request: FitRequest
-    schema: Schema
-    rows: pd.DataFrame
-    report: ValidationReport
+    schema: Schema | LinkedSchema
+    rows: pd.DataFrame | LinkedRows    # linked tables: persons, each with their child rows bounded
+    report: ValidationReport | LinkedReport
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -55,11 +57,18 @@ class Admitted:
 def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: int = 1) -> Admitted:
     """Every problem with the request and the schema at once, then the table against the schema (columns,
     types, categories; declared bounds clip); nothing is spent."""
-    if not isinstance(schema, Schema):
+    if not isinstance(schema, (Schema, LinkedSchema)):
         raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
     request.check(schema, world_size)
-    rows, report = validate_table(table, schema)
-    check_rows(len(rows))
+    if isinstance(schema, LinkedSchema):  # persons: linked, then each one's child rows bounded (secret draws)
+        rows, report = bound_children(*link_tables(table, schema), schema.max_children)
+        check_rows(len(rows), "the parents' table")
+    else:
+        if isinstance(table, LinkedTables):
+            raise SchemaError("two tables were given, but the schema describes one: draft the schema from both "
+                              "(`schema draft --data PARENTS --child CHILDREN --key COLUMN`)")
+        rows, report = validate_table(table, schema)
+        check_rows(len(rows))
     # the public count is the table's as the steward holds it: the rows a rule drops are counted on their screen
     if schema.rows is not None and schema.rows != len(rows) + report.dropped_for_rules:
         raise SchemaError(f"the schema declares {schema.rows} rows as public, but the table has "
@@ -92,7 +101,7 @@ def charge(admitted: Admitted, table: pd.DataFrame, given: TableCharge | None, r
                          "run that opens its own")
     if given is None and not request.public_table and is_main:
         book = TableBudgets(budgets_path())
-        given = TableCharge(book, book.table_id(table))
+        given = TableCharge(book, book.table_id(table.as_one() if isinstance(table, LinkedTables) else table))
         book.open_account(given.table_id, request.table_epsilon, request.epsilon)
     if given is not None and not given.reserved:
         where = run_dir.path if isinstance(run_dir, RunDir) else run_dir
@@ -125,13 +134,15 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
     if delta is None:  # below 1/n for every n the count leaves plausible
         delta = default_delta(rows_upper_bound(ledger.n_rows, None if ledger.rows_public else admitted.count_epsilon))
     ledger.target_delta = delta
-    schema = estimate_missing_bounds(rows, admitted.schema, request.bounds_epsilon, ledger,
-                                     request.coarse_range or DEFAULT_COARSE_RANGE)
+    schema = admitted.schema
+    if not isinstance(schema, LinkedSchema):  # linked tables declare every bound (FitRequest.check)
+        schema = estimate_missing_bounds(rows, schema, request.bounds_epsilon, ledger,
+                                         request.coarse_range or DEFAULT_COARSE_RANGE)
     schema.require_bounds()
     if schema is not admitted.schema:  # new bounds: clip and count against them
         rows, report = validate_table(rows, schema)
     resolved = request.resolved(admitted.schema, ledger.n_rows)  # public facts and the released count only
-    get_model_class(resolved.model).check_processes(world_size)
+    model_class_for(resolved.model, schema).check_processes(world_size)
     left, spent = ledger.remaining_epsilon, ledger.spent_epsilon
     split = split_left(left, resolved.calibration_share, resolved.quantile_share)
     calibration, alongside = None, ()
@@ -156,7 +167,7 @@ def build(paid: Paid, share=lambda compute: compute()) -> Built:
     """The model on the run's schema, and its noise plan calibrated to what the count and bounds left, composed
     with the measurements (`share`: under torchrun, rank 0 plans and sends the plan)."""
     request = paid.request
-    synth = get_model_class(request.model)(paid.schema, preset=request.preset, device=request.device,
+    synth = model_class_for(request.model, paid.schema)(paid.schema, preset=request.preset, device=request.device,
                                            seed=request.seed, **(request.options or {}))
     synth.calibration = paid.calibration
     plan = share(lambda: synth.plan_privacy(paid.ledger.n_rows, paid.left, paid.delta, request.accountant,
@@ -170,6 +181,7 @@ def build(paid: Paid, share=lambda compute: compute()) -> Built:
 def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> dict:
     """What the run's config.json says: the request as resolved, its plan, and what the next estimate needs."""
     request, synth = paid.request, built.model
+    linked = isinstance(paid.schema, LinkedSchema)  # no forecast nor time estimate for linked tables yet
     return {
         "model": request.model, "preset": request.preset, "size": type(synth).size_of(request.preset),
         "options": request.options or {}, "epsilon": request.epsilon, "delta": paid.delta,
@@ -181,10 +193,11 @@ def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> d
         # counts of clipped or missing values describe the private table: the steward's, never exported
         "created": time.time(), "private_validation_counts": admitted.report.to_dict(),
         "plan": built.plan.to_dict(), "device": device_label(synth.device),
-        "sampling_estimate_s": sampling_seconds(synth, request.preset, built.review_rows, guess=True),
-        "step_estimate_s": step_seconds(synth, request.preset, built.plan.expected_batch_size),
+        "sampling_estimate_s": None if linked else sampling_seconds(synth, request.preset, built.review_rows,
+                                                                    guess=True),
+        "step_estimate_s": None if linked else step_seconds(synth, request.preset, built.plan.expected_batch_size),
         # from public facts and the released count only (forecast.py): the review sets it beside what it measures
-        "forecast": run_forecast(paid.schema, paid.ledger.n_rows, request.epsilon, request.model),
+        "forecast": None if linked else run_forecast(paid.schema, paid.ledger.n_rows, request.epsilon, request.model),
     }
 
 

@@ -17,7 +17,10 @@ from .privacy.accounting import ACCOUNTANTS
 from .privacy.budget import (DEFAULT_CALIBRATION_SHARE, BudgetError, check_calibration_share, check_quantile_share,
                              check_run_budget)
 from .schema import Schema, SchemaError
+from .schema.linked import LinkedSchema
 
+# what auto trains on linked tables (schema.linked): the one family that models them
+LINKED_AUTO = "dp-tbart"
 # review_rows: as many rows as the run releases it trained on (its noisy count, never the exact one)
 REVIEW_RELEASED = "released"
 # the most rows a review sample holds (a background job draws one after training)
@@ -108,10 +111,12 @@ class FitRequest:
             raise type(found[0])("; ".join(str(e) for e in found))
         return self
 
-    def _check_schema(self, schema: Schema) -> None:
-        if not isinstance(schema, Schema):
+    def _check_schema(self, schema: Schema | LinkedSchema) -> None:
+        if not isinstance(schema, (Schema, LinkedSchema)):
             raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
         schema.check()
+        if isinstance(schema, LinkedSchema):
+            self._check_linked()
         if schema.provenance["warning"] and not self.accept_draft:
             raise SchemaError("the schema was drafted by reading the private table and never confirmed as public: "
                               "edit it into public facts and confirm it (`schema confirm`), or accept training on "
@@ -119,10 +124,25 @@ class FitRequest:
         if not self.bounds_epsilon:
             schema.require_bounds()  # nothing pays for missing bounds
 
+    def _check_linked(self) -> None:
+        """What linked tables (schema.linked) cannot be trained with yet."""
+        asked = [what for what, value in (("DP bounds (bounds_epsilon)", self.bounds_epsilon),
+                                          ("a calibration share", self.calibration_share),
+                                          ("a quantile share", self.quantile_share),
+                                          ("a review sample", self.review_rows)) if value]
+        if asked:
+            raise SchemaError(f"linked tables cannot be trained with {' or '.join(asked)} yet: declare every bound "
+                              "in the schema and leave the shares at 0")
+
     def _check_model(self, schema: Schema | None, world_size: int) -> None:
-        from .models import get_model_class  # the families, and torch, only when a request is checked
+        from .models import get_model_class, model_class_for  # the families, and torch, when a request is checked
         if not isinstance(self.model, str) or not self.model:
             raise ValueError("the request names no model")
+        if isinstance(schema, LinkedSchema):
+            klass = model_class_for(self.model if self.model != AUTO else LINKED_AUTO, schema)
+            klass.configure(self.preset or DEFAULT_PRESET, self.options, seed=self.seed, device=self.device)
+            klass.check_processes(max(world_size, self.processes or 1))
+            return
         if self.model == AUTO:
             if self.options:
                 raise ValueError("options belong to a model family; with --model auto the family is chosen for "
@@ -155,7 +175,7 @@ class FitRequest:
             check_quantile_share(self.quantile_share, self.calibration_share or 0.0)
 
     def _check_job(self) -> None:
-        from .models.base import check_sample_rows
+        from .models.options import check_sample_rows
         if self.review_rows not in (None, 0, REVIEW_RELEASED):
             check_sample_rows(self.review_rows)
         share = self.holdout_share
@@ -174,9 +194,12 @@ class FitRequest:
     def resolved(self, schema: Schema, rows: int) -> "FitRequest":
         """The request with every default filled in and, for auto, the recommendation for the public `schema`
         and the row count the run releases (`rows`: declared public or noisy, never the exact one) applied."""
-        from .models import get_model_class
+        from .models import model_class_for
+        if isinstance(schema, LinkedSchema):  # one family models linked tables; what it measures comes later
+            return dataclasses.replace(self, model=LINKED_AUTO if self.model == AUTO else self.model,
+                                       preset=self.preset or DEFAULT_PRESET, calibration_share=0.0, quantile_share=0.0)
         if self.model != AUTO:
-            klass = get_model_class(self.model)
+            klass = model_class_for(self.model, schema)
             share = self.calibration_share
             if share is None:  # a family that measures marginals itself (AIM) gains nothing from measuring again
                 share = 0.0 if klass.measures_marginals else DEFAULT_CALIBRATION_SHARE
@@ -188,7 +211,7 @@ class FitRequest:
             self, model=choice.family, preset=preset, options=choice.options_for(preset), choice=choice,
             calibration_share=choice.calibration_share if self.calibration_share is None else self.calibration_share,
             quantile_share=choice.quantile_share if self.quantile_share is None else self.quantile_share)
-        get_model_class(resolved.model).configure(preset, resolved.options, seed=self.seed, device=self.device)
+        model_class_for(resolved.model, schema).configure(preset, resolved.options, seed=self.seed, device=self.device)
         check_quantile_share(resolved.quantile_share, resolved.calibration_share)
         return resolved
 

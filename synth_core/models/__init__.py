@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib
 
 # the modules that register the families: dp-tbart; tablediffusion, tablediffusion-denoiser;
-# tablediffusion-masked; dtgan-d, dtgan-g, dp-wgan; dp-llmtgen; aim
-FAMILY_MODULES = ("tbart", "diffusion", "masked_diffusion", "gan", "llm", "aim")
+# tablediffusion-masked; dtgan-d, dtgan-g, dp-wgan; dp-llmtgen; aim; and on linked tables (LINKED_MODELS) dp-tbart
+FAMILY_MODULES = ("tbart", "diffusion", "masked_diffusion", "gan", "llm", "aim", "persons")
 
-__all__ = ["MODELS", "SamplingError", "SynthModel", "get_model_class", "register"]
+__all__ = ["LINKED_MODELS", "MODELS", "SamplingError", "SynthModel", "get_model_class", "model_class_for", "register"]
 
 
 def __getattr__(name: str):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,25 +28,30 @@ from ..privacy.planning import RhoPlan, SamplingShape
 from ..privacy.ledger import record_training
 from ..privacy.measurements import Marginals
 from ..schema import Schema, SchemaError
+from ..schema.linked import LinkedSchema, schema_from_dict
 from ..schema.rules import breaking, contradiction
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
 from .calibration import grow_and_calibrate, pool_size, resample
+from .options import check_model_options, check_sample_rows
 from . import plan_words
 from .plan_words import PlanSummary
 from .traits import Described, Timed
 
 MODELS: dict[str, type["SynthModel"]] = {}
+# the families that model linked tables (schema.linked), by the family's name a steward knows them by
+LINKED_MODELS: dict[str, type["SynthModel"]] = {}
 # sampling under the schema's rules: a model whose rows obey them less often than 1 in MAX_REJECTION is told so
 # (the rule to blame named) instead of drawing on; each draw is at least MIN_RULE_DRAW rows, so the rate is seen
 MAX_REJECTION = 50
 MIN_RULE_DRAW = 200
 
 
-def register(name: str):
+def register(name: str, linked: bool = False):
     """Register a family under `name` (what --model, the app's list and a run's model.json call it); refused
-    (TypeError) if it leaves part of the contract (SynthModel's docstring) unimplemented."""
+    (TypeError) if it leaves part of the contract (SynthModel's docstring) unimplemented. linked: the class that
+    trains the family `name` on linked tables (schema.linked), in LINKED_MODELS."""
     def deco(cls):
         missing = sorted(getattr(cls, "__abstractmethods__", ()))
         if missing:
@@ -56,16 +60,28 @@ def register(name: str):
             raise TypeError(f"the family {name!r} trains by DP-SGD: implement loss_fn (one loss per row), or set "
                             "uses_dp_sgd = False and implement train_private, plan_privacy and charge")
         cls.family = name
-        MODELS[name] = cls
+        (LINKED_MODELS if linked else MODELS)[name] = cls
         return cls
     return deco
 
 
-def get_model_class(name: str) -> type["SynthModel"]:
+def get_model_class(name: str, linked: bool = False) -> type["SynthModel"]:
+    """The family `name`; linked: the class that trains it on linked tables (ValueError, one line, for a family
+    that does not support them)."""
+    if linked:
+        if name in LINKED_MODELS:
+            return LINKED_MODELS[name]
+        get_model_class(name)  # an unknown name is told so first
+        raise ValueError(f"{name} does not support linked tables yet; choose {', '.join(sorted(LINKED_MODELS))}")
     try:
         return MODELS[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}") from None
+
+
+def model_class_for(name: str, schema) -> type["SynthModel"]:
+    """The class that trains the family `name` on tables of `schema`'s shape (one table, or linked ones)."""
+    return get_model_class(name, linked=isinstance(schema, LinkedSchema))
 
 
 def draw_with_rejection(n: int, draw: Callable[[int], Any], rejecting: bool, max_tries_factor: int,
@@ -86,67 +102,6 @@ def draw_with_rejection(n: int, draw: Callable[[int], Any], rejecting: bool, max
         kept.append(chunk)
         accepted += len(chunk)
     return kept, accepted, tried
-
-
-def check_model_options(config) -> None:
-    """ValueError naming the first model option a family cannot be built with, before anything is spent: a
-    field whose default is a whole number takes a whole number of at least 1 (0 where the config's ZERO_OK
-    names it), a number a finite one ≥ 0, a flag true or false, a word text; then the config's own `check`
-    (a width its groups divide, heads that divide the embedding, shares below 1)."""
-    zero_ok = getattr(config, "ZERO_OK", frozenset())
-    for f in dataclasses.fields(config):
-        value, default = getattr(config, f.name), f.default
-        if default is dataclasses.MISSING or (value is None and default is None):
-            continue
-        declared = str(f.type).replace(" ", "").split("|")  # a default of None: the field's declared types
-        if isinstance(default, bool) or (default is None and declared[0] == "bool"):
-            if not isinstance(value, bool):
-                raise ValueError(f"{f.name} must be true or false, not {value!r}")
-        elif isinstance(default, int) or (default is None and declared[0] == "int"):
-            least = 0 if f.name in zero_ok else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{f.name} must be a whole number of at least {least}, not {value!r}")
-        elif isinstance(default, float):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
-                raise ValueError(f"{f.name} must be a finite number ≥ 0, not {value!r}")
-        elif isinstance(default, str) and not isinstance(value, str):
-            raise ValueError(f"{f.name} must be text, not {value!r}")
-    if hasattr(config, "check"):
-        config.check()
-
-
-def check_groups(width: int, groups: int) -> None:
-    """GroupNorm's groups must divide the width they normalise."""
-    if width % groups:
-        raise ValueError(f"groups ({groups}) must divide width ({width})")
-
-
-def check_choices(config, **choices: tuple) -> None:
-    """Each named option one of its allowed words."""
-    for name, allowed in choices.items():
-        if getattr(config, name) not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(config, name)!r}")
-
-
-def check_bins(config) -> None:
-    """A numeric column's bins (n_bins, integer_bins): at least two."""
-    for name in ("n_bins", "integer_bins"):
-        if getattr(config, name) < 2:
-            raise ValueError(f"{name} must be at least 2 bins, not {getattr(config, name)!r}")
-
-
-# the most rows one request draws: more would take hours on a CPU and tens of GB; draw several files instead
-MAX_SAMPLE_ROWS = 5_000_000
-
-
-def check_sample_rows(n) -> None:
-    """ValueError unless `n` rows can be drawn in one request: a whole number from 1 to MAX_SAMPLE_ROWS."""
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
-    if n > MAX_SAMPLE_ROWS:
-        raise ValueError(f"{n:,} rows is more than one request draws (at most {MAX_SAMPLE_ROWS:,}); ask for fewer, "
-                         "or draw several files")
 
 
 class SynthModel(Described, Timed, abc.ABC):
@@ -455,13 +410,13 @@ class SynthModel(Described, Timed, abc.ABC):
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             raise FileNotFoundError(f"no saved model in {directory}: {e}") from None
         try:
-            klass = get_model_class(state["family"])
+            klass = get_model_class(state["family"], linked=bool(state.get("linked")))
             if not issubclass(klass, cls):
                 raise ValueError(f"{directory} holds a {state['family']} model, not a {cls.family} one")
             state = klass.upgrade_state(state)
             tc = {k: v for k, v in state["train_config"].items()
                   if k not in ("seed", "device")} if klass.uses_dp_sgd else {}
-            model = klass(Schema.from_dict(state["schema"]), preset=state["preset"], device=device,
+            model = klass(schema_from_dict(state["schema"]), preset=state["preset"], device=device,
                           seed=state["train_config"].get("seed"), **state["config"], **tc)
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"the model description {directory / 'model.json'} is damaged ({type(e).__name__}: "

@@ -49,7 +49,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..training.layers import GhostLinear
-from .base import check_bins, check_choices, check_groups, register
+from .base import register
+from .options import check_bins, check_choices, check_groups
 from .vector import VectorModel
 
 

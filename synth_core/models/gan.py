@@ -43,7 +43,8 @@ from ..privacy import NoisePlan, gaussian_noise, secret_generator
 from ..privacy.planning import SamplingShape
 from ..training.device import device_label, seed_everything
 from ..training.engine import FuncDPStep, StepCount, TrainResult, cosine_decay, run_steps
-from .base import check_bins, check_choices, check_groups, register
+from .base import register
+from .options import check_bins, check_choices, check_groups
 from .gan_nets import Critic, Generator, critic_pair_loss
 from .vector import VectorModel
 

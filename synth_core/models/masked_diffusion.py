@@ -45,7 +45,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..training.layers import TokenEmbedding
-from .base import check_choices, check_groups, register
+from .base import register
+from .options import check_choices, check_groups
 from .diffusion import ResidualMLP
 from .tbart import Block, TBARTConfig
 from .token import TokenModel

@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from ..encoding import TokenEncoder
 from ..training.layers import GhostLinear, TokenEmbedding
-from .base import check_choices, register
+from .base import register
+from .options import check_choices
 from .token import TokenModel
 
 
@@ -114,17 +115,19 @@ class Block(nn.Module):
 
 
 class TabularTransformer(nn.Module):
-    """Input at position t: the previous token, its position, and which column is to be predicted.
+    """Input at position t: the previous token, its position, and which column is to be predicted (a person's
+    sequence, models.persons: `n_positions` positions of `n_columns` kinds).
 
     Each column has its own output head over its own vocabulary slice: the same distribution as one
     shared head masked to the slice, at a fifteenth of the cost on a 15-column table.
     """
 
-    def __init__(self, cfg: TBARTConfig, vocab_size: int, n_columns: int, column_sizes: list[int]):
+    def __init__(self, cfg: TBARTConfig, vocab_size: int, n_columns: int, column_sizes: list[int],
+                 n_positions: int | None = None):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = TokenEmbedding(vocab_size, cfg.n_embd)
-        self.pos_emb = TokenEmbedding(n_columns, cfg.n_embd)
+        self.pos_emb = TokenEmbedding(n_positions or n_columns, cfg.n_embd)
         self.col_emb = TokenEmbedding(n_columns, cfg.n_embd)
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
         self.ln_f = nn.LayerNorm(cfg.n_embd)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..schema import Schema
-from .accounting import Gaussian, gaussian_for
+from .accounting import Gaussian, gaussian_for, member_budget
 from .budget import check_calibration_share, check_quantile_share, check_run_budget
 from .measurements import count_epsilon, quantile_columns
 
@@ -59,3 +59,12 @@ def planned_split(epsilon: float, delta: float | None, bounds_epsilon: float = 0
     """The split a run of this budget would make, before anything is spent: for a page's preview."""
     check_run_budget(epsilon, delta, bounds_epsilon)
     return split_left(epsilon_left(epsilon, bounds_epsilon, rows_public), calibration_share, quantile_share)
+
+
+def separate_tables(epsilon: float, delta: float, max_children: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The baseline for linked tables (benchmarks/bench_linked.py): a parents' and a children's table synthesized
+    apart at one total (ε, δ) protecting a person. Half each; the children's half is what a run over child rows
+    may spend so that group privacy over a person's max_children rows stays within it (accounting.member_budget).
+    Returns ((ε, δ) of the parents' run, (ε, δ) of the children's run)."""
+    half = (epsilon / 2, delta / 2)
+    return half, member_budget(*half, max_children)

@@ -9,7 +9,11 @@ reads back, are not.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
+
+from ..files import OutputError, atomic_output, check_output_folder
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -34,3 +38,23 @@ def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
 def to_csv(table: pd.DataFrame, target=None) -> str | None:
     """The table as spreadsheet-safe CSV: written to `target` (a path or an open text file), or returned."""
     return spreadsheet_safe(table).to_csv(target, index=False)
+
+
+# the files a linked sample (schema.linked) is written as, in the folder the steward names
+LINKED_FILES = {"parents": "parents.csv", "children": "children.csv"}
+
+
+def write_linked(tables, folder) -> dict[str, str]:
+    """Linked synthetic tables (schema.linked.LinkedTables) as parents.csv and children.csv in `folder` (made if it
+    is missing; its parent must exist), each written atomically by `to_csv`. Returns {which: path}."""
+    folder = check_output_folder(folder, "folder for the two tables")
+    if not folder.parent.is_dir():
+        raise OutputError(f"the folder {folder.parent} does not exist; create it or write elsewhere")
+    folder.mkdir(exist_ok=True)
+    written = {}
+    for which, name in LINKED_FILES.items():
+        path = Path(folder) / name
+        with atomic_output(path, make_parent=False) as f:
+            to_csv(getattr(tables, which), f)
+        written[which] = str(path)
+    return written

@@ -39,6 +39,7 @@ from typing import Any
 from ..privacy import PrivacyLedger
 from ..privacy.ledger import LedgerError
 from ..schema import Schema
+from ..schema.linked import LinkedSchema, load_schema
 from . import process
 from ..files import atomic_output, check_output_folder, write_atomic
 
@@ -167,11 +168,12 @@ class RunDir:
     def write_training(self, result: dict) -> None:
         self._write_json(f"{PRIVATE}/training.json", result)
 
-    def write_schema(self, schema: Schema) -> None:
+    def write_schema(self, schema: Schema | LinkedSchema) -> None:
         self._write_json("schema.json", schema.to_dict())
 
-    def schema(self) -> Schema:
-        return Schema.load(self.path / "schema.json")
+    def schema(self) -> Schema | LinkedSchema:
+        """The run's public schema: of one table, or of two linked ones (schema.linked)."""
+        return load_schema(self.path / "schema.json")
 
     @property
     def ledger_path(self) -> Path:

@@ -69,7 +69,7 @@ class LLMConfig:
 
     def check(self) -> None:
         """What models.base.check_model_options leaves: sizes that must agree, shares, choices."""
-        from ..base import check_choices
+        from ..options import check_choices
         if self.backbone is None and self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
         if not 0 <= self.alpha <= 1:

