@@ -15,9 +15,9 @@ rows (as they are, before bounding), numbers cut at 20 quantile bins of the real
                max_children rows stays within ε/2 (privacy.split.separate_tables), then each synthetic child row
                given to a uniformly random synthetic parent
 
-Figures: each level's 1-/2-way TVD, the TVD of the children-per-person distribution (a count above max_children
-counted as max_children), the parent × child 2-way TVD (each parent column against each child column, over child
-rows), fit and sample seconds.
+Figures (synth_core.evaluate.linked): each level's 1-/2-way TVD, the TVD of the children-per-person distribution,
+the parent × child 2-way TVD (each parent column against each child column, over child rows), fit and sample
+seconds.
 
     python benchmarks/bench_linked.py --out benchmarks/results/linked [--tables pbcseq males] [--epsilons 1 4]
     python benchmarks/bench_linked.py --out benchmarks/results/linked --print
@@ -25,7 +25,6 @@ rows), fit and sample seconds.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import tempfile
@@ -33,14 +32,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synth_core import api  # noqa: E402
-from synth_core.evaluate import kway_tvd_report  # noqa: E402
-from synth_core.evaluate.fidelity import kway_tvd  # noqa: E402
+from synth_core.evaluate.linked import canonical, linked_fidelity  # noqa: E402
 from synth_core.privacy.contribution import bound_children  # noqa: E402
 from synth_core.privacy.split import separate_tables  # noqa: E402
 from synth_core.schema.linked import LinkedSchema, LinkedTables, draft_linked, link_tables  # noqa: E402
@@ -72,41 +69,6 @@ def load(table: str, seed: int = 0) -> tuple[LinkedTables, LinkedTables, LinkedS
     return split[0], split[1], schema
 
 
-def _without_key(frame: pd.DataFrame, key: str) -> pd.DataFrame:
-    return frame.drop(columns=[key])
-
-
-def canonical(tables: LinkedTables, schema: LinkedSchema) -> LinkedTables:
-    """The real tables as the schema reads them (categories as text, numbers clipped to their bounds), linked
-    (orphans dropped, no person bounded), with keys 1 … persons as a sample has them."""
-    rows, _ = link_tables(tables, schema)
-    return LinkedTables(rows.parents.assign(**{schema.key: np.arange(1, len(rows) + 1)}),
-                        rows.children.assign(**{schema.key: rows.person + 1}))
-
-
-def figures(real: LinkedTables, synth: LinkedTables, schema: LinkedSchema) -> dict:
-    """The issue's figures of `synth` against `real` (both with keys; `real` canonical)."""
-    key, k = schema.key, schema.max_children
-    out = {}
-    for level, part in (("parents", schema.parent), ("children", schema.child)):
-        columns = part.names
-        r, s = getattr(real, level)[columns], getattr(synth, level)[columns]
-        tvd = kway_tvd_report(r, s, part.numeric_columns, ks=(1, 2))
-        out[level] = {"1way": tvd[1], "2way": tvd[2]}
-    counts = []
-    for tables in (real, synth):
-        per = tables.children.groupby(key).size().reindex(tables.parents[key], fill_value=0).clip(upper=k)
-        counts.append(np.bincount(per.to_numpy(), minlength=k + 1) / len(per))
-    out["children_per_person_tvd"] = float(0.5 * np.abs(counts[0] - counts[1]).sum())
-    joined = [tables.children.merge(tables.parents, on=key, how="inner") for tables in (real, synth)]
-    numeric = set(schema.parent.numeric_columns) | set(schema.child.numeric_columns)
-    pairs = [kway_tvd(joined[0][[a, b]], joined[1][[a, b]], 2, [c for c in (a, b) if c in numeric])
-             for a, b in itertools.product(schema.parent.names, schema.child.names)]
-    out["parent_child_2way"] = float(np.mean(pairs))
-    out["persons"], out["child_rows"] = len(synth.parents), len(synth.children)
-    return out
-
-
 def linked_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, persons: int, work: Path) -> tuple:
     t0 = time.perf_counter()
     api.fit(train, schema, "dp-tbart", epsilon=epsilon, delta=DELTA, seed=0, public_table=True, run_dir=work / "linked")
@@ -120,7 +82,7 @@ def separate_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, pers
     (eps_p, delta_p), (eps_c, delta_c) = separate_tables(epsilon, DELTA, schema.max_children)
     rows, report = bound_children(*link_tables(train, schema), schema.max_children)
     t0 = time.perf_counter()
-    parents = api.fit(_without_key(train.parents, schema.key), schema.parent, "auto", epsilon=eps_p, delta=delta_p,
+    parents = api.fit(train.parents.drop(columns=[schema.key]), schema.parent, "auto", epsilon=eps_p, delta=delta_p,
                       seed=0, public_table=True)
     children = api.fit(rows.children, schema.child, "auto", epsilon=eps_c, delta=delta_c, seed=0, public_table=True)
     t1 = time.perf_counter()
@@ -143,7 +105,7 @@ def one(table: str, epsilon: float, out: Path) -> dict:
         for method, run in (("linked", lambda: linked_run(train, schema, epsilon, persons, Path(work))),
                             ("separate", lambda: separate_run(train, schema, epsilon, persons))):
             synth, times = run()
-            result[method] = {**figures(canonical(train, schema), synth, schema), **times}
+            result[method] = {**linked_fidelity(canonical(train, schema), synth, schema), **times}
             print(f"{table} ε={epsilon:g} {method}: {json.dumps(result[method])}", flush=True)
     (out / f"{table}-eps{epsilon:g}.json").write_text(json.dumps(result, indent=2))
     return result

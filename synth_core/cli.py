@@ -238,8 +238,9 @@ def _say_fitted(result, request: FitRequest) -> None:
         done = f"{r.steps_done} {plan.unit}" + (f" of about {r.steps_planned}" if r.cancelled else "")
         print(f"{result.run.status()['state']}: {done}, {r.seconds:.1f} s on {r.device}")
     else:
+        unit = "persons" if isinstance(result.schema, LinkedSchema) else "rows"
         print(f"{result.run.status()['state']}: {r.steps_done}/{r.steps_planned} {plan.unit}, {r.seconds:.1f} s on "
-              f"{r.device}, {r.samples_per_second:.0f} rows/s")
+              f"{r.device}, {r.samples_per_second:.0f} {unit}/s")
     print(f"privacy: ε spent {result.ledger.spent_epsilon:.4f} of {request.epsilon:g} "
           f"(δ = {result.ledger.target_delta:g}, {plan.describe()})")
     config = result.run.public_config()

@@ -25,6 +25,7 @@ from .privacy import PrivacyLedger, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.measurements import Marginals, count_epsilon, measure_marginals, measure_quantiles, noisy_count, \
     rows_upper_bound
+from .privacy.person_marginals import measure_person_marginals
 from .privacy.planning import NoisePlan
 from .privacy.split import split_left
 from .privacy.table_budget import TableBudgets, TableCharge
@@ -149,7 +150,11 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
     if split.quantiles:  # the numeric columns' bins follow their quantiles from here on (the run's schema)
         schema, mechanism = measure_quantiles(rows, schema, split.quantiles, delta, ledger, request.accountant)
         alongside += (mechanism,) if mechanism is not None else ()
-    if split.marginals:
+    if split.marginals and isinstance(schema, LinkedSchema):  # both levels, protecting a person
+        calibration, mechanism = measure_person_marginals(rows, schema, split.marginals, delta, ledger,
+                                                          ledger.n_rows, request.accountant)
+        alongside += (mechanism,)
+    elif split.marginals:
         calibration, mechanism = measure_marginals(rows, schema, split.marginals, delta, ledger, rows=ledger.n_rows,
                                                    accountant=request.accountant)
         alongside += (mechanism,)

@@ -127,12 +127,11 @@ class FitRequest:
     def _check_linked(self) -> None:
         """What linked tables (schema.linked) cannot be trained with yet."""
         asked = [what for what, value in (("DP bounds (bounds_epsilon)", self.bounds_epsilon),
-                                          ("a calibration share", self.calibration_share),
                                           ("a quantile share", self.quantile_share),
                                           ("a review sample", self.review_rows)) if value]
         if asked:
             raise SchemaError(f"linked tables cannot be trained with {' or '.join(asked)} yet: declare every bound "
-                              "in the schema and leave the shares at 0")
+                              "in the schema and leave the quantile share at 0")
 
     def _check_model(self, schema: Schema | None, world_size: int) -> None:
         from .models import get_model_class, model_class_for  # the families, and torch, when a request is checked
@@ -195,9 +194,10 @@ class FitRequest:
         """The request with every default filled in and, for auto, the recommendation for the public `schema`
         and the row count the run releases (`rows`: declared public or noisy, never the exact one) applied."""
         from .models import model_class_for
-        if isinstance(schema, LinkedSchema):  # one family models linked tables; what it measures comes later
+        if isinstance(schema, LinkedSchema):  # one family models linked tables, its marginals measured at two levels
+            share = DEFAULT_CALIBRATION_SHARE if self.calibration_share is None else self.calibration_share
             return dataclasses.replace(self, model=LINKED_AUTO if self.model == AUTO else self.model,
-                                       preset=self.preset or DEFAULT_PRESET, calibration_share=0.0, quantile_share=0.0)
+                                       preset=self.preset or DEFAULT_PRESET, calibration_share=share, quantile_share=0.0)
         if self.model != AUTO:
             klass = model_class_for(self.model, schema)
             share = self.calibration_share

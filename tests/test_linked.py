@@ -71,7 +71,11 @@ def test_a_person_with_all_their_rows_is_one_sample_and_the_ledger_says_so(fitte
     plan = result.model.plan
     # Poisson sampling over persons: the sampling rate is the expected batch over the persons released
     assert plan.sample_rate == pytest.approx(plan.expected_batch_size / ledger["n_rows"], rel=1e-6)
-    assert abs(ledger["n_rows"] - 120) < 60  # a noisy count of persons, not of visits (around 400)
+    # the count released is of persons (120), not of visits (about 400): what the noisy count is given
+    from synth_core import pipeline
+    admitted = pipeline.admit(patients(), public_schema(), FitRequest(epsilon=2.0, preset="tiny"))
+    assert len(admitted.rows) == 120 and len(admitted.rows.children) > 300
+    assert any(e["kind"] == "noisy-count" for e in ledger["entries"])
     # one loss per person, and a person's loss reads their rows alone: changing one person's visits changes
     # nobody else's (per-sample clipping then bounds a whole person)
     model = result.model
@@ -79,7 +83,7 @@ def test_a_person_with_all_their_rows_is_one_sample_and_the_ledger_says_so(fitte
     data = model.encode(rows)[:8]
     before = model.loss_fn(model.net, data)
     changed, enc = data.clone(), model.encoder
-    t = enc.marks[0] + 1  # person 3's first visit's first column: another value of it
+    t = int(enc.child_start(0))  # person 3's first visit's first column: another value of it
     offset, size = int(enc.kind_offsets[enc.kinds[t]]), enc.sizes[enc.kinds[t]]
     changed[3, t] = offset + (int(changed[3, t]) - offset + 1) % size
     after = model.loss_fn(model.net, changed)
@@ -210,3 +214,58 @@ def test_the_flat_families_list_is_unchanged_and_dp_tbart_is_the_linked_one():
     with pytest.raises(ValueError, match="does not support linked tables"):
         FitRequest(model="dp-wgan").check(public_schema())
     FitRequest(model="auto", epsilon=1.0).check(public_schema())
+
+
+def test_a_person_moves_each_measured_marginal_by_at_most_one(monkeypatch):
+    """The marginals of both levels are released by one Gaussian mechanism of L2 sensitivity √m for m marginals:
+    adding a person (with max_children rows, all in one cell) moves each marginal by at most 1 in L2."""
+    from synth_core.privacy import PrivacyLedger
+    from synth_core.privacy import person_marginals
+    monkeypatch.setattr(person_marginals, "noisy_counts", lambda counts, std: counts)  # the exact counts
+    schema = public_schema()
+    rows, _ = bound_children(*link_tables(patients(40), schema), K)
+
+    def measured(r):
+        ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=40)
+        marginals, _ = person_marginals.measure_person_marginals(r, schema, 0.5, 1e-5, ledger, 40)
+        return marginals, ledger
+
+    before, ledger = measured(rows)
+    heavy = pd.DataFrame({"day": [7] * K, "bili": [19.0] * K, "stage": ["late"] * K})
+    more = type(rows)(pd.concat([rows.parents, rows.parents.head(1)], ignore_index=True),
+                      pd.concat([rows.children, heavy], ignore_index=True),
+                      np.concatenate([rows.person, np.full(K, len(rows))]))
+    after, _ = measured(more)
+    moves = [np.linalg.norm(a.counts - b.counts) for a, b in zip(after.marginals, before.marginals)]
+    assert len(moves) == len(before.marginals) > 10 and max(moves) <= 1 + 1e-9
+    entry = next(e for e in ledger.to_dict()["entries"] if e["kind"] == "marginals")
+    assert entry["details"]["unit"] == "person"
+    assert entry["details"]["noise_std"] == pytest.approx(entry["details"]["noise_multiplier"] * len(moves) ** 0.5)
+
+
+def test_a_calibrated_linked_run_resamples_persons_towards_both_levels(fitted):
+    result, tmp = fitted
+    ledger = json.loads((tmp / "run" / "ledger.json").read_text())
+    assert {e["kind"] for e in ledger["entries"]} >= {"marginals", "dp-sgd"}
+    assert ledger["spent_epsilon"] <= 2.0 + 1e-9  # the measurement composed with training within the target
+    tables, info = api.sample(tmp / "run", 150, seed=4)
+    assert info["calibration"]["pool_rows"] >= 150 * 3 and info["calibration"]["marginals"] > 0
+    assert len(tables.parents) == 150 and set(tables.children["pid"]) <= set(range(1, 151))
+    assert tables.children.groupby("pid").size().max() <= K
+    own, _ = api.sample(tmp / "run", 150, seed=4)
+    pd.testing.assert_frame_equal(own.children, tables.children)  # a reloaded run calibrates to the same counts
+
+
+def test_the_review_sees_what_synthesizing_the_tables_apart_loses():
+    """evaluate.linked: the real tables against themselves score 0; the same rows with every child row given to a
+    random person keep both levels' marginals (0) and lose the link (parent × child) and the counts per person."""
+    from synth_core.evaluate.linked import canonical, linked_fidelity
+    schema = public_schema()
+    real = canonical(patients(), schema)
+    same = linked_fidelity(real, real, schema)
+    assert same["parents"] == {"1way": 0.0, "2way": 0.0} and same["children"]["2way"] == 0.0
+    assert same["children_per_person_tvd"] == 0.0 and same["parent_child_2way"] == 0.0
+    owners = np.random.default_rng(0).integers(1, len(real.parents) + 1, len(real.children))
+    apart = linked_fidelity(real, LinkedTables(real.parents, real.children.assign(pid=owners)), schema)
+    assert apart["parents"]["2way"] == 0.0 and apart["children"]["2way"] == 0.0
+    assert apart["parent_child_2way"] > 0.05 and apart["children_per_person_tvd"] > 0.1

@@ -34,6 +34,7 @@ import pandas as pd
 
 from ..encoding.tokens import NULL_LABEL
 from ..privacy.measurements import Marginals
+from ..privacy.person_marginals import child_weights
 from ..schema import Schema
 from ..schema.rules import obeying
 
@@ -47,10 +48,23 @@ POOL_GROWTH = 4          # the pool may double, while its weights hold fewer eff
 
 @dataclass
 class _Target:
-    cells: np.ndarray     # each pool row's cell
+    cells: np.ndarray     # each pool row's cell (or each entry's: see owner)
     counts: np.ndarray    # the noisy counts to reach
     total: float          # the rows the counts stand for
     var: float            # the noise's variance on each count
+    owner: np.ndarray | None = None  # each entry's pool row, where a row has several (a person's child rows)
+    share: np.ndarray | None = None  # each entry's weight within its row
+
+    def counted(self, q: np.ndarray) -> np.ndarray:
+        """The pool's counts in the target's cells under the weights q."""
+        weights = q if self.owner is None else q[self.owner] * self.share
+        return self.total * np.bincount(self.cells, weights=weights, minlength=self.counts.size)
+
+    def gradient(self, residual: np.ndarray, rows: int) -> np.ndarray:
+        """The noise-scaled squared error's gradient in each pool row's weight."""
+        if self.owner is None:
+            return self.total * residual[self.cells] / self.var
+        return self.total * np.bincount(self.owner, weights=self.share * residual[self.cells], minlength=rows) / self.var
 
 
 def pool_size(n: int) -> int:
@@ -117,7 +131,28 @@ def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
     """Weights (summing to 1) over the pool's rows, and what calibration did (for `last_sample_info`); `rules`:
     the declared rules the pool obeys (schema.rule_checks), whose forbidden cells are zero."""
     targets = _targets(pool, marginals, schema, dict(conditions or {}), list(rules or []))
-    m = len(pool)
+    return _solve(targets, len(pool))
+
+
+def calibrate_persons(persons: pd.DataFrame, children: pd.DataFrame, person: np.ndarray, marginals,
+                      schema, conditions: dict | None = None) -> tuple[np.ndarray, dict]:
+    """Weights (summing to 1) over a pool of synthetic persons (linked tables): `persons`, their rows with their
+    count of child rows (schema.linked.LinkedSchema.persons), `children` their child rows and `person` each child
+    row's person; `marginals` the run's privacy.person_marginals.PersonMarginals. A person's child rows count
+    1/k each in the children's marginals, as they were measured."""
+    conditions = dict(conditions or {})
+    targets = _targets(persons, marginals.persons, schema.persons(), conditions, [])
+    if not conditions:  # a child row's marginal says nothing about the persons meeting conditions
+        share = child_weights(person, len(persons))
+        for m in marginals.children.marginals:
+            cells, _ = marginals.children.encoder(schema.child, m).cells(children, m.columns)
+            targets.append(_Target(cells=cells, counts=m.counts, total=float(marginals.children.rows),
+                                   var=marginals.children.std(m) ** 2, owner=person, share=share))
+    return _solve(targets, len(persons))
+
+
+def _solve(targets: list[_Target], m: int) -> tuple[np.ndarray, dict]:
+    """Mirror descent from the uniform weights over m pool rows until the error reaches the noise's level."""
     q = np.full(m, 1.0 / m)
     info = {"pool_rows": m, "marginals": len(targets), "iterations": 0}
     if not targets or m == 0:
@@ -126,7 +161,7 @@ def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
     noise_level = float(sum(t.counts.size for t in targets))  # E[error] at the true table
 
     def error(q: np.ndarray) -> tuple[float, list[np.ndarray]]:
-        residuals = [t.total * np.bincount(t.cells, weights=q, minlength=t.counts.size) - t.counts for t in targets]
+        residuals = [t.counted(q) - t.counts for t in targets]
         return float(sum((r ** 2).sum() / t.var for t, r in zip(targets, residuals))), residuals
 
     err, residuals = error(q)
@@ -137,7 +172,7 @@ def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
     for it in range(MAX_ITERATIONS):
         if err <= noise_level:
             break
-        grad = sum(t.total * r[t.cells] / t.var for t, r in zip(targets, residuals))
+        grad = sum(t.gradient(r, m) for t, r in zip(targets, residuals))
         if step is None:
             step = 0.5 / max(float(np.abs(grad).max()), 1e-12)
         while True:

@@ -1,10 +1,10 @@
 """DP-TBART over persons (linked tables): the transformer of models.tbart reads a whole person as one sequence,
-their row, then each of their child rows, then an end mark (encoding.persons), so that one DP-SGD sample is one
-person. Poisson sampling picks persons, per-sample clipping bounds a whole person's gradient, and the accountant
+their row, how many child rows they have, then each of those rows (encoding.persons), so that one DP-SGD sample
+is one person. Poisson sampling picks persons, per-sample clipping bounds a whole person's gradient, and the accountant
 plans over the number of persons: the ε of the run protects a person with all their child rows (at most
 max_children, privacy.contribution).
 
-Sampling writes persons position by position; a mark decides whether another child row follows. Conditions on
+Sampling writes persons position by position, the count of child rows drawn after the person's row. Conditions on
 the parents' columns are met exactly where they lead the parents' columns, by rejection of persons otherwise.
 """
 from __future__ import annotations
@@ -15,10 +15,19 @@ import torch
 import torch.nn.functional as F
 
 from ..encoding import TokenEncoder
-from ..encoding.persons import END, MORE, PersonEncoder
-from ..schema.linked import LinkedRows, LinkedSchema, LinkedTables
+from ..encoding.persons import PersonEncoder
+from ..privacy.person_marginals import PersonMarginals
+from ..schema.linked import COUNT_COLUMN, LinkedRows, LinkedSchema, LinkedTables
 from .base import SamplingError, SynthModel, draw_with_rejection, register
+from .calibration import calibrate_persons, pool_size, resample
 from .tbart import PRESETS, TabularTransformer, TBARTConfig
+
+# DP-TBART's presets with three times the epochs on the CPU sizes: a table of persons holds hundreds or thousands
+# of them, so ten epochs of batches of an eighth are only 80 steps (bench_linked's tables at ε = 1 and 4: 30 epochs
+# gave a lower parent × child 2-way TVD than 10 in 3 cases of 4, by 0.02-0.07, and 0.02 higher on pbcseq at ε = 1;
+# 60 no better on pbcseq at ε = 4)
+PERSON_PRESETS = {name: {"model": dict(p["model"]), "train": {**p["train"], "epochs": 3 * p["train"]["epochs"]}}
+                  if name in ("quick", "cpu") else p for name, p in PRESETS.items()}
 
 
 class PersonTransformer(TabularTransformer):
@@ -38,7 +47,7 @@ class PersonTBART(SynthModel):
                    "the privacy guarantee covers a whole person with all their rows.")
     when_to_pick = "Linked tables: persons and their visits, customers and their transactions."
     config_class = TBARTConfig
-    presets = PRESETS
+    presets = PERSON_PRESETS
     size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
     dp_mechanism = "DP-SGD over persons (Poisson sampling of persons, per-person clipping, Gaussian noise)"
     trains_distributed = False
@@ -71,19 +80,15 @@ class PersonTBART(SynthModel):
     def ledger_details(self) -> dict:
         return {"unit": "person", "max_children": self.schema.max_children}
 
-    def state(self) -> dict:
-        return {**super().state(), "linked": True}
-
     # --- training -----------------------------------------------------------------------------------------
     def loss_fn(self, module, rows: torch.Tensor) -> torch.Tensor:
-        """Per person, the mean cross-entropy of their tokens up to their END mark, each token over its own
-        kind's vocabulary."""
+        """Per person, the mean cross-entropy of their tokens (their row, their count of child rows, those rows),
+        each token over its own kind's vocabulary."""
         device = rows.device
         B, L = rows.shape
         kinds = self.kinds.to(device)
-        marks = torch.from_numpy(self.encoder.marks).to(device)
-        ended = rows[:, marks] == self.encoder.mark_offset + END
-        length = marks[ended.float().argmax(dim=1)] + 1
+        count = rows[:, self.encoder.parent.n_columns] - self.encoder.count_offset
+        length = self.encoder.parent.n_columns + 1 + count * self.encoder.child.n_columns
         valid = torch.arange(L, device=device).unsqueeze(0) < length.unsqueeze(1)
         local = torch.where(valid, rows - self.kind_offsets.to(device)[kinds], torch.zeros_like(rows))
         bos = torch.full((B, 1), TokenEncoder.BOS, dtype=rows.dtype, device=device)
@@ -100,34 +105,27 @@ class PersonTBART(SynthModel):
     def generate_tokens(self, n: int, fixed: dict[int, int], generator: torch.Generator,
                         temperature: float = 1.0) -> np.ndarray:
         """n persons' sequences; the parents' columns in `fixed` (position: global token, a leading prefix)
-        are set, not drawn."""
+        are set, not drawn. Positions past every person's child rows are left as padding."""
         net, device, enc = self.net, self.device, self.encoder
         net.eval()
-        mark = enc.n_kinds - enc.child.n_columns - 1
         offsets = self.kind_offsets.to(device)
         seq = torch.full((n, enc.length + 1), TokenEncoder.BOS, dtype=torch.long, device=device)
         kinds = self.kinds.to(device)
         caches = [dict() for _ in net.blocks]
-        alive = torch.ones(n, dtype=torch.bool, device=device)
-        end = enc.mark_offset + END
+        end = enc.length
         for t in range(enc.length):
+            if t >= end:  # every person's child rows are written
+                break
             h = net.hidden(seq[:, t:t + 1], kinds[t].expand(n, 1), caches, start=t)[:, -1, :]
-            kind = int(enc.kinds[t])
             if t in fixed:
                 seq[:, t + 1] = fixed[t]
                 continue
-            if t == enc.marks[-1]:  # after max_children rows, the end
-                seq[:, t + 1] = end
-                break
+            kind = int(enc.kinds[t])
             logits = net.heads[kind](h) / max(temperature, 1e-6)
             local = torch.multinomial(torch.softmax(logits.float(), dim=-1), 1, generator=generator).squeeze(1)
-            token = local + offsets[kind]
-            if kind == mark:
-                token = torch.where(alive, token, torch.full_like(token, end))
-                alive &= local == MORE
-            seq[:, t + 1] = token
-            if kind == mark and not alive.any():
-                break
+            seq[:, t + 1] = local + offsets[kind]
+            if kind == enc.count_kind:
+                end = int(enc.child_start(int(local.max())))
         return seq[:, 1:].cpu().numpy()
 
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
@@ -162,8 +160,46 @@ class PersonTBART(SynthModel):
 
     def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, calibrate: bool = True,
                **options) -> LinkedTables:
-        """n synthetic persons with their child rows (LinkedTables); sampling costs no privacy."""
-        return self.draw(n, conditions, seed, **options)
+        """n synthetic persons with their child rows (LinkedTables); sampling costs no privacy. A run that
+        measured the marginals of both levels (privacy.person_marginals) draws a pool of persons and resamples
+        it towards them (models.calibration.calibrate_persons); calibrate=False returns the model's own."""
+        if not calibrate or self.calibration is None:
+            return self.draw(n, conditions, seed, **options)
+        pool = self.draw(pool_size(n), conditions, seed, **options)
+        drawn = self.last_sample_info
+        key = self.schema.key
+        persons = pool.parents.drop(columns=[key]).assign(**{COUNT_COLUMN: np.bincount(
+            pool.children[key].to_numpy() - 1, minlength=len(pool.parents))})
+        weights, info = calibrate_persons(persons, pool.children.drop(columns=[key]),
+                                          pool.children[key].to_numpy() - 1, self.calibration, self.schema, conditions)
+        picked = resample(weights, n, np.random.default_rng(None if seed is None else seed + 2))
+        out = pick_persons(pool, picked, key)
+        self.last_sample_info = {**drawn, "rows": n, "child_rows": len(out.children), "calibration": info}
+        return out
+
+    # --- persistence --------------------------------------------------------------------------------------
+    def state(self) -> dict:
+        """model.json: the base's, marked linked, with the run's marginals of both levels under their own key."""
+        return {**super().state(), "linked": True, "calibration": None,
+                "person_calibration": self.calibration.to_dict() if self.calibration else None}
+
+    def restore(self, state: dict) -> None:
+        if state.get("person_calibration"):
+            self.calibration = PersonMarginals.from_dict(state["person_calibration"])
+
+
+def pick_persons(pool: LinkedTables, picked: np.ndarray, key: str) -> LinkedTables:
+    """The persons `picked` (indices into the pool's, repeats allowed) with their child rows, keys fresh."""
+    owner = pool.children[key].to_numpy() - 1
+    order = np.argsort(owner, kind="stable")
+    counts = np.bincount(owner, minlength=len(pool.parents))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    lengths = counts[picked]
+    within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    rows = order[np.repeat(starts[picked], lengths) + within]
+    parents = pool.parents.iloc[picked].drop(columns=[key]).reset_index(drop=True)
+    children = pool.children.iloc[rows].drop(columns=[key]).reset_index(drop=True)
+    return with_keys(parents, children, np.repeat(np.arange(len(picked)), lengths), key)
 
 
 def with_keys(parents: pd.DataFrame, children: pd.DataFrame, person: np.ndarray, key: str) -> LinkedTables:

@@ -20,13 +20,16 @@ import numpy as np
 import pandas as pd
 
 from ..files import write_atomic
-from .spec import SCHEMA_VERSION, Schema, SchemaError, _preview
+from .spec import SCHEMA_VERSION, ColumnSpec, Schema, SchemaError, _preview
 from .tables import ValidationReport, _is_missing, draft_schema, validate_table
 
 # what a draft proposes as the most child rows a person may contribute: a public default, never read from the data
 DEFAULT_MAX_CHILDREN = 10
 # the most a person may contribute: a sequence of this many child rows is what the model reads for every person
 MOST_CHILDREN = 200
+# the column of a person's row that counts their child rows (0 … max_children): what the models and the
+# marginals of persons read beside the parents' own columns; never a column of either table
+COUNT_COLUMN = "(child rows)"
 KEY_REASON = "the key that links the two tables: an identifier, never modelled (synthetic keys are fresh)"
 LINKED_FIELDS = {"version", "linked", "parent", "child"}
 
@@ -82,12 +85,20 @@ class LinkedSchema:
                               f"from 1 to {MOST_CHILDREN}, not {k!r}")
         if self.order is not None and (self.order not in self.child or not self.child[self.order].is_numeric):
             raise SchemaError(f"the order column {self.order!r} must be a numeric column of the children's schema")
+        if COUNT_COLUMN in self.parent or COUNT_COLUMN in self.child:
+            raise SchemaError(f"{COUNT_COLUMN!r} is the name of a person's count of child rows: rename that column")
         clash = sorted(set(self.parent.names) & set(self.child.names))
         if clash:
             raise SchemaError(f"both tables have a column named {_preview(clash)}: rename one so that every "
                               "column says which table it belongs to")
         if self.version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")
+
+    def persons(self) -> Schema:
+        """The schema of a person's row as models and measurements of persons read it: the parents' columns and
+        COUNT_COLUMN, how many child rows the person has (0 … max_children, public bounds)."""
+        count = ColumnSpec(COUNT_COLUMN, "integer", lower=0, upper=self.max_children)
+        return replace(self.parent.modelled(), columns=[*self.parent.modelled().columns, count], rows=None)
 
     def require_bounds(self) -> None:
         self.parent.require_bounds()
