@@ -22,6 +22,7 @@ from tqdm import tqdm
 # Only what every command needs is imported here: the commands that train or sample import the models (and so
 # torch and Opacus) when they run, so that --help, `runs` and the schema commands answer at once.
 from .cli_args import FAMILY_COMMANDS, build_parser, parse_options
+from .cli_schema import read_tables, schema_command
 from .errors import ProcessLost, SamplingError
 from .format import epsilon as epsilon_text, runs as runs_text
 from .models.recommend import AUTO
@@ -32,83 +33,14 @@ from .home import budgets_path
 from .release.export import to_csv
 from .privacy.table_budget import TableBudgets
 from .runs import RunDir, RunError
-from .schema import Schema, SchemaError, draft_schema, left_out, read_table, schema_columns
-from .schema.derived import describe
-from .schema.linked import DEFAULT_MAX_CHILDREN, LinkedSchema, LinkedTables, draft_linked, load_schema
-
-
-def _schema(args) -> int:
-    """`schema draft`, `schema confirm`, `schema check`, of one table or of two linked ones."""
-    if args.schema_command == "draft":
-        check_output_file(args.out, "schema file")
-        if (args.child is None) != (args.key is None) or (args.child is None and (args.max_children or args.order)):
-            raise SchemaError("linked tables are drafted with --child and --key together (--max-children and --order "
-                              "belong to them)")
-        table = read_table(args.data, missing_markers=args.missing)
-        options = dict(max_categories=args.max_categories, missing_markers=args.missing)
-        if args.child is not None:
-            tables = LinkedTables(table, read_table(args.child, missing_markers=args.missing))
-            schema = draft_linked(tables, args.key, max_children=args.max_children or DEFAULT_MAX_CHILDREN,
-                                  order=args.order, **options)
-            parts = [("parents", schema.parent), ("children", schema.child)]
-        else:
-            schema = draft_schema(table, **options)
-            parts = [("", schema)]
-        schema.save(args.out)
-        columns = " and ".join(f"{len(s.columns)} columns" + (f" ({label})" if label else "") for label, s in parts)
-        print(f"wrote {args.out} (readable by you only): {columns}, DRAFTED FROM THE DATA. Edit the bounds and "
-              "categories into public facts, then run `python -m synth_core schema confirm` on it; until then every "
-              "run using it is flagged.")
-        if args.child is not None:
-            k = schema.max_children
-            print(f"max_children: {k}, the most child rows one person contributes (a public choice, not read from the "
-                  f"data: a person with more keeps a random {k} of them); edit it in the file")
-        for label, s in parts:
-            for name, why in s.excluded.items():
-                print(f"left out: {name}{f' ({label})' if label else ''}: {why}")
-    elif args.schema_command == "confirm":
-        schema = load_schema(args.schema)
-        print(f"{args.schema} states these facts about the table; confirming says each is public "
-              "(published, or known to anyone without the data):")
-        print("\n".join(_describe(schema)))
-        schema.confirm().save(args.schema)
-        print(f"{args.schema}: confirmed as public")
-    else:
-        schema = load_schema(args.schema)
-        tables = _read_tables(args, schema)
-        if isinstance(schema, LinkedSchema):
-            from .schema.linked import link_tables
-            rows, report = link_tables(tables, schema)
-            counts = rows.children_per_person()
-            print(f"{len(rows)} persons and {len(rows.children)} child rows fit the schema; "
-                  f"{int((counts > schema.max_children).sum())} persons have more than {schema.max_children}")
-        else:
-            from .schema import validate_table
-            _, report = validate_table(tables, schema)
-            print(f"{report.rows} rows fit the schema")
-        for line in report.summary():
-            print(f"note: {line}")
-    return 0
-
-
-def _read_tables(args, schema):
-    """The private table of `--data`, or for a linked schema the parents' (--data) and the children's (--child)."""
-    if not isinstance(schema, LinkedSchema):
-        if args.child is not None:
-            raise SchemaError("--child is for linked tables, but the schema describes one table: draft it from both "
-                              "(`schema draft --data PARENTS --child CHILDREN --key COLUMN`)")
-        return read_table(args.data, schema)
-    if args.child is None:
-        raise SchemaError(f"the schema links two tables by {schema.key!r}: give the children's table with --child")
-    if args.key is not None and args.key != schema.key:
-        raise SchemaError(f"--key {args.key!r} is not the schema's key, {schema.key!r}")
-    return LinkedTables(read_table(args.data, schema.parent), read_table(args.child, schema.child))
+from .schema import Schema, SchemaError, left_out, read_table, schema_columns
+from .schema.linked import LinkedSchema, LinkedTables, load_schema
 
 
 def _fit(args) -> int:
     from .training import distributed
     schema = load_schema(args.schema)
-    table = _read_tables(args, schema)
+    table = read_tables(args, schema)
     group = distributed.init_from_env()  # under torchrun: one run across its processes (training.distributed)
     try:
         return _fit_table(args, table, schema, _request(args), overwrite=args.overwrite)
@@ -297,11 +229,13 @@ def _evaluate(args) -> int:
     if not runs and not files:
         raise EvaluationError("give at least one --synthetic FILE or --run DIR")
     if args.schema:
-        schema = Schema.load(args.schema)
+        schema = load_schema(args.schema)
     elif runs:
         schema = RunDir(runs[0][1]).require().schema()
     else:
         raise EvaluationError("give --schema (or a --run whose schema.json is used)")
+    if isinstance(schema, LinkedSchema) or args.real_child:
+        return _evaluate_linked(args, schema, runs, files)
     for name, what in ((args.target, "target"), (args.sensitive, "sensitive column")):
         if name is not None and name not in schema:
             raise EvaluationError(f"the {what} {name!r} is not a column of the schema")
@@ -330,6 +264,32 @@ def _evaluate(args) -> int:
     html_path, json_path = build_report(real, synthetic, schema, holdout=holdout, target=args.target,
                                         sensitive=args.sensitive, ledger=ledgers, out_dir=args.out, seed=args.seed,
                                         include_umap=not args.no_umap, n_threads=args.threads)
+    print(f"wrote {html_path} and {json_path}")
+    return 0
+
+
+def _evaluate_linked(args, schema, runs: list, files: list) -> int:
+    """`evaluate` of linked tables: each run draws as many persons as the real table holds (--seed), each
+    --synthetic folder holds parents.csv and children.csv; report.html and report.json in --out."""
+    from . import api
+    from .evaluate.linked import canonical, linked_review, write_linked_report
+    from .release.export import LINKED_FILES
+    if not isinstance(schema, LinkedSchema) or args.real_child is None:
+        raise SchemaError("linked tables are reviewed with a linked schema (a --run of linked tables, or --schema), "
+                          "--real PARENTS and --real-child CHILDREN")
+    if args.out is None:
+        raise SchemaError("give --out, the folder for report.html and report.json")
+    real = canonical(LinkedTables(read_table(args.real, schema.parent), read_table(args.real_child, schema.child)),
+                     schema)
+    synthetic, ledgers = {}, {}
+    for label, path in runs:
+        synthetic[label], _ = api.sample(path, len(real.parents), seed=args.seed)
+        ledgers[label] = RunDir(path).ledger_dict()
+    for label, path in files:
+        folder = Path(path)
+        synthetic[label] = LinkedTables(*(read_table(folder / LINKED_FILES[which], part) for which, part in
+                                          (("parents", schema.parent), ("children", schema.child))))
+    html_path, json_path = write_linked_report(linked_review(real, synthetic, schema), args.out, ledgers)
     print(f"wrote {html_path} and {json_path}")
     return 0
 
@@ -392,35 +352,6 @@ def _runs(args) -> int:
     return 0
 
 
-def _describe(schema: Schema | LinkedSchema) -> list[str]:
-    """The facts of a schema, one line per column, for a steward to read before confirming them."""
-    if isinstance(schema, LinkedSchema):
-        return ([f"  two tables linked by {schema.key!r}; a person contributes at most {schema.max_children} child "
-                 "rows" + (f", in the order of {schema.order!r}" if schema.order else "")]
-                + ["  the parents' table (one row a person):"] + ["  " + line for line in _describe(schema.parent)]
-                + ["  the children's table:"] + ["  " + line for line in _describe(schema.child)])
-    lines = []
-    for c in schema.columns:
-        if c.is_numeric:
-            facts = f"{c.kind}, from {c.lower:g} to {c.upper:g}" if c.has_bounds else f"{c.kind}, NO BOUNDS"
-            if c.binning == "log":
-                facts += " (log scale)"
-        else:
-            cats = c.vocabulary()
-            facts = f"categories: {', '.join(cats[:8])}" + (f", … ({len(cats)} in all)" if len(cats) > 8 else "")
-        extra = [x for x in ("missing values allowed" if c.nullable else "", f"role {c.role}" if c.role else "",
-                             "read from dates (years)" if c.date else "",
-                             f"derived, never modelled: {describe(c.derived)}" if c.derived else "") if x]
-        lines.append(f"  {c.name}: {facts}" + (f"; {'; '.join(extra)}" if extra else ""))
-    for rule in schema.rules:
-        lines.append(f"  every row obeys: {rule}")
-    if schema.rows is not None:
-        lines.append(f"  the number of rows, {schema.rows:,}, is declared public")
-    for name, why in schema.excluded.items():
-        lines.append(f"  left out: {name} ({why})")
-    return lines
-
-
 def _forecast(args) -> int:
     from .benchmark_model import floor
     from .forecast import forecast
@@ -456,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(families=command in FAMILY_COMMANDS).parse_args(argv)
     try:
         if args.command == "schema":
-            return _schema(args)
+            return schema_command(args)
         if args.command == "fit":
             return _fit(args)
         if args.command == "sample":

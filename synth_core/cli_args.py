@@ -128,6 +128,8 @@ def _review_commands(sub, MODELS: dict, families: bool) -> None:
     ev = sub.add_parser("evaluate", aliases=["report"],
                         help="review synthetic tables against the real one: HTML report + JSON of every figure")
     ev.add_argument("--real", required=True, help="the real table the model was trained on (CSV or Parquet)")
+    ev.add_argument("--real-child", default=None, help="linked tables: the real children's table (--real: the "
+                    "parents'); --synthetic is then a folder holding parents.csv and children.csv")
     ev.add_argument("--holdout", help="real rows the model never saw (needed for utility and the privacy attacks)")
     ev.add_argument("--synthetic", action="append", default=[], metavar="[LABEL=]FILE",
                     help="a synthetic table (repeatable, to compare runs)")

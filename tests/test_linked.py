@@ -181,7 +181,7 @@ def test_the_cli_drafts_confirms_fits_and_samples_linked_tables(tmp_path):
         return code, out.getvalue() + err.getvalue()
 
     code, said = run("schema", "draft", "--data", tmp_path / "parents.csv", "--child", tmp_path / "visits.csv",
-                     "--key", "pid", "--out", tmp_path / "s.json")
+                     "--key", "pid", "--order", "day", "--out", tmp_path / "s.json")
     assert code == 0, said
     drafted = load_schema(tmp_path / "s.json")
     assert drafted.key == "pid" and "pid" not in drafted.parent and "pid" not in drafted.child
@@ -200,6 +200,14 @@ def test_the_cli_drafts_confirms_fits_and_samples_linked_tables(tmp_path):
     assert code == 0, said
     assert len(pd.read_csv(tmp_path / "synthetic" / "parents.csv")) == 25
     assert "child rows" in said
+    code, said = run("evaluate", "--real", tmp_path / "parents.csv", "--real-child", tmp_path / "visits.csv",
+                     "--run", tmp_path / "run", "--synthetic", f"drawn={tmp_path / 'synthetic'}", "--out", tmp_path / "review")
+    assert code == 0, said
+    review = json.loads((tmp_path / "review" / "report.json").read_text())
+    assert set(review["results"]) == {"run", "drawn"} and review["persons"] == 80
+    assert review["in_order"]["run"] == 1.0  # a person's rows follow the declared order column
+    assert 0 <= review["results"]["run"]["parent_child_2way"] <= 1
+    assert "Child rows per person" in (tmp_path / "review" / "report.html").read_text()
 
 
 def test_a_draft_is_refused_a_key_neither_table_has():

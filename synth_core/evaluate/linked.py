@@ -9,9 +9,17 @@ ones, level by level and across the link.
 """
 from __future__ import annotations
 
+import html
 import itertools
+import json
+import os
+from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from ..files import write_atomic
 
 from ..schema.linked import LinkedSchema, LinkedTables, link_tables
 from .fidelity import kway_tvd, kway_tvd_report
@@ -51,3 +59,87 @@ def linked_fidelity(real: LinkedTables, synth: LinkedTables, schema: LinkedSchem
     out["parent_child_2way"] = float(np.mean(pairs))
     out["persons"], out["child_rows"] = len(synth.parents), len(synth.children)
     return out
+
+
+def in_order(tables: LinkedTables, schema: LinkedSchema) -> float | None:
+    """The share of persons with two or more child rows whose rows follow the declared order column (None without
+    one): a synthetic table keeps a person's visits in the order they happened, or not."""
+    if schema.order is None:
+        return None
+    kids = tables.children[[schema.key, schema.order]].dropna()
+    groups = kids.groupby(schema.key)[schema.order]
+    many = groups.size() >= 2
+    if not many.any():
+        return None
+    ordered = groups.apply(lambda values: bool(values.is_monotonic_increasing))
+    return float(ordered[many].mean())
+
+
+def linked_review(real: LinkedTables, synthetic: dict[str, LinkedTables], schema: LinkedSchema) -> dict:
+    """The review of each synthetic pair of tables against the real ones (`real` as `canonical` gives it): the
+    figures of `linked_fidelity`, each column's 1-way TVD at both levels, the children-per-person shares and the
+    share of persons in order."""
+    out = {"persons": len(real.parents), "child_rows": len(real.children), "max_children": schema.max_children,
+           "key": schema.key, "children_per_person": {"real": children_per_person(real, schema).tolist()},
+           "in_order": {"real": in_order(real, schema)}, "results": {}}
+    for label, synth in synthetic.items():
+        columns = {}
+        for level, part in (("parents", schema.parent), ("children", schema.child)):
+            for name in part.modelled().names:
+                numeric = [name] if part[name].is_numeric else []
+                columns[f"{level}: {name}"] = kway_tvd(getattr(real, level)[[name]], getattr(synth, level)[[name]], 1,
+                                                       numeric)
+        out["results"][label] = {**linked_fidelity(real, synth, schema), "columns": columns}
+        out["children_per_person"][label] = children_per_person(synth, schema).tolist()
+        out["in_order"][label] = in_order(synth, schema)
+    return out
+
+
+def write_linked_report(review: dict, out_dir, ledgers: dict | None = None,
+                        title: str = "Synthetic linked tables: review") -> tuple[Path, Path]:
+    """report.json and an offline report.html (plotly) of `linked_review`'s figures in `out_dir` (owner only)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)  # statistics of the private tables
+    report = {**review, "ledgers": ledgers or {}}
+    json_path, html_path = out / "report.json", out / "report.html"
+    write_atomic(json_path, json.dumps(report, indent=1), private=True)
+    names = {"parents_1way": "persons' columns, 1-way TVD", "parents_2way": "persons' columns, 2-way TVD",
+             "children_1way": "child rows' columns, 1-way TVD", "children_2way": "child rows' columns, 2-way TVD",
+             "children_per_person_tvd": "child rows per person, TVD",
+             "parent_child_2way": "a person's column × a child row's column, 2-way TVD"}
+    rows = []
+    for label, r in review["results"].items():
+        flat = {"parents_1way": r["parents"]["1way"], "parents_2way": r["parents"]["2way"],
+                "children_1way": r["children"]["1way"], "children_2way": r["children"]["2way"],
+                "children_per_person_tvd": r["children_per_person_tvd"], "parent_child_2way": r["parent_child_2way"]}
+        rows += [f"<tr><td>{html.escape(label)}</td><td>{html.escape(names[k])}</td><td>{v:.3f}</td></tr>"
+                 for k, v in flat.items() if v is not None]
+    counts = go.Figure([go.Bar(name=label, x=list(range(review["max_children"] + 1)), y=shares)
+                        for label, shares in review["children_per_person"].items()])
+    counts.update_layout(barmode="group", xaxis_title="child rows of a person", yaxis_title="share of persons")
+    columns = go.Figure([go.Bar(name=label, x=list(r["columns"]), y=list(r["columns"].values()))
+                         for label, r in review["results"].items()])
+    columns.update_layout(barmode="group", yaxis_title="1-way TVD (0: the same shares)")
+    order = "".join(f"<li>{html.escape(label)}: {share:.0%}</li>" for label, share in review["in_order"].items()
+                    if share is not None)
+    spent = "".join(f"<li>{html.escape(label)}: ε = {ledger['spent_epsilon']:.3g} of {ledger['target_epsilon']:g}, "
+                    f"δ = {ledger['target_delta']:.2g}, protecting a person (all their child rows)</li>"
+                    for label, ledger in (ledgers or {}).items() if ledger)
+    body = [f"<h1>{html.escape(title)}</h1>",
+            f"<p>{review['persons']:,} real persons with {review['child_rows']:,} child rows, linked by "
+            f"{html.escape(review['key'])}; at most {review['max_children']} child rows a person.</p>",
+            f"<h2>Privacy spent</h2><ul>{spent}</ul>" if spent else "",
+            "<h2>Figures</h2><p>Total variation distance (TVD): 0 when the shares are the same, 1 when they share "
+            "nothing; numbers are cut at 20 quantile bins of the real rows.</p>",
+            f"<table><tr><th>synthetic</th><th>figure</th><th>TVD</th></tr>{''.join(rows)}</table>",
+            "<h2>Child rows per person</h2>", counts.to_html(full_html=False, include_plotlyjs=False),
+            "<h2>Each column alone</h2>", columns.to_html(full_html=False, include_plotlyjs=False)]
+    if order:
+        body.append(f"<h2>Persons whose child rows follow the order column</h2><ul>{order}</ul>")
+    doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+           "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
+           "td,th{border:1px solid #ccc;padding:4px 8px}</style>"
+           f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>{''.join(body)}</body></html>")
+    write_atomic(html_path, doc, private=True)
+    return html_path, json_path

@@ -111,7 +111,7 @@ class PersonTBART(SynthModel):
         offsets = self.kind_offsets.to(device)
         seq = torch.full((n, enc.length + 1), TokenEncoder.BOS, dtype=torch.long, device=device)
         kinds = self.kinds.to(device)
-        caches = [dict() for _ in net.blocks]
+        caches = [dict(capacity=enc.length) for _ in net.blocks]
         end = enc.length
         for t in range(enc.length):
             if t >= end:  # every person's child rows are written
@@ -150,6 +150,9 @@ class PersonTBART(SynthModel):
             raise SamplingError(f"only {accepted} of {n} persons met the conditions after trying {tried}; ask for "
                                 "fewer persons or relax the conditions")
         parents, children, person = self.encoder.decode(np.concatenate(kept)[:n], rng, self.config.numeric_decoding)
+        if self.schema.order is not None:  # a person's rows follow the declared order column, as the real ones do
+            order = np.lexsort((children[self.schema.order].to_numpy(dtype=float, na_value=np.inf), person))
+            children, person = children.iloc[order].reset_index(drop=True), person[order]
         self.last_sample_info = {"rows": n, "child_rows": len(children),
                                  "method": "rejection" if rejected_on else ("exact" if fixed else "unconditional"),
                                  "acceptance_rate": accepted / tried if tried else 0.0}

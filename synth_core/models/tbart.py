@@ -80,17 +80,27 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
 
     def forward(self, x: torch.Tensor, cache: dict | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """cache: keys and values of earlier positions, for sampling one position at a time; mask: (T, T)
+        """cache: keys and values of earlier positions, for sampling one position at a time (with "capacity", the
+        positions a sequence will have, they are kept in buffers of that size, written in place); mask: (T, T)
         boolean attention mask used instead of the causal one (AugMult's block-diagonal causal mask)."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)
         q, k, v = (t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
         causal = True
         if cache is not None:
-            if "k" in cache:
-                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-                causal = T > 1
-            cache["k"], cache["v"] = k, v
+            start = cache.get("n", 0)
+            if start + T <= cache.get("capacity", 0):  # written in place: no copy of the earlier positions
+                if "k" not in cache:
+                    shape = (B, self.n_head, cache["capacity"], D // self.n_head)
+                    cache["k"], cache["v"] = k.new_empty(shape), v.new_empty(shape)
+                cache["k"][:, :, start:start + T], cache["v"][:, :, start:start + T] = k, v
+                k, v = cache["k"][:, :, :start + T], cache["v"][:, :, :start + T]
+            else:
+                if "k" in cache:
+                    k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+            causal = T > 1 or start == 0
+            cache["n"] = start + T
         if mask is not None:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                                dropout_p=self.dropout if self.training else 0.0)
