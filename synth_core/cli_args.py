@@ -131,6 +131,8 @@ def _review_commands(sub, MODELS: dict, families: bool) -> None:
     ev.add_argument("--real-child", default=None, help="linked tables: the real children's table (--real: the "
                     "parents'); --synthetic is then a folder holding parents.csv and children.csv")
     ev.add_argument("--holdout", help="real rows the model never saw (needed for utility and the privacy attacks)")
+    ev.add_argument("--holdout-child", default=None, help="linked tables: the held-out persons' child rows "
+                    "(--holdout: their rows), for train-on-synthetic with --target, a column of the parents'")
     ev.add_argument("--synthetic", action="append", default=[], metavar="[LABEL=]FILE",
                     help="a synthetic table (repeatable, to compare runs)")
     ev.add_argument("--run", action="append", default=[], metavar="[LABEL=]DIR",

@@ -200,13 +200,18 @@ def test_the_cli_drafts_confirms_fits_and_samples_linked_tables(tmp_path):
     assert code == 0, said
     assert len(pd.read_csv(tmp_path / "synthetic" / "parents.csv")) == 25
     assert "child rows" in said
+    held = patients(40, seed=5)
+    held.parents.to_csv(tmp_path / "held.csv", index=False)
+    held.children.to_csv(tmp_path / "held_visits.csv", index=False)
     code, said = run("evaluate", "--real", tmp_path / "parents.csv", "--real-child", tmp_path / "visits.csv",
-                     "--run", tmp_path / "run", "--synthetic", f"drawn={tmp_path / 'synthetic'}", "--out", tmp_path / "review")
+                     "--run", tmp_path / "run", "--synthetic", f"drawn={tmp_path / 'synthetic'}", "--out", tmp_path / "review",
+                     "--holdout", tmp_path / "held.csv", "--holdout-child", tmp_path / "held_visits.csv", "--target", "age")
     assert code == 0, said
     review = json.loads((tmp_path / "review" / "report.json").read_text())
     assert set(review["results"]) == {"run", "drawn"} and review["persons"] == 80
     assert review["in_order"]["run"] == 1.0  # a person's rows follow the declared order column
     assert 0 <= review["results"]["run"]["parent_child_2way"] <= 1
+    assert review["results"]["drawn"]["person_utility"]["target"] == "age"
     assert "Child rows per person" in (tmp_path / "review" / "report.html").read_text()
 
 
@@ -277,3 +282,18 @@ def test_the_review_sees_what_synthesizing_the_tables_apart_loses():
     apart = linked_fidelity(real, LinkedTables(real.parents, real.children.assign(pid=owners)), schema)
     assert apart["parents"]["2way"] == 0.0 and apart["children"]["2way"] == 0.0
     assert apart["parent_child_2way"] > 0.05 and apart["children_per_person_tvd"] > 0.1
+
+
+def test_a_person_level_target_is_learned_from_persons_with_their_rows_summarised():
+    from synth_core.evaluate.linked import canonical, person_table, person_utility
+    schema = public_schema()
+    real, test = canonical(patients(300, seed=1), schema), canonical(patients(100, seed=2), schema)
+    table, persons = person_table(real, schema)
+    assert len(table) == 300 and list(table.columns) == persons.names
+    assert set(persons.names) >= {"age", "(child rows)", "day (mean)", "stage (most often)"}
+    assert table["(child rows)"].sum() == len(real.children)
+    # age drives the visits and the stage: a learner finds it from the persons' rows
+    same = person_utility(real, real, test, schema, "age")
+    assert same["ratio"]["r2"] == pytest.approx(1.0) and same["learners"]["linear regression"]["real"]["r2"] > 0.5
+    with pytest.raises(Exception, match="not a column of the parents"):
+        person_utility(real, real, test, schema, "stage")

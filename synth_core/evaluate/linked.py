@@ -6,6 +6,8 @@ ones, level by level and across the link.
                                person with more counts as max_children)
     parent_child_2way          every parent column against every child column, over child rows (each joined to
                                its person's row): the mean 2-way TVD, what synthesizing the tables apart loses
+    person_utility             train on synthetic persons, test on real ones, for a target of the parents'
+                               (each person's child rows summarised: their count, means, most frequent values)
 """
 from __future__ import annotations
 
@@ -16,13 +18,17 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from ..files import write_atomic
 
-from ..schema.linked import LinkedSchema, LinkedTables, link_tables
+from ..schema import ColumnSpec, Schema
+from ..schema.linked import COUNT_COLUMN, LinkedSchema, LinkedTables, link_tables
 from .fidelity import kway_tvd, kway_tvd_report
+from .inputs import EvaluationError
+from .utility import utility
 
 
 def canonical(tables: LinkedTables, schema: LinkedSchema) -> LinkedTables:
@@ -115,6 +121,11 @@ def write_linked_report(review: dict, out_dir, ledgers: dict | None = None,
                 "children_per_person_tvd": r["children_per_person_tvd"], "parent_child_2way": r["parent_child_2way"]}
         rows += [f"<tr><td>{html.escape(label)}</td><td>{html.escape(names[k])}</td><td>{v:.3f}</td></tr>"
                  for k, v in flat.items() if v is not None]
+        used = r.get("person_utility")
+        if used:
+            rows += [f"<tr><td>{html.escape(label)}</td><td>train on synthetic persons, test on real ones: "
+                     f"{html.escape(metric)} as a share of training on real persons ({html.escape(used['target'])})"
+                     f"</td><td>{value:.2f}</td></tr>" for metric, value in used["ratio"].items()]
     counts = go.Figure([go.Bar(name=label, x=list(range(review["max_children"] + 1)), y=shares)
                         for label, shares in review["children_per_person"].items()])
     counts.update_layout(barmode="group", xaxis_title="child rows of a person", yaxis_title="share of persons")
@@ -143,3 +154,37 @@ def write_linked_report(review: dict, out_dir, ledgers: dict | None = None,
            f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>{''.join(body)}</body></html>")
     write_atomic(html_path, doc, private=True)
     return html_path, json_path
+
+
+def person_table(tables: LinkedTables, schema: LinkedSchema) -> tuple[pd.DataFrame, Schema]:
+    """One row a person, for a learner: their own columns, their count of child rows, and of each child column
+    the mean over their rows (a number) or the value most of their rows hold (a category); and its schema."""
+    key = schema.key
+    persons = schema.persons()
+    frame = tables.parents.drop(columns=[key]).reset_index(drop=True)
+    groups = tables.children.groupby(key)
+    owners = tables.parents[key].to_numpy()
+    frame[COUNT_COLUMN] = groups.size().reindex(owners, fill_value=0).to_numpy()
+    columns = list(persons.columns)
+    for spec in schema.child.modelled().columns:
+        if spec.is_numeric:
+            name = f"{spec.name} (mean)"
+            values = pd.to_numeric(tables.children[spec.name], errors="coerce").groupby(tables.children[key]).mean()
+            columns.append(ColumnSpec(name, "continuous", lower=spec.lower, upper=spec.upper, nullable=True))
+        else:
+            name = f"{spec.name} (most often)"
+            values = groups[spec.name].agg(lambda v: v.mode().iloc[0] if v.notna().any() else None)
+            columns.append(ColumnSpec(name, "categorical", categories=list(spec.categories), nullable=True,
+                                      unknown=spec.unknown))
+        frame[name] = values.reindex(owners).to_numpy()
+    return frame, Schema(columns=columns)
+
+
+def person_utility(real: LinkedTables, synthetic: LinkedTables, holdout: LinkedTables, schema: LinkedSchema,
+                   target: str, seed: int = 0) -> dict:
+    """Train on synthetic persons, test on real held-out persons (evaluate.utility on `person_table`), against
+    training on the real persons: a person-level target (one of the parents' columns)."""
+    if target not in schema.parent:
+        raise EvaluationError(f"the target {target!r} is not a column of the parents' table")
+    (train, persons), (synth, _), (test, _) = (person_table(t, schema) for t in (real, synthetic, holdout))
+    return utility(train, synth, test, persons, target, seed=seed)
