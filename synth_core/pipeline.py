@@ -130,7 +130,8 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
     Returns the rows and their report validated against the bounds as well."""
     request, rows, report = admitted.request, admitted.rows, admitted.report
     if not ledger.rows_public:
-        ledger.n_rows = noisy_count(len(rows), admitted.count_epsilon, ledger)
+        ledger.n_rows = noisy_count(len(rows), admitted.count_epsilon, ledger,
+                                    of="persons" if isinstance(admitted.schema, LinkedSchema) else "rows")
     delta = request.delta
     if delta is None:  # below 1/n for every n the count leaves plausible
         delta = default_delta(rows_upper_bound(ledger.n_rows, None if ledger.rows_public else admitted.count_epsilon))

@@ -297,3 +297,15 @@ def test_a_person_level_target_is_learned_from_persons_with_their_rows_summarise
     assert same["ratio"]["r2"] == pytest.approx(1.0) and same["learners"]["linear regression"]["real"]["r2"] > 0.5
     with pytest.raises(Exception, match="not a column of the parents"):
         person_utility(real, real, test, schema, "stage")
+
+
+def test_the_privacy_report_says_a_person_is_protected_and_keeps_the_draft_s_reading_out(fitted):
+    from synth_core.release.privacy_report import privacy_report, report_markdown
+    from synth_core.runs import RunDir
+    result, tmp = fitted
+    report = privacy_report(RunDir(tmp / "run"))
+    assert "excluded" not in json.dumps(report["schema"])
+    text = report_markdown(report)
+    assert "## Linked tables" in text and f"at most {K} child rows" in text
+    assert "Public schema: the children's table" in text and "| bili | continuous |" in text
+    assert "Noisy count of persons" in json.dumps(report["privacy"]["ledger"])

@@ -42,12 +42,14 @@ def count_epsilon(epsilon: float) -> float:
 
 
 
-def noisy_count(n: int, epsilon: float, ledger: PrivacyLedger) -> int:
-    """n + Laplace(1/ε), rounded, at least 2; recorded in the ledger (ε-DP, δ = 0)."""
+def noisy_count(n: int, epsilon: float, ledger: PrivacyLedger, of: str = "rows") -> int:
+    """n + Laplace(1/ε), rounded, at least 2; recorded in the ledger (ε-DP, δ = 0). of: what n counts, "rows" or
+    "persons" (linked tables: a person is one of n)."""
     scale = 1.0 / epsilon
     value = max(2, int(round(n + secret_rng().laplace(0.0, scale))))
     ledger.n_rows = value  # the released count, before the ledger that holds it is written anywhere
-    ledger.record("Noisy row count (Laplace mechanism)", epsilon=epsilon, delta=0.0, kind=COUNT,
+    ledger.record(f"Noisy {'row count' if of == 'rows' else 'count of ' + of} (Laplace mechanism)", epsilon=epsilon,
+                  delta=0.0, kind=COUNT,
                   noise_scale=scale, count=value)
     return value
 

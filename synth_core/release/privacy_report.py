@@ -61,7 +61,7 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
             "ledger": [{**asdict(e), "time": _day(e.time)} for e in ledger.entries],
         },
         # the public facts only: which columns a draft left out, and why, was read from the data
-        "schema": {k: v for k, v in schema.to_dict().items() if k != "excluded"},
+        "schema": _public_facts(schema.to_dict()),
         "schema_provenance": provenance,
         "notice": DRAFT_NOTICE if provenance.get("drafted_from_data") and not provenance.get("confirmed") else None,
         "warnings": ledger.warnings(),
@@ -79,6 +79,14 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
     return report
 
 
+def _public_facts(schema: dict) -> dict:
+    """A schema's dict without what a draft read from the data about the columns it left out (of both tables of a
+    linked schema); a linked schema's unit of privacy is a person."""
+    if "linked" in schema:
+        return {**schema, "parent": _public_facts(schema["parent"]), "child": _public_facts(schema["child"])}
+    return {k: v for k, v in schema.items() if k != "excluded"}
+
+
 def _forecast_lines(kept: dict) -> list[str]:
     """The forecast made before training (public facts only), to set beside the review's measured figures."""
     figures = [(FIGURES[w], kept[w]) for w in FIGURES if w in kept]
@@ -91,7 +99,19 @@ def _forecast_lines(kept: dict) -> list[str]:
 
 
 def _schema_lines(schema: dict, prov: dict) -> list[str]:
-    """The public schema's section: every column's public facts, then the declared rules."""
+    """The public schema's section: every column's public facts, then the declared rules (of both tables, for
+    linked ones)."""
+    if "linked" in schema:
+        link = schema["linked"]
+        return (["", "## Linked tables", "",
+                 f"A parents' table (one row a person) and a children's table linked by `{link['key']}` (keys are never "
+                 f"modelled: the synthetic ones are fresh). The privacy guarantee covers a whole person: every person "
+                 f"contributed at most {link['max_children']} child rows (a random subset of them where they had "
+                 "more), and one step of training read a person's row and all their child rows as one sample."]
+                + [line.replace("## Public schema", "## Public schema: the parents' table") for line in
+                   _schema_lines(schema["parent"], prov)]
+                + [line.replace("## Public schema", "## Public schema: the children's table") for line in
+                   _schema_lines(schema["child"], prov)])
     lines = [
         "",
         "## Public schema",
