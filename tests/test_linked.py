@@ -309,3 +309,25 @@ def test_the_privacy_report_says_a_person_is_protected_and_keeps_the_draft_s_rea
     assert "## Linked tables" in text and f"at most {K} child rows" in text
     assert "Public schema: the children's table" in text and "| bili | continuous |" in text
     assert "Noisy count of persons" in json.dumps(report["privacy"]["ledger"])
+
+
+def test_a_background_job_trains_linked_tables_and_keeps_held_out_persons_whole(worker_root):
+    """The app's path: the job stores both tables (the columns the schema names, a share of the persons kept
+    aside with all their rows), its worker trains on persons, and the run samples both tables."""
+    from conftest import PATIENCE_S, wait_until
+    from synth_core.runs import jobs
+    tables = patients(100)
+    tables.parents["note"] = "free text the schema leaves out"
+    run = jobs.start_fit_job(worker_root, tables, public_schema(), {"model": "dp-tbart", "preset": "tiny",
+                                                                    "epsilon": 1.0, "holdout_share": 0.2})
+    wait_until(lambda: jobs.job_state(run)["state"] not in ("created", "running"), "the worker", PATIENCE_S)
+    assert jobs.job_state(run)["state"] == "completed", run.worker_log.read_text()[-500:]
+    train, held = jobs.read_private(run, "train"), jobs.read_private(run, "holdout")
+    assert (len(train), len(held)) == (80, 20) and "note" not in train.parents.columns
+    assert not set(train.parents["pid"]) & set(held.parents["pid"])  # a person is on one side, with all their rows
+    assert set(held.children["pid"]) == set(held.parents["pid"])
+    assert len(train.children) + len(held.children) == len(tables.children)
+    ledger = run.ledger()
+    assert ledger.spent_epsilon <= 1.0 + 1e-9 and any(e.details.get("unit") == "person" for e in ledger.entries)
+    sampled, _ = api.sample(run.path, 10, seed=0)
+    assert len(sampled.parents) == 10

@@ -38,6 +38,7 @@ from ..request import (DEFAULT_PRESET, MAX_HOLDOUT_SHARE, REVIEW_RELEASED, REVIE
 from . import process
 from .rundir import RunDir, RunError
 from ..schema import Schema, SchemaError, schema_columns
+from ..schema.linked import LinkedSchema, LinkedTables, linked_columns, split_persons
 
 def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
     """A fresh, sortable run directory name under `root`: date-time plus a short random suffix."""
@@ -53,16 +54,29 @@ def _write_private(table: pd.DataFrame, path: Path) -> None:
         table.to_parquet(f, index=False)
 
 
-def split_holdout(table: pd.DataFrame, share: float, seed: int | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Keep `share` of the rows aside for the review; they never reach training."""
+def _write_rows(table: pd.DataFrame | LinkedTables, run: RunDir, which: str) -> None:
+    """A job's private rows (linked tables: the parents', and their child rows beside them)."""
+    if isinstance(table, LinkedTables):
+        _write_private(table.parents, run.private_path(which))
+        _write_private(table.children, run.private_path(f"{which}_children"))
+    else:
+        _write_private(table, run.private_path(which))
+
+
+def split_holdout(table: pd.DataFrame | LinkedTables, share: float, seed: int | None, key: str | None = None
+                  ) -> tuple[pd.DataFrame | LinkedTables, pd.DataFrame | LinkedTables | None]:
+    """Keep `share` of the rows aside for the review; they never reach training. Linked tables (`key`: their key):
+    `share` of the persons, each with their child rows."""
     if not 0 <= share < MAX_HOLDOUT_SHARE:  # the request's rule (FitRequest.check says it first)
         raise ValueError(f"the share of rows kept aside for review must be in [0, {MAX_HOLDOUT_SHARE:g}), not {share}")
     n_hold = int(round(len(table) * share))
     if n_hold == 0:
-        return table.reset_index(drop=True), None
+        return (table if key else table.reset_index(drop=True)), None
     if len(table) - n_hold < 2:
         raise ValueError("too few rows to keep some aside for the review; set the hold-out share to 0")
     order = np.random.default_rng(seed).permutation(len(table))
+    if key is not None:
+        return split_persons(table, key, order[:n_hold])
     hold = table.iloc[np.sort(order[:n_hold])].reset_index(drop=True)
     train = table.iloc[np.sort(order[n_hold:])].reset_index(drop=True)
     return train, hold
@@ -84,18 +98,23 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     (a second click on "Start", a second tab), that run is returned and no other is started or charged."""
     if not isinstance(request, FitRequest):
         request = FitRequest.from_dict(request)
-    if request.review_rows is None:
-        request = request.replace(review_rows=REVIEW_RELEASED)
+    linked = isinstance(schema, LinkedSchema)
+    if request.review_rows is None:  # linked tables: no review sample yet (evaluate --real-child reviews them)
+        request = request.replace(review_rows=0 if linked else REVIEW_RELEASED)
     request.check(schema)
     if schema.rows is not None and schema.rows != len(table):
-        raise SchemaError(f"the schema declares {schema.rows} rows as public, but the table has {len(table)}")
+        raise SchemaError(f"the schema declares {schema.rows} {'persons' if linked else 'rows'} as public, but the "
+                          f"table has {len(table)}")
     book = budgets if budgets is not None else TableBudgets(home.budgets_path())
-    table_id = book.table_id(table)  # which table the run came from (its listing), and its budget's key
-    table, dropped = schema_columns(table, schema)  # the private copy holds only what the schema names
-    train, holdout = split_holdout(table, float(request.holdout_share), request.seed)
+    # which table the run came from (its listing), and its budget's key
+    table_id = book.table_id(table.as_one() if linked else table)
+    # the private copy holds only what the schema names
+    table, dropped = linked_columns(table, schema) if linked else schema_columns(table, schema)
+    train, holdout = split_holdout(table, float(request.holdout_share), request.seed, schema.key if linked else None)
     check_rows(len(train), "what is left for training, once rows are kept aside for the review,")
     if schema.rows is not None:  # the training rows' count follows from the public one and the public share
-        schema = dataclasses.replace(schema, rows=len(train))
+        schema = (dataclasses.replace(schema, parent=dataclasses.replace(schema.parent, rows=len(train))) if linked
+                  else dataclasses.replace(schema, rows=len(train)))
     stored = request.to_dict()
     start_key = hashlib.sha256(json.dumps([table_id, stored], sort_keys=True, default=str).encode()).hexdigest()
     Path(root).mkdir(parents=True, exist_ok=True)
@@ -141,9 +160,9 @@ def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema:
             book.open_account(table_id, None, request["epsilon"])
             charge.reserve(request["epsilon"], request.get("delta") or 0.0, run=str(run.path.resolve()))
             run.write_charge(charge.to_dict())  # the worker settles it; so does job_state if the worker dies
-        _write_private(train, run.private_path("train"))
+        _write_rows(train, run, "train")
         if holdout is not None:
-            _write_private(holdout, run.private_path("holdout"))
+            _write_rows(holdout, run, "holdout")
         run.write_schema(schema)
         run.write_request({**request, "table": table_id, "start_key": start_key, "rows": len(train),
                            "created": time.time(), "holdout_rows": 0 if holdout is None else len(holdout)})
@@ -261,13 +280,20 @@ def _mark_dead(run: RunDir) -> None:
     run.set_status("failed", message)
 
 
-def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | None:
+def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | LinkedTables | None:
     """The private rows stored with the run (for the steward's own review; never to be exported): the columns
-    its schema names (a run made before the copy held only those kept every uploaded column)."""
+    its schema names (a run made before the copy held only those kept every uploaded column); linked tables:
+    both (LinkedTables)."""
     path = run.private_path(which)
     if not path.exists():
         return None
-    return schema_columns(pd.read_parquet(path), run.schema())[0]
+    schema = run.schema()
+    if isinstance(schema, LinkedSchema):
+        children = run.private_path(f"{which}_children")
+        if not children.exists():
+            return None
+        return linked_columns(LinkedTables(pd.read_parquet(path), pd.read_parquet(children)), schema)[0]
+    return schema_columns(pd.read_parquet(path), schema)[0]
 
 
 def list_runs(root: str | os.PathLike, table: str | None = None) -> list[dict]:

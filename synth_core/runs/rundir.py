@@ -23,6 +23,7 @@ place that spells a path inside a run folder; everything else asks a RunDir.
     reports/          the steward's evaluation reports (statistics of the private table)
     worker.log        the worker's progress and error messages (never rows)
     train.parquet, holdout.parquet   a background job's rows to train on and rows kept aside for the review
+    train_children.parquet, holdout_children.parquet   linked tables: those persons' child rows
 
 Every JSON file is written atomically (write to a temporary file, then rename), so a reader never sees a
 half-written file; a crash or a cancel leaves a readable directory whose status says what happened.
@@ -215,8 +216,9 @@ class RunDir:
 
     # --- the background job's files -----------------------------------------------------------------
     def private_path(self, which: str) -> Path:
-        """Where the job keeps its private rows: "train" or "holdout"."""
-        if which not in ("train", "holdout"):
+        """Where the job keeps its private rows: "train" or "holdout" (linked tables: the parents'; their child
+        rows: "train_children", "holdout_children")."""
+        if which not in ("train", "holdout", "train_children", "holdout_children"):
             raise ValueError(f"private rows are 'train' or 'holdout', not {which!r}")
         return self.private_dir / f"{which}.parquet"
 

@@ -249,6 +249,29 @@ def _keys(column: pd.Series, markers: list[str]) -> tuple[pd.Series, pd.Series, 
     return text.reindex(column.index), missing, numeric
 
 
+def linked_columns(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedTables, list[str]]:
+    """Each table with its key and the columns its schema names, and the names of the others (as
+    schema.tables.schema_columns says of one table): what a run's private copy holds."""
+    kept, dropped = [], []
+    for table, part in ((tables.parents, schema.parent), (tables.children, schema.child)):
+        names = {schema.key, *part.names}
+        kept.append(table[[c for c in table.columns if str(c) in names]])
+        dropped += [str(c) for c in table.columns if str(c) not in names and str(c) not in dropped]
+    return LinkedTables(*kept), dropped
+
+
+def split_persons(tables: LinkedTables, key: str, held: np.ndarray) -> tuple[LinkedTables, LinkedTables]:
+    """(the persons not `held`, the persons `held`: positions in the parents' table), each with their child rows."""
+    mask = np.zeros(len(tables.parents), dtype=bool)
+    mask[held] = True
+    out = []
+    for chosen in (~mask, mask):
+        parents = tables.parents.loc[chosen].reset_index(drop=True)
+        children = tables.children.loc[tables.children[key].isin(parents[key])].reset_index(drop=True)
+        out.append(LinkedTables(parents, children))
+    return out[0], out[1]
+
+
 def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows, LinkedReport]:
     """Both tables checked (SchemaError, one line, for a key missing from either, a repeated parent key, keys of
     different types, a table without rows, the two files swapped), validated against their schemas, and linked;
