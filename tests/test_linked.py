@@ -251,9 +251,15 @@ def test_a_person_moves_each_measured_marginal_by_at_most_one(monkeypatch):
     after, _ = measured(more)
     moves = [np.linalg.norm(a.counts - b.counts) for a, b in zip(after.marginals, before.marginals)]
     assert len(moves) == len(before.marginals) > 10 and max(moves) <= 1 + 1e-9
+    # released, a child marginal is scaled by CHILD_WEIGHT: the sensitivity the noise is calibrated to covers it
+    w, m = person_marginals.CHILD_WEIGHT, len(before.persons.marginals)
+    released = np.sqrt(sum(d ** 2 for d in moves[:m]) + sum((w * d) ** 2 for d in moves[m:]))
     entry = next(e for e in ledger.to_dict()["entries"] if e["kind"] == "marginals")
     assert entry["details"]["unit"] == "person"
-    assert entry["details"]["noise_std"] == pytest.approx(entry["details"]["noise_multiplier"] * len(moves) ** 0.5)
+    sensitivity = np.sqrt(m + w ** 2 * (len(moves) - m))
+    assert released <= sensitivity + 1e-9
+    assert entry["details"]["noise_std"] == pytest.approx(entry["details"]["noise_multiplier"] * sensitivity)
+    assert after.children.std(after.children.marginals[0]) == pytest.approx(entry["details"]["noise_std"] / w)
 
 
 def test_a_calibrated_linked_run_resamples_persons_towards_both_levels(fitted):
