@@ -337,3 +337,14 @@ def test_a_background_job_trains_linked_tables_and_keeps_held_out_persons_whole(
     assert ledger.spent_epsilon <= 1.0 + 1e-9 and any(e.details.get("unit") == "person" for e in ledger.entries)
     sampled, _ = api.sample(run.path, 10, seed=0)
     assert len(sampled.parents) == 10
+
+
+def test_a_grown_pool_of_persons_keeps_each_person_s_rows_with_them():
+    from synth_core.models.persons import join_persons, pick_persons, with_keys
+    a = with_keys(pd.DataFrame({"age": [30, 40]}), pd.DataFrame({"day": [1, 2, 3]}), np.array([0, 0, 1]), "pid")
+    b = with_keys(pd.DataFrame({"age": [50]}), pd.DataFrame({"day": [7, 8]}), np.array([0, 0]), "pid")
+    pool = join_persons(a, b, "pid")
+    assert pool.parents["pid"].tolist() == [1, 2, 3] and pool.children["pid"].tolist() == [1, 1, 2, 3, 3]
+    picked = pick_persons(pool, np.array([2, 0, 2]), "pid")
+    assert picked.parents["age"].tolist() == [50, 30, 50] and picked.parents["pid"].tolist() == [1, 2, 3]
+    assert picked.children.groupby("pid")["day"].apply(list).to_dict() == {1: [7, 8], 2: [1, 2], 3: [7, 8]}

@@ -203,15 +203,22 @@ def grow_and_calibrate(pool: pd.DataFrame, n: int, more: Callable[[int, int], pd
     """The pool, its weights and what calibration did, for a sample of n rows. While the weights hold fewer
     effective rows than n, `more(rows, k)` draws `rows` fresh candidates (its k-th draw; None when it cannot)
     and the doubled pool is calibrated again, up to `growth` times the first pool (1: never grows)."""
+    return grow_pool(pool, n, more, lambda rows: calibrate_weights(rows, marginals, schema, conditions, rules),
+                     lambda a, b: pd.concat([a, b], ignore_index=True), growth)
+
+
+def grow_pool(pool, n: int, more: Callable, weigh: Callable, join: Callable, growth: int = POOL_GROWTH):
+    """`grow_and_calibrate` for any pool: `weigh(pool)` gives its weights and what calibration did, `join(pool,
+    extra)` the pool grown by `more`'s rows (linked tables: persons with their child rows)."""
     first = len(pool)
-    weights, info = calibrate_weights(pool, marginals, schema, conditions, rules)
+    weights, info = weigh(pool)
     draws = 1
     while info.get("effective_rows", n) < n and len(pool) < growth * first:
         extra = more(min(len(pool), growth * first - len(pool)), draws)
         if extra is None or len(extra) == 0:
             break
-        pool = pd.concat([pool, extra], ignore_index=True)
-        weights, info = calibrate_weights(pool, marginals, schema, conditions, rules)
+        pool = join(pool, extra)
+        weights, info = weigh(pool)
         draws += 1
     info["pool_draws"] = draws
     return pool, weights, info

@@ -19,7 +19,7 @@ from ..encoding.persons import PersonEncoder
 from ..privacy.person_marginals import PersonMarginals
 from ..schema.linked import COUNT_COLUMN, LinkedRows, LinkedSchema, LinkedTables
 from .base import SamplingError, SynthModel, draw_with_rejection, register
-from .calibration import calibrate_persons, pool_size, resample
+from .calibration import calibrate_persons, grow_pool, pool_size, resample
 from .tbart import PRESETS, TabularTransformer, TBARTConfig
 
 # DP-TBART's presets with three times the epochs on the CPU sizes: a table of persons holds hundreds or thousands
@@ -168,13 +168,21 @@ class PersonTBART(SynthModel):
         it towards them (models.calibration.calibrate_persons); calibrate=False returns the model's own."""
         if not calibrate or self.calibration is None:
             return self.draw(n, conditions, seed, **options)
+        key = self.schema.key
+
+        def weigh(pool: LinkedTables) -> tuple:
+            owner = pool.children[key].to_numpy() - 1
+            persons = pool.parents.drop(columns=[key]).assign(**{COUNT_COLUMN: np.bincount(owner,
+                                                                                           minlength=len(pool))})
+            return calibrate_persons(persons, pool.children.drop(columns=[key]), owner, self.calibration, self.schema,
+                                     conditions)
+
+        def more(persons: int, k: int) -> LinkedTables:  # a pool whose weights rest on too few persons grows
+            return self.draw(persons, conditions, None if seed is None else seed + 3 * k, **options)
+
         pool = self.draw(pool_size(n), conditions, seed, **options)
         drawn = self.last_sample_info
-        key = self.schema.key
-        persons = pool.parents.drop(columns=[key]).assign(**{COUNT_COLUMN: np.bincount(
-            pool.children[key].to_numpy() - 1, minlength=len(pool.parents))})
-        weights, info = calibrate_persons(persons, pool.children.drop(columns=[key]),
-                                          pool.children[key].to_numpy() - 1, self.calibration, self.schema, conditions)
+        pool, weights, info = grow_pool(pool, n, more, weigh, lambda a, b: join_persons(a, b, key))
         picked = resample(weights, n, np.random.default_rng(None if seed is None else seed + 2))
         out = pick_persons(pool, picked, key)
         self.last_sample_info = {**drawn, "rows": n, "child_rows": len(out.children), "calibration": info}
@@ -189,6 +197,13 @@ class PersonTBART(SynthModel):
     def restore(self, state: dict) -> None:
         if state.get("person_calibration"):
             self.calibration = PersonMarginals.from_dict(state["person_calibration"])
+
+
+def join_persons(pool: LinkedTables, extra: LinkedTables, key: str) -> LinkedTables:
+    """Two draws of persons as one, the second's keys after the first's."""
+    shift = {key: lambda frame: frame[key] + len(pool)}
+    return LinkedTables(pd.concat([pool.parents, extra.parents.assign(**shift)], ignore_index=True),
+                        pd.concat([pool.children, extra.children.assign(**shift)], ignore_index=True))
 
 
 def pick_persons(pool: LinkedTables, picked: np.ndarray, key: str) -> LinkedTables:
