@@ -20,7 +20,8 @@ the parent × child 2-way TVD (each parent column against each child column, ove
 persons and test on the held-out real ones for a parents' column (pbcseq: status, Males: school; R² as a ratio to
 training on the real persons), fit and sample seconds.
 
-    python benchmarks/bench_linked.py --out benchmarks/results/linked [--tables pbcseq males] [--epsilons 1 4]
+    python benchmarks/bench_linked.py --out benchmarks/results/linked [--tables pbcseq males] [--epsilons 1 4] \
+        [--repeats 3]
     python benchmarks/bench_linked.py --out benchmarks/results/linked --print
 """
 from __future__ import annotations
@@ -97,7 +98,7 @@ def separate_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, pers
                    "families": [parents.model.family, children.model.family]}
 
 
-def one(table: str, epsilon: float, out: Path) -> dict:
+def one(table: str, epsilon: float, out: Path, repeat: int = 0) -> dict:
     train, holdout, schema = load(table)
     real, test = canonical(train, schema), canonical(holdout, schema)
     persons = len(train.parents)
@@ -111,31 +112,41 @@ def one(table: str, epsilon: float, out: Path) -> dict:
             result[method] = {**linked_fidelity(real, synth, schema), **times, "tstr": utility["ratio"],
                               "tstr_target": utility["target"]}
             print(f"{table} ε={epsilon:g} {method}: {json.dumps(result[method])}", flush=True)
-    (out / f"{table}-eps{epsilon:g}.json").write_text(json.dumps(result, indent=2))
+    (out / f"{table}-eps{epsilon:g}-{repeat}.json").write_text(json.dumps(result, indent=2))
     return result
 
 
+FIGURES = (("parents", "1way"), ("parents", "2way"), ("children", "1way"), ("children", "2way"),
+           ("children_per_person_tvd",), ("parent_child_2way",))
+
+
 def show(out: Path) -> None:
-    print("| table | ε | method | parents 1-way | parents 2-way | children 1-way | children 2-way | "
-          "children per person | parent × child 2-way | TSTR / TRTR | fit s | sample s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    """The result files' table: each figure's mean over a cell's runs, and its range where there are several."""
+    runs: dict = {}
     for path in sorted(out.glob("*.json")):
         r = json.loads(path.read_text())
+        runs.setdefault((r["table"], r["epsilon"]), []).append(r)
+    print("| table | ε | method | runs | parents 1-way | parents 2-way | children 1-way | children 2-way | "
+          "children per person | parent × child 2-way | TSTR / TRTR | fit s | sample s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (table, epsilon), cell in sorted(runs.items()):
         for method in ("linked", "separate"):
-            m = r[method]
-            print(f"| {r['table']} | {r['epsilon']:g} | {method} | {m['parents']['1way']:.3f} | "
-                  f"{m['parents']['2way']:.3f} | {m['children']['1way']:.3f} | {m['children']['2way']:.3f} | "
-                  f"{m['children_per_person_tvd']:.3f} | {m['parent_child_2way']:.3f} | "
-                  f"{_tstr(m)} | {m['fit_s']:.0f} | "
-                  f"{m['sample_s']:.1f} |")
+            ms = [r[method] for r in cell]
+            figures = []
+            for path in FIGURES:
+                values = [m[path[0]] if len(path) == 1 else m[path[0]][path[1]] for m in ms]
+                figures.append(f"{np.mean(values):.3f}" + (f" ({min(values):.3f}-{max(values):.3f})"
+                                                           if len(values) > 1 else ""))
+            print(f"| {table} | {epsilon:g} | {method} | {len(ms)} | {' | '.join(figures)} | {_tstr(ms)} | "
+                  f"{np.mean([m['fit_s'] for m in ms]):.0f} | {np.mean([m['sample_s'] for m in ms]):.1f} |")
 
 
-def _tstr(m: dict) -> str:
-    """The person-level train-on-synthetic figure, as a ratio to training on the real persons."""
-    if "tstr" not in m:
+def _tstr(ms: list[dict]) -> str:
+    """The person-level train-on-synthetic figure (mean of the runs), as a ratio to training on the real persons."""
+    if not ms or "tstr" not in ms[0]:
         return ""
-    name, value = next(((k, v) for k, v in m["tstr"].items() if k in ("r2", "roc_auc")), (None, None))
-    return f"{name} {value:.2f} ({m['tstr_target']})" if name else ""
+    name = next((k for k in ms[0]["tstr"] if k in ("r2", "roc_auc")), None)
+    return f"{name} {np.mean([m['tstr'][name] for m in ms]):.2f} ({ms[0]['tstr_target']})" if name else ""
 
 
 def main() -> None:
@@ -143,6 +154,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
     ap.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 4.0])
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each table and ε (the DP noise differs each time)")
     ap.add_argument("--print", action="store_true", help="print the table of the result files in --out")
     args = ap.parse_args()
     out = Path(args.out)
@@ -150,7 +162,8 @@ def main() -> None:
     if not args.print:
         for table in args.tables:
             for epsilon in args.epsilons:
-                one(table, epsilon, out)
+                for repeat in range(args.repeats):
+                    one(table, epsilon, out, repeat)
     show(out)
 
 
