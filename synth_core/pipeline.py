@@ -72,8 +72,9 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
         check_rows(len(rows))
     # the public count is the table's as the steward holds it: the rows a rule drops are counted on their screen
     if schema.rows is not None and schema.rows != len(rows) + report.dropped_for_rules:
-        raise SchemaError(f"the schema declares {schema.rows} rows as public, but the table has "
-                          f"{len(rows) + report.dropped_for_rules}: correct the schema's row count, or remove it to "
+        unit = "persons" if isinstance(schema, LinkedSchema) else "rows"
+        raise SchemaError(f"the schema declares {schema.rows} {unit} as public, but the table has "
+                          f"{len(rows) + report.dropped_for_rules}: correct the schema's count, or remove it to "
                           "pay for a noisy count instead")
     warning = schema.provenance["warning"]
     return Admitted(request, schema, rows, report, [warning] if warning else [])
