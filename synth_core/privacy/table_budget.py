@@ -79,7 +79,8 @@ def check_within(epsilon: float, total: float, spent: float) -> None:
     if epsilon > remaining_ * (1 + 1e-9):
         raise BudgetError(f"this run's ε = {amount(epsilon)} would exceed the table's budget: {amount(spent)} of "
                           f"{amount(total)} is spent by earlier runs, {amount(remaining_)} remains. Lower ε, or raise "
-                          "the table's total if you accept the larger risk")
+                          "the table's total if you accept the larger risk (on the model page, or `fit "
+                          "--table-epsilon TOTAL`)")
 
 
 @dataclass(frozen=True)
