@@ -41,9 +41,10 @@ class PersonEncoder:
     def n_kinds(self) -> int:
         return len(self.sizes)
 
-    def child_start(self, slot) -> np.ndarray:
-        """The position of child row `slot`'s first token (0-based slots)."""
-        return self.parent.n_columns + 1 + np.asarray(slot) * self.child.n_columns
+    def child_start(self, slot):
+        """The position of child row `slot`'s first token (0-based slots; a number, or an array or tensor of them):
+        also a person's length when `slot` is their count of child rows."""
+        return self.parent.n_columns + 1 + slot * self.child.n_columns
 
     def encode(self, rows: LinkedRows) -> np.ndarray:
         """(persons, length) global token ids; positions after a person's child rows hold TokenEncoder.BOS."""
@@ -58,10 +59,6 @@ class PersonEncoder:
         cols = self.child_start(slot)[:, None] + np.arange(C)[None, :]
         out[rows.person[:, None], cols] = self.child.encode(rows.children) + self.child_shift
         return out
-
-    def lengths(self, tokens: np.ndarray) -> np.ndarray:
-        """Each sequence's length: its parent's tokens, the count and its child rows' tokens."""
-        return self.child_start(tokens[:, self.parent.n_columns] - self.count_offset)
 
     def decode(self, tokens: np.ndarray, rng: np.random.Generator, numeric_decoding: str = "uniform"
                ) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:

@@ -87,8 +87,7 @@ class PersonTBART(SynthModel):
         device = rows.device
         B, L = rows.shape
         kinds = self.kinds.to(device)
-        count = rows[:, self.encoder.parent.n_columns] - self.encoder.count_offset
-        length = self.encoder.parent.n_columns + 1 + count * self.encoder.child.n_columns
+        length = self.encoder.child_start(rows[:, self.encoder.parent.n_columns] - self.encoder.count_offset)
         valid = torch.arange(L, device=device).unsqueeze(0) < length.unsqueeze(1)
         local = torch.where(valid, rows - self.kind_offsets.to(device)[kinds], torch.zeros_like(rows))
         bos = torch.full((B, 1), TokenEncoder.BOS, dtype=rows.dtype, device=device)
