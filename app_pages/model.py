@@ -8,9 +8,9 @@ import streamlit as st
 
 from synth_core.privacy.table_budget import check_within, remaining, spends_the_rest
 from synth_core.cli_args import parse_options
-from synth_core.request import FitRequest, check_rows, review_rows_for
+from synth_core.request import LINKED_AUTO, FitRequest, check_rows, review_rows_for
 from synth_core.runs.jobs import start_fit_job
-from synth_core.models import MODELS, get_model_class
+from synth_core.models import LINKED_MODELS, MODELS, get_model_class, model_class_for
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
 from synth_core.benchmark_model import floor
@@ -19,6 +19,7 @@ from synth_core.privacy import BudgetError, default_delta, delta_warning
 from synth_core.privacy.split import default_bounds_epsilon, epsilon_left
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
+from synth_core.schema.linked import link_tables, schema_from_json
 from synth_core.training.device import AUTOMATIC, available_devices, device_label
 from synth_core.training.distributed import offered_processes
 from synth_core.runs.timing import estimate_fit_seconds, stored_costs
@@ -29,17 +30,24 @@ from synth_core.format import duration, epsilon as epsilon_text, runs
 st.title("3 · Model and privacy budget")
 
 table, schema = state.require_table()
+linked = state.linked()  # two tables, one person a unit: the families that model linked tables
+
+
+def family_class(f: str):
+    return model_class_for(f, schema)
+
 
 # --- model ------------------------------------------------------------------------------------------
 st.subheader("Model")
 MORE = "more"  # the families auto never picks, behind one choice
-families = [AUTO, *CANDIDATES, MORE]
+families = [AUTO, *sorted(LINKED_MODELS)] if linked else [AUTO, *CANDIDATES, MORE]
 family = st.radio("Model family", families, index=0, key="family",
                   format_func=lambda f: ("Recommended for this table · auto" if f == AUTO else
-                                         "More models…" if f == MORE else f"{get_model_class(f).label} · {f}"),
-                  captions=["Picked from the table's public facts, its size and ε" if f == AUTO else
+                                         "More models…" if f == MORE else f"{family_class(f).label} · {f}"),
+                  captions=[("The family that models linked tables" if linked else
+                             "Picked from the table's public facts, its size and ε") if f == AUTO else
                             "Diffusion, GAN and language-model families, for comparison and special needs"
-                            if f == MORE else get_model_class(f).summary() for f in families],
+                            if f == MORE else family_class(f).summary() for f in families],
                   help="The plain name first, the technical one after the dot. Each model's line says what it "
                        "does; 'auto' picks between the first two for a table like yours, by how they did on our "
                        "benchmark tables.")
@@ -50,10 +58,14 @@ if family == MORE:
                           help="Families auto does not pick: each one's line below says when it helps.")
 auto = family == AUTO
 auto_note = st.empty()  # auto's choice and why, once ε is chosen below
-klass = get_model_class(recommend(schema, len(table), 1.0).family if auto else family)
+klass = family_class((LINKED_AUTO if linked else recommend(schema, len(table), 1.0).family) if auto else family)
 st.caption(f"**What it is.** {klass.description}")
 if klass.when_to_pick:
     st.caption(f"**Pick it for.** {klass.when_to_pick}")
+if linked:
+    st.info(f"**A person is the unit.** One training example is a person: their row with all their rows (at most "
+            f"{schema.max_children}), so the noise and ε protect a whole person, however many rows they have.",
+            icon=":material/person:")
 
 # options whose values are found on this machine (a pretrained model): offered as the family describes them
 options: dict = {}
@@ -131,7 +143,8 @@ if table_total is not None:
                    "other run on this table will be possible unless you raise the total, accepting the larger "
                    "risk.", icon=":material/warning:")
 
-holdout_share = st.slider("Rows kept aside for the review (never trained on)", 0.0, 0.3, 0.1, 0.05,
+holdout_share = st.slider(f"{'Persons' if linked else 'Rows'} kept aside for the review (never trained on)", 0.0,
+                          0.3, 0.1, 0.05,
                           key="holdout_share",
                           help="They let the review compare how close synthetic rows come to training rows "
                                "with how close unseen real rows come. 0 keeps every row for training.")
@@ -148,15 +161,19 @@ if warning:
     st.warning(warning, icon=":material/warning:")
 
 # auto's choice, for a usable ε only (at ε = 0 it would explain a choice no run can make, beside the refusal)
-choice = recommend(schema, n_train, epsilon) if auto and epsilon and epsilon > 0 else None
+choice = recommend(schema, n_train, epsilon) if auto and not linked and epsilon and epsilon > 0 else None
 if choice is not None:
     klass = get_model_class(choice.family)
     auto_note.info(f"**Auto's choice.** {choice.reason} The run makes the same choice from the row count it "
                    "releases, and records it.", icon=":material/auto_awesome:")
+elif auto and linked:
+    auto_note.info(f"**Auto's choice.** {klass.label}: the family that models linked tables, a person written as "
+                   "one sequence.", icon=":material/auto_awesome:")
 
-missing_bounds = [c.name for c in schema.columns if c.is_numeric and not c.has_bounds]
+parts = [schema.parent, schema.child] if linked else [schema]
+missing_bounds = [c.name for part in parts for c in part.columns if c.is_numeric and not c.has_bounds]
 bounds_epsilon = 0.0
-if missing_bounds:
+if missing_bounds and not linked:  # linked tables: the request's check asks for every bound
     st.write(f"Numeric columns without public bounds: **{', '.join(missing_bounds)}**. Part of ε estimates them "
              "privately before training.")
     st.text_input("ε for estimating the missing bounds", value=f"{default_bounds_epsilon(epsilon or 1.0):.3g}", key="bounds_epsilon")
@@ -218,7 +235,7 @@ with st.expander("Advanced"):
                                       help="Measured alone it would cost this share of ε; composed with training "
                                            "by the accountant, the training's noise grows only a little.")
     quantile_share = 0.0
-    if any(c.is_numeric for c in schema.modelled().columns):
+    if not linked and any(c.is_numeric for c in schema.modelled().columns):
         quantile_share = st.slider("Share of ε for the numeric columns' quantiles", 0.0, MAX_QUANTILE_SHARE,
                                    float(choice.quantile_share) if choice else 0.0, 0.05,
                                    key=f"quantile_share_{choice.quantile_share if choice else 'named'}",
@@ -269,8 +286,8 @@ except (BudgetError, SchemaError) as e:
 @st.cache_data(show_spinner="Asking the accountant…", max_entries=64)
 def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: float, delta: float, accountant: str,
                options_json: str, bounds_epsilon: float, calibration_share: float, quantile_share: float):
-    schema = Schema.from_json(schema_json)
-    model = get_model_class(family)(schema, preset=preset, device="cpu", seed=0, **json.loads(options_json))
+    schema = schema_from_json(schema_json)
+    model = model_class_for(family, schema)(schema, preset=preset, device="cpu", seed=0, **json.loads(options_json))
     plan = preview_plan(model, n, epsilon, delta, accountant, bounds_epsilon, calibration_share,
                         rows_public=schema.rows is not None, quantile_share=quantile_share)
     summary = model.plan_summary(plan, n, epsilon, accountant, bounds=bounds_epsilon > 0,
@@ -327,7 +344,10 @@ def forecast_curve(model: str, schema_json: str, n: int):
     return curve(schema, n, model), floor(schema, n).get("tvd2")
 
 
-if plan is not None:
+if plan is not None and linked:
+    st.caption("What each level buys is not forecast for linked tables yet: the forecast is built from benchmark "
+               "runs on single tables.")
+elif plan is not None:
     st.subheader("What each level buys on this table")
     try:
         # auto picks its family and shares at each level's ε, unless the statistics are switched off above
@@ -359,8 +379,11 @@ est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps
            calibration_share, quantile_share)
 estimate = st.session_state.get("estimate")
 # a lookup: no button needed
-known = plan is not None and stored_costs(klass.family, preset, schema, options=model_options) is not None
-if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
+known = plan is not None and not linked and stored_costs(klass.family, preset, schema, options=model_options) is not None
+if linked:
+    st.caption("The training time on linked tables is not estimated before the start yet; the train page shows "
+               "the time left from the run's own steps.")
+elif (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
@@ -393,7 +416,7 @@ if table_total is None and not total_problem:
 if st.button("Start training", type="primary", disabled=plan is None or not accepted or table_total is None,
              key="start_training"):
     try:
-        validate_table(table, schema)
+        link_tables(table, schema) if linked else validate_table(table, schema)
         book.set_total(table_key, table_total)
         run = start_fit_job(state.runs_root(), table, schema, request, budgets=book)
     except (SchemaError, ValueError, OSError) as e:

@@ -17,7 +17,8 @@ from synth_core.evaluate.projections import pca_projection, umap_projection
 from synth_core.runs.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
-from workbench import state
+from synth_core.schema.linked import LinkedSchema
+from workbench import linked_review, state
 from workbench.display import readable
 from synth_core.format import duration, markdown_text
 from synth_core.evaluate.charts import dcr_chart, marginal_chart, projection_chart
@@ -77,6 +78,14 @@ names = ({primary: "synthetic"} if len(chosen) == 1 else
          else {i: f"synthetic {k + 1}" for k, i in enumerate(chosen)})
 st.caption(" · ".join(f"**{names[i]}**: rows drawn by the run {markdown_text(full_names[i])}" for i in chosen))
 synthetic = {names[i]: loaded[i][3] for i in chosen}
+if isinstance(schema, LinkedSchema):  # persons and their rows: the figures of both levels and of the link
+    if any(loaded[i][0].to_dict() != schema.to_dict() for i in chosen):
+        st.error("Runs on linked tables are compared only with runs on the same tables and schema.")
+        st.stop()
+    linked_review.render(schema, real, holdout, synthetic, {names[i]: by_id[i]["path"] for i in chosen},
+                         key="|".join(by_id[i]["path"] for i in chosen))
+    st.page_link("app_pages/generate.py", label="Next: generate and export", icon=":material/arrow_forward:")
+    st.stop()
 target = next((c.name for c in schema.columns if c.role == "target"), None)
 
 

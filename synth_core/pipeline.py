@@ -103,7 +103,7 @@ def charge(admitted: Admitted, table: pd.DataFrame, given: TableCharge | None, r
                          "run that opens its own")
     if given is None and not request.public_table and is_main:
         book = TableBudgets(budgets_path())
-        given = TableCharge(book, book.table_id(table.as_one() if isinstance(table, LinkedTables) else table))
+        given = TableCharge(book, book.table_id(table))
         book.open_account(given.table_id, request.table_epsilon, request.epsilon)
     if given is not None and not given.reserved:
         where = run_dir.path if isinstance(run_dir, RunDir) else run_dir

@@ -8,6 +8,7 @@ synth_core/schema/derived.py). Pure functions: no Streamlit here, so they are te
 from __future__ import annotations
 
 import copy
+import dataclasses
 import csv
 import io
 import math
@@ -16,6 +17,7 @@ import pandas as pd
 
 from synth_core.schema import KINDS, ColumnSpec, Schema, SchemaError
 from synth_core.schema.derived import describe
+from synth_core.schema.linked import LinkedSchema, LinkedTables
 
 EDITOR_COLUMNS = ["column", "kind", "lower", "upper", "categories", "nullable", "role", "binning", "decimals",
                   "derived", "source"]
@@ -165,6 +167,31 @@ def _edited(base: Schema, specs: list[ColumnSpec]) -> Schema:
 def _facts(schema: Schema) -> list:
     return [(c.kind, c.lower, c.upper, c.categories, c.nullable, c.binning, c.decimals, c.derived)
             for c in schema.columns]
+
+
+def fitted_to(table, new: Schema | LinkedSchema) -> Schema | LinkedSchema:
+    """An imported schema checked against the steward's table (linked tables: each against its table, the key
+    apart), columns in the table's order then derived columns the table lacks; SchemaError naming what differs."""
+    if isinstance(new, LinkedSchema) != isinstance(table, LinkedTables):
+        raise SchemaError("the schema describes " + ("two linked tables" if isinstance(new, LinkedSchema) else
+                                                     "one table") + ", but the data loaded on step 1 is "
+                          + ("two linked tables" if isinstance(table, LinkedTables) else "one table"))
+    if isinstance(new, LinkedSchema):
+        parts = []
+        for label, frame, part in (("persons'", table.parents, new.parent), ("their rows'", table.children, new.child)):
+            try:
+                parts.append(fitted_to(frame.drop(columns=[new.key], errors="ignore"), part))
+            except SchemaError as e:
+                raise SchemaError(f"the {label} table: {e}") from None
+        return dataclasses.replace(new, parent=parts[0], child=parts[1])
+    missing = [str(n) for n in table.columns if n not in new]
+    extra = [c.name for c in new.columns if c.name not in table.columns and not c.derived]
+    if missing or extra:
+        raise SchemaError("the schema does not match the table: " + "; ".join(p for p in (
+            f"columns of the table it lacks: {', '.join(missing)}" if missing else "",
+            f"columns it names that the table lacks: {', '.join(extra)}" if extra else "") if p))
+    new.columns = [new[n] for n in table.columns] + [c for c in new.derived_columns if c.name not in table.columns]
+    return new
 
 
 def clear_drafted_bounds(schema: Schema) -> Schema:

@@ -60,6 +60,12 @@ def schema():
     return st.session_state.get("schema")
 
 
+def linked() -> bool:
+    """Whether the session holds two linked tables (a person's row and their child rows) and their linked schema."""
+    from synth_core.schema.linked import LinkedSchema
+    return isinstance(schema(), LinkedSchema)
+
+
 def set_schema(new_schema, remount_editor: bool = True) -> None:
     """Replace the schema; the schema editor is rebuilt from it unless the change came from that editor."""
     st.session_state["schema"] = new_schema

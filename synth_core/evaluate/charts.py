@@ -182,3 +182,22 @@ def association_chart(difference: pd.DataFrame, label: str) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=difference.to_numpy(), x=list(difference.columns), y=list(difference.index),
                                zmin=0, zmax=0.5, colorscale="Reds"))
     return layout(fig, f"{label}: |association real − synthetic| per pair (0 = link kept)", height=420)
+
+
+def children_chart(shares: dict[str, list[float]]) -> go.Figure:
+    """The share of persons with 0, 1, … child rows, real and synthetic ({label: shares, "real" first})."""
+    fig = go.Figure([go.Bar(x=list(range(len(values))), y=values, name=label, marker_color=_color(i, label))
+                     for i, (label, values) in enumerate(shares.items())])
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title="child rows of a person", dtick=1)
+    fig.update_yaxes(title="share of persons")
+    return layout(fig, "Child rows per person")
+
+
+def level_columns_chart(series: dict[str, dict[str, float]]) -> go.Figure:
+    """Each column's 1-way TVD at both levels of linked tables ({label: {"parents: age": TVD, …}})."""
+    fig = go.Figure([go.Bar(x=list(tvd), y=list(tvd.values()), name=label, marker_color=_color(i + 1, label))
+                     for i, (label, tvd) in enumerate(series.items())])
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title="1-way TVD (0: the same shares)")
+    return layout(fig, "Each column alone (lower is better)")

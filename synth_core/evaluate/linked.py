@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from ..files import write_atomic
 
 from ..schema import ColumnSpec, Schema
 from ..schema.linked import COUNT_COLUMN, LinkedSchema, LinkedTables, link_tables
+from .charts import children_chart, level_columns_chart
 from .fidelity import kway_tvd, kway_tvd_report
 from .inputs import EvaluationError
 from .utility import utility
@@ -101,6 +101,19 @@ def linked_review(real: LinkedTables, synthetic: dict[str, LinkedTables], schema
     return out
 
 
+def review_linked(real: LinkedTables, synthetic: dict[str, LinkedTables], schema: LinkedSchema,
+                  holdout: LinkedTables | None = None, target: str | None = None, seed: int = 0) -> dict:
+    """`linked_review`, with train-on-synthetic persons for `target` (a parents' column; by default the one whose
+    role is target) where held-out persons are given (`real` and `holdout` as `canonical` gives them)."""
+    review = linked_review(real, synthetic, schema)
+    target = target or next((c.name for c in schema.parent.columns if c.role == "target"), None)
+    if holdout is not None and len(holdout.parents) and target:
+        for label, tables in synthetic.items():
+            review["results"][label]["person_utility"] = person_utility(real, tables, holdout, schema, target,
+                                                                        seed=seed)
+    return review
+
+
 def write_linked_report(review: dict, out_dir, ledgers: dict | None = None,
                         title: str = "Synthetic linked tables: review") -> tuple[Path, Path]:
     """report.json and an offline report.html (plotly) of `linked_review`'s figures in `out_dir` (owner only)."""
@@ -126,12 +139,8 @@ def write_linked_report(review: dict, out_dir, ledgers: dict | None = None,
             rows += [f"<tr><td>{html.escape(label)}</td><td>train on synthetic persons, test on real ones: "
                      f"{html.escape(metric)} as a share of training on real persons ({html.escape(used['target'])})"
                      f"</td><td>{value:.2f}</td></tr>" for metric, value in used["ratio"].items()]
-    counts = go.Figure([go.Bar(name=label, x=list(range(review["max_children"] + 1)), y=shares)
-                        for label, shares in review["children_per_person"].items()])
-    counts.update_layout(barmode="group", xaxis_title="child rows of a person", yaxis_title="share of persons")
-    columns = go.Figure([go.Bar(name=label, x=list(r["columns"]), y=list(r["columns"].values()))
-                         for label, r in review["results"].items()])
-    columns.update_layout(barmode="group", yaxis_title="1-way TVD (0: the same shares)")
+    counts = children_chart(review["children_per_person"])
+    columns = level_columns_chart({label: r["columns"] for label, r in review["results"].items()})
     order = "".join(f"<li>{html.escape(label)}: {share:.0%}</li>" for label, share in review["in_order"].items()
                     if share is not None)
     spent = "".join(f"<li>{html.escape(label)}: ε = {ledger['spent_epsilon']:.3g} of {ledger['target_epsilon']:g}, "

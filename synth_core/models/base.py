@@ -232,7 +232,7 @@ class SynthModel(Described, Timed, abc.ABC):
         what training alone costs, and any warning. `accountant`: the one asked for; bounds, statistics:
         whether the run pays for DP bounds and measures the marginals alongside."""
         return plan_words.dp_sgd_summary(plan, rows, epsilon, self.train_config.epochs, self.n_parameters,
-                                         accountant, bounds, statistics)
+                                         accountant, bounds, statistics, self.ledger_details().get("unit", "row"))
 
     def fit(self, table: pd.DataFrame, epsilon: float, delta: float, accountant: str = "prv",
             ledger: PrivacyLedger | None = None,

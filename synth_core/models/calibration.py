@@ -232,11 +232,12 @@ def summary(info: dict | None, rows: int) -> str | None:
         return None
     if not info.get("marginals"):
         return info.get("note")
+    unit = info.get("unit", "rows")  # persons, on linked tables
     text = (f"calibrated to {info['marginals']} measured statistics (noisy counts of the columns' values, alone and "
-            f"in pairs) from a pool of {info['pool_rows']:,} rows the model drew")
+            f"in pairs) from a pool of {info['pool_rows']:,} {unit} the model drew")
     if info.get("effective_rows", rows) < rows:
         text += (f"; the model seldom draws what the statistics show: the weights rest on about "
-                 f"{info['effective_rows']:,.0f} rows, so some rows repeat")
+                 f"{info['effective_rows']:,.0f} {unit}, so some {unit} repeat")
     return text
 
 

@@ -31,24 +31,27 @@ def paid_alongside(bounds: bool, statistics: bool) -> str:
 
 
 def dp_sgd_summary(plan, rows: int, epsilon: float, epochs: float, parameters: int, asked_accountant: str,
-                   bounds: bool, statistics: bool) -> PlanSummary:
-    """DP-SGD's plan: σ, the batch, the steps, the sampling rate and what training alone would cost."""
+                   bounds: bool, statistics: bool, unit: str = "row") -> PlanSummary:
+    """DP-SGD's plan: σ, the batch, the steps, the sampling rate and what training alone would cost. unit: what one
+    example is ("row", or "person" on linked tables: their row with all their child rows)."""
+    units = f"{unit}s"
     figures = [
         Figure("Noise added (σ)", f"{plan.noise_multiplier:.3g}",
                "The noise multiplier: the random noise added at each step, in units of the most one row may move "
                "the model. Larger means more private and less faithful."),
-        Figure("Rows per step (batch)", f"{plan.expected_batch_size:,.0f}",
-               "The expected batch size: each row joins a step at random, so the count varies a little."),
+        Figure(f"{units.capitalize()} per step (batch)", f"{plan.expected_batch_size:,.0f}",
+               f"The expected batch size: each {unit} joins a step at random, so the count varies a little."),
         Figure("Training steps", f"{plan.steps:,}", "How many times the model is updated. Each step spends a "
                                                     "little of ε."),
-        Figure("Share of rows per step (q)", f"{plan.sample_rate:.3g}",
-               "The sampling rate: the chance that a given row joins a step (Poisson sampling)."),
+        Figure(f"Share of {units} per step (q)", f"{plan.sample_rate:.3g}",
+               f"The sampling rate: the chance that a given {unit} joins a step (Poisson sampling)."),
         Figure("Training's ε alone", f"{plan.planned_epsilon:.3g}",
                "What training would cost if it were the only use of the data; combined with the row count and "
                "the statistics, the whole run stays within your ε."),
     ]
-    caption = (f"{epochs:g} epochs over {rows:,} training rows with Poisson sampling; each row's gradient is clipped "
-               f"to norm {plan.max_grad_norm:g} and Gaussian noise of σ × that norm is added. Model: {parameters:,} "
+    whole = " (their row and all their child rows together)" if unit == "person" else ""
+    caption = (f"{epochs:g} epochs over {rows:,} training {units} with Poisson sampling; each {unit}'s gradient"
+               f"{whole} is clipped to norm {plan.max_grad_norm:g} and Gaussian noise of σ × that norm is added. Model: {parameters:,} "
                f"parameters. Accountant: {plan.accountant.upper()}. The run's whole ε, with "
                f"{paid_alongside(bounds, statistics)} composed, stays within {epsilon:g}.")
     notes = [f"The {plan.accountant.upper()} accountant is used at this ε: {asked_accountant.upper()} would take "

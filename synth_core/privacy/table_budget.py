@@ -33,6 +33,7 @@ import pandas as pd
 from ..files import locked, write_atomic
 from ..format import epsilon as amount
 from .budget import BudgetError, check_budget
+from ..schema.linked import LinkedTables
 
 
 def _canonical_rows(table: pd.DataFrame) -> tuple[list[str], bytes]:
@@ -259,9 +260,12 @@ class TableBudgets:
                             "no table is recognised, and each would start a new budget)")
         return key
 
-    def table_id(self, table: pd.DataFrame) -> str:
-        """The keyed fingerprint under which `table`'s budget is kept. A book written before fingerprints were
-        keyed has the table's entry under its old fingerprint: it is carried over to the new one, once."""
+    def table_id(self, table: pd.DataFrame | LinkedTables) -> str:
+        """The keyed fingerprint under which `table`'s budget is kept (linked tables: both together, one budget
+        for the persons). A book written before fingerprints were keyed has the table's entry under its old
+        fingerprint: it is carried over to the new one, once."""
+        if isinstance(table, LinkedTables):
+            table = table.as_one()
         table_id = fingerprint(table, self._key())
         if self.path.exists():
             with self._locked():

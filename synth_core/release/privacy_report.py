@@ -233,7 +233,8 @@ def report_markdown(report: dict) -> str:
     if s or report.get("synthetic_rows"):
         lines += ["", "## Sampling", ""]
         if report.get("synthetic_rows"):
-            lines.append(f"- Rows: {report['synthetic_rows']}")
+            unit = "Persons (each with their child rows)" if "linked" in report["schema"] else "Rows"
+            lines.append(f"- {unit}: {report['synthetic_rows']}")
         for k, v in s.items():
             shown = _md(json.dumps(v, default=str, ensure_ascii=False)) if isinstance(v, (dict, list)) else _fmt(v)
             lines.append(f"- {k.replace('_', ' ')}: {shown}")

@@ -107,7 +107,7 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
                           f"table has {len(table)}")
     book = budgets if budgets is not None else TableBudgets(home.budgets_path())
     # which table the run came from (its listing), and its budget's key
-    table_id = book.table_id(table.as_one() if linked else table)
+    table_id = book.table_id(table)
     # the private copy holds only what the schema names
     table, dropped = linked_columns(table, schema) if linked else schema_columns(table, schema)
     train, holdout = split_holdout(table, float(request.holdout_share), request.seed, schema.key if linked else None)
@@ -165,6 +165,7 @@ def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema:
             _write_rows(holdout, run, "holdout")
         run.write_schema(schema)
         run.write_request({**request, "table": table_id, "start_key": start_key, "rows": len(train),
+                           "unit": "persons" if isinstance(train, LinkedTables) else "rows",  # what `rows` counts
                            "created": time.time(), "holdout_rows": 0 if holdout is None else len(holdout)})
         run.set_status("created", "waiting for the training process to start")
     except BaseException:
@@ -341,7 +342,8 @@ def run_summary(run: RunDir) -> dict:
             "name": facts.get("name") or _default_name(request or config) or run.path.name, "model": facts.get("model"),
             "preset": facts.get("preset"), "size": facts.get("size") or facts.get("preset"),
             "epsilon": facts.get("epsilon"), "delta": facts.get("delta"),
-            "spent_epsilon": spent, "rows": request.get("rows", config.get("rows")), "steps": last.get("step", 0),
+            "spent_epsilon": spent, "rows": request.get("rows", config.get("rows")),
+            "unit": request.get("unit", "rows"), "steps": last.get("step", 0),
             "steps_planned": last.get("steps"), "loss": last.get("loss"), "created": request.get("created"),
             "table": request.get("table"), "table_name": request.get("table_name"),
         }

@@ -40,7 +40,7 @@ from typing import Any
 from ..privacy import PrivacyLedger
 from ..privacy.ledger import LedgerError
 from ..schema import Schema
-from ..schema.linked import LinkedSchema, load_schema
+from ..schema.linked import LinkedSchema, LinkedTables, load_schema
 from . import process
 from ..files import atomic_output, check_output_folder, write_atomic
 
@@ -322,12 +322,20 @@ class RunDir:
         model.save(self.model_dir)
 
     def write_sample(self, table, name: str = "synthetic.csv") -> Path:
-        """Write a synthetic table (a DataFrame) as CSV under samples/, atomically; returns its path."""
+        """Write a synthetic table (a DataFrame) as CSV under samples/, atomically; returns its path. Linked tables
+        (LinkedTables) go into the folder samples/NAME (without .csv) as parents.csv and children.csv."""
         try:
             self.samples_dir.mkdir(exist_ok=True)
         except FileNotFoundError:
             raise self._gone() from None
         path = self.sample_path(name)
+        if isinstance(table, LinkedTables):
+            path = path.with_suffix("")
+            path.mkdir(mode=0o700, exist_ok=True)
+            for which in ("parents", "children"):
+                with atomic_output(path / f"{which}.csv", private=True, make_parent=False) as f:
+                    getattr(table, which).to_csv(f, index=False)
+            return path
         with atomic_output(path, private=True, make_parent=False) as f:
             table.to_csv(f, index=False)
         return path

@@ -24,6 +24,7 @@ from ..files import write_atomic
 from ..models import get_model_class
 from ..models.calibration import pool_size
 from ..schema import Schema, random_table
+from ..schema.linked import LinkedSchema
 
 # starting the worker process before api.fit begins: 2.3-2.9 s measured on a quiet 2-core machine (12 runs of AIM
 # and DP-TBART on 6 tables; torch and Opacus are imported where they are needed); what the last run of the same
@@ -64,8 +65,12 @@ def costs_key(family: str, preset: str, device: str, schema: Schema, options: di
     """The CostBook's key: family, size, device, columns, and what of the options changes a step's cost
     by a large factor (`SynthModel.timing_variant`: DP-LLMTGen's backbone)."""
     variant = get_model_class(family).timing_variant(options or {})
-    return (f"{family}|{preset}|{device}|{len(schema.modelled().columns)} columns"
-            + (f"|{variant}" if variant else ""))
+    if isinstance(schema, LinkedSchema):  # a person's sequence: their columns and max_children rows' columns
+        shape = (f"{len(schema.parent.modelled().columns)}+{schema.max_children}x"
+                 f"{len(schema.child.modelled().columns)} columns")
+    else:
+        shape = f"{len(schema.modelled().columns)} columns"
+    return f"{family}|{preset}|{device}|{shape}" + (f"|{variant}" if variant else "")
 
 
 def stored_costs(family: str, preset: str, schema: Schema, device: str | None = None,

@@ -312,8 +312,19 @@ def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows,
     order = np.lexsort(((child_rows[schema.order].fillna(np.inf).to_numpy() if schema.order else
                          np.arange(len(person))), person))
     rows = LinkedRows(parent_rows, child_rows.iloc[order].reset_index(drop=True), person[order])
+    over = np.clip(rows.children_per_person() - schema.max_children, 0, None)  # what bounding will leave out
     return rows, LinkedReport(parent_report, child_report, orphans=int((~linked).sum()),
+                              truncated_persons=int((over > 0).sum()), dropped_children=int(over.sum()),
                               max_children=schema.max_children)
+
+
+def key_candidates(tables: LinkedTables) -> list[str]:
+    """The columns both tables have, those whose values are distinct in the parents' table (a key's) first:
+    what a steward picks the key from."""
+    parent_names = [str(c) for c in tables.parents.columns]
+    shared = [str(c) for c in tables.children.columns if str(c) in parent_names]
+    distinct = {name: bool(tables.parents[name].dropna().is_unique) for name in shared}
+    return sorted(shared, key=lambda name: not distinct[name])
 
 
 def draft_linked(tables: LinkedTables, key: str, max_children: int = DEFAULT_MAX_CHILDREN, order: str | None = None,

@@ -1,0 +1,128 @@
+"""The schema step's column editor: one table's public facts as a grid the steward edits, a form for one column in
+detail, and a column derived by a public rule. The changes go through `put(new_schema, remount)`; the facts' checks
+are the core's (workbench.schema_table, synth_core.schema). Used once for one table, twice for linked tables."""
+from __future__ import annotations
+
+from typing import Callable
+
+import streamlit as st
+
+from synth_core.schema import KINDS, Schema, SchemaError
+from synth_core.schema.derived import describe
+from workbench.schema_table import (
+    EDITOR_COLUMNS,
+    ROLE_CHOICES,
+    categories_to_text,
+    frame_to_schema,
+    lines_to_categories,
+    number_text,
+    schema_to_frame,
+    text_to_numbers,
+    with_rule,
+)
+
+
+def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: str = "", rules: bool = True) -> Schema:
+    """The editor of `schema`'s columns (widget keys start with `prefix`); the schema as edited. rules: offer
+    columns derived by a rule (linked tables have none yet)."""
+    if schema.excluded:
+        st.info("Left out of the model, as the draft proposed (the synthetic table will not have them):\n\n"
+                + "\n".join(f"- **{name}**: {why}" for name, why in schema.excluded.items()), icon=":material/block:")
+    dated = [c.name for c in schema.columns if c.date]
+    if dated:
+        st.caption(f"Read from dates and kept as the year only: {', '.join(dated)}.")
+    editor_key = f"schema_editor_{prefix}{st.session_state.get('schema_version', 0)}"
+    # every column on screen at once (no inner scrolling up to ~40 columns), and every field of it in a 1280-pixel
+    # window beside the sidebar: where the facts come from is said above, once; a rule's column only when one exists
+    shown = [c for c in EDITOR_COLUMNS if c != "source" and (c != "derived" or any(x.derived for x in schema.columns))]
+    edited = st.data_editor(
+        schema_to_frame(schema), key=editor_key, hide_index=True, num_rows="fixed", width="stretch",
+        height=min(38 + 35 * len(schema.columns), 1450), column_order=shown,
+        column_config={
+            "column": st.column_config.TextColumn("column", disabled=True, width=120, pinned=True),
+            "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True, width=95),
+            "lower": st.column_config.TextColumn("min", width=75, help="the public minimum; empty: estimate it with "
+                                                                       "DP at training time"),
+            "upper": st.column_config.TextColumn("max", width=75, help="the public maximum; empty: estimate it with "
+                                                                       "DP at training time"),
+            "categories": st.column_config.TextColumn("public categories", help="comma-separated; quote a value "
+                                                      "that holds a comma", width=120),
+            "nullable": st.column_config.CheckboxColumn("missing?", help="values may be missing", width=80),
+            "role": st.column_config.SelectboxColumn("role", options=ROLE_CHOICES, width=80,
+                                                     help="sensitive attribute and target, for fairness figures"),
+            "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"], width=75,
+                                                        help="log: finer bins near the minimum, for skewed amounts"),
+            "decimals": st.column_config.TextColumn("decimals", width=85,
+                                                      help="the precision a number is written at: the synthetic "
+                                                           "values are written at it too"),
+            "derived": st.column_config.TextColumn("derived by a rule", disabled=True, width=110,
+                                                   help="computed from another column after sampling, never modelled; "
+                                                        "declare it below (Edit one column in detail) or in the JSON"),
+        },
+    )
+    try:
+        updated = frame_to_schema(edited, schema)
+    except SchemaError as e:
+        st.error(f"Not applied: {e}. The previous schema is kept.")
+    else:
+        if updated.to_dict() != schema.to_dict():
+            put(updated, False)
+            schema = updated
+
+    with st.expander("Edit one column in detail"):
+        name = st.selectbox("Column", schema.names, key=f"{prefix}detail_column")
+        spec = schema[name]
+        with st.form(f"{prefix}column_form"):
+            kind = st.selectbox("Kind", list(KINDS), index=list(KINDS).index(spec.kind))
+            c1, c2 = st.columns(2)
+            lower = c1.text_input("Public minimum", value=number_text(spec.lower))
+            upper = c2.text_input("Public maximum", value=number_text(spec.upper))
+            cats = st.text_area("Public categories, one per line, in their order",
+                                value="\n".join(spec.categories or []))
+            nullable = st.checkbox("Values may be missing", value=spec.nullable)
+            role = st.selectbox("Role", ROLE_CHOICES, index=ROLE_CHOICES.index(spec.role or ROLE_CHOICES[0]))
+            if st.form_submit_button("Apply to this column"):
+                frame = schema_to_frame(schema).astype(object)
+                i = schema.names.index(name)
+                frame.loc[i, ["kind", "lower", "upper", "categories", "nullable", "role"]] = [
+                    kind, lower.strip() or None, upper.strip() or None,
+                    categories_to_text(lines_to_categories(cats)), nullable, role]
+                try:
+                    put(frame_to_schema(frame, schema), True)
+                except SchemaError as e:
+                    st.error(f"Not applied: {e}")
+                else:
+                    st.rerun()
+        if rules:
+            _derived_rule(schema, name, put, prefix)
+    return schema
+
+
+def _derived_rule(schema: Schema, name: str, put: Callable[[Schema, bool], None], prefix: str) -> None:
+    spec = schema[name]
+    st.markdown("**Derived by a public rule**: a column computed from another (an age group from the age) is "
+                "never modelled; every synthetic row gets it from the rule, so the two always agree.")
+    if spec.derived:
+        st.info(f"{name} is derived: {describe(spec.derived)}.", icon=":material/function:")
+        if st.button("Model it again instead (remove the rule)", key=f"{prefix}remove_rule"):
+            put(with_rule(schema, name, None), True)
+            st.rerun()
+    sources = [c.name for c in schema.columns if c.is_numeric and not c.derived and c.name != name]
+    if sources:
+        with st.form(f"{prefix}derived_form"):
+            rule = spec.derived if spec.derived and "bins" in spec.derived else {}
+            source = st.selectbox("Cut into bins of", sources, index=sources.index(rule["from"])
+                                  if rule.get("from") in sources else 0)
+            edges = st.text_input("Edges (bin i runs from edge i up to, not including, edge i+1; the last bin "
+                                  "includes its upper edge)", value=", ".join(f"{e:g}" for e in rule.get("bins", [])),
+                                  placeholder="17, 25, 45, 65, 90")
+            labels = st.text_area("Labels, one per line (one fewer than the edges): the column's categories",
+                                  value="\n".join(rule.get("labels", [])), placeholder="17-24\n25-44\n45-64\n65+")
+            if st.form_submit_button(f"Derive {name} from these bins"):
+                try:
+                    put(with_rule(schema, name, {"from": source, "bins": text_to_numbers(edges),
+                                                "labels": lines_to_categories(labels)}), True)
+                except SchemaError as e:
+                    st.error(f"Not applied: {e}")
+                else:
+                    st.rerun()
