@@ -9,6 +9,7 @@ import streamlit as st
 from synth_core.api import load_model
 from synth_core.evaluate.charts import group_rates_chart
 from synth_core.models.base import SamplingError
+from synth_core.privacy.measurements import rows_to_draw
 from synth_core.release.export import LINKED_FILES, to_csv
 from synth_core.release.fair_sampling import MIN_GROUP_ROWS
 from synth_core.release.generate import SamplingJob
@@ -45,15 +46,15 @@ schema = model.schema
 linked = isinstance(schema, LinkedSchema)  # persons, each drawn with their child rows
 facts = schema.parent if linked else schema  # the columns a value may be fixed in: a person's own
 
-try:  # as many rows as the run released: the public row count, or its noisy count
-    default_rows = int(run.ledger().n_rows)
+try:  # as many rows as the run released: the public row count, or its noisy count made precise by its statistics
+    default_rows = rows_to_draw(int(run.ledger().n_rows), model.calibration)
 except RunError:
     default_rows = 1000
 rows = int(st.number_input("Persons to generate (each with their rows)" if linked else "Rows to generate", min_value=1,
                            max_value=1_000_000, value=min(max(default_rows, 1), 1_000_000), step=100, key="rows",
                            help=f"The default is the {'person' if linked else 'row'} count the run released "
-                                "(declared public, or a noisy count paid from ε), never the exact count of your "
-                                "table."))
+                                "(declared public, or a noisy count paid from ε and narrowed by the statistics the "
+                                "run measured), never the exact count of your table."))
 
 st.subheader("Fix values of some columns (optional)")
 fixed = st.multiselect("Columns of the persons to fix" if linked else "Columns to fix", facts.names,

@@ -24,7 +24,7 @@ from .models import SynthModel, model_class_for
 from .privacy import PrivacyLedger, default_delta, delta_warning
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.measurements import Marginals, count_epsilon, measure_marginals, measure_quantiles, noisy_count, \
-    rows_upper_bound
+    rows_to_draw, rows_upper_bound
 from .privacy.person_marginals import measure_person_marginals
 from .privacy.planning import NoisePlan
 from .privacy.split import split_left
@@ -181,7 +181,8 @@ def build(paid: Paid, share=lambda compute: compute()) -> Built:
                                             paid.alongside))
     plan.prior_epsilon = paid.spent_before  # the live ε is the whole run's
     review = request.review_rows
-    review = review_rows_for(paid.ledger.n_rows) if review == REVIEW_RELEASED else int(review or 0)
+    review = (review_rows_for(rows_to_draw(paid.ledger.n_rows, paid.calibration)) if review == REVIEW_RELEASED
+              else int(review or 0))
     return Built(synth, plan, review)
 
 

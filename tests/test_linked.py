@@ -275,6 +275,29 @@ def test_a_calibrated_linked_run_resamples_persons_towards_both_levels(fitted):
     pd.testing.assert_frame_equal(own.children, tables.children)  # a reloaded run calibrates to the same counts
 
 
+def test_a_person_count_far_off_does_not_collapse_calibration_onto_a_few_persons(tmp_path, monkeypatch):
+    """The released count of persons is noisy (Laplace, a small share of ε): one four times too low once made
+    calibration put a sample's weight on 11 persons. The total calibration aims at pools the count with the persons'
+    marginals (privacy.measurements.pooled_rows), so the sample keeps about as many persons as it asks for."""
+    from synth_core import pipeline
+    real_count = pipeline.noisy_count
+
+    def far_off(n, epsilon, ledger, of="rows"):
+        real_count(n, epsilon, ledger, of)  # recorded as it is; released as a quarter of the truth
+        return n // 4
+
+    monkeypatch.setattr(pipeline, "noisy_count", far_off)
+    tables = patients(160, seed=2)
+    api.fit(tables, public_schema(), "dp-tbart", epsilon=2.0, preset="tiny", run_dir=tmp_path / "run",
+            options={"epochs": 4}, calibration_share=0.3)
+    model = api.load_model(tmp_path / "run")
+    assert model.calibration.persons.rows == 40
+    assert abs(model.calibration.persons.total - 160) < abs(40 - 160) / 2
+    sample, info = api.sample(tmp_path / "run", 120, seed=1)
+    assert info["calibration"]["effective_rows"] > 60  # not a handful of persons repeated
+    assert len(sample.parents.drop(columns="pid").drop_duplicates()) > 40
+
+
 def test_the_review_sees_what_synthesizing_the_tables_apart_loses():
     """evaluate.linked: the real tables against themselves score 0; the same rows with every child row given to a
     random person keep both levels' marginals (0) and lose the link (parent × child) and the counts per person."""

@@ -121,7 +121,7 @@ def _targets(pool: pd.DataFrame, marginals: Marginals, schema: Schema, condition
             if total < 3 * marginals.std(m) * np.sqrt(counts.size):
                 continue  # the slice is lost in the noise
         else:
-            total = float(marginals.rows)
+            total = marginals.total_rows
         out.append(_Target(cells=cells, counts=counts, total=total, var=marginals.std(m) ** 2))
     return out
 
@@ -146,7 +146,7 @@ def calibrate_persons(persons: pd.DataFrame, children: pd.DataFrame, person: np.
         share = child_weights(person, len(persons))
         for m in marginals.children.marginals:
             cells, _ = marginals.children.encoder(schema.child, m).cells(children, m.columns)
-            targets.append(_Target(cells=cells, counts=m.counts, total=float(marginals.children.rows),
+            targets.append(_Target(cells=cells, counts=m.counts, total=marginals.children.total_rows,
                                    var=marginals.children.std(m) ** 2, owner=person, share=share))
     return _solve(targets, len(persons))
 

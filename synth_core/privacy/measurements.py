@@ -18,6 +18,7 @@ the run's DP-SGD (`planning.plan(alongside=...)`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,6 +87,12 @@ class Marginals:
     noise_std: float        # the Gaussian noise's standard deviation on every cell
     rows: int               # the row count as the run released it (public or noisy)
     marginals: list[Marginal] = field(default_factory=list)
+    total: float | None = None  # the row count the released count and the marginals imply together (pooled_rows)
+
+    @property
+    def total_rows(self) -> float:
+        """The rows the marginals stand for: their pooled count, else the released one (a run before pooling)."""
+        return float(self.rows if self.total is None else self.total)
 
     def encoder(self, schema: Schema, marginal: Marginal | None = None) -> TokenEncoder:
         """The discretisation the marginals (or this one) were measured on."""
@@ -96,6 +103,7 @@ class Marginals:
 
     def to_dict(self) -> dict:
         return {"n_bins": self.n_bins, "noise_std": self.noise_std, "rows": self.rows,
+                **({"total": self.total} if self.total is not None else {}),
                 "marginals": [{"columns": list(m.columns), "shape": list(m.shape),
                                # whole floats (JSON keeps them exactly): a reloaded run calibrates to the very
                                # counts it measured, so its samples equal the fitted model's for a seed
@@ -111,8 +119,30 @@ class Marginals:
     @classmethod
     def from_dict(cls, data: dict) -> "Marginals":
         return cls(n_bins=int(data["n_bins"]), noise_std=float(data["noise_std"]), rows=int(data["rows"]),
+                   total=None if data.get("total") is None else float(data["total"]),
                    marginals=[Marginal(tuple(m["columns"]), tuple(m["shape"]), np.asarray(m["counts"], float),
                                        m.get("noise_std"), m.get("n_bins")) for m in data["marginals"]])
+
+
+def pooled_rows(rows: float, rows_variance: float, marginals: list[Marginal], std: Callable[[Marginal], float]) -> float:
+    """The row count that the released count and the measured marginals imply together: every marginal of the
+    whole table sums to the row count, with the variance of its noise (cells · std²), and the noisy count has its
+    own; their inverse-variance average (post-processing of released values: no privacy cost). A public count
+    (variance 0) is returned as it is. On a small table the count's Laplace noise at its small share of ε is
+    large (scale 50 at ε = 1): a count four times too low once made calibration put a sample's weight on 11 of
+    the persons; the marginals' sums narrow it about threefold (pbcseq's persons: a standard deviation of 71 to
+    about 24)."""
+    if rows_variance <= 0 or not marginals:
+        return float(rows)
+    weights = np.array([1.0 / rows_variance] + [1.0 / (m.counts.size * std(m) ** 2) for m in marginals])
+    values = np.array([float(rows)] + [float(m.counts.sum()) for m in marginals])
+    return max(1.0, float(weights @ values / weights.sum()))
+
+
+def rows_to_draw(released: int, calibration) -> int:
+    """The rows (linked tables: persons) a sample has unless asked otherwise: the released count, made more precise
+    by the run's measured marginals where it has them (`pooled_rows`; calibration: Marginals or PersonMarginals)."""
+    return max(1, int(round(calibration.total_rows))) if calibration is not None else int(released)
 
 
 def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[str, ...]]:
@@ -170,6 +200,7 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
         counts = np.bincount(cells, minlength=int(np.prod(shape))).astype(float)
         out.marginals.append(Marginal(columns, shape, noisy_counts(counts, std),
                                       n_bins=None if bins == n_bins else bins))
+    out.total = pooled_rows(rows, ledger.count_variance, out.marginals, out.std)
     fine = [list(c) for c, b in chosen if b != n_bins]
     ledger.record("Marginals (Gaussian mechanism)", epsilon=epsilon, delta=delta, accountant=accountant, kind=MARGINALS,
                   noise_multiplier=mechanism.noise_multiplier, sample_rate=1.0, steps=1, noise_std=std,

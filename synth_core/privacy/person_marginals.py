@@ -25,7 +25,7 @@ from ..encoding.tokens import TokenEncoder
 from .accounting import Gaussian
 from .ledger import MARGINALS, PrivacyLedger
 from .accounting import gaussian_for
-from .measurements import FINE_BINS, MARGINAL_BINS, Marginal, Marginals, measured_marginals
+from .measurements import FINE_BINS, MARGINAL_BINS, Marginal, Marginals, measured_marginals, pooled_rows
 from .randomness import noisy_counts
 
 
@@ -40,6 +40,11 @@ class PersonMarginals:
     def marginals(self) -> list[Marginal]:
         """Every marginal measured, of both levels."""
         return self.persons.marginals + self.children.marginals
+
+    @property
+    def total_rows(self) -> float:
+        """The persons the marginals stand for (Marginals.total_rows of the persons' level)."""
+        return self.persons.total_rows
 
     def to_dict(self) -> dict:
         return {"persons": self.persons.to_dict(), "children": self.children.to_dict()}
@@ -84,6 +89,9 @@ def measure_person_marginals(rows, schema, epsilon: float, delta: float, ledger:
             marginals.marginals.append(Marginal(columns, shape, noisy_counts(counts * scale, std) / scale,
                                                 n_bins=None if bins == MARGINAL_BINS else bins))
         out.append(marginals)
+    # both levels stand for the persons: their count pooled with the persons' marginals' sums (a child marginal sums
+    # to the persons with child rows, not to every person)
+    out[0].total = out[1].total = pooled_rows(persons, ledger.count_variance, out[0].marginals, out[0].std)
     ledger.record("Marginals of persons and of their child rows (Gaussian mechanism)", epsilon=epsilon, delta=delta,
                   accountant=accountant, kind=MARGINALS, noise_multiplier=mechanism.noise_multiplier, sample_rate=1.0,
                   steps=1, noise_std=std, child_noise_std=std / CHILD_WEIGHT, unit="person", bins=MARGINAL_BINS,
