@@ -143,17 +143,17 @@ if table_total is not None:
                    "other run on this table will be possible unless you raise the total, accepting the larger "
                    "risk.", icon=":material/warning:")
 
-holdout_share = st.slider(f"{'Persons' if linked else 'Rows'} kept aside for the review (never trained on)", 0.0,
-                          0.3, 0.1, 0.05,
+unit = "persons" if linked else "rows"  # what one protected example is
+holdout_share = st.slider(f"{unit.capitalize()} kept aside for the review (never trained on)", 0.0, 0.3, 0.1, 0.05,
                           key="holdout_share",
                           help="They let the review compare how close synthetic rows come to training rows "
                                "with how close unseen real rows come. 0 keeps every row for training.")
 n_train = len(table) - int(round(len(table) * holdout_share))
 chosen_delta = st.number_input(
     "δ (chance the ε guarantee fails)", value=None, min_value=0.0, max_value=1.0, format="%.1e", key="delta",
-    placeholder="automatic: a power of ten below 1 / (number of rows)",
-    help="Leave it empty: the run chooses δ below 1 / (number of rows) from the row count it releases (declared "
-         "public, or a noisy count), never from the exact count. Or type your own, well below 1 / (number of rows).")
+    placeholder=f"automatic: a power of ten below 1 / (number of {unit})",
+    help=f"Leave it empty: the run chooses δ below 1 / (number of {unit}) from the count it releases (declared "
+         f"public, or a noisy count), never from the exact count. Or type your own, well below 1 / (number of {unit}).")
 # what the run will choose, for the plan shown here (the run itself uses the count it releases)
 delta = float(chosen_delta) if chosen_delta is not None else default_delta(n_train)
 warning = delta_warning(delta, n_train) if delta > 0 else None

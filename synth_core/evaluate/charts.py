@@ -199,5 +199,6 @@ def level_columns_chart(series: dict[str, dict[str, float]]) -> go.Figure:
     fig = go.Figure([go.Bar(x=list(tvd), y=list(tvd.values()), name=label, marker_color=_color(i + 1, label))
                      for i, (label, tvd) in enumerate(series.items())])
     fig.update_layout(barmode="group")
+    fig.update_xaxes(tickangle=-45, automargin=True)  # "parents: age", "children: day": whole, not cut
     fig.update_yaxes(title="1-way TVD (0: the same shares)")
-    return layout(fig, "Each column alone (lower is better)")
+    return layout(fig, "Each column alone (lower is better)", height=420)
