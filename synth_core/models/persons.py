@@ -184,7 +184,8 @@ class PersonTBART(SynthModel):
         pool, weights, info = grow_pool(pool, n, more, weigh, lambda a, b: join_persons(a, b, key))
         picked = resample(weights, n, np.random.default_rng(None if seed is None else seed + 2))
         out = pick_persons(pool, picked, key)
-        self.last_sample_info = {**drawn, "rows": n, "child_rows": len(out.children), "calibration": {**info, "unit": "persons"}}
+        self.last_sample_info = {**drawn, "rows": n, "child_rows": len(out.children),
+                                 "calibration": {**info, "unit": "persons"}}
         return out
 
     # --- persistence --------------------------------------------------------------------------------------

@@ -51,8 +51,8 @@ def dp_sgd_summary(plan, rows: int, epsilon: float, epochs: float, parameters: i
     ]
     whole = " (their row and all their child rows together)" if unit == "person" else ""
     caption = (f"{epochs:g} epochs over {rows:,} training {units} with Poisson sampling; each {unit}'s gradient"
-               f"{whole} is clipped to norm {plan.max_grad_norm:g} and Gaussian noise of σ × that norm is added. Model: {parameters:,} "
-               f"parameters. Accountant: {plan.accountant.upper()}. The run's whole ε, with "
+               f"{whole} is clipped to norm {plan.max_grad_norm:g} and Gaussian noise of σ × that norm is added. "
+               f"Model: {parameters:,} parameters. Accountant: {plan.accountant.upper()}. The run's whole ε, with "
                f"{paid_alongside(bounds, statistics)} composed, stays within {epsilon:g}.")
     notes = [f"The {plan.accountant.upper()} accountant is used at this ε: {asked_accountant.upper()} would take "
              "minutes to compute it."] if plan.accountant != asked_accountant else []
