@@ -152,8 +152,11 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         on_page = page.get_by_test_id("stMain").get_by_test_id("stMetric").filter(has_text="ε spent")
         in_sidebar = sidebar.get_by_test_id("stMetric").filter(has_text="ε spent")
         expect(in_sidebar).to_have_count(1)
-        assert on_page.get_by_test_id("stMetricValue").inner_text() == \
-            in_sidebar.get_by_test_id("stMetricValue").inner_text()
+        # the run's end reruns the whole page: until that rerun is drawn, one of the two may still show the live
+        # figure it had a second before (seen once on a loaded machine: '1 of 1' beside '0.908 of 1')
+        wait_idle(page)
+        expect(on_page.get_by_test_id("stMetricValue")).to_have_text(
+            in_sidebar.get_by_test_id("stMetricValue").inner_text())
         assert " of 1" in in_sidebar.get_by_test_id("stMetricValue").inner_text()
 
         page.get_by_role("link", name="5 · Review").click()
