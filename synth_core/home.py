@@ -4,6 +4,8 @@
     budgets.json   the privacy budget of each table across its runs (privacy.table_budget)
     timings.json   what past runs' phases cost on this machine, for the next time estimate (runs.timing)
     backbones/     packaged language models converted once to model directories (models.llm.backbone)
+    cache/         what can be made again and only saves time: JAX's compiled programs (models.aim_config.mbi);
+                   safe to delete at any time
 
 The app, the CLI and the background worker all use this one home.
 """
@@ -37,3 +39,7 @@ def timings_path() -> Path:
 
 def backbones_root() -> Path:
     return home() / "backbones"
+
+
+def cache_root() -> Path:
+    return home() / "cache"

@@ -1,6 +1,8 @@
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,19 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
     threadpool_limits(limits=1)  # numpy's BLAS and scikit-learn's OpenMP in this process, from now on
+
+
+# JAX's compiled programs (models.aim_config.keep_compiled) shared by this run's test processes and the workers and
+# servers they start, rather than kept in each test's own home: set here in the first process, before pytest -n starts
+# the others (they inherit it), and removed when it ends
+COMPILED = None
+if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    COMPILED = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="synth-tests-jax-")
+
+
+def pytest_unconfigure(config):
+    if COMPILED is not None:
+        shutil.rmtree(COMPILED, ignore_errors=True)
 
 
 # the tests that drive the whole app (a real browser, a corpus of real tables, the headless walk-through) start

@@ -3,6 +3,10 @@ measurements paid from a ρ budget, composed with the run's other mechanisms wit
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -422,3 +426,20 @@ def test_the_train_page_times_an_adaptive_runs_first_round_by_a_past_run_and_add
     run.append_event({"step": 3, "steps": 9, "elapsed_s": 8.5, "epsilon": 0.3})
     shown = progress(run)  # its own rounds from now on: the last ones, without the first
     assert shown["remaining_s"] == pytest.approx(6 * 1.25 + FINISH_S, abs=0.5)
+
+
+def test_compiled_programs_are_kept_in_the_homes_cache_for_the_next_fit(tmp_path):
+    """A fit in a new process finds what the last one compiled (models.aim_config.keep_compiled): in the
+    workbench home's cache/jax, unless $JAX_COMPILATION_CACHE_DIR says elsewhere."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["SYNTH_WORKBENCH_HOME"] = str(tmp_path / "home")
+    code = ("from synth_core.models.aim_config import mbi\nimport jax\nmbi()\n"
+            "print(float(jax.jit(lambda x: x * 2.5)(2.0)))")
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                             cwd=str(Path(__file__).resolve().parents[1]))
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "5.0"
+        kept = list((tmp_path / "home" / "cache" / "jax").glob("*-cache"))
+        assert kept  # even a program that compiled in milliseconds (JAX's own floor is a second)
+    assert len(list((tmp_path / "home" / "cache" / "jax").glob("*-cache"))) == len(kept)  # the second reused it
