@@ -379,17 +379,14 @@ est_key = (family, preset, schema.to_json(), n_train, epsilon, delta, json.dumps
            calibration_share, quantile_share)
 estimate = st.session_state.get("estimate")
 # a lookup: no button needed
-known = plan is not None and not linked and stored_costs(klass.family, preset, schema, options=model_options) is not None
-if linked:
-    st.caption("The training time on linked tables is not estimated before the start yet; the train page shows "
-               "the time left from the run's own steps.")
-elif (known and not (estimate and estimate.get("key") == est_key)) or st.button(
+known = plan is not None and stored_costs(klass.family, preset, schema, options=model_options) is not None
+if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
             left = epsilon_left(epsilon, bounds_epsilon, schema.rows is not None)
             result = estimate_fit_seconds(klass.family, schema, preset, n_train, left, delta, options=model_options,
-                                          review_rows=review_rows_for(n_train), calibrated=calibration_share > 0,
+                                          review_rows=review_rows_for(n_train, schema), calibrated=calibration_share > 0,
                                           steps=expected_steps)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:
@@ -399,7 +396,8 @@ if estimate and estimate.get("key") == est_key:
     st.info(f"About **{duration(estimate['seconds'])}** on {estimate['device']}: "
             f"{estimate['steps']} training {'rounds' if estimate.get('steps_adapt') else 'steps'} of "
             f"{estimate['per_step_s']:.2f} s ({duration(phases['training'])}), "
-            f"drawing the synthetic rows for the review ({duration(phases['sampling'])}), starting and planning "
+            + (f"drawing the synthetic rows for the review ({duration(phases['sampling'])}), " if phases['sampling']
+               else "") + f"starting and planning "
             f"({duration(phases['start'] + phases['setup'])}). Costs {estimate['measured']}; the training page refines "
             "the time left from the run's own steps.")
 

@@ -40,8 +40,10 @@ def check_rows(n: int, what: str = "the table") -> None:
                           "rows, and thousands to learn much")
 
 
-def review_rows_for(n_train: int) -> int:
-    return min(int(n_train), REVIEW_ROWS)
+def review_rows_for(n_train: int, schema: Schema | LinkedSchema | None = None) -> int:
+    """The review sample a background job draws after training on `n_train` rows: none for linked tables yet
+    (the review page draws their persons)."""
+    return 0 if isinstance(schema, LinkedSchema) else min(int(n_train), REVIEW_ROWS)
 
 
 @dataclass(frozen=True)

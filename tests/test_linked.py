@@ -371,3 +371,17 @@ def test_a_grown_pool_of_persons_keeps_each_person_s_rows_with_them():
     picked = pick_persons(pool, np.array([2, 0, 2]), "pid")
     assert picked.parents["age"].tolist() == [50, 30, 50] and picked.parents["pid"].tolist() == [1, 2, 3]
     assert picked.children.groupby("pid")["day"].apply(list).to_dict() == {1: [7, 8], 2: [1, 2], 3: [7, 8]}
+
+
+def test_random_persons_from_the_public_schema_link_within_max_children_and_draw_no_review_sample():
+    """What the model page's time estimate times DP-SGD steps over (test_linked_app clicks it): persons drawn
+    from the public schema alone, 1 to max_children rows each, keys that link; a linked run draws no review
+    sample after training, so the estimate has no time for one."""
+    from synth_core.demo import pbcseq_schema
+    from synth_core.request import review_rows_for
+    from synth_core.schema.linked import random_tables
+    schema = pbcseq_schema()
+    rows, report = link_tables(random_tables(schema, 60, seed=1), schema)
+    per = rows.children_per_person()
+    assert len(rows) == 60 and report.orphans == 0 and per.min() >= 1 and per.max() <= schema.max_children
+    assert review_rows_for(281, schema) == 0 and review_rows_for(281) == 281

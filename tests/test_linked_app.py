@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 
-from test_app import downloads, new_app, no_exceptions, texts, wait_for_run, wait_for_sample, workspace  # noqa: F401
+from test_app import RUN_S, downloads, new_app, no_exceptions, texts, wait_for_run, wait_for_sample, workspace  # noqa: F401
 from test_linked import patients
 from synth_core.runs import RunDir
 
@@ -63,6 +63,12 @@ def test_linked_tables_go_from_two_uploads_to_both_csvs_with_a_person_as_the_uni
     assert {"Persons per step (batch)", "Share of persons per step (q)"} <= {m.label for m in at.metric}
     at.radio(key="table_total_choice").set_value("Moderate harm: ε = 3 in all (about three runs at ε = 1)").run()
     at.selectbox(key="preset").set_value("tiny").run()
+    # the time before the start: DP-SGD steps over random persons from the public schema, no review sample
+    at.button(key="estimate_button").click().run(timeout=RUN_S)
+    no_exceptions(at)
+    steps = next(m.value for m in at.metric if m.label == "Training steps")
+    assert "About" in texts(at.info) and f"{steps} training steps of" in texts(at.info)
+    assert "for the review" not in texts(at.info)
     at.button(key="start_training").click().run()
     no_exceptions(at)
     assert not at.error, texts(at.error)

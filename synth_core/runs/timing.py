@@ -21,10 +21,11 @@ from pathlib import Path
 from ..training.device import device_label
 from .. import home
 from ..files import write_atomic
-from ..models import get_model_class
+from ..models import get_model_class, model_class_for
 from ..models.calibration import pool_size
+from ..privacy.contribution import bound_children
 from ..schema import Schema, random_table
-from ..schema.linked import LinkedSchema
+from ..schema.linked import LinkedSchema, link_tables, random_tables
 
 # starting the worker process before api.fit begins: 2.3-2.9 s measured on a quiet 2-core machine (12 runs of AIM
 # and DP-TBART on 6 tables; torch and Opacus are imported where they are needed); what the last run of the same
@@ -112,14 +113,22 @@ def rows_drawn(review_rows: int, calibrated: bool) -> int:
     return pool_size(review_rows) if calibrated and review_rows else int(review_rows)
 
 
+def random_rows(schema: Schema | LinkedSchema, n: int):
+    """n rows (linked tables: persons, each with their child rows, bounded as a run bounds them) drawn from the
+    public schema alone, for timing a model."""
+    if isinstance(schema, LinkedSchema):
+        return bound_children(*link_tables(random_tables(schema, n, seed=0), schema), schema.max_children)[0]
+    return random_table(schema, n, seed=0)
+
+
 def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: dict | None, device: str | None,
                  steps: int, fixed_too: bool = False):
     """(the fitted probe model, seconds per step after the first, the rows those steps drew on average, fixed
     seconds it times itself): `steps` + 1 DP-SGD steps of `batch` expected rows drawn from the public schema."""
-    synth = get_model_class(model)(schema, preset=preset, device=device, seed=0, **(options or {}))
+    synth = model_class_for(model, schema)(schema, preset=preset, device=device, seed=0, **(options or {}))
     # a small sampling rate keeps the probe's own accounting cheap; σ does not change a step's cost
     probe_rows = max(20 * batch, 100)
-    probe = random_table(schema, probe_rows, seed=0)
+    probe = random_rows(schema, probe_rows)
     plan = synth.probe_plan(probe_rows, batch, steps + 1)
     time_fixed = getattr(synth, "time_fixed_costs", None) if fixed_too else None
     fixed = float(time_fixed(steps)) if time_fixed is not None else 0.0
@@ -146,7 +155,7 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
     size by 40%); then rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format
     learning). A family whose steps take seconds per row (DP-LLMTGen on a pretrained backbone) probes
     smaller batches (`SynthModel.probe_batch_limit`), extended the same way."""
-    klass = get_model_class(model)
+    klass = model_class_for(model, schema)
     small = min(batch, PROBE_MAX_BATCH, klass.probe_batch_limit(options or {}))
     synth, per_step, drew, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps,
                                                 fixed_too=True)
@@ -180,7 +189,7 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
 
     review_rows / calibrated: the review sample drawn after training (a calibrated one draws a pool).
     steps: the steps or rounds the caller already told the steward to expect (else from the plan, as below)."""
-    klass = get_model_class(model)
+    klass = model_class_for(model, schema)
     synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
     plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")  # only its steps and batch size matter here
     batch = max(1, int(round(plan.expected_batch_size)))

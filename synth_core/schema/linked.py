@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..files import write_atomic
 from .spec import SCHEMA_VERSION, ColumnSpec, Schema, SchemaError, _preview
-from .tables import ValidationReport, _is_missing, draft_schema, validate_table
+from .tables import ValidationReport, _is_missing, draft_schema, random_table, validate_table
 
 # what a draft proposes as the most child rows a person may contribute: a public default, never read from the data
 DEFAULT_MAX_CHILDREN = 10
@@ -316,6 +316,16 @@ def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows,
     return rows, LinkedReport(parent_report, child_report, orphans=int((~linked).sum()),
                               truncated_persons=int((over > 0).sum()), dropped_children=int(over.sum()),
                               max_children=schema.max_children)
+
+
+def random_tables(schema: LinkedSchema, persons: int, seed: int | None = None) -> LinkedTables:
+    """`persons` persons drawn from the public schema alone (schema.tables.random_table), each with 1 to
+    max_children child rows, keys 1 … persons: rows to time a model on before training, never the steward's."""
+    per = np.random.default_rng(seed).integers(1, schema.max_children + 1, persons)
+    parents = random_table(schema.parent, persons, seed=seed)
+    children = random_table(schema.child, int(per.sum()), seed=None if seed is None else seed + 1)
+    return LinkedTables(parents.assign(**{schema.key: np.arange(1, persons + 1)}),
+                        children.assign(**{schema.key: np.repeat(np.arange(1, persons + 1), per)}))
 
 
 def key_candidates(tables: LinkedTables) -> list[str]:
