@@ -1,3 +1,4 @@
+import atexit
 import json
 import os
 import shutil
@@ -26,15 +27,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 # JAX's compiled programs (models.aim_config.keep_compiled) shared by this run's test processes and the workers and
 # servers they start, rather than kept in each test's own home: set here in the first process, before pytest -n starts
-# the others (they inherit it), and removed when it ends
+# the others (they inherit it), and removed when that process exits (also where a script imports this module)
 COMPILED = None
 if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
     COMPILED = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="synth-tests-jax-")
-
-
-def pytest_unconfigure(config):
-    if COMPILED is not None:
-        shutil.rmtree(COMPILED, ignore_errors=True)
+    atexit.register(shutil.rmtree, COMPILED, ignore_errors=True)
 
 
 # the tests that drive the whole app (a real browser, a corpus of real tables, the headless walk-through) start
