@@ -385,3 +385,23 @@ def test_random_persons_from_the_public_schema_link_within_max_children_and_draw
     per = rows.children_per_person()
     assert len(rows) == 60 and report.orphans == 0 and per.min() >= 1 and per.max() <= schema.max_children
     assert review_rows_for(281, schema) == 0 and review_rows_for(281) == 281
+
+
+def test_a_persons_rows_are_ordered_by_their_dates_not_only_by_the_year_the_schema_keeps():
+    """An order column of dates (validation keeps each date's year) orders a person's rows by the dates: visits
+    within one year written in scrambled order come out in time order; a missing date goes last."""
+    parents = pd.DataFrame({"pid": [1, 2], "age": [40, 60]})
+    children = pd.DataFrame({"pid": [1, 1, 1, 2, 2, 1],
+                             "seen": ["2020-11-03", "2020-02-17", "2021-01-05", "2020-06-01", "2020-03-09", None],
+                             "lab": [3, 1, 4, 2, 1, 9]})
+    tables = LinkedTables(parents, children)
+    schema = LinkedSchema(parent=Schema([ColumnSpec("age", "integer", lower=18, upper=90)]),
+                          child=Schema([ColumnSpec("seen", "integer", lower=2000, upper=2030, date="year",
+                                                   nullable=True),
+                                        ColumnSpec("lab", "integer", lower=0, upper=10)]),
+                          key="pid", max_children=5, order="seen")
+    rows, _ = link_tables(tables, schema)
+    assert rows.children["seen"].dropna().tolist() == [2020, 2020, 2021, 2020, 2020]  # the year is what is modelled
+    first = rows.children[rows.person == 0]
+    assert first["lab"].tolist() == [1, 3, 4, 9]  # 17 Feb, 3 Nov 2020, 5 Jan 2021, then the undated row
+    assert rows.children[rows.person == 1]["lab"].tolist() == [1, 2]

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..files import write_atomic
 from .spec import SCHEMA_VERSION, ColumnSpec, Schema, SchemaError, _preview
-from .tables import ValidationReport, _is_missing, draft_schema, random_table, validate_table
+from .tables import ValidationReport, _is_missing, _parse_dates, draft_schema, random_table, validate_table
 
 # what a draft proposes as the most child rows a person may contribute: a public default, never read from the data
 DEFAULT_MAX_CHILDREN = 10
@@ -309,13 +309,24 @@ def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows,
         raise SchemaError(f"no row of the children's table has a key {key!r} found in the parents' table")
     child_rows, child_report = validate_table(kept_children, schema.child)
     person = person[linked].to_numpy(dtype=np.int64)
-    order = np.lexsort(((child_rows[schema.order].fillna(np.inf).to_numpy() if schema.order else
-                         np.arange(len(person))), person))
+    order = np.lexsort((_order_key(kept_children, child_rows, schema), person))
     rows = LinkedRows(parent_rows, child_rows.iloc[order].reset_index(drop=True), person[order])
     over = np.clip(rows.children_per_person() - schema.max_children, 0, None)  # what bounding will leave out
     return rows, LinkedReport(parent_report, child_report, orphans=int((~linked).sum()),
                               truncated_persons=int((over > 0).sum()), dropped_children=int(over.sum()),
                               max_children=schema.max_children)
+
+
+def _order_key(raw: pd.DataFrame, rows: pd.DataFrame, schema: LinkedSchema) -> np.ndarray:
+    """What each person's child rows are sorted by (a stable sort: ties keep the file's order; missing last):
+    the order column as validated, or, for a column read from dates (validation keeps their year), the dates
+    themselves, so that a person's rows within one year are ordered too."""
+    if not schema.order:
+        return np.arange(len(rows))
+    if schema.child[schema.order].date is not None:
+        dates = _parse_dates(raw[schema.order].reset_index(drop=True))
+        return (dates - pd.Timestamp(0)).dt.total_seconds().fillna(np.inf).to_numpy()
+    return rows[schema.order].astype(float).fillna(np.inf).to_numpy()
 
 
 def random_tables(schema: LinkedSchema, persons: int, seed: int | None = None) -> LinkedTables:
