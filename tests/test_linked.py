@@ -92,6 +92,21 @@ def test_a_person_with_all_their_rows_is_one_sample_and_the_ledger_says_so(fitte
     assert before[3] != after[3]
 
 
+def test_a_linked_run_stores_its_costs_so_the_next_estimate_is_a_lookup(fitted, monkeypatch):
+    """No review sample follows a linked run; a few persons drawn after training time the draw, and the run's
+    steps and that draw are stored for the model page's next estimate (no probe, no button)."""
+    from synth_core.runs.timing import estimate_fit_seconds, stored_costs
+    result, tmp = fitted
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp / "home"))
+    costs = stored_costs("dp-tbart", "tiny", public_schema())
+    assert costs is not None and costs.measured.startswith("measured on a run")
+    assert costs.per_step_s > 0 and costs.draw_row_s > 0 and costs.steps_share == 1.0
+    plan = result.model.plan
+    estimate = estimate_fit_seconds("dp-tbart", public_schema(), "tiny", 120, plan.epsilon, plan.delta,
+                                    options={"epochs": 6}, review_rows=0)
+    assert estimate["measured"] == costs.measured and estimate["phases"]["sampling"] == 0
+
+
 def test_sampling_writes_both_tables_with_fresh_consistent_keys_and_bounded_children(fitted, tmp_path):
     result, tmp = fitted
     tables, info = api.sample(tmp / "run", 200, seed=3, out=tmp_path / "synthetic")
