@@ -342,3 +342,14 @@ def test_common_csv_dialects_and_encodings_are_read_and_said(content, encoding, 
     assert list(table.columns) == ["name", "city", "n"]
     assert table["city"].tolist() == ["Zürich", "Köln"] and table["n"].tolist() == [1, 2]
     assert table.attrs["read_as"] == detected
+
+
+def test_dates_written_with_and_without_a_time_zone_are_read_as_their_years():
+    """A column of dates some of which carry a time zone (an export from two systems) once stopped the draft and
+    the validation with pandas' "Mixed timezones detected"; they are read in UTC."""
+    when = [f"2013-0{i % 9 + 1}-01 10:00:00+01:00" if i % 2 else f"2014-0{i % 9 + 1}-02 09:30:00" for i in range(60)]
+    table = pd.DataFrame({"when": when, "x": np.arange(60) % 3})
+    schema = draft_schema(table).confirm()
+    assert schema["when"].kind == "integer" and schema["when"].date == "year"
+    rows, _ = validate_table(table, schema)
+    assert rows["when"].value_counts().to_dict() == {2013: 30, 2014: 30}

@@ -324,8 +324,9 @@ def _order_key(raw: pd.DataFrame, rows: pd.DataFrame, schema: LinkedSchema) -> n
     if not schema.order:
         return np.arange(len(rows))
     if schema.child[schema.order].date is not None:
-        dates = _parse_dates(raw[schema.order].reset_index(drop=True))
-        return (dates - pd.Timestamp(0)).dt.total_seconds().fillna(np.inf).to_numpy()
+        # in UTC, so that dates written with and without their time zone compare
+        dates = pd.to_datetime(_parse_dates(raw[schema.order].reset_index(drop=True)), utc=True, errors="coerce")
+        return (dates - pd.Timestamp(0, tz="UTC")).dt.total_seconds().fillna(np.inf).to_numpy()
     return rows[schema.order].astype(float).fillna(np.inf).to_numpy()
 
 

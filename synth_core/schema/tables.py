@@ -269,7 +269,10 @@ def _parse_dates(values: pd.Series) -> pd.Series:
         text = text.where(~short, years[short].astype(int).astype(str) + "-01-01")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pandas warns when it guesses a format per value
-        return pd.to_datetime(text, errors="coerce", format="mixed")
+        try:
+            return pd.to_datetime(text, errors="coerce", format="mixed")
+        except ValueError:  # dates with and without a time zone, or in several: all read in UTC (a year may move
+            return pd.to_datetime(text, errors="coerce", format="mixed", utc=True)  # for hours around New Year)
 
 
 # --- drafting -----------------------------------------------------------------------------------
