@@ -386,7 +386,7 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         try:
             left = epsilon_left(epsilon, bounds_epsilon, schema.rows is not None)
             result = estimate_fit_seconds(klass.family, schema, preset, n_train, left, delta, options=model_options,
-                                          review_rows=review_rows_for(n_train, schema), calibrated=calibration_share > 0,
+                                          review_rows=review_rows_for(n_train), calibrated=calibration_share > 0,
                                           steps=expected_steps)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:

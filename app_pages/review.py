@@ -14,6 +14,7 @@ from synth_core.forecast import findings, forecast_column
 from synth_core.evaluate.inputs import EvaluationError
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
+from synth_core.request import review_rows_for
 from synth_core.runs.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
@@ -51,12 +52,10 @@ def load_run(path: str, stamp: float):
     schema = run.schema()
     train = read_private(run, "train")
     holdout = read_private(run, "holdout")
-    review = run.review_sample
-    if review.exists():
-        synthetic = pd.read_csv(review, dtype={c.name: "string" for c in schema.columns if not c.is_numeric})
-    else:  # an older or cancelled run without a review sample: make one now (sampling costs no privacy)
+    synthetic = run.read_review_sample(schema)
+    if synthetic is None:  # an older or cancelled run without a review sample: make one now (sampling costs no privacy)
         from synth_core.api import load_model
-        synthetic = load_model(path).sample(min(len(train), 20000) if train is not None else 5000, seed=0)
+        synthetic = load_model(path).sample(review_rows_for(len(train)) if train is not None else 5000, seed=0)
     return schema, train, holdout, synthetic
 
 

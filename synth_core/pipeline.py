@@ -189,7 +189,7 @@ def build(paid: Paid, share=lambda compute: compute()) -> Built:
 def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> dict:
     """What the run's config.json says: the request as resolved, its plan, and what the next estimate needs."""
     request, synth = paid.request, built.model
-    linked = isinstance(paid.schema, LinkedSchema)  # no forecast nor time estimate for linked tables yet
+    linked = isinstance(paid.schema, LinkedSchema)  # no forecast for linked tables yet
     return {
         "model": request.model, "preset": request.preset, "size": type(synth).size_of(request.preset),
         "options": request.options or {}, "epsilon": request.epsilon, "delta": paid.delta,
@@ -201,9 +201,8 @@ def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> d
         # counts of clipped or missing values describe the private table: the steward's, never exported
         "created": time.time(), "private_validation_counts": admitted.report.to_dict(),
         "plan": built.plan.to_dict(), "device": device_label(synth.device),
-        "sampling_estimate_s": None if linked else sampling_seconds(synth, request.preset, built.review_rows,
-                                                                    guess=True),
-        "step_estimate_s": None if linked else step_seconds(synth, request.preset, built.plan.expected_batch_size),
+        "sampling_estimate_s": sampling_seconds(synth, request.preset, built.review_rows, guess=True),
+        "step_estimate_s": step_seconds(synth, request.preset, built.plan.expected_batch_size),
         # from public facts and the released count only (forecast.py): the review sets it beside what it measures
         "forecast": None if linked else run_forecast(paid.schema, paid.ledger.n_rows, request.epsilon, request.model),
     }
@@ -235,8 +234,8 @@ def save(run: RunDir | None, built: Built, paid: Paid, clock: RunClock) -> None:
             clock.record(synth, paid.request.preset, time.time() - started,
                          rows_drawn(built.review_rows, synth.calibration is not None))
     elif isinstance(synth.schema, LinkedSchema) and not result.cancelled:
-        # no review sample follows a linked run: a few persons drawn (and dropped) time the draw, so that the
-        # next estimate of this model is a lookup, as after a single table's run
+        # no review sample asked for (a fit outside the app): a few persons drawn (and dropped) time the draw, so
+        # that the next estimate of this model is a lookup
         started = time.time()
         synth.draw(TIMED_DRAW)
         clock.record(synth, paid.request.preset, time.time() - started, TIMED_DRAW)

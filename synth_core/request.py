@@ -40,10 +40,10 @@ def check_rows(n: int, what: str = "the table") -> None:
                           "rows, and thousands to learn much")
 
 
-def review_rows_for(n_train: int, schema: Schema | LinkedSchema | None = None) -> int:
-    """The review sample a background job draws after training on `n_train` rows: none for linked tables yet
-    (the review page draws their persons)."""
-    return 0 if isinstance(schema, LinkedSchema) else min(int(n_train), REVIEW_ROWS)
+def review_rows_for(n_train: int) -> int:
+    """The review sample a background job draws after training on `n_train` rows (linked tables: persons, each
+    with their child rows)."""
+    return min(int(n_train), REVIEW_ROWS)
 
 
 @dataclass(frozen=True)
@@ -129,8 +129,7 @@ class FitRequest:
     def _check_linked(self) -> None:
         """What linked tables (schema.linked) cannot be trained with yet."""
         asked = [what for what, value in (("DP bounds (bounds_epsilon)", self.bounds_epsilon),
-                                          ("a quantile share", self.quantile_share),
-                                          ("a review sample", self.review_rows)) if value]
+                                          ("a quantile share", self.quantile_share)) if value]
         if asked:
             raise SchemaError(f"linked tables cannot be trained with {' or '.join(asked)} yet: declare every bound "
                               "in the schema and leave the quantile share at 0")

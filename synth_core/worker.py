@@ -20,7 +20,6 @@ import time
 import traceback
 
 from .request import REVIEW_RELEASED, FitRequest
-from .schema.linked import LinkedSchema
 from .runs import RunDir, RunError, RunGone
 from .training import distributed
 
@@ -55,9 +54,8 @@ def main(argv: list[str]) -> int:
         if group.is_main:
             processes = f" in {group.world_size} processes" if group.active else ""
             print(f"{time.strftime('%H:%M:%S')} training {request.model}{processes}", flush=True)
-        # a job made before requests said so draws as many review rows as the run releases it trained on (linked
-        # tables: none yet)
-        review = request.review_rows or (0 if isinstance(schema, LinkedSchema) else REVIEW_RELEASED)
+        # a job made before requests said so draws as many review rows (persons) as the run releases it trained on
+        review = request.review_rows or REVIEW_RELEASED
         api.fit(table, schema, request.replace(review_rows=review,
                                                public_table=charge is None, table_epsilon=None),
                 run_dir=run, table_charge=charge, should_stop=lambda: bool(terminated) or cancel_requested(run))

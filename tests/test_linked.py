@@ -388,18 +388,15 @@ def test_a_grown_pool_of_persons_keeps_each_person_s_rows_with_them():
     assert picked.children.groupby("pid")["day"].apply(list).to_dict() == {1: [7, 8], 2: [1, 2], 3: [7, 8]}
 
 
-def test_random_persons_from_the_public_schema_link_within_max_children_and_draw_no_review_sample():
+def test_random_persons_from_the_public_schema_link_within_max_children():
     """What the model page's time estimate times DP-SGD steps over (test_linked_app clicks it): persons drawn
-    from the public schema alone, 1 to max_children rows each, keys that link; a linked run draws no review
-    sample after training, so the estimate has no time for one."""
+    from the public schema alone, 1 to max_children rows each, keys that link."""
     from synth_core.demo import pbcseq_schema
-    from synth_core.request import review_rows_for
     from synth_core.schema.linked import random_tables
     schema = pbcseq_schema()
     rows, report = link_tables(random_tables(schema, 60, seed=1), schema)
     per = rows.children_per_person()
     assert len(rows) == 60 and report.orphans == 0 and per.min() >= 1 and per.max() <= schema.max_children
-    assert review_rows_for(281, schema) == 0 and review_rows_for(281) == 281
 
 
 def test_a_persons_rows_are_ordered_by_their_dates_not_only_by_the_year_the_schema_keeps():

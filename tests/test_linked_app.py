@@ -63,12 +63,13 @@ def test_linked_tables_go_from_two_uploads_to_both_csvs_with_a_person_as_the_uni
     assert {"Persons per step (batch)", "Share of persons per step (q)"} <= {m.label for m in at.metric}
     at.radio(key="table_total_choice").set_value("Moderate harm: ε = 3 in all (about three runs at ε = 1)").run()
     at.selectbox(key="preset").set_value("tiny").run()
-    # the time before the start: DP-SGD steps over random persons from the public schema, no review sample
+    # the time before the start: DP-SGD steps over random persons from the public schema, then the review's
+    # persons drawn after training
     at.button(key="estimate_button").click().run(timeout=RUN_S)
     no_exceptions(at)
     steps = next(m.value for m in at.metric if m.label == "Training steps")
     assert "About" in texts(at.info) and f"{steps} training steps of" in texts(at.info)
-    assert "for the review" not in texts(at.info)
+    assert "drawing the synthetic rows for the review" in texts(at.info)
     at.button(key="start_training").click().run()
     no_exceptions(at)
     assert not at.error, texts(at.error)
@@ -79,6 +80,12 @@ def test_linked_tables_go_from_two_uploads_to_both_csvs_with_a_person_as_the_uni
     assert ledger["spent_epsilon"] <= 1.0 + 1e-9
     assert any(e["details"].get("unit") == "person" and e["details"].get("max_children") == 6
                for e in ledger["entries"])
+    # the review's persons are drawn by the job after training (as many as it released it trained on), not by
+    # the review page while the steward waits
+    review = run.read_review_sample(schema)
+    assert review is not None and len(review.parents) >= 10 and len(review.children) > 0
+    assert set(review.children["pid"]) <= set(review.parents["pid"])
+    assert run.config()["sampling_estimate_s"] > 0  # the train page's time left counts that draw
 
     # 5. the review of both levels and of the link, and its report
     at.switch_page("app_pages/review.py").run()

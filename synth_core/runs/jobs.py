@@ -99,8 +99,8 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     if not isinstance(request, FitRequest):
         request = FitRequest.from_dict(request)
     linked = isinstance(schema, LinkedSchema)
-    if request.review_rows is None:  # linked tables: no review sample yet (evaluate --real-child reviews them)
-        request = request.replace(review_rows=0 if linked else REVIEW_RELEASED)
+    if request.review_rows is None:
+        request = request.replace(review_rows=REVIEW_RELEASED)
     request.check(schema)
     if schema.rows is not None and schema.rows != len(table):
         raise SchemaError(f"the schema declares {schema.rows} {'persons' if linked else 'rows'} as public, but the "

@@ -37,12 +37,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from ..privacy import PrivacyLedger
 from ..privacy.ledger import LedgerError
 from ..schema import Schema
 from ..schema.linked import LinkedSchema, LinkedTables, load_schema
 from . import process
 from ..files import atomic_output, check_output_folder, write_atomic
+
+LINKED_PARTS = ("parents", "children")  # a linked sample's two CSVs in its folder, as PART.csv
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
 # keys of a run's config or request that describe the private table itself: written to private/facts.json,
@@ -310,8 +314,22 @@ class RunDir:
 
     @property
     def review_sample(self) -> Path:
-        """The synthetic rows sampled right after training, for the review page."""
+        """The synthetic rows sampled right after training, for the review page (a linked run's: `write_sample`'s
+        folder of that name without .csv)."""
         return self.sample_path("review.csv")
+
+    def read_review_sample(self, schema):
+        """The review sample as `write_sample` wrote it, its categories read as text: a DataFrame, or LinkedTables
+        for a linked schema; None where the run has none (cancelled, or made before runs drew one)."""
+        def read(path: Path, table_schema):
+            return pd.read_csv(path, dtype={c.name: "string" for c in table_schema.columns if not c.is_numeric})
+        if isinstance(schema, LinkedSchema):
+            folder = self.review_sample.with_suffix("")
+            paths = [folder / f"{which}.csv" for which in LINKED_PARTS]
+            if not all(p.exists() for p in paths):
+                return None
+            return LinkedTables(read(paths[0], schema.parent), read(paths[1], schema.child))
+        return read(self.review_sample, schema) if self.review_sample.exists() else None
 
     def save_model(self, model) -> None:
         """Save a model (SynthModel) in model/; RunGone if the run folder was deleted."""
@@ -332,7 +350,7 @@ class RunDir:
         if isinstance(table, LinkedTables):
             path = path.with_suffix("")
             path.mkdir(mode=0o700, exist_ok=True)
-            for which in ("parents", "children"):
+            for which in LINKED_PARTS:
                 with atomic_output(path / f"{which}.csv", private=True, make_parent=False) as f:
                     getattr(table, which).to_csv(f, index=False)
             return path
