@@ -37,7 +37,7 @@ from .privacy.contribution import bound_children
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .schema.linked import LinkedReport, LinkedRows, LinkedSchema, LinkedTables, link_tables
 from .training.device import device_label
-from .runs.timing import TIMED_DRAW, RunClock, rows_drawn, sampling_seconds, step_seconds
+from .runs.timing import RunClock, rows_drawn, sampling_seconds, step_seconds
 
 
 @dataclass
@@ -233,12 +233,6 @@ def save(run: RunDir | None, built: Built, paid: Paid, clock: RunClock) -> None:
         if not result.cancelled:
             clock.record(synth, paid.request.preset, time.time() - started,
                          rows_drawn(built.review_rows, synth.calibration is not None))
-    elif isinstance(synth.schema, LinkedSchema) and not result.cancelled:
-        # no review sample asked for (a fit outside the app): a few persons drawn (and dropped) time the draw, so
-        # that the next estimate of this model is a lookup
-        started = time.time()
-        synth.draw(TIMED_DRAW)
-        clock.record(synth, paid.request.preset, time.time() - started, TIMED_DRAW)
     say_trained(run, result, built.plan.unit)
 
 

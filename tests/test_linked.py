@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from synth_core import api
+from synth_core.request import REVIEW_RELEASED
 from synth_core.cli import main
 from synth_core.home import budgets_path
 from synth_core.models import get_model_class
@@ -53,12 +54,13 @@ def public_schema() -> LinkedSchema:
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
-    """One run on the invented patients (ε = 2, the tiny model), through the API the CLI and the app call."""
+    """One run on the invented patients (ε = 2, the tiny model), through the API the CLI and the app call, with a
+    review sample drawn after training as the app's jobs draw one."""
     tmp = tmp_path_factory.mktemp("linked")
     with pytest.MonkeyPatch.context() as mp:  # a module's fixture starts before each test's own home is set
         mp.setenv("SYNTH_WORKBENCH_HOME", str(tmp / "home"))
         result = api.fit(patients(), public_schema(), "dp-tbart", epsilon=2.0, preset="tiny", run_dir=tmp / "run",
-                         options={"epochs": 6})
+                         options={"epochs": 6}, review_rows=REVIEW_RELEASED)
     return result, tmp
 
 
@@ -93,8 +95,8 @@ def test_a_person_with_all_their_rows_is_one_sample_and_the_ledger_says_so(fitte
 
 
 def test_a_linked_run_stores_its_costs_so_the_next_estimate_is_a_lookup(fitted, monkeypatch):
-    """No review sample follows a linked run; a few persons drawn after training time the draw, and the run's
-    steps and that draw are stored for the model page's next estimate (no probe, no button)."""
+    """The run's steps and its review sample's draw are stored for the model page's next estimate of the same
+    model (no probe, no button), as after a single table's run."""
     from synth_core.runs.timing import estimate_fit_seconds, stored_costs
     result, tmp = fitted
     monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp / "home"))

@@ -45,8 +45,6 @@ DRAW_ROW_S = 2e-4
 # rows the probe draws: the next size only while a draw takes under PROBE_DRAW_S (a language model is slow)
 PROBE_DRAW_ROWS = (100, 400, 4000)
 PROBE_DRAW_S = 0.3
-# persons a linked run draws (and drops) after training to time a draw, where no review sample is drawn
-TIMED_DRAW = 20
 
 
 @dataclass
