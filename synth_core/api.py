@@ -16,6 +16,7 @@ import pandas as pd
 from . import pipeline
 from .files import atomic_output, check_output_file, check_output_folder
 from .models import SynthModel
+from .models.options import check_sample_rows
 from .privacy import PrivacyLedger
 from .privacy.planning import NoisePlan
 from .privacy.split import planned_split
@@ -159,10 +160,12 @@ def parse_conditions(schema: Schema | LinkedSchema, pairs: list[str]) -> dict:
 
 
 def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed: int | None = None,
-           out: str | Path | None = None, device: str | None = None) -> tuple[pd.DataFrame | LinkedTables, dict]:
+           out: str | Path | None = None, device: str | None = None,
+           on_draw: Callable[[SynthModel], None] | None = None) -> tuple[pd.DataFrame | LinkedTables, dict]:
     """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table, info). A run on
     linked tables draws `rows` persons with their child rows (LinkedTables), and `out` is a folder that receives
-    parents.csv and children.csv."""
+    parents.csv and children.csv. `on_draw(model)`: called once the request is found sound, before the draw (a
+    caller that says what is being drawn)."""
     run = RunDir(run_dir)
     linked = run.exists() and isinstance(run.schema(), LinkedSchema)  # a missing run: load_model says so
     if out is not None and linked:
@@ -172,6 +175,9 @@ def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed:
         if not out.parent.is_dir():
             raise RunError(f"the folder {out.parent} does not exist; create it or write elsewhere")
     model = load_model(run_dir, device=device)
+    check_sample_rows(rows)
+    if on_draw is not None:
+        on_draw(model)
     table = model.sample(rows, conditions=conditions, seed=seed)
     info = dict(model.last_sample_info)
     if out is not None and linked:  # parents.csv and children.csv, safe to open in a spreadsheet

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from tqdm import tqdm
@@ -24,7 +25,7 @@ from tqdm import tqdm
 from .cli_args import FAMILY_COMMANDS, build_parser, parse_options
 from .cli_schema import read_tables, schema_command
 from .errors import ProcessLost, SamplingError
-from .format import epsilon as epsilon_text, runs as runs_text
+from .format import duration, epsilon as epsilon_text, runs as runs_text
 from .models.recommend import AUTO
 from .privacy.budget import BudgetError
 from .request import FitRequest
@@ -195,13 +196,17 @@ def _sample(args) -> int:
     from .models.calibration import summary as calibration_summary
     schema = RunDir(args.run).require().schema()
     conditions = api.parse_conditions(schema, args.condition)
+    linked = isinstance(schema, LinkedSchema)
+    started = []
     table, info = api.sample(args.run, args.rows, conditions=conditions, seed=args.seed, out=args.out,
-                             device=args.device)
-    if isinstance(schema, LinkedSchema):
+                             device=args.device, on_draw=lambda model: started.append(_drawing(
+                                 model, args.rows, "persons with their child rows" if linked else "rows", args.run)))
+    took = f" in {duration(time.perf_counter() - started[0])}"
+    if linked:
         print(f"wrote {len(table.parents)} persons to {info['paths']['parents']} and their {len(table.children)} "
-              f"child rows to {info['paths']['children']}")
+              f"child rows to {info['paths']['children']}{took}")
         return 0
-    msg = f"wrote {len(table)} rows to {args.out}"
+    msg = f"wrote {len(table)} rows to {args.out}{took}"
     if info.get("method") == "rejection":
         msg += f" (rejection sampling on {', '.join(info['rejection_columns'])}: acceptance rate {info['acceptance_rate']:.1%})"
     calibrated = calibration_summary(info.get("calibration"), len(table))
@@ -209,6 +214,33 @@ def _sample(args) -> int:
         msg += f"; {calibrated}"
     print(msg)
     return 0
+
+
+def _drawing(model, rows: int, what: str, run) -> float:
+    """Says what is being drawn and, where this machine timed a run of the model, about how long it takes (a
+    model draws for seconds to minutes, a calibrated one a pool first); returns the clock."""
+    from .runs.timing import sampling_seconds
+    try:
+        seconds = sampling_seconds(model, str(RunDir(run).public_config().get("preset", "")), rows)
+    except (RunError, OSError, ValueError):  # a config it cannot read costs only the estimate
+        seconds = None
+    about = f" (about {duration(seconds)}, at this machine's last run of the model)" if seconds else ""
+    print(f"drawing {rows:,} {what} from {run}{about}…", flush=True)
+    return time.perf_counter()
+
+
+class _Sections:
+    """The terminal's progress bar over an evaluation's sections (`evaluate`'s progress: share done, section)."""
+
+    def __init__(self):
+        self.bar = tqdm(total=100, desc="evaluating", unit="%", dynamic_ncols=True)
+
+    def __call__(self, share: float, section: str) -> None:
+        self.bar.update(max(0, int(round(100 * share)) - self.bar.n))
+        self.bar.set_postfix_str(section, refresh=True)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _labelled(items: list[str], prefix: str) -> list[tuple[str, str]]:
@@ -261,9 +293,14 @@ def _evaluate(args) -> int:
             for f in quick_figures(real, table, schema, target=args.target, seed=args.seed):
                 print(f"  {f.name:32s} {f.value:8.4f}  {f.verdict:5s} {f.meaning}")
         return 0
-    html_path, json_path = build_report(real, synthetic, schema, holdout=holdout, target=args.target,
-                                        sensitive=args.sensitive, ledger=ledgers, out_dir=args.out, seed=args.seed,
-                                        include_umap=not args.no_umap, n_threads=args.threads)
+    sections = _Sections()
+    try:
+        html_path, json_path = build_report(real, synthetic, schema, holdout=holdout, target=args.target,
+                                            sensitive=args.sensitive, ledger=ledgers, out_dir=args.out,
+                                            seed=args.seed, include_umap=not args.no_umap, n_threads=args.threads,
+                                            progress=sections)
+    finally:
+        sections.close()
     print(f"wrote {html_path} and {json_path}")
     return 0
 
@@ -283,7 +320,8 @@ def _evaluate_linked(args, schema, runs: list, files: list) -> int:
                      schema)
     synthetic, ledgers = {}, {}
     for label, path in runs:
-        synthetic[label], _ = api.sample(path, len(real.parents), seed=args.seed)
+        synthetic[label], _ = api.sample(path, len(real.parents), seed=args.seed, on_draw=lambda model: _drawing(
+            model, len(real.parents), "persons with their child rows (as many as the real persons)", path))
         ledgers[label] = RunDir(path).ledger_dict()
     for label, path in files:
         folder = Path(path)
@@ -292,6 +330,8 @@ def _evaluate_linked(args, schema, runs: list, files: list) -> int:
     holdout = canonical(LinkedTables(read_table(args.holdout, schema.parent),
                                      read_table(args.holdout_child, schema.child)), schema) \
         if args.holdout and args.holdout_child else None
+    print("measuring both levels' figures" + (" and training on the synthetic persons…" if holdout is not None
+                                              else "…"), flush=True)
     review = review_linked(real, synthetic, schema, holdout, args.target, seed=args.seed)
     html_path, json_path = write_linked_report(review, args.out, ledgers)
     print(f"wrote {html_path} and {json_path}")

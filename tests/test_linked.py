@@ -218,6 +218,8 @@ def test_the_cli_drafts_confirms_fits_and_samples_linked_tables(tmp_path):
     assert code == 0, said
     assert len(pd.read_csv(tmp_path / "synthetic" / "parents.csv")) == 25
     assert "child rows" in said
+    assert "drawing 25 persons with their child rows from" in said  # said before the draw, its time after
+    assert said.strip().splitlines()[-1].split(" in ")[-1].endswith(" s")
     held = patients(40, seed=5)
     held.parents.to_csv(tmp_path / "held.csv", index=False)
     held.children.to_csv(tmp_path / "held_visits.csv", index=False)
@@ -225,6 +227,7 @@ def test_the_cli_drafts_confirms_fits_and_samples_linked_tables(tmp_path):
                      "--run", tmp_path / "run", "--synthetic", f"drawn={tmp_path / 'synthetic'}", "--out", tmp_path / "review",
                      "--holdout", tmp_path / "held.csv", "--holdout-child", tmp_path / "held_visits.csv", "--target", "age")
     assert code == 0, said
+    assert "drawing 80 persons" in said and "measuring both levels' figures and training on" in said
     review = json.loads((tmp_path / "review" / "report.json").read_text())
     assert set(review["results"]) == {"run", "drawn"} and review["persons"] == 80
     assert review["in_order"]["run"] == 1.0  # a person's rows follow the declared order column
