@@ -9,7 +9,7 @@ from synth_core.runs import RunDir, RunError
 from workbench import state
 from synth_core.format import duration, epsilon
 from workbench.charts import epsilon_chart, loss_chart
-from workbench.display import readable
+from workbench.display import drawing_text, readable
 
 st.title("4 · Train")
 
@@ -63,9 +63,7 @@ def show_run(run: RunDir) -> None:
                f"`{summary.get('size') or '?'}` · {request.get('rows', '?')} training {summary.get('unit', 'rows')}")
     if live:
         drawing = bool(prog["steps_planned"]) and prog["steps_done"] >= prog["steps_planned"]
-        text = ("Training done; drawing the synthetic rows for the review"
-                + (f", about {duration(prog['remaining_s'])} left" if prog["sampling_s"] is not None else "…")
-                if drawing else
+        text = (drawing_text(prog) if drawing else
                 f"{duration(prog['elapsed_s'])} elapsed, about {duration(prog['remaining_s'])} left")
         st.progress(min(1.0, prog["fraction"]),
                     text=text + (" · stopping after this step" if cancel_requested(run) else ""))

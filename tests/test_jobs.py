@@ -436,3 +436,23 @@ def test_fairness_control_leaves_groups_too_small_to_judge_out_of_the_gap_and_na
     assert out.summary()["groups_too_small_to_judge"] == ["tiny"]
     with pytest.raises(ValueError, match="smallest group"):
         fair_sample(TinyGroupModel(), 100, "race", "outcome", "good", share=0.5, min_group_rows=0)
+
+
+def test_the_train_page_says_when_the_review_draw_outlasts_its_estimate(tmp_path):
+    """A calibrated review sample may draw up to four pools where the estimate counted one (a wide linked table:
+    28,128 persons drawn for 2,344): once the draw passes its estimate, the time left is unknown, not 0 s, and
+    the page says how long the draw has taken."""
+    from synth_core.runs.jobs import progress
+    from workbench.display import drawing_text
+    run = RunDir.create(tmp_path / "run")
+    run.write_config({"model": "dp-tbart", "plan": {"kind": "dp-sgd", "steps": 10}, "sampling_estimate_s": 30.0})
+    run.append_event({"step": 10, "steps": 10, "elapsed_s": 20.0, "epsilon": 1.0})
+    stamp = time.time()
+    os.utime(run._events_file(), (stamp - 10, stamp - 10))  # trained 10 s ago: within the estimate
+    shown = progress(run)
+    assert shown["remaining_s"] == pytest.approx(20.0, abs=2.0) and shown["drawing_s"] == pytest.approx(10, abs=2)
+    assert "about 20 s left" in drawing_text(shown)
+    os.utime(run._events_file(), (stamp - 95, stamp - 95))  # past it
+    shown = progress(run)
+    assert shown["remaining_s"] is None and shown["drawing_s"] == pytest.approx(95, abs=2)
+    assert "1 min 35 s so far, longer than the 30 s estimated" in drawing_text(shown)

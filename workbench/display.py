@@ -1,7 +1,10 @@
-"""Tables as a person reads them: an empty cell where a value is missing, never 'None' or 'nan'."""
+"""What a page shows as a person reads it: tables with an empty cell where a value is missing (never 'None' or
+'nan'), the progress bar's words while a review sample is drawn."""
 from __future__ import annotations
 
 import pandas as pd
+
+from synth_core.format import duration
 
 
 def _cell(value) -> str:
@@ -21,3 +24,14 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
         if column.isna().any():
             out[name] = column.map(_cell).astype(object)
     return out
+
+
+def drawing_text(prog: dict) -> str:
+    """What the progress bar says while the review sample is drawn after training."""
+    if prog["sampling_s"] is None:
+        return "Training done; drawing the synthetic rows for the review…"
+    if prog["remaining_s"] is None:
+        return (f"Training done; drawing the synthetic rows for the review: {duration(prog['drawing_s'])} so far, "
+                f"longer than the {duration(prog['sampling_s'])} estimated (a calibrated sample draws more "
+                "candidates while few of them fit the measured marginals)…")
+    return f"Training done; drawing the synthetic rows for the review, about {duration(prog['remaining_s'])} left"

@@ -367,7 +367,8 @@ FINISH_S = 1.0     # saving a model and drawing a small review sample, when no p
 
 def progress(run: RunDir) -> dict:
     """Steps done and planned, elapsed and remaining seconds: the run's own steps so far, times the steps left,
-    plus drawing the review sample after training (timed by past runs of the same model, when there are any)."""
+    plus drawing the review sample after training (timed by past runs of the same model, when there are any;
+    remaining None once the draw has outlasted its estimate, `drawing_s` saying how long it has taken)."""
     events = run.events()
     try:
         config = run.config()
@@ -383,7 +384,7 @@ def progress(run: RunDir) -> dict:
     done = events[-1]["step"] if events else 0
     elapsed = events[-1].get("elapsed_s", 0.0) if events else 0.0
     sampling = config.get("sampling_estimate_s")
-    remaining = None
+    remaining = drawing = None  # drawing: seconds since training ended, while the review sample is drawn
     if planned and done:
         # a step's time from the run's own steps; an adaptive mechanism's rounds differ: the first (every column
         # measured, the estimation compiled) takes longer than those after it, so until a second one is timed a
@@ -400,9 +401,15 @@ def progress(run: RunDir) -> dict:
         # then saving the model and drawing the review sample: timed by past runs, else a few seconds
         after = float(sampling) if sampling is not None else FINISH_S
         remaining += max(0.0, after - (since_last if done >= planned else 0.0))
+        if done >= planned:
+            drawing = since_last
+            if sampling is not None and since_last > after:
+                # past its estimate: a calibrated sample draws more candidates (up to the family's pool growth)
+                # while few of them fit the measured marginals, which no estimate before the draw can know
+                remaining = None
     return {"steps_done": done, "steps_planned": planned, "elapsed_s": elapsed, "remaining_s": remaining,
             "fraction": (done / planned) if planned else 0.0, "sampling_s": sampling,
-            "unit": kind.unit}
+            "drawing_s": drawing, "unit": kind.unit}
 
 
 def ledger_of(run: RunDir) -> PrivacyLedger | None:
