@@ -18,7 +18,7 @@ from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
 from synth_core.schema.linked import LinkedSchema
 from workbench import state
-from workbench.display import readable
+from workbench.display import past_estimate, readable
 from synth_core.format import duration
 
 st.title("6 · Generate and export")
@@ -118,8 +118,10 @@ if job is not None and not job.done:
         if job.done:
             st.rerun()
         left = job.left()
-        st.progress(job.fraction(), text=f"Sampling {job.rows:,} rows: {duration(job.elapsed())} so far"
-                    + (f", about {duration(left)} left" if left is not None else "")
+        st.progress(job.fraction(), text=f"Sampling {job.rows:,} rows: "
+                    + (past_estimate(job.elapsed(), job.expected_s) if job.overdue else
+                       f"{duration(job.elapsed())} so far" + (f", about {duration(left)} left" if left is not None
+                                                              else ""))
                     + ". You may change the settings meanwhile; they apply to the next request.")
     sampling_progress()
     st.stop()

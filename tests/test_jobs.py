@@ -456,3 +456,17 @@ def test_the_train_page_says_when_the_review_draw_outlasts_its_estimate(tmp_path
     shown = progress(run)
     assert shown["remaining_s"] is None and shown["drawing_s"] == pytest.approx(95, abs=2)
     assert "1 min 35 s so far, longer than the 30 s estimated" in drawing_text(shown)
+
+
+def test_a_generate_request_past_its_estimate_has_no_time_left_to_show():
+    """The export page's background draw: 'about 0 s left' while a calibrated pool grows was wrong; past its
+    estimate the job is overdue and says how long it has taken."""
+    from concurrent.futures import Future
+    from synth_core.release.generate import SamplingJob
+    from workbench.display import past_estimate
+    job = SamplingJob(key="run", rows=100, future=Future(), expected_s=30.0)
+    assert not job.overdue and job.left() == pytest.approx(30.0, abs=2.0)
+    job.started -= 40
+    assert job.overdue and job.left() is None
+    assert past_estimate(job.elapsed(), job.expected_s).startswith("40 s so far, longer than the 30 s estimated")
+    assert SamplingJob(key="run", rows=100, future=Future()).left() is None  # nothing timed: no estimate

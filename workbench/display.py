@@ -31,7 +31,12 @@ def drawing_text(prog: dict) -> str:
     if prog["sampling_s"] is None:
         return "Training done; drawing the synthetic rows for the review…"
     if prog["remaining_s"] is None:
-        return (f"Training done; drawing the synthetic rows for the review: {duration(prog['drawing_s'])} so far, "
-                f"longer than the {duration(prog['sampling_s'])} estimated (a calibrated sample draws more "
-                "candidates while few of them fit the measured marginals)…")
+        return ("Training done; drawing the synthetic rows for the review: "
+                f"{past_estimate(prog['drawing_s'], prog['sampling_s'])}…")
     return f"Training done; drawing the synthetic rows for the review, about {duration(prog['remaining_s'])} left"
+
+
+def past_estimate(elapsed: float, expected: float) -> str:
+    """A draw that has outlasted its estimate, and why that happens."""
+    return (f"{duration(elapsed)} so far, longer than the {duration(expected)} estimated (a calibrated sample draws "
+            "more candidates while few of them fit the measured marginals)")

@@ -66,8 +66,15 @@ class SamplingJob:
         return time.time() - self.started
 
     def left(self) -> float | None:
-        """Seconds left by the expected time (None when unknown; 0 once overdue)."""
-        return None if self.expected_s is None else max(0.0, self.expected_s - self.elapsed())
+        """Seconds left by the expected time (None when unknown or overdue: a calibrated sample may grow its pool
+        up to the family's max_pool_growth times, which no estimate before the draw knows)."""
+        if self.expected_s is None or self.overdue:
+            return None
+        return self.expected_s - self.elapsed()
+
+    @property
+    def overdue(self) -> bool:
+        return self.expected_s is not None and self.elapsed() > self.expected_s
 
     def fraction(self) -> float:
         if self.done:
