@@ -439,6 +439,21 @@ def test_a_run_deleted_under_the_app(workspace):
     assert "run_path" not in at.session_state
 
 
+def test_a_second_tab_on_the_review_page_while_a_run_trains(workspace):
+    """A new tab (a new session, no table loaded) opened on the review page while the only run trains: it says
+    that a run is training, not that there is none."""
+    run = RunDir.create(workspace / "runs" / "20261128-103405-auto-5e79")
+    run.write_request({"name": "patients + visits, ε=1", "rows": 312, "unit": "persons"})
+    run.set_status("running")
+    at = new_app()
+    at.switch_page("app_pages/review.py").run()
+    no_exceptions(at)
+    assert "A run is training (patients + visits, ε=1)" in texts(at.info)
+    run.set_status("failed", "stopped")
+    at.switch_page("app_pages/review.py").run()
+    assert "No trained run yet" in texts(at.info)
+
+
 def test_the_readme_demo_flag_preloads_the_builtin_table(workspace, monkeypatch):
     monkeypatch.setattr("sys.argv", ["app.py", "--demo"])
     at = AppTest.from_file(APP, default_timeout=RUN_S).run()

@@ -173,10 +173,12 @@ def require_trained_runs() -> tuple[dict, list, int]:
     """Runs with a trained model ({id: listing}, ids newest first, index of the current run), or a pointer to
     step 4 and the end of this page's run."""
     from synth_core.runs.jobs import list_runs
-    ready = [r for r in visible_runs(list_runs(runs_root()))
-             if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
+    runs = visible_runs(list_runs(runs_root()))
+    ready = [r for r in runs if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
     if not ready:
-        st.info("No trained run yet. Train one on step 4.")
+        training = [r for r in runs if r.get("state") in ("created", "running")]
+        st.info(f"A run is training ({training[0].get('name') or training[0]['id']}): it can be reviewed here once "
+                "it ends. Follow it on step 4." if training else "No trained run yet. Train one on step 4.")
         st.page_link("app_pages/train.py", label="Go to step 4", icon=":material/arrow_back:")
         st.stop()
     by_id = {r["id"]: r for r in ready}
