@@ -105,12 +105,16 @@ if use_fairness:
     if conditions:
         st.info("Fixed column values are not combined with fairness control; they are ignored while it is on.")
 
-if st.button("Generate", type="primary", key="generate", disabled=bool(fair) and fair["positive"] is None):
-    st.session_state["sampling"] = SamplingJob.start(str(run.path), model, rows, conditions=conditions,
-                                                     fairness=fair, seed=int(time.time()) % (2**31 - 1))
+job: SamplingJob | None = st.session_state.get("sampling")
+# one request at a time: a second click (a double click, an impatient one) while rows are drawn would queue a
+# second draw behind the first and make the steward wait for both
+busy = job is not None and not job.done
+if st.button("Generate", type="primary", key="generate", disabled=busy or (bool(fair) and fair["positive"] is None),
+             help="Rows are being drawn for the last request" if busy else None) and not busy:
+    job = st.session_state["sampling"] = SamplingJob.start(str(run.path), model, rows, conditions=conditions,
+                                                           fairness=fair, seed=int(time.time()) % (2**31 - 1))
     st.session_state.pop("generated", None)  # the old table is replaced, not shown beside the new request
 
-job: SamplingJob | None = st.session_state.get("sampling")
 if job is not None and not job.done:
     # the rows are drawn in the background: other clicks rerun this page without cancelling them
     @st.fragment(run_every=0.5)
@@ -118,7 +122,7 @@ if job is not None and not job.done:
         if job.done:
             st.rerun()
         left = job.left()
-        st.progress(job.fraction(), text=f"Sampling {job.rows:,} rows: "
+        st.progress(job.fraction(), text=f"Sampling {job.rows:,} {'persons' if linked else 'rows'}: "
                     + (past_estimate(job.elapsed(), job.expected_s) if job.overdue else
                        f"{duration(job.elapsed())} so far" + (f", about {duration(left)} left" if left is not None
                                                               else ""))

@@ -249,6 +249,11 @@ def test_walk_through_from_upload_to_export(workspace):
     at.multiselect(key="fixed_columns").set_value(["sex"]).run()
     at.selectbox(key="cond_sex").set_value("Female")
     at.button(key="generate").click().run()
+    first = at.session_state["sampling"]
+    if not first.done:  # a second click while it draws starts nothing (one request at a time)
+        at.button(key="generate").click().run()
+        assert "sampling" not in at.session_state or at.session_state["sampling"] is first
+        assert first.done or at.button(key="generate").disabled
     wait_for_sample(at)
     no_exceptions(at)
     assert not at.error, texts(at.error)
