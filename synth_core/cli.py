@@ -237,7 +237,7 @@ class _Sections:
 
     def __call__(self, share: float, section: str) -> None:
         self.bar.update(max(0, int(round(100 * share)) - self.bar.n))
-        self.bar.set_postfix_str(section, refresh=True)
+        self.bar.set_postfix_str(f"{section} done", refresh=True)
 
     def close(self) -> None:
         self.bar.close()
