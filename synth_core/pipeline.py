@@ -232,7 +232,7 @@ def save(run: RunDir | None, built: Built, paid: Paid, clock: RunClock) -> None:
         run.write_sample(synth.sample(built.review_rows, seed=paid.request.seed), run.review_sample.name)
         if not result.cancelled:
             clock.record(synth, paid.request.preset, time.time() - started,
-                         rows_drawn(built.review_rows, synth.calibration is not None))
+                         rows_drawn(built.review_rows, synth.calibration is not None, synth.min_pool))
     say_trained(run, result, built.plan.unit)
 
 

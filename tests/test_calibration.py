@@ -188,6 +188,7 @@ def test_calibration_moves_a_pool_to_the_measured_marginals():
 
 def test_the_pool_grows_with_the_request():
     assert [pool_size(n) for n in (10, 200, 10_000)] == [500, 5_000, 30_000]
+    assert [pool_size(n, floor=1_000) for n in (10, 200, 10_000)] == [500, 1_000, 30_000]  # persons
 
 
 def test_a_pool_too_thin_for_the_measurements_grows_until_the_sample_need_not_repeat_rows():

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from synth_core import api
+from synth_core.models.calibration import MIN_PERSON_POOL
 from synth_core.request import REVIEW_RELEASED
 from synth_core.cli import main
 from synth_core.home import budgets_path
@@ -290,6 +291,9 @@ def test_a_calibrated_linked_run_resamples_persons_towards_both_levels(fitted):
     assert ledger["spent_epsilon"] <= 2.0 + 1e-9  # the measurement composed with training within the target
     tables, info = api.sample(tmp / "run", 150, seed=4)
     assert info["calibration"]["pool_rows"] >= 150 * 3 and info["calibration"]["marginals"] > 0
+    # a person is a long sequence to draw: a small request's first pool holds MIN_PERSON_POOL persons, not the
+    # 5,000 rows a table's sampler draws
+    assert info["calibration"]["pool_rows"] in {MIN_PERSON_POOL * 2 ** k for k in range(3)}
     assert len(tables.parents) == 150 and set(tables.children["pid"]) <= set(range(1, 151))
     assert tables.children.groupby("pid").size().max() <= K
     own, _ = api.sample(tmp / "run", 150, seed=4)

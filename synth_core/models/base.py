@@ -301,7 +301,7 @@ class SynthModel(Described, Timed, abc.ABC):
         if not calibrate or self.calibration is None:
             return self.full_schema.derive(self.draw_obeying(n, conditions, seed, **options))
         try:
-            pool = self.draw_obeying(pool_size(n), conditions, seed, **options)
+            pool = self.draw_obeying(pool_size(n, self.min_pool), conditions, seed, **options)
         except SamplingError:  # the conditions are met too rarely for a pool: the rows asked for, uncalibrated
             table = self.draw_obeying(n, conditions, seed, **options)
             self.last_sample_info["calibration"] = {"note": "too few rows meet the conditions for a calibration pool"}

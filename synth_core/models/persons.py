@@ -19,7 +19,7 @@ from ..encoding.persons import PersonEncoder
 from ..privacy.person_marginals import PersonMarginals
 from ..schema.linked import COUNT_COLUMN, LinkedRows, LinkedSchema, LinkedTables
 from .base import SamplingError, SynthModel, draw_with_rejection, register
-from .calibration import calibrate_persons, grow_pool, pool_size, resample
+from .calibration import MIN_PERSON_POOL, calibrate_persons, grow_pool, pool_size, resample
 from .tbart import PRESETS, TabularTransformer, TBARTConfig
 
 # DP-TBART's presets with three times the epochs on the CPU sizes: a table of persons holds hundreds or thousands
@@ -51,6 +51,7 @@ class PersonTBART(SynthModel):
     size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
     dp_mechanism = "DP-SGD over persons (Poisson sampling of persons, per-person clipping, Gaussian noise)"
     trains_distributed = False
+    min_pool = MIN_PERSON_POOL  # a person is a long sequence to draw
 
     @classmethod
     def configure(cls, preset, overrides=None, seed=0, device=None):
@@ -179,7 +180,7 @@ class PersonTBART(SynthModel):
         def more(persons: int, k: int) -> LinkedTables:  # a pool whose weights rest on too few persons grows
             return self.draw(persons, conditions, None if seed is None else seed + 3 * k, **options)
 
-        pool = self.draw(pool_size(n), conditions, seed, **options)
+        pool = self.draw(pool_size(n, self.min_pool), conditions, seed, **options)
         drawn = self.last_sample_info
         pool, weights, info = grow_pool(pool, n, more, weigh, lambda a, b: join_persons(a, b, key))
         picked = resample(weights, n, np.random.default_rng(None if seed is None else seed + 2))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..privacy.planning import NoisePlan
-from .calibration import POOL_GROWTH
+from .calibration import MIN_POOL, POOL_GROWTH
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,8 @@ class Timed:
     # how many times its first size a calibration pool may grow to while its weights rest on too few rows
     # (models.calibration.grow_and_calibrate); a family whose rows are slow to draw keeps its first pool
     max_pool_growth = POOL_GROWTH
+    # the fewest candidates a calibrated sample's first pool holds (models.calibration.pool_size)
+    min_pool = MIN_POOL
 
     @classmethod
     def timing_variant(cls, options: dict) -> str:

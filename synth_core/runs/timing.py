@@ -22,7 +22,7 @@ from ..training.device import device_label
 from .. import home
 from ..files import write_atomic
 from ..models import get_model_class, model_class_for
-from ..models.calibration import pool_size
+from ..models.calibration import MIN_POOL, pool_size
 from ..privacy.contribution import bound_children
 from ..schema import Schema, random_table
 from ..schema.linked import LinkedSchema, link_tables, random_tables
@@ -105,12 +105,12 @@ class CostBook:
         write_atomic(self.path, json.dumps(book, indent=1), private=True)
 
 
-def rows_drawn(review_rows: int, calibrated: bool) -> int:
+def rows_drawn(review_rows: int, calibrated: bool, floor: int = MIN_POOL) -> int:
     """Rows a model draws for a review sample of `review_rows` (a calibrated sample draws a pool). A pool that
     calibration grows (models.calibration.grow_and_calibrate) draws up to the family's max_pool_growth × that;
     the stored cost per row, the whole sample's seconds over these rows, carries the growth into the next
     estimate for the same table."""
-    return pool_size(review_rows) if calibrated and review_rows else int(review_rows)
+    return pool_size(review_rows, floor) if calibrated and review_rows else int(review_rows)
 
 
 def random_rows(schema: Schema | LinkedSchema, n: int):
@@ -209,7 +209,7 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
             else plan.steps * costs.steps_share
     steps = max(1, int(round(steps)))
     phases = {"start": costs.startup_s, "setup": costs.setup_s + fixed, "training": per_step * steps,
-              "sampling": rows_drawn(review_rows, calibrated) * costs.draw_row_s}
+              "sampling": rows_drawn(review_rows, calibrated, klass.min_pool) * costs.draw_row_s}
     seconds = sum(phases.values())
     return {"seconds": seconds, "phases": phases, "per_step_s": per_step, "steps": steps,
             "batch_size": batch, "device": label, "measured": costs.measured,
@@ -226,7 +226,7 @@ def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None
         costs_key(synth.family, preset, device_label(synth.device), synth.schema, dataclasses.asdict(synth.config)))
     if costs is None and not guess:
         return None
-    return rows_drawn(rows, synth.calibration is not None) * (costs.draw_row_s if costs else DRAW_ROW_S)
+    return rows_drawn(rows, synth.calibration is not None, synth.min_pool) * (costs.draw_row_s if costs else DRAW_ROW_S)
 
 
 def step_seconds(synth, preset: str, batch: float, book: CostBook | None = None) -> float | None:
