@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from synth_core.runs.jobs import cancel_job, cancel_requested, job_state, ledger_of, list_runs, progress, run_summary
-from synth_core.runs import RunDir, RunError
+from synth_core.runs import LIVE_STATES, RunDir, RunError
 from workbench import state
 from synth_core.format import duration, epsilon
 from workbench.charts import epsilon_chart, loss_chart
@@ -42,7 +42,7 @@ def show_run(run: RunDir) -> None:
     except RunError as e:
         st.error(f"This run can no longer be read: {e}")
         return
-    live = status.get("state") in ("created", "running")
+    live = status.get("state") in LIVE_STATES
     try:
         config = run.config()
     except RunError:
@@ -115,7 +115,7 @@ def runs_table() -> None:
     st.dataframe(readable(pd.DataFrame([row(r) for r in rows])), hide_index=True)
 
 
-@st.fragment(run_every=1.0 if initial in ("created", "running") else None)
+@st.fragment(run_every=1.0 if initial in LIVE_STATES else None)
 def live_view() -> None:
     if not run.exists():
         st.error("The run's folder was deleted.")

@@ -20,7 +20,7 @@ import time
 import traceback
 
 from .request import REVIEW_RELEASED, FitRequest
-from .runs import RunDir, RunError, RunGone
+from .runs import LIVE_STATES, RunDir, RunError, RunGone
 from .training import distributed
 
 
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
 def _mark_unfinished(run: RunDir, state: str, message: str, **extra) -> None:
     """Mark a run that ended before api.fit could say how, unless its folder is gone."""
     try:
-        if run.status().get("state") in ("created", "running"):
+        if run.status().get("state") in LIVE_STATES:
             run.set_status(state, message, **extra)
     except RunError:
         pass

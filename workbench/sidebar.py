@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from synth_core.runs import LIVE_STATES
 from synth_core.runs.jobs import ledger_of, run_summary
 
 from . import state
@@ -35,14 +36,11 @@ def render_sidebar() -> None:
             st.caption(":material/warning: The schema on step 2 is a draft read from the data, not yet confirmed.")
 
 
-LIVE = ("created", "running")
-
-
 def _run_budget(run) -> None:
     """The current run's ε, from the same summary the pages show; redrawn every second while it trains."""
     first = run_summary(run)
 
-    @st.fragment(run_every=1.0 if first.get("state") in LIVE else None)
+    @st.fragment(run_every=1.0 if first.get("state") in LIVE_STATES else None)
     def live() -> None:
         summary = run_summary(run) if run.exists() else {"state": "deleted"}
         st.caption(f"Run **{summary.get('name', run.path.name)}** · {summary.get('state')}")

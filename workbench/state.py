@@ -9,7 +9,7 @@ from synth_core import home
 from synth_core.privacy.budget import BudgetError, parse_epsilon
 from synth_core.privacy.table_budget import TableBudgets
 from synth_core.request import FEW_ROWS, MIN_ROWS  # noqa: F401 - the core's rules, for the pages
-from synth_core.runs import RunDir, RunError
+from synth_core.runs import LIVE_STATES, RunDir, RunError
 
 
 def runs_root() -> Path:
@@ -176,7 +176,7 @@ def require_trained_runs() -> tuple[dict, list, int]:
     runs = visible_runs(list_runs(runs_root()))
     ready = [r for r in runs if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]
     if not ready:
-        training = [r for r in runs if r.get("state") in ("created", "running")]
+        training = [r for r in runs if r.get("state") in LIVE_STATES]
         st.info(f"A run is training ({training[0].get('name') or training[0]['id']}): it can be reviewed here once "
                 "it ends. Follow it on step 4." if training else "No trained run yet. Train one on step 4.")
         st.page_link("app_pages/train.py", label="Go to step 4", icon=":material/arrow_back:")

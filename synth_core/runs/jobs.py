@@ -36,7 +36,7 @@ from ..models.recommend import AUTO
 from ..request import (DEFAULT_PRESET, MAX_HOLDOUT_SHARE, REVIEW_RELEASED, REVIEW_ROWS, FitRequest, check_rows,  # noqa: F401
                        review_rows_for)
 from . import process
-from .rundir import RunDir, RunError
+from .rundir import LIVE_STATES, RunDir, RunError
 from ..schema import Schema, SchemaError, schema_columns
 from ..schema.linked import LinkedSchema, LinkedTables, linked_columns, split_persons
 
@@ -142,7 +142,7 @@ def _live_run_of(root: Path, start_key: str) -> RunDir | None:
         run = RunDir(path)
         try:
             if path.is_dir() and run.exists() and run.request().get("start_key") == start_key \
-                    and job_state(run).get("state") in ("created", "running"):
+                    and job_state(run).get("state") in LIVE_STATES:
                 return run
         except (RunError, OSError):
             continue
@@ -242,10 +242,10 @@ def job_state(run: RunDir) -> dict:
     restarted) marked failed, whoever started it (a background job, the CLI, the API), and what it may have
     spent charged to its ledger and its table's budget (`settle_dead`)."""
     status = run.require().status()
-    if status.get("state") in ("created", "running") and run.worker_records() and not _worker_alive(run):
+    if status.get("state") in LIVE_STATES and run.worker_records() and not _worker_alive(run):
         time.sleep(0.2)  # the worker may have written its last status just now
         status = run.status()
-        if status.get("state") in ("created", "running"):
+        if status.get("state") in LIVE_STATES:
             _mark_dead(run)
             status = run.status()
     return status

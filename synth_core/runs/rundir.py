@@ -49,6 +49,7 @@ from ..files import atomic_output, check_output_folder, write_atomic
 LINKED_PARTS = ("parents", "children")  # a linked sample's two CSVs in its folder, as PART.csv
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
+LIVE_STATES = STATES[:2]  # a run still to end: its process starting or training
 # keys of a run's config or request that describe the private table itself: written to private/facts.json,
 # never beside the shareable files (a report reads public_config)
 # facts of the private table, and times measured on runs of it (a step's or a draw's seconds follow its rows)
@@ -83,7 +84,7 @@ class RunDir:
                 raise RunError(f"{run.path} already holds a run; choose another directory or allow overwriting")
             if not run.exists():
                 raise RunError(f"{run.path} holds files that are not a run; choose a new or empty directory")
-            if run.status().get("state") in ("created", "running"):
+            if run.status().get("state") in LIVE_STATES:
                 raise RunError(f"{run.path} holds a run that is still running")
             for entry in run.path.iterdir():
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
