@@ -114,6 +114,7 @@ if st.button("Generate", type="primary", key="generate", disabled=busy or (bool(
     job = st.session_state["sampling"] = SamplingJob.start(str(run.path), model, rows, conditions=conditions,
                                                            fairness=fair, seed=int(time.time()) % (2**31 - 1))
     st.session_state.pop("generated", None)  # the old table is replaced, not shown beside the new request
+    st.rerun()  # drawn again at once, so the button shows it waits (the progress fragment redraws only itself)
 
 if job is not None and not job.done:
     # the rows are drawn in the background: other clicks rerun this page without cancelling them

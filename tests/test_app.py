@@ -250,10 +250,10 @@ def test_walk_through_from_upload_to_export(workspace):
     at.selectbox(key="cond_sex").set_value("Female")
     at.button(key="generate").click().run()
     first = at.session_state["sampling"]
-    if not first.done:  # a second click while it draws starts nothing (one request at a time)
-        at.button(key="generate").click().run()
-        assert "sampling" not in at.session_state or at.session_state["sampling"] is first
+    if not first.done:  # one request at a time: while it draws the button waits (a double click starts nothing)
         assert first.done or at.button(key="generate").disabled
+        at.run()
+        assert "sampling" not in at.session_state or at.session_state["sampling"] is first
     wait_for_sample(at)
     no_exceptions(at)
     assert not at.error, texts(at.error)
