@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_models import fidelity, load_dataset, table_spec  # noqa: E402
 from synth_core import api  # noqa: E402
-from synth_core.models.calibration import calibrate_weights, pool_size, resample  # noqa: E402
+from synth_core.models.calibration import calibrate_weights, pool_size  # noqa: E402
+from synth_core.models.resampling import resample  # noqa: E402
 
 
 def mbi_weights(pool, marginals, schema, iters: int, lr: float) -> np.ndarray:

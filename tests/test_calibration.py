@@ -12,8 +12,8 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from synth_core import api
-from synth_core.models.calibration import (POOL_GROWTH, calibrate_weights, grow_and_calibrate, pool_size, resample,
-                                          summary)
+from synth_core.models.calibration import POOL_GROWTH, calibrate_weights, grow_and_calibrate, pool_size, summary
+from synth_core.models.resampling import resample
 from synth_core.models.recommend import by_rule
 from synth_core.privacy import BudgetError, PrivacyLedger
 from synth_core.privacy.accounting import Gaussian, compose, gaussian_for

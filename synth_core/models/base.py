@@ -33,7 +33,8 @@ from ..schema.rules import breaking, contradiction
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
-from .calibration import grow_and_calibrate, pool_size, resample
+from .calibration import balance_rows, grow_and_calibrate, pool_size
+from .resampling import resample
 from .options import check_model_options, check_sample_rows
 from . import plan_words
 from .plan_words import PlanSummary
@@ -316,7 +317,8 @@ class SynthModel(Described, Timed, abc.ABC):
         pool, weights, info = grow_and_calibrate(pool, n, more, self.calibration, self.schema, conditions,
                                                  growth=self.max_pool_growth, rules=self.full_schema.rule_checks)
         rng = np.random.default_rng(None if seed is None else seed + 2)
-        table = pool.iloc[resample(weights, n, rng)].reset_index(drop=True)
+        picked = resample(weights, n, rng, lambda: balance_rows(pool, self.calibration, self.schema))
+        table = pool.iloc[picked].reset_index(drop=True)
         self.last_sample_info = {**self.last_sample_info, "rows": n, "calibration": info}
         return self.full_schema.derive(table)
 

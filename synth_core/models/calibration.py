@@ -37,6 +37,7 @@ from ..privacy.measurements import Marginals
 from ..privacy.person_marginals import child_weights
 from ..schema import Schema
 from ..schema.rules import obeying
+from .resampling import balance_matrix
 
 POOL_FACTOR = 3          # candidate rows per row asked for
 MIN_POOL = 5_000         # at least this many candidates (or 50 per row asked for, if fewer), so that small
@@ -141,6 +142,32 @@ def calibrate_weights(pool: pd.DataFrame, marginals: Marginals, schema: Schema,
     the declared rules the pool obeys (schema.rule_checks), whose forbidden cells are zero."""
     targets = _targets(pool, marginals, schema, dict(conditions or {}), list(rules or []))
     return _solve(targets, len(pool))
+
+
+def balance_rows(pool: pd.DataFrame, marginals: Marginals, schema: Schema) -> np.ndarray:
+    """The counts a calibrated sample of the pool's rows is balanced on (models.resampling): each column's values
+    alone, on the measured marginals' bins."""
+    return balance_matrix(_one_way(pool, marginals, schema), len(pool))
+
+
+def balance_persons(persons: pd.DataFrame, children: pd.DataFrame, person: np.ndarray, marginals,
+                    schema) -> np.ndarray:
+    """The counts a calibrated sample of persons is balanced on: each of the persons' columns' values (their
+    count of child rows included), then their child rows' in each child column's values, counted per person
+    (arguments as `calibrate_persons`'s)."""
+    blocks = _one_way(persons, marginals.persons, schema.persons())
+    blocks += [(cells, size, person) for cells, size, _ in _one_way(children, marginals.children, schema.child)]
+    return balance_matrix(blocks, len(persons))
+
+
+def _one_way(table: pd.DataFrame, marginals: Marginals, schema: Schema) -> list[tuple]:
+    """(each row's cell, the cells, None) of every one-column marginal measured on the marginals' own bins."""
+    out = []
+    for m in marginals.marginals:
+        if len(m.columns) == 1 and m.n_bins is None:
+            cells, shape = marginals.encoder(schema, m).cells(table, m.columns)
+            out.append((cells, int(np.prod(shape)), None))
+    return out
 
 
 def calibrate_persons(persons: pd.DataFrame, children: pd.DataFrame, person: np.ndarray, marginals,
@@ -248,14 +275,3 @@ def summary(info: dict | None, rows: int) -> str | None:
         text += (f"; the model seldom draws what the statistics show: the weights rest on about "
                  f"{info['effective_rows']:,.0f} {unit}, so some {unit} repeat")
     return text
-
-
-def resample(weights: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n pool indices drawn by systematic resampling over a shuffled pool: each row is kept about
-    n·weight times (few repeats), in random order."""
-    order = rng.permutation(len(weights))
-    cumulative = np.cumsum(weights[order])
-    cumulative /= cumulative[-1]
-    points = (rng.random() + np.arange(n)) / n
-    picked = order[np.minimum(np.searchsorted(cumulative, points), len(order) - 1)]
-    return rng.permutation(picked)

@@ -19,7 +19,8 @@ from ..encoding.persons import PersonEncoder
 from ..privacy.person_marginals import PersonMarginals
 from ..schema.linked import COUNT_COLUMN, LinkedRows, LinkedSchema, LinkedTables
 from .base import SamplingError, SynthModel, draw_with_rejection, register
-from .calibration import MIN_PERSON_POOL, calibrate_persons, grow_pool, pool_size, resample
+from .calibration import MIN_PERSON_POOL, balance_persons, calibrate_persons, grow_pool, pool_size
+from .resampling import resample
 from .tbart import PRESETS, TabularTransformer, TBARTConfig
 
 # DP-TBART's presets with three times the epochs on the CPU sizes: a table of persons holds hundreds or thousands
@@ -170,12 +171,14 @@ class PersonTBART(SynthModel):
             return self.draw(n, conditions, seed, **options)
         key = self.schema.key
 
-        def weigh(pool: LinkedTables) -> tuple:
+        def levels(pool: LinkedTables) -> tuple:  # the persons' rows with their count of child rows; theirs
             owner = pool.children[key].to_numpy() - 1
             persons = pool.parents.drop(columns=[key]).assign(**{COUNT_COLUMN: np.bincount(owner,
                                                                                            minlength=len(pool))})
-            return calibrate_persons(persons, pool.children.drop(columns=[key]), owner, self.calibration, self.schema,
-                                     conditions)
+            return persons, pool.children.drop(columns=[key]), owner, self.calibration, self.schema
+
+        def weigh(pool: LinkedTables) -> tuple:
+            return calibrate_persons(*levels(pool), conditions)
 
         def more(persons: int, k: int) -> LinkedTables:  # a pool whose weights rest on too few persons grows
             return self.draw(persons, conditions, None if seed is None else seed + 3 * k, **options)
@@ -183,7 +186,8 @@ class PersonTBART(SynthModel):
         pool = self.draw(pool_size(n, self.min_pool), conditions, seed, **options)
         drawn = self.last_sample_info
         pool, weights, info = grow_pool(pool, n, more, weigh, lambda a, b: join_persons(a, b, key))
-        picked = resample(weights, n, np.random.default_rng(None if seed is None else seed + 2))
+        picked = resample(weights, n, np.random.default_rng(None if seed is None else seed + 2),
+                          lambda: balance_persons(*levels(pool)))
         out = pick_persons(pool, picked, key)
         self.last_sample_info = {**drawn, "rows": n, "child_rows": len(out.children),
                                  "calibration": {**info, "unit": "persons"}}
