@@ -8,11 +8,11 @@
                  drops the last constraints
 
 Calibration moves the weighted pool to the measured marginals; a sample of n rows drawn from it then adds the
-noise of drawing n rows, a good part of the error left on a table of a few thousand rows. On
-guImmun at ε = 4 (1,276 persons; one run, four samples each way): persons' 1-way TVD 0.035 drawn systematically,
-0.026 balanced (the weighted pool's own, drawn 200,000 times: 0.026); children's 0.015 and 0.011; children per
-person 0.011 and 0.006. Males at ε = 4: persons' 0.033 and 0.025. At ε = 1, where the model's own error is
-larger, the two are within 0.005 of each other (benchmarks/RESULTS.md, "Balanced samples").
+noise of drawing n rows, a good part of the error left on a table of a few thousand rows. Paired, one fit and four
+samples each way (benchmarks/bench_resampling.py; RESULTS.md, "Balanced samples"): guImmun at ε = 4 (1,276
+persons), persons' 1-way TVD 0.028 drawn systematically and 0.022 balanced, children's 0.012 and 0.008; Males at
+ε = 4, persons' 0.032 and 0.023; at ε = 1, where the model's own error is larger, the persons' 3-10% lower.
+Single tables against their test split: within 0.004 either way, lower in most.
 
 The cube method walks the pool's inclusion chances, p + 1 rows at a time, along a direction that keeps every
 balanced count, until one of those rows is in or out: one small QR a pool row, about 0.2 ms with BALANCE_CELLS

@@ -166,10 +166,6 @@ def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[
     return chosen
 
 
-
-
-
-
 def measured_marginals(schema: Schema, n_bins: int = MARGINAL_BINS,
                        fine_bins: int | None = FINE_BINS) -> list[tuple[tuple[str, ...], int]]:
     """Every marginal a measurement releases, with its numbers' public bins: those `choose_marginals` picks, on
