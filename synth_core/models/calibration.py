@@ -162,10 +162,11 @@ def balance_persons(persons: pd.DataFrame, children: pd.DataFrame, person: np.nd
 
 def _one_way(table: pd.DataFrame, marginals: Marginals, schema: Schema) -> list[tuple]:
     """(each row's cell, the cells, None) of every one-column marginal measured on the marginals' own bins."""
+    encoder = marginals.encoder(schema)  # the marginals' own bins: one encoder for them all
     out = []
     for m in marginals.marginals:
         if len(m.columns) == 1 and m.n_bins is None:
-            cells, shape = marginals.encoder(schema, m).cells(table, m.columns)
+            cells, shape = encoder.cells(table, m.columns)
             out.append((cells, int(np.prod(shape)), None))
     return out
 
