@@ -31,19 +31,16 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .expressions import NUMBER, Expression, ExpressionError, parse
-from .spec import ColumnSpec, SchemaError, _preview
+from .spec import MAX_MAGNITUDE, ColumnSpec, SchemaError, _preview, finite_number
 
 RULE_KEYS = ("from", "bins", "labels", "map", "expr")
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def canonical(spec: ColumnSpec) -> dict:
@@ -78,7 +75,8 @@ def canonical(spec: ColumnSpec) -> dict:
         raise SchemaError(f"{where}: a derived column is categorical (its values are its rule's), not {spec.kind}")
     if binned:
         edges, labels = rule.get("bins"), rule.get("labels")
-        if not isinstance(edges, list) or len(edges) < 2 or not all(_is_number(e) for e in edges):
+        if not isinstance(edges, list) or len(edges) < 2 \
+                or not all(finite_number(e) for e in edges):
             raise SchemaError(f"{where}: 'bins' must be a list of at least 2 finite numbers (the edges), not {edges!r}")
         for a, b in zip(edges, edges[1:]):
             if b <= a:
@@ -145,6 +143,11 @@ def check_sources(spec: ColumnSpec, schema) -> None:
                               f"{spec.name!r}'s public bounds (its values are clipped to them)")
         return
     lo, hi = bounds
+    if not (math.isfinite(lo) and math.isfinite(hi)) or max(abs(lo), abs(hi)) > MAX_MAGNITUDE:
+        reach = hi if abs(hi) >= abs(lo) else lo
+        raise SchemaError(f"{where}: {spec.derived['expr']!r} would reach {reach:g} by its "
+                          f"sources' public bounds, beyond ±{MAX_MAGNITUDE:g}, the most a number "
+                          "column holds exactly; rescale it (e.g. divide by 1000)")
     if spec.kind == "integer":
         lo, hi = math.floor(lo), math.ceil(hi)
     if spec.lower is None and spec.upper is None:

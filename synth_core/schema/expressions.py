@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .spec import Schema, SchemaError, _preview
+from .spec import Schema, SchemaError, _preview, finite_number
 
 MAX_LENGTH = 2000  # characters of one expression
 MAX_NODES = 400  # nodes of its syntax tree
+MAX_NUMBER = float(np.finfo(float).max)  # the largest number a rule may write (a float's)
 FUNCTIONS = ("abs", "min", "max", "round", "isna", "notna")
 METHODS = {"isna": "isna", "notna": "notna", "isnull": "isna", "notnull": "notna"}
 ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -171,8 +172,8 @@ class _Checker:
         value = node.value
         if isinstance(value, bool):
             return BOOL
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            return NUMBER
+        if isinstance(value, (int, float)):
+            return _number(value)
         if isinstance(value, str):
             return TEXT
         raise ExpressionError(f"{value!r}: only numbers, texts in quotes and column names are values here")
@@ -270,6 +271,18 @@ class _Checker:
         got = self.kind(node)
         if got != kind:
             raise ExpressionError(f"{source_text(node, self.names)!r} is a {got}; {where} takes a {kind}")
+
+
+def _number(value: int | float) -> str:
+    """NUMBER for a number a rule can hold, a float's range; one too long for a float (1 followed
+    by 400 zeros) or written as 1e400 (which reads as infinity) is refused in one line, not with
+    an OverflowError."""
+    if finite_number(value):
+        return NUMBER
+    shown = (f"a number of {len(str(abs(value))):,} digits" if isinstance(value, int) else
+             "a number beyond a float's range (it reads as infinity)")
+    raise ExpressionError(f"{shown} is too large for a rule: its numbers lie within "
+                          f"±{MAX_NUMBER:.3g}")
 
 
 def _refused(node: ast.AST) -> str:

@@ -30,10 +30,31 @@ DATES = (None, "year")
 MAX_MAGNITUDE = 1e15
 # a continuous column's written precision: beyond this a float64 no longer holds the digits
 MOST_DECIMALS = 12
+# the most rows a table may be said to have (a schema's public count, a forecast's): far beyond
+# what one machine reads; a count above it is a typo or 2**70, never a table
+MAX_ROWS = 10 ** 9
 
 
 class SchemaError(ValueError):
     """A schema or a table does not fit the public facts; the message says what and where."""
+
+
+def _short(value: Any) -> str:
+    """A value as a message quotes it, a very long one cut (a number of 400 digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text):,} characters)"
+
+
+def finite_number(x: Any) -> bool:
+    """Whether `x` is a number a float holds: an int or a float, not a bool, finite (an int too
+    long for a float, as 1 followed by 400 zeros in a JSON file, is not: it would end in an
+    OverflowError)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:
+        return False
 
 
 def _preview(values: Iterable[Any], limit: int = 5) -> str:
@@ -125,9 +146,9 @@ class ColumnSpec(PublicScale):
             raise SchemaError(f"{where}: derived must be an object (a rule), not {self.derived!r}")
         if self.is_numeric:
             for label, bound in (("lower", self.lower), ("upper", self.upper)):
-                if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
-                                          or not math.isfinite(bound)):
-                    raise SchemaError(f"{where}: {label} bound must be a finite number, not {bound!r}")
+                if bound is not None and not finite_number(bound):
+                    raise SchemaError(f"{where}: {label} bound must be a finite number, not "
+                                      f"{_short(bound)}")
                 if bound is not None and abs(bound) > MAX_MAGNITUDE:
                     raise SchemaError(f"{where}: {label} bound {bound:g} is beyond ±{MAX_MAGNITUDE:g}, more than a "
                                       "number column can hold exactly; rescale the column (e.g. to thousands) or "
@@ -143,8 +164,7 @@ class ColumnSpec(PublicScale):
                 raise SchemaError(f"{where}: a numeric column has no category list")
             if self.quantiles is not None:
                 q = self.quantiles
-                if (not isinstance(q, list) or not q or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                                 and math.isfinite(v) for v in q)
+                if (not isinstance(q, list) or not q or not all(finite_number(v) for v in q)
                         or any(b < a for a, b in zip(q, q[1:]))
                         or (self.has_bounds and not self.lower <= q[0] <= q[-1] <= self.upper)):
                     raise SchemaError(f"{where}: quantiles must be a non-empty ascending list of numbers within the "
@@ -367,8 +387,10 @@ class Schema:
         self.rule_checks  # noqa: B018 -- each rule parsed against the columns: SchemaError naming a bad one
         if self.version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")
-        if self.rows is not None and (isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 1):
-            raise SchemaError(f"the public number of rows must be a whole number of at least 1, not {self.rows!r}")
+        if self.rows is not None and (isinstance(self.rows, bool) or not isinstance(self.rows, int)
+                                      or not 1 <= self.rows <= MAX_ROWS):
+            raise SchemaError(f"the public number of rows must be a whole number from 1 to "
+                              f"{MAX_ROWS:,}, not {_short(self.rows)}")
 
     def require_bounds(self) -> None:
         missing = [c.name for c in self.columns if c.is_numeric and not c.has_bounds]
