@@ -4,6 +4,11 @@ is not a regular file (a device such as /dev/null or /dev/full, a FIFO, a socket
 Every file the workbench writes goes through `atomic_output`: a temporary file created owner-only in the
 target's own folder (so the rename cannot cross file systems), flushed to disk, renamed over the target, and
 removed if anything fails (a full disk, Ctrl-C).
+
+Every file a steward names for the workbench to read (a table, a schema) goes through
+`read_input`: a regular file only (a device such as /dev/zero, a FIFO or a folder is refused
+before it is opened: reading it would never end, or block) of at most a stated size
+(DATA_LIMIT, SCHEMA_LIMIT), so that a wrong path costs a line, not the machine's memory.
 """
 from __future__ import annotations
 
@@ -18,6 +23,57 @@ from pathlib import Path
 
 class OutputError(ValueError):
     """A path the workbench was asked to write that it must not write: the message says why, in one line."""
+
+
+MB = 1024 * 1024
+# a table's file: the app's upload limit (.streamlit/config.toml, maxUploadSize)
+DATA_LIMIT = 200 * MB
+# a schema's JSON: one of many thousand categories is a few MB
+SCHEMA_LIMIT = 10 * MB
+
+
+def read_input(path: str | os.PathLike, what: str, limit: int,
+               error: type[Exception] = ValueError) -> bytes:
+    """The bytes of the file a steward named as the `what` ("data file", "schema file"), or
+    `error` in one line: no such file, a folder, anything that is not a regular file (a device,
+    a FIFO, a socket; a link is followed), or more than `limit` bytes. Reads at most `limit` + 1
+    bytes, whatever the file claims."""
+    if path is None or not str(path).strip():
+        raise error(f"give the {what} to read (the path is empty)")
+    shown = f"the {what} {path}"
+    try:
+        _check_input(os.stat(path).st_mode, os.stat(path).st_size, shown, limit, error)
+        # O_NONBLOCK: a FIFO swapped in after the check opens without waiting for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise error(f"cannot read {shown}: no such file") from None
+    except OSError as e:
+        raise error(f"cannot read {shown}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        _check_input(os.fstat(fd).st_mode, os.fstat(fd).st_size, shown, limit, error)
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise error(f"cannot read {shown}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise error(f"cannot read {shown}: it holds more than the {_size(limit)} the workbench "
+                    "reads")
+    return data
+
+
+def _check_input(mode: int, size: int, shown: str, limit: int, error: type[Exception]) -> None:
+    if stat.S_ISDIR(mode):
+        raise error(f"cannot read {shown}: it is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        raise error(f"cannot read {shown}: it is not a regular file (a device, a pipe or a "
+                    "socket), which may never end; give an ordinary file")
+    if size > limit:
+        raise error(f"cannot read {shown}: it holds {_size(size)}, more than the {_size(limit)} "
+                    "the workbench reads")
+
+
+def _size(n: int) -> str:
+    return f"{n / MB:,.0f} MB" if n >= MB else f"{n:,} bytes"
 
 
 def check_output_file(path: str | os.PathLike, what: str = "file") -> Path:

@@ -11,19 +11,15 @@ from typing import Iterable
 
 import pandas as pd
 
+from ..files import DATA_LIMIT, read_input
 from .spec import Schema, SchemaError, _preview
 
 
 def read_table(path: str | os.PathLike, schema: Schema | None = None, missing_markers: Iterable[str] = ()) -> pd.DataFrame:
-    """Read a CSV or Parquet file; a clear SchemaError for an unreadable, empty or ambiguous file."""
-    path = Path(path)
-    if not path.exists():
-        raise SchemaError(f"no such file: {path}")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SchemaError(f"cannot read {path.name}: {e.strerror or e}") from None
-    return read_table_bytes(data, path.name, schema, missing_markers)
+    """Read a CSV or Parquet file; a clear SchemaError for an unreadable, empty or ambiguous
+    file, or one that is not a regular file or holds more than DATA_LIMIT (files.read_input)."""
+    data = read_input(path, "data file", DATA_LIMIT, SchemaError)
+    return read_table_bytes(data, Path(path).name, schema, missing_markers)
 
 
 SEPARATORS = {",": "commas", ";": "semicolons", "\t": "tabs", "|": "vertical bars"}

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from ..files import write_atomic
+from ..files import MB, SCHEMA_LIMIT, read_input, write_atomic
 from .scale import PublicScale
 
 SCHEMA_VERSION = 1
@@ -453,11 +453,7 @@ class Schema:
 
     @classmethod
     def from_json(cls, text: str) -> "Schema":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"the schema is not valid JSON: {e}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_schema_json(text))
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the schema as JSON; a draft (facts read from the private table) is readable by its owner only."""
@@ -465,8 +461,31 @@ class Schema:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Schema":
-        try:
-            text = Path(path).read_text()
-        except OSError as e:
-            raise SchemaError(f"cannot read the schema file {path}: {e.strerror}") from None
-        return cls.from_json(text)
+        return cls.from_json(read_schema_text(path))
+
+
+def read_schema_text(path: str | os.PathLike) -> str:
+    """The text of the schema file at `path` (files.read_input: a regular file of at most
+    SCHEMA_LIMIT); SchemaError in one line otherwise."""
+    data = read_input(path, "schema file", SCHEMA_LIMIT, SchemaError)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SchemaError(f"cannot read the schema file {path}: it is not UTF-8 text (a schema is "
+                          "JSON)") from None
+
+
+def parse_schema_json(text: str):
+    """A schema's JSON text parsed: SchemaError in one line if it is not JSON, or is longer than
+    SCHEMA_LIMIT (the app's imported schema is text, not a file)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode("utf-8", errors="replace")
+    if len(text) > SCHEMA_LIMIT:
+        raise SchemaError(f"the schema is {len(text) / MB:,.0f} MB of text, more than the "
+                          f"{SCHEMA_LIMIT // MB} MB a schema may be")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"the schema is not valid JSON: {e}") from None
+    except RecursionError:
+        raise SchemaError("the schema is not valid JSON: it nests too deeply") from None
