@@ -6,22 +6,26 @@ from __future__ import annotations
 from .files import check_output_file
 from .schema import Schema, SchemaError, draft_schema, read_table
 from .schema.derived import describe
-from .schema.linked import DEFAULT_MAX_CHILDREN, LinkedSchema, LinkedTables, draft_linked, load_schema
+from .schema.linked import (DEFAULT_MAX_CHILDREN, LinkedSchema, LinkedTables, check_max_children,
+                            draft_linked, load_schema)
 
 
 def schema_command(args) -> int:
     """`schema draft`, `schema confirm`, `schema check`, of one table or of two linked ones."""
     if args.schema_command == "draft":
         check_output_file(args.out, "schema file")
-        if (args.child is None) != (args.key is None) or (args.child is None and (args.max_children or args.order)):
+        linked_only = args.max_children is not None or args.order
+        if (args.child is None) != (args.key is None) or (args.child is None and linked_only):
             raise SchemaError("linked tables are drafted with --child and --key together (--max-children and --order "
                               "belong to them)")
+        if args.max_children is not None:  # before a table is read (0 was read as the default)
+            check_max_children(args.max_children)
         table = read_table(args.data, missing_markers=args.missing)
         options = dict(max_categories=args.max_categories, missing_markers=args.missing)
         if args.child is not None:
             tables = LinkedTables(table, read_table(args.child, missing_markers=args.missing))
-            schema = draft_linked(tables, args.key, max_children=args.max_children or DEFAULT_MAX_CHILDREN,
-                                  order=args.order, **options)
+            k = DEFAULT_MAX_CHILDREN if args.max_children is None else args.max_children
+            schema = draft_linked(tables, args.key, max_children=k, order=args.order, **options)
             parts = [("parents", schema.parent), ("children", schema.child)]
         else:
             schema = draft_schema(table, **options)

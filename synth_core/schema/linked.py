@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..files import write_atomic
-from .spec import SCHEMA_VERSION, ColumnSpec, Schema, SchemaError, _preview
+from .spec import (SCHEMA_VERSION, ColumnSpec, Schema, SchemaError, _preview, _short,
+                   parse_schema_json, read_schema_text)
 from .tables import ValidationReport, _is_missing, _parse_dates, draft_schema, random_table, validate_table
 
 # what a draft proposes as the most child rows a person may contribute: a public default, never read from the data
@@ -79,10 +80,7 @@ class LinkedSchema:
         if self.child.rows is not None:
             raise SchemaError("the children's schema declares a row count: a linked table's public count is the "
                               "number of persons (the parents' rows); remove the children's")
-        k = self.max_children
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MOST_CHILDREN:
-            raise SchemaError(f"max_children (the most child rows one person contributes) must be a whole number "
-                              f"from 1 to {MOST_CHILDREN}, not {k!r}")
+        check_max_children(self.max_children)
         if self.order is not None and (self.order not in self.child or not self.child[self.order].is_numeric):
             raise SchemaError(f"the order column {self.order!r} must be a numeric column of the children's schema")
         if COUNT_COLUMN in self.parent or COUNT_COLUMN in self.child:
@@ -158,20 +156,20 @@ def schema_from_dict(data: dict) -> Schema | LinkedSchema:
 
 
 def schema_from_json(text: str) -> Schema | LinkedSchema:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SchemaError(f"the schema is not valid JSON: {e}") from None
-    return schema_from_dict(data)
+    return schema_from_dict(parse_schema_json(text))
 
 
 def load_schema(path: str | os.PathLike) -> Schema | LinkedSchema:
-    """The schema file at `path`, of one table or of two linked ones."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise SchemaError(f"cannot read the schema file {path}: {e.strerror}") from None
-    return schema_from_json(text)
+    """The schema file at `path`, of one table or of two linked ones (spec.read_schema_text)."""
+    return schema_from_json(read_schema_text(path))
+
+
+def check_max_children(k) -> None:
+    """SchemaError in one line unless `k`, the most child rows one person contributes, is a whole
+    number from 1 to MOST_CHILDREN (0 would keep no child row: it is refused, never a default)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MOST_CHILDREN:
+        raise SchemaError(f"max_children (the most child rows one person contributes) must be a "
+                          f"whole number from 1 to {MOST_CHILDREN}, not {_short(k)}")
 
 
 # --- the tables -------------------------------------------------------------------------------------------
