@@ -7,10 +7,11 @@ language, how a missing value counts, what is refused), each true for every row:
               "`capital-gain` == 0 or `capital-loss` == 0"]
 
 A rule is a public fact, like a bound: declaring it costs no ε. The private table is held to the rules when it
-is validated (a row that breaks one is dropped and counted, the counts shown to the steward only; a rule that
-most rows break is refused as probably mistyped), and a model's rows are held to them when it samples
-(models/base.py: rejection of the model's own rows, which is post-processing). This module is the rules' one
-home: parsing them against the schema, and which rows break which.
+is validated (a row that breaks one is dropped and counted, the counts shown to the steward only;
+a rule that most rows break, or rules that together drop most rows, are refused as probably
+mistyped), and a model's rows are held to them when it samples (models/base.py: rejection of the
+model's own rows, which is post-processing). This module is the rules' one home: parsing them
+against the schema, and which rows break which.
 """
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from .expressions import BOOL, EQUALITY, ORDER, Expression, ExpressionError, par
 from .rule_words import explain
 from .spec import SchemaError
 
-MOSTLY_BROKEN = 0.5  # a rule broken by more than this share of the private rows is refused as probably mistyped
+# a rule broken by more than this share of the private rows is refused as probably mistyped, and
+# so are the rules together when the rows they drop between them are more than this share
+MOSTLY_BROKEN = 0.5
 
 
 def _quote(text: str, limit: int = 80) -> str:
@@ -131,8 +134,9 @@ def obeying(rules: list[Expression], table: pd.DataFrame) -> np.ndarray:
 
 
 def hold_private_table(rules: list[Expression], table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The private table without the rows that break a rule, and how many rows break each (private counts, for
-    the steward's eyes); SchemaError for a rule most rows break (probably mistyped) or no row left."""
+    """The private table without the rows that break a rule, and how many rows break each
+    (private counts, for the steward's eyes); SchemaError for a rule most rows break (probably
+    mistyped), or rules that together drop most rows (MOSTLY_BROKEN: the same limit)."""
     if not rules or table.empty:
         return table, {}
     broken = breaking(rules, table)
@@ -147,6 +151,13 @@ def hold_private_table(rules: list[Expression], table: pd.DataFrame) -> tuple[pd
             raise SchemaError(f"rule {_quote(rule.text)} is broken by {count:,} of the table's {len(table):,} rows "
                               f"({count / len(table):.0%}): {why}")
     keep = ~np.logical_or.reduce(list(broken.values()))
+    dropped = int((~keep).sum())
+    if dropped > MOSTLY_BROKEN * len(table):  # the rules together, held to what one rule is held to
+        each = ", ".join(f"{_quote(text, 40)} {count:,}" for text, count in counts.items() if count)
+        raise SchemaError(f"the rules together drop {dropped:,} of the table's {len(table):,} "
+                          f"rows ({dropped / len(table):.0%}), more than half though each alone "
+                          f"drops less ({each}): probably one is mistyped or they contradict each "
+                          "other; correct or take out one")
     return table.loc[keep].reset_index(drop=True), counts
 
 
