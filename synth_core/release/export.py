@@ -2,8 +2,11 @@
 
 A cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is read by Excel, LibreOffice and
 Google Sheets as a formula (CSV injection: `=HYPERLINK(…)`, `+cmd|' /C calc'!A0`). As OWASP recommends, such a
-text cell is written with a leading `'`, which spreadsheets take as "this is text" and do not show. Numeric
-columns are written as they are (a negative number is a number, not a formula). Every CSV that leaves the
+text cell is written with a leading `'`, which spreadsheets take as "this is text" and do not show;
+so is a column's name, which a spreadsheet reads as a cell like any other. Numeric columns are
+written as they are (a negative number is a number, not a formula). Rows end in CR LF (RFC 4180, as
+spreadsheets write CSV), so that a cell or a name holding a carriage return is quoted, not read as
+the end of its row. Every CSV that leaves the
 machine (`sample --out`, the app's download) is written by `to_csv`; the run's own samples, which the workbench
 reads back, are not.
 """
@@ -25,19 +28,21 @@ def _neutralise(value):
 
 
 def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with every text cell that a spreadsheet would run as a formula prefixed with `'`."""
+    """The table with every text cell and column name that a spreadsheet would run as a formula
+    prefixed with `'`."""
     out = table.copy()
     for name in out.columns:
         column = out[name]
         if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
             continue
         out[name] = column.astype(object).map(_neutralise, na_action="ignore")
+    out.columns = [_neutralise(name) for name in out.columns]
     return out
 
 
 def to_csv(table: pd.DataFrame, target=None) -> str | None:
     """The table as spreadsheet-safe CSV: written to `target` (a path or an open text file), or returned."""
-    return spreadsheet_safe(table).to_csv(target, index=False)
+    return spreadsheet_safe(table).to_csv(target, index=False, lineterminator="\r\n")
 
 
 # the files a linked sample (schema.linked) is written as, in the folder the steward names
