@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .models.recommend import AUTO, CANDIDATES, Recommendation, recommend
 from .privacy.accounting import ACCOUNTANTS
 from .privacy.budget import (DEFAULT_CALIBRATION_SHARE, BudgetError, check_calibration_share, check_quantile_share,
-                             check_run_budget)
+                             check_run_budget, plain_number)
 from .schema import Schema, SchemaError
 from .schema.linked import LinkedSchema
 
@@ -26,6 +26,9 @@ REVIEW_RELEASED = "released"
 # the most rows a review sample holds (a background job draws one after training)
 REVIEW_ROWS = 20000
 DEFAULT_PRESET = "cpu"  # a named family's size when none is asked for
+# a request's numeric fields (`FitRequest.__post_init__`)
+NUMBERS = ("epsilon", "delta", "bounds_epsilon", "calibration_share", "quantile_share", "seed", "review_rows",
+           "table_epsilon", "holdout_share", "processes")
 MAX_HOLDOUT_SHARE = 0.5
 # the fewest rows a run trains on: fewer cannot be split, validated and trained on meaningfully
 MIN_ROWS = 10
@@ -83,6 +86,12 @@ class FitRequest:
     table_name: str | None = None
     # set by resolved(): auto's choice (None for a named family or before resolving)
     choice: Recommendation | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        """Numbers of any kind (np.float32(1.0), np.int64(2): a table's cell, a computation) held as Python's, so
+        that the checks take them and the run's config can be written as JSON."""
+        for name in NUMBERS:
+            object.__setattr__(self, name, plain_number(getattr(self, name)))
 
     # --- checks -------------------------------------------------------------------------------------
     def problems(self, schema: Schema | None = None, world_size: int = 1) -> list[ValueError]:

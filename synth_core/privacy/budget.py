@@ -2,10 +2,20 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 
 class BudgetError(ValueError):
     """A privacy budget that cannot be honoured; the message says why."""
+
+
+def plain_number(value):
+    """`value` as a Python int or float when it is a real number of any kind (a NumPy scalar such
+    as np.float32(1.0) or np.int64(2), as a table's cell or a computation gives), else as it is: a
+    bool, a text or anything else is left for the checks to refuse."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def default_delta(n_rows: int) -> float:
@@ -30,6 +40,9 @@ MAX_EPSILON = 100.0
 
 
 def check_budget(epsilon: float, delta: float) -> None:
+    """BudgetError in one line unless ε is a positive finite number at most MAX_EPSILON and δ
+    lies in (0, 1) (a NumPy number is a number)."""
+    epsilon, delta = plain_number(epsilon), plain_number(delta)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
         raise BudgetError(f"ε must be a positive finite number, not {epsilon!r}")
     if epsilon > MAX_EPSILON:
@@ -68,6 +81,7 @@ def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float 
     later from the row count), the part of ε for estimating bounds the schema lacks, and what is left for
     training after that and a noisy row count. The one check the API, background jobs and the app make."""
     check_budget(epsilon, 0.5 if delta is None else delta)
+    epsilon, bounds_epsilon = plain_number(epsilon), plain_number(bounds_epsilon)
     if isinstance(bounds_epsilon, bool) or not isinstance(bounds_epsilon, (int, float)) \
             or not math.isfinite(bounds_epsilon) or not 0 <= bounds_epsilon < epsilon:
         raise BudgetError(f"the ε for bound estimation ({bounds_epsilon!r}) must be ≥ 0 and below the total ε "
@@ -83,6 +97,7 @@ DEFAULT_CALIBRATION_SHARE = 0.3
 
 
 def check_calibration_share(share) -> None:
+    share = plain_number(share)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= MAX_CALIBRATION_SHARE:
         raise BudgetError(f"the calibration share is the part of ε measuring marginals takes, a number from 0 to "
                           f"{MAX_CALIBRATION_SHARE:g}, not {share!r}")
@@ -92,6 +107,7 @@ MAX_QUANTILE_SHARE = 0.3
 
 
 def check_quantile_share(share, calibration_share: float = 0.0) -> None:
+    share, calibration_share = plain_number(share), plain_number(calibration_share)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= MAX_QUANTILE_SHARE:
         raise BudgetError(f"the quantile share is the part of ε measuring numeric columns' quantiles takes, a number "
                           f"from 0 to {MAX_QUANTILE_SHARE:g}, not {share!r}")
