@@ -14,7 +14,7 @@ from synth_core.models import LINKED_MODELS, MODELS, get_model_class, model_clas
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
 from synth_core.benchmark_model import floor
-from synth_core.forecast import curve, forecast_for
+from synth_core.forecast import curve, forecast_for, pairs_text
 from synth_core.privacy import BudgetError, default_delta, delta_warning
 from synth_core.privacy.split import default_bounds_epsilon, epsilon_left
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
@@ -330,11 +330,10 @@ def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple]:
         if eps is None:
             continue
         made = forecast_for(request, schema, n, eps)
-        pairs = made.figures.get("tvd2")
         out.append((level, eps, made.columns[0].half_width if made.columns else None, made.source,
                     get_model_class(made.model).label or made.model,
-                    "not forecast: no benchmark runs of this model yet" if pairs is None else
-                    f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})"))
+                    pairs_text(made) or "not forecast: no benchmark runs of this model yet",
+                    made.extrapolation if made.figures else None))
     return out
 
 
@@ -362,7 +361,13 @@ elif plan is not None:
                                     "each column's shares, 9 times in 10": "not measured (the model's own)"
                                     if width is None else f"within ±{100 * width:.2g} percentage points",
                                     "counts released by": source}
-                                   for level, eps, width, source, label, pairs in levels]), hide_index=True)
+                                   for level, eps, width, source, label, pairs, _ in levels]),
+                     hide_index=True)
+        # the benchmark runs span a range of ε, rows and columns: said where a level leaves it
+        beyond = next(((eps, note) for _, eps, *_, note in levels if note), None)
+        if beyond is not None:
+            st.caption(f"Where the table says extrapolated, as at ε {beyond[0]:g}, the forecast is "
+                       f"{beyond[1]}.")
         st.caption("Before anything is spent, from public facts and this table's row count only (shown to you "
                    "alone): the mismatch of pairs of columns (2-way TVD, as the review reports it) from a model of "
                    "the project's benchmark results on public tables; the shares from the noise of the counts each "

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from synth_core.evaluate.figures import column_figures, overall_verdict, quick_figures
-from synth_core.forecast import findings, forecast_column
+from synth_core.forecast import extrapolation_note, findings, forecast_column
 from synth_core.evaluate.inputs import EvaluationError
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
@@ -117,9 +117,12 @@ except (RunError, OSError, ValueError):
 expected = forecast_column(kept_forecast)
 if any(expected.values()):  # what the run was expected to reach, from public facts before training
     base["forecast (80%)"] = [expected.get(name, "") for name in base["technical name"]]
+beyond = extrapolation_note(kept_forecast)
 st.dataframe(base, hide_index=True, column_config={"figure": st.column_config.TextColumn(width="large"),
                                                    **{label_: st.column_config.TextColumn(width="medium")
                                                       for label_ in tables}})
+if beyond:
+    st.caption(beyond)
 with st.expander("What each figure means"):
     st.markdown("\n".join(f"- **{r['figure']}** ({r['technical name']}): {r['meaning']} "
                           f"{r['better'].capitalize()}." for r in tables[names[primary]].to_dict("records")))

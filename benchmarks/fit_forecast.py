@@ -88,6 +88,16 @@ NAMES = ("log_signal", "log_rows", "log_columns", "log_values", "numeric_share")
 FLOOR_NAMES = ("log_rows", "log_columns", "log_values", "numeric_share")  # the real data's own distance: no ε
 
 
+def ranges(rows: list[dict]) -> dict[str, list[float]]:
+    """The public facts the runs span, each from its least to its most (ε, rows, columns): beyond
+    them the model extrapolates, and synth_core.benchmark_model.extrapolation says so."""
+    def span(values) -> list[float]:
+        return [min(values), max(values)]
+    return {"epsilon": span([float(r["epsilon"]) for r in rows]),
+            "rows": span([round(10 ** r["log_rows"]) for r in rows]),
+            "columns": span([round(10 ** r["log_columns"]) for r in rows])}
+
+
 def design(rows: list[dict]) -> np.ndarray:
     """Each run's row of the model (synth_core.benchmark_model.design_row: an intercept, its public facts, one
     column per family after the first that has runs, AIM being the baseline, and for auto's other candidates the
@@ -254,7 +264,8 @@ def main() -> None:
     _PRESENT[:] = [f for f in FAMILIES if any(r["family"] == f for r in rows)]
     tables = sorted({r["table"] for r in rows})
     print(f"{len(rows)} runs on {len(tables)} tables ({', '.join(sorted({r['family'] for r in rows}))})")
-    model = {**shape(), "floor_features": list(FLOOR_NAMES), "runs": len(rows), "tables": tables}
+    model = {**shape(), "floor_features": list(FLOOR_NAMES), "runs": len(rows), "tables": tables,
+             "ranges": ranges(rows)}
     bottoms = floors(Path(args.data_dir))
     for what in ("floor1", "floor2"):
         checked = leave_one_table_out(bottoms, what)

@@ -119,9 +119,44 @@ def fidelity(schema: Schema, rows: int, epsilon: float, family: str, *, rule_pic
 
 
 def _interval(fitted: dict, x: list[float], what: str) -> Interval:
+    """A figure expected with its 80% interval; a TVD (each end of its interval too) within
+    [0, 1], where a straight line on the log scale, far from the benchmark runs, would leave it
+    (5.4 at 100 rows and ε 0.05)."""
     centre = sum(b * v for b, v in zip(fitted["coefficients"], x))
-    low, expected, high = from_scale(what, [centre - Z80 * fitted["spread"], centre, centre + Z80 * fitted["spread"]])
+    spread = Z80 * fitted["spread"]
+    values = from_scale(what, [centre - spread, centre, centre + spread])
+    if what != "tstr":  # the AUC's scale keeps it within (0.5, 1) already
+        values = np.clip(values, 0.0, 1.0)
+    low, expected, high = values
     return Interval(float(expected), float(low), float(high))
+
+
+# a public fact as the note says it
+FACTS = {"epsilon": "ε {}", "rows": "{} rows", "columns": "{} columns"}
+
+
+def extrapolation(schema: Schema, rows: int, epsilon: float) -> str | None:
+    """Words where a forecast's public facts (ε, rows, columns) lie outside those of the benchmark
+    runs the model was fitted on (forecast_model.json's `ranges`): there its figures extrapolate
+    and may be far off. None within them, or where the installed model does not say its span."""
+    known = (installed() or {}).get("ranges")
+    if not known:
+        return None
+    facts = {"epsilon": float(epsilon), "rows": int(rows),
+             "columns": len(schema.modelled().columns)}
+    outside = [f"{FACTS[what].format(_number(value))} "
+               f"{'below' if value < known[what][0] else 'above'} them"
+               for what, value in facts.items() if not known[what][0] <= value <= known[what][1]]
+    if not outside:
+        return None
+    spans = ", ".join(FACTS[w].format(f"{_number(lo)} to {_number(hi)}")
+                      for w, (lo, hi) in known.items() if w in FACTS)
+    return (f"an extrapolation beyond the benchmark runs the forecast is fitted on ({spans}): "
+            f"{', '.join(outside)}; the figures may be far off")
+
+
+def _number(x: float) -> str:
+    return f"{x:,}" if float(x).is_integer() and abs(x) >= 1000 else f"{x:g}"
 
 
 def floor(schema: Schema, rows: int) -> dict[str, Interval]:
@@ -140,7 +175,9 @@ def _categorical_target(schema: Schema) -> bool:
 def rank(schema: Schema, rows: int, epsilon: float, families, *, rule_pick: str) -> list[tuple[str, Interval]]:
     """`families` with an expected 2-way TVD, best (lowest) first; empty where the model cannot rank them table
     by table (none installed, a family without runs, or one whose figures the model does not let vary with the
-    table's facts: its order would be the same on every table), so the caller falls back on its own rule."""
+    table's facts: its order would be the same on every table; or a tie for the best, as where
+    the table's own floor or the TVD's top, 1, bounds them all), so the caller falls back on its
+    own rule."""
     model = installed()
     if model is None or any(f != model["families"][0] and f not in model.get("interacting", ()) for f in families):
         return []
@@ -150,4 +187,5 @@ def rank(schema: Schema, rows: int, epsilon: float, families, *, rule_pick: str)
         if "tvd2" not in figures:
             return []
         expected.append((family, figures["tvd2"]))
-    return sorted(expected, key=lambda pair: pair[1].expected)
+    ranked = sorted(expected, key=lambda pair: pair[1].expected)
+    return [] if len(ranked) > 1 and ranked[0][1].expected == ranked[1][1].expected else ranked

@@ -398,12 +398,14 @@ def _runs(args) -> int:
 
 def _forecast(args) -> int:
     from .benchmark_model import floor
-    from .forecast import forecast
-    schema = Schema.load(args.schema)
-    rows = args.rows if args.rows is not None else schema.rows
-    if rows is None:
-        raise ValueError("give --rows N: the number of rows, or an upper bound you can state publicly (the schema "
-                         "declares none)")
+    from .forecast import check_forecast_rows, forecast
+    rows = None if args.rows is None else check_forecast_rows(args.rows)  # before the schema is read
+    schema = load_schema(args.schema)  # a linked one too, which `forecast` refuses in words
+    if rows is None and isinstance(schema, Schema):
+        rows = schema.rows
+        if rows is None:
+            raise ValueError("give --rows N: the number of rows, or an upper bound you can state publicly (the "
+                             "schema declares none)")
     made = forecast(schema, args.epsilon, rows, args.model, args.delta, calibration_share=args.calibration_share)
     if args.json:
         print(json.dumps({**made.to_dict(), "floor": {k: v.to_dict() for k, v in floor(schema, rows).items()}},
@@ -419,6 +421,8 @@ def _forecast(args) -> int:
               "from the project's benchmark results")
     if made.figures_note:
         print(f"fidelity figures: none ({made.figures_note})")
+    if made.extrapolation and made.figures:
+        print(f"note: {made.extrapolation}")
     bottom = floor(schema, rows).get("tvd2")
     if bottom is not None:
         print(f"the table's own rows against unseen ones (no ε does better): 2-way TVD about {bottom.expected:.3f}")

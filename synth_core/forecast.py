@@ -17,14 +17,16 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .benchmark_model import Interval, fidelity
+from .benchmark_model import Interval, extrapolation, fidelity
 from .models import get_model_class
 from .models.recommend import by_rule
-from .privacy.budget import default_delta
+from .privacy.budget import default_delta, plain_number
 from .privacy.measurements import FINE_BINS, MARGINAL_BINS, marginals_noise_std
 from .privacy.split import planned_split
 from .request import FitRequest
 from .schema import Schema, SchemaError
+from .schema.linked import LinkedSchema
+from .schema.spec import MAX_ROWS, _short
 
 Z90 = 1.6448536269514722  # the standard normal's 95th percentile: ± it holds 9 draws in 10
 
@@ -55,21 +57,30 @@ class Forecast:
     columns: tuple[ColumnForecast, ...]
     figures: dict = dataclasses.field(default_factory=dict)  # "tvd1", "tvd2", "tstr" → Interval (`fidelity`)
     figures_note: str | None = None  # why a figure is missing
+    # where the facts lie beyond the benchmark runs' (benchmark_model.extrapolation), in words
+    extrapolation: str | None = None
 
     def to_dict(self) -> dict:
         return {"model": self.model, "epsilon": self.epsilon, "delta": self.delta, "rows": self.rows,
                 "noise_std": self.noise_std, "source": self.source,
                 "columns": [{**dataclasses.asdict(c), "words": c.words()} for c in self.columns],
                 **{what: interval.to_dict() for what, interval in self.figures.items()},
-                **({"figures_note": self.figures_note} if self.figures_note else {})}
+                **({"figures_note": self.figures_note} if self.figures_note else {}),
+                **({"extrapolation": self.extrapolation}
+                   if self.extrapolation and self.figures else {})}
 
 
 def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", delta: float | None = None,
              accountant: str = "prv", **fields) -> Forecast:
     """The closed-form forecast of a run of `model` at (ε, δ) on a table of `rows` rows with this public schema;
     `fields`: any other FitRequest field (a calibration share, a preset). Costs no ε and reads no row."""
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 2:
-        raise ValueError(f"the forecast needs the number of rows, a whole number of at least 2, not {rows!r}")
+    if isinstance(schema, LinkedSchema):
+        raise SchemaError("the forecast covers single tables, not linked ones: the benchmark runs "
+                          "it rests on are single tables (forecast the persons' table alone with "
+                          "its own schema, if it helps)")
+    if not isinstance(schema, Schema):
+        raise SchemaError(f"the forecast needs a table's Schema, not {type(schema).__name__}")
+    rows = check_forecast_rows(rows)
     request = FitRequest(model=model, epsilon=epsilon, delta=delta, accountant=accountant, **fields)
     request.check()
     unbounded = [c.name for c in schema.modelled().columns if c.is_numeric and not c.has_bounds]
@@ -95,14 +106,27 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
         source = f"the first measurement of every column ({synth.label})"
         cells = dict(getattr(synth, "sizes", {}) or {})
     figures, note = _fidelity(schema, rows, epsilon, resolved.model)
+    beyond = extrapolation(schema, rows, epsilon)
     if std is None:
         return Forecast(resolved.model, epsilon, delta, rows, None, "nothing: the run measures no counts (DP-SGD "
-                        "alone); the shares depend on what the model learns", (), figures, note)
+                        "alone); the shares depend on what the model learns", (), figures, note,
+                        beyond)
     width = Z90 * std / rows
     columns = tuple(ColumnForecast(c.name, not c.is_numeric, int(cells.get(c.name, 0)), width)
                     for c in modelled.columns)
-    return Forecast(resolved.model, epsilon, delta, rows, std, source, columns, figures, note)
+    return Forecast(resolved.model, epsilon, delta, rows, std, source, columns, figures, note,
+                    beyond)
 
+
+def check_forecast_rows(rows) -> int:
+    """The row count a forecast is asked for, as an int (a NumPy integer too); ValueError in one
+    line unless a whole number from 2 to MAX_ROWS (2**70 rows is no table, and its forecast would
+    be a number all the same)."""
+    rows = plain_number(rows)
+    if isinstance(rows, bool) or not isinstance(rows, int) or not 2 <= rows <= MAX_ROWS:
+        raise ValueError(f"the forecast needs the number of rows, a whole number from 2 to "
+                         f"{MAX_ROWS:,}, not {_short(rows)}")
+    return rows
 
 
 def _fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[dict, str | None]:
@@ -123,7 +147,9 @@ def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict
     """What a run's config keeps of its forecast (public facts only: the schema, the released row count, ε and the
     family): each figure's interval, for the review and the report to set beside the measured figures."""
     figures, note = _fidelity(schema, rows, epsilon, family)
-    return {**{what: interval.to_dict() for what, interval in figures.items()}, **({"note": note} if note else {})}
+    beyond = extrapolation(schema, rows, epsilon) if figures else None
+    return {**{what: interval.to_dict() for what, interval in figures.items()},
+            **({"note": note} if note else {}), **({"extrapolation": beyond} if beyond else {})}
 
 
 MEASURED = {"tvd1": "1-way TVD", "tvd2": "2-way TVD"}  # the review's names of the figures a forecast gives
@@ -133,6 +159,24 @@ def forecast_column(kept: dict | None) -> dict[str, str]:
     """The run's forecast by the review's figure names, each as "expected (low to high)"."""
     return {name: f"{kept[what]['expected']:.3f} ({kept[what]['low']:.3f} to {kept[what]['high']:.3f})"
             for what, name in MEASURED.items() if kept and what in kept}
+
+
+def pairs_text(made: Forecast) -> str | None:
+    """A forecast's 2-way TVD as a page's cell shows it, "expected (low to high)", marked where
+    the forecast extrapolates (`Forecast.extrapolation` says how); None where there is none."""
+    pairs = made.figures.get("tvd2")
+    if pairs is None:
+        return None
+    return (f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})"
+            + (", extrapolated" if made.extrapolation else ""))
+
+
+def extrapolation_note(kept: dict | None) -> str | None:
+    """What a page says beside a run's kept forecast (`run_forecast`) that extrapolates, in a
+    sentence; None where it does not."""
+    if not kept or not kept.get("extrapolation"):
+        return None
+    return f"The forecast is {kept['extrapolation']}."
 
 
 def findings(kept: dict | None, measured: dict[str, float]) -> list[str]:

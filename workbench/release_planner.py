@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from synth_core.format import epsilon as epsilon_text
-from synth_core.forecast import forecast_for
+from synth_core.forecast import forecast_for, pairs_text
 from synth_core.privacy import BudgetError
 from synth_core.privacy.table_budget import Release, check_plan, left_after, plan_total
 from synth_core.request import FitRequest
@@ -24,9 +24,7 @@ def _forecasts(request_json: str, schema_json: str, n: int, plan_json: str) -> l
     out = []
     for release in json.loads(plan_json):
         made = forecast_for(request, schema, n, release["epsilon"])
-        pairs = made.figures.get("tvd2")
-        out.append(("no benchmark runs of this model yet" if pairs is None else
-                    f"{pairs.expected:.3f} ({pairs.low:.3f} to {pairs.high:.3f})",
+        out.append((pairs_text(made) or "no benchmark runs of this model yet",
                     f"±{100 * made.columns[0].half_width:.2g} points" if made.columns else "not measured"))
     return out
 
