@@ -33,5 +33,11 @@ if "--demo" in sys.argv[1:] and "demo_preloaded" not in st.session_state:
     state.load_builtin_demo()
 
 page = st.navigation(PAGES)
-render_sidebar()
+book_problem = state.book_problem()
+if book_problem:  # said on every page; nothing that reads or spends the budget runs until it is repaired
+    st.error(f"The privacy budget book needs repair: {book_problem}", icon=":material/gpp_bad:")
+    if page.title != PAGES[0].title:
+        st.stop()
+else:
+    render_sidebar()
 page.run()

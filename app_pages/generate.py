@@ -138,7 +138,7 @@ if job is not None and job.done:
         st.error(f"Could not generate: {e}")
     else:
         sampled_run = RunDir(job.key)
-        name = sampled_run.write_sample(result.table, f"synthetic-{time.strftime('%Y%m%d-%H%M%S')}.csv").name
+        name = sampled_run.write_sample(result.table, sampled_run.next_sample_name()).name
         st.session_state["generated"] = {"run": job.key, "table": result.table, "info": result.info, "file": name,
                                          "fair_result": result.fairness}
 

@@ -106,7 +106,21 @@ if epsilon is None:
     epsilon, epsilon_problem = state.typed_epsilon("epsilon_custom")
 
 # the table's budget across all its runs: every run draws from it; the first run asks for it
-book, table_key = state.budgets(), state.table_id()
+book, found = state.budgets(), state.table_identity()
+same_table = None  # a file that resembles a known table: the steward says which it is before a budget opens
+if found.account is None and found.resembles:
+    known = found.resembles[0]
+    known_account = book.account(known.table_id)
+    SAME, OTHER = (f"Yes: it is {known.name} (another export of it); its runs count on that table's budget",
+                   "No: it is another table, with a budget of its own")
+    same_table = st.radio(f"This table shares about {known.share:.0%} of its rows with **{known.name}**, whose "
+                          f"runs have spent ε = {epsilon_text(known.spent)} of {epsilon_text(known.total)}. "
+                          "Is it the same table?", [SAME, OTHER], index=None, key="same_table")
+    if same_table == SAME:
+        book.attach(found, known.table_id)
+        state.forget_table_identity()
+        st.rerun()
+table_key = found.table_id
 account = book.account(table_key)
 spent_before = account.spent_epsilon if account else 0.0
 st.markdown("**This table's total.** Every run on this table spends from one total: the most ε that all its runs "
@@ -416,12 +430,16 @@ if schema.provenance["warning"]:
     request = request.replace(accept_draft=accepted)
 if table_total is None and not total_problem:
     st.info("Choose this table's total above before its first run.")
-if st.button("Start training", type="primary", disabled=plan is None or not accepted or table_total is None,
-             key="start_training"):
+if found.resembles and found.account is None and same_table is None:
+    st.info("Say above whether this is a table you trained on before.")
+if st.button("Start training", type="primary", key="start_training",
+             disabled=plan is None or not accepted or table_total is None
+             or bool(found.resembles and found.account is None and same_table is None)):
     try:
         link_tables(table, schema) if linked else validate_table(table, schema)
         book.set_total(table_key, table_total)
-        run = start_fit_job(state.runs_root(), table, schema, request, budgets=book)
+        run = start_fit_job(state.runs_root(), table, schema, request.replace(new_table=same_table is not None))
+        state.forget_table_identity()
     except (SchemaError, ValueError, OSError) as e:
         st.error(f"Training could not start: {e}")
     else:

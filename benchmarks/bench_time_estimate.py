@@ -67,7 +67,7 @@ def main() -> None:
                 said.append((time.time() - start, p["remaining_s"], p["steps_done"], p["steps_planned"]))
             time.sleep(1.0)
         status = run.status()
-        actual = status["time"] - start
+        actual = run.status_time() - start  # when the status was written (private/)
         print(f"  run {i + 1}: {status['state']} in {actual:.0f} s -> estimate / actual = "
               f"{est['seconds'] / actual:.2f}", flush=True)
         # the train page's time left against the time that was left, at a quarter, half and three quarters

@@ -93,8 +93,9 @@ TABLE_HERE
 run, linked = RunDir(sys.argv[1]), sys.argv[2] == "linked"
 state = jobs.job_state(run)["state"]  # the next reader: a dead process is found and charged
 ledger = run.ledger()
-charge = run.charge()
-book = TableBudgets(charge["book"]).account(charge["table"]).charges[charge["key"]]["epsilon"]
+from synth_core.home import budgets_path
+charge = TableBudgets(budgets_path()).charge_of(run.path, run.charge())
+book = charge.account().charges[charge.key]["epsilon"]
 tmp = [p.name for p in run.path.rglob("*") if ".tmp" in p.name]
 table, schema, options = TABLE(linked)
 again = api.fit(table, schema, model="dp-tbart", epsilon=3.0, preset="tiny", accountant="rdp", run_dir=run.path,

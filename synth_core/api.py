@@ -68,8 +68,7 @@ def fit(table: pd.DataFrame, schema: Schema, request: FitRequest | str | None = 
     ledger = pipeline.open_ledger(admitted)
     table_charge = pipeline.charge(admitted, table, table_charge, run_dir, group.is_main)
     try:
-        run = open_run(run_dir, overwrite, table_charge.to_dict() if table_charge is not None else None,
-                       writes=group.is_main)
+        run = open_run(run_dir, overwrite, table_charge, writes=group.is_main)
         keep_ledger(run, ledger)
         prepared = isinstance(run_dir, RunDir)  # by a background job, with its schema and request
         clock = RunClock(run.request().get("created") if prepared and run is not None else None)  # its phases

@@ -95,7 +95,8 @@ def _request(args) -> FitRequest:
                       preset=args.preset, options=options, bounds_epsilon=args.bounds_epsilon,
                       calibration_share=args.calibration_share, quantile_share=args.quantile_share, seed=args.seed,
                       device=args.device, accept_draft=args.accept_draft, public_table=args.public_table,
-                      table_epsilon=args.table_epsilon)
+                      table_epsilon=args.table_epsilon, book_table=args.book_table, new_table=args.new_table,
+                      table_name=Path(args.data).name if getattr(args, "data", None) else None)
 
 
 class _Progress:
@@ -364,13 +365,18 @@ def _audit(args) -> int:
 
 
 def _runs(args) -> int:
+    if args.book or args.rebuild_book:
+        from .cli_book import book_command
+        return book_command(args)
+    if not args.run:
+        raise ValueError("give a run folder (runs RUN), or --book to see every table's budget")
     run = RunDir(args.run).require()
     from .runs.jobs import run_summary
     summary = run_summary(run)  # first: a run whose process died is marked so, and charged in its ledger
     ledger = run.ledger()
     out = {"summary": summary, "ledger": ledger.to_dict()}
     book = TableBudgets(budgets_path())
-    table_id = book.table_of(run.charge_key())
+    table_id = book.table_of_run(run.charge())
     if table_id is not None:
         account = book.account(table_id)
         out["table"] = {"epsilon_total": account.total_epsilon, "epsilon_spent": account.spent_epsilon,

@@ -98,6 +98,11 @@ def _fit_command(sub, MODELS: dict, families: bool) -> None:
     f.add_argument("--table-epsilon", type=float, default=None,
                    help="the total ε this table may spend across all its runs (default for a new table: this "
                         "run's ε); a run beyond it is refused")
+    f.add_argument("--table", dest="book_table", default=None, metavar="NAME",
+                   help="the name of this table in the budget book: a new export of a table you named counts on "
+                        "its budget; a name no table has yet names this one")
+    f.add_argument("--new-table", action="store_true",
+                   help="this file resembles a table in the budget book but is another table: open its own budget")
     f.add_argument("--public-table", action="store_true",
                    help="the table is public or invented: this run draws from no table's budget (by default every "
                         "run draws from its table's, in the workbench home)")
@@ -172,9 +177,15 @@ def _review_commands(sub, MODELS: dict, families: bool) -> None:
     fc.add_argument("--calibration-share", type=float, default=None)
     fc.add_argument("--json", action="store_true", help="print it as JSON")
 
-    r = sub.add_parser("runs", help="show a run's status and ledger")
-    r.add_argument("run")
+    r = sub.add_parser("runs", help="show a run's status and ledger, or the budget book")
+    r.add_argument("run", nargs="?", default=None)
     r.add_argument("--json", action="store_true", help="print it as JSON")
+    r.add_argument("--book", action="store_true",
+                   help="show every table's budget in the workbench home's book: each charge with the run that "
+                        "made it, and the journal of changes")
+    r.add_argument("--rebuild-book", action="store_true",
+                   help="make the book again from its journal (the book was lost, emptied or damaged); the "
+                        "damaged file is kept beside it")
 
 
 def parse_options(pairs: list[str]) -> dict:

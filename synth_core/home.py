@@ -1,7 +1,9 @@
 """Where the steward's work lives on this machine: $SYNTH_WORKBENCH_HOME, or ~/.synth-workbench (owner-only).
 
     runs/          one folder per run (runs.rundir)
-    budgets.json   the privacy budget of each table across its runs (privacy.table_budget)
+    budgets.json   the privacy budget of each table across its runs (privacy.table_budget), with its key
+                   (.budgets.key), its journal (budgets.journal: every change, a line each) and the sketches
+                   that tell a new export of a known table (.budgets.sketches), privacy.book_file
     timings.json   what past runs' phases cost on this machine, for the next time estimate (runs.timing)
     backbones/     packaged language models converted once to model directories (models.llm.backbone)
     cache/         what can be made again and only saves time: JAX's compiled programs (models.aim_config.mbi);

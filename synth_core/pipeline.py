@@ -95,16 +95,20 @@ def open_ledger(admitted: Admitted) -> PrivacyLedger:
 def charge(admitted: Admitted, table: pd.DataFrame, given: TableCharge | None, run_dir, is_main: bool
            ) -> TableCharge | None:
     """The charge the run draws on its table's budget, its whole ε reserved (refused if the table has less left):
-    the one given (a background job reserved it), or one of its own in the workbench home's book; none for a
-    table the steward declares public, or on a torchrun rank other than 0."""
+    the one given (a background job reserved it), or one of its own in the workbench home's book, on the table
+    the file is (privacy.table_identity: its validated rows, however written; a file that resembles a known
+    table is asked about, SameTable); none for a table the steward declares public, or on a torchrun rank
+    other than 0."""
     request = admitted.request
     if given is not None and (request.public_table or request.table_epsilon is not None):
         raise ValueError("a run draws from the table_charge it is given: public_table and table_epsilon are for a "
                          "run that opens its own")
     if given is None and not request.public_table and is_main:
         book = TableBudgets(budgets_path())
-        given = TableCharge(book, book.table_id(table))
-        book.open_account(given.table_id, request.table_epsilon, request.epsilon)
+        found = book.identify(table, admitted.schema)
+        given = TableCharge(book, book.account_for(found, request.epsilon, request.table_epsilon,
+                                                   request.book_table, request.new_table,
+                                                   label=request.table_name))
     if given is not None and not given.reserved:
         where = run_dir.path if isinstance(run_dir, RunDir) else run_dir
         given.reserve(request.epsilon, request.delta or 0.0, run=str(Path(where).resolve()) if where else "")
@@ -199,7 +203,8 @@ def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> d
         "calibration_share": request.calibration_share, "quantile_share": request.quantile_share,
         **({"auto": request.choice.to_dict()} if request.choice is not None else {}),
         # counts of clipped or missing values describe the private table: the steward's, never exported
-        "created": time.time(), "private_validation_counts": admitted.report.to_dict(),
+        # (when the run was created is the run folder's own, in private/: RunDir.create)
+        "private_validation_counts": admitted.report.to_dict(),
         "plan": built.plan.to_dict(), "device": device_label(synth.device),
         "sampling_estimate_s": sampling_seconds(synth, request.preset, built.review_rows, guess=True),
         "step_estimate_s": step_seconds(synth, request.preset, built.plan.expected_batch_size),

@@ -63,7 +63,9 @@ class FitRequest:
     is marked done (REVIEW_RELEASED: as many as the run releases, at most REVIEW_ROWS). public_table: the
     steward says the table is public or invented: it draws from no table's budget. table_epsilon: the total of
     a table the budget book has never seen (default: this run's ε). holdout_share, processes, name, table_name:
-    a background job's (rows kept aside for the review, training processes, how the run is listed)."""
+    a background job's (rows kept aside for the review, training processes, how the run is listed).
+    book_table: the name of the table in the budget book this run counts on (a new file attached to it; a name
+    no table has yet names this one); new_table: a file that resembles a known table is another table."""
     model: str = "dp-tbart"
     epsilon: float = 1.0
     delta: float | None = None
@@ -84,6 +86,8 @@ class FitRequest:
     processes: int | None = None
     name: str | None = None
     table_name: str | None = None
+    book_table: str | None = None   # the name of the table in the budget book this run counts on
+    new_table: bool = False         # the steward says a file resembling a known table is another table
     # set by resolved(): auto's choice (None for a named family or before resolving)
     choice: Recommendation | None = field(default=None, compare=False, repr=False)
 
@@ -185,6 +189,13 @@ class FitRequest:
 
     def _check_job(self) -> None:
         from .models.options import check_sample_rows
+        if self.book_table is not None and (not isinstance(self.book_table, str) or not self.book_table.strip()
+                                            or len(self.book_table) > 100
+                                            or any(ord(ch) < 32 for ch in self.book_table)):
+            raise ValueError("a table's name in the budget book is 1 to 100 characters on one line, not "
+                             f"{self.book_table!r}")
+        if not isinstance(self.new_table, bool):
+            raise ValueError(f"new_table is true or false, not {self.new_table!r}")
         if self.review_rows not in (None, 0, REVIEW_RELEASED):
             check_sample_rows(self.review_rows)
         share = self.holdout_share

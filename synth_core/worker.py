@@ -45,12 +45,15 @@ def main(argv: list[str]) -> int:
             run.write_training_process(os.getpid())  # the job runs while this does (runs.jobs)
         from . import api
         from .runs.jobs import cancel_requested, read_private, run_charge
+        from .privacy.budget import BudgetError
         request = FitRequest.from_dict(run.request(), extra_ok=True)  # and its job's own records
         table = read_private(run, "train")
         if table is None:
             raise FileNotFoundError("the run's private rows are missing")
         schema = run.schema()
         charge = run_charge(run) if group.is_main else None  # reserved when the job was made
+        if group.is_main and charge is None and not request.public_table:
+            raise BudgetError(f"{run.path} lost its charge.json: it is not trained without its table's charge")
         if group.is_main:
             processes = f" in {group.world_size} processes" if group.active else ""
             print(f"{time.strftime('%H:%M:%S')} training {request.model}{processes}", flush=True)

@@ -628,7 +628,7 @@ def _recorded_run(root: Path, folder: str, table: str, table_name: str, state: s
 def test_runs_are_listed_by_their_table_and_the_sidebar_agrees_with_the_page(workspace):
     at = new_app()
     upload(at, "people.csv", demo_table(60, seed=1).to_csv(index=False).encode())
-    mine = at.session_state["table_id"]
+    mine = at.session_state["table_identity"].table_id
     root = workspace / "runs"
     _recorded_run(root, "20261101-000000-other", "another-table", "clinic.csv", "completed")
     _recorded_run(root, "20261102-000000-mine", mine, "people.csv", "running",

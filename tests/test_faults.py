@@ -71,8 +71,8 @@ def _fit(run_dir, on_event=None, overwrite=False, **extra):
 
 def _charged(run: RunDir) -> float:
     book = TableBudgets(budgets_path())
-    charge = run.charge()
-    return book.account(charge["table"]).charges[charge["key"]]["epsilon"]
+    charge = book.charge_of(run.path, run.charge())
+    return book.account(charge.table_id).charges[charge.key]["epsilon"]
 
 
 def _disk_full():

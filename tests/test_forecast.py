@@ -145,7 +145,7 @@ def test_the_steward_plans_releases_and_the_book_takes_the_plans_total(tmp_path,
     assert all("(" in text for text in planned["pairs of columns: mismatch expected (80%)"])  # each forecast
     at.button(key="set_release_plan").click().run()
     no_exceptions(at)
-    account = TableBudgets(budgets_path()).account(at.session_state["table_id"])
+    account = TableBudgets(budgets_path()).account(at.session_state["table_identity"].table_id)
     assert account.total_epsilon == pytest.approx(1.6) and len(account.plan) == 3
 
 

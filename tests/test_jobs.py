@@ -347,7 +347,7 @@ def _pairs(value) -> list[tuple]:
 def test_the_shareable_run_folder_holds_nothing_the_budget_did_not_pay_for(worker_root, model):
     """Issue 40 item 4: no exact row count, batch sizes, non-private losses or rows seen outside private/; the
     review sample sized by the released count (pooled with the released marginals); dates, not times, in the ledger; a keyed table fingerprint."""
-    from synth_core.privacy.table_budget import legacy_fingerprint
+    from synth_core.privacy.table_identity import legacy_fingerprint
     table = demo_table(347, seed=3)
     options = {} if model == "aim" else {"epochs": 2}
     run = jobs.start_fit_job(worker_root, table, demo_schema(), {**SLOW_REQUEST, "options": options,

@@ -22,7 +22,8 @@ from synth_core.demo import demo_schema, demo_table
 from synth_core.format import epsilon
 from synth_core.home import budgets_path
 from synth_core.privacy import BudgetError, PrivacyLedger
-from synth_core.privacy.table_budget import BookError, TableBudgets, TableCharge, fingerprint, legacy_fingerprint
+from synth_core.privacy.table_budget import BookError, TableBudgets, TableCharge
+from synth_core.privacy.table_identity import fingerprint_v1, legacy_fingerprint
 from synth_core.release.privacy_report import privacy_report, report_markdown
 from synth_core.runs import RunDir, jobs
 
@@ -36,7 +37,7 @@ def test_a_table_is_recognised_whatever_the_order_of_its_rows_and_columns_and_on
     changed.loc[0, "age"] += 1
     assert book.table_id(changed) != book.table_id(table)
     # keyed (HMAC): without the book's secret, a stored fingerprint cannot test a guess of a row
-    assert book.table_id(table) != fingerprint(table, b"\0" * 32) != legacy_fingerprint(table)
+    assert book.table_id(table) != fingerprint_v1(table, b"\0" * 32) != legacy_fingerprint(table)
     assert oct(book.key_path.stat().st_mode & 0o777) == "0o600"
     assert TableBudgets(tmp_path / "other" / "budgets.json").table_id(table) != book.table_id(table)
     # a book kept before fingerprints were keyed: the table's account is carried over, not started afresh
@@ -45,7 +46,7 @@ def test_a_table_is_recognised_whatever_the_order_of_its_rows_and_columns_and_on
     old.path.write_text(json.dumps({legacy_fingerprint(table): {"total_epsilon": 1.0, "charges": {
         "/runs/a": {"epsilon": 0.9, "delta": 1e-6, "settled": True, "time": 0}}}}))
     assert old.account(old.table_id(table)).spent_epsilon == pytest.approx(0.9)
-    assert legacy_fingerprint(table) not in json.loads(old.path.read_text())
+    assert legacy_fingerprint(table) not in json.loads(old.path.read_text())["tables"]
 
 
 def test_runs_draw_from_the_total_and_settle_what_they_spent(tmp_path):
@@ -171,17 +172,17 @@ def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised
 
 def test_jobs_reserve_from_the_table_and_a_deleted_run_is_still_charged(worker_root):
     table, schema = demo_table(400, seed=5), demo_schema()
-    book = TableBudgets(worker_root / "budgets.json")
-    table_id = book.table_id(table)
+    book = TableBudgets(budgets_path())
+    table_id = book.table_id(table, schema)
     book.set_total(table_id, 1.5)
     slow = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",
             "options": {"epochs": 400, "batch_size": 16}, "seed": 0}
-    run = jobs.start_fit_job(worker_root / "runs", table, schema, slow, budgets=book)
+    run = jobs.start_fit_job(worker_root / "runs", table, schema, slow)
     with pytest.raises(BudgetError, match="would exceed"):  # 1.0 of 1.5 is reserved by the first run
-        jobs.start_fit_job(worker_root / "runs", table, schema, {**slow, "name": "another"}, budgets=book)
+        jobs.start_fit_job(worker_root / "runs", table, schema, {**slow, "name": "another"})
     assert len([p for p in (worker_root / "runs").iterdir() if p.is_dir()]) == 1  # the refused run left nothing behind
     wait_until(lambda: len(run.events()) >= 5, "five steps")
-    key = run.charge()["key"]
+    key = book.charge_of(run.path, run.charge()).key
     for _ in range(5):
         try:
             shutil.rmtree(run.path)
@@ -196,21 +197,21 @@ def test_jobs_reserve_from_the_table_and_a_deleted_run_is_still_charged(worker_r
 def test_the_same_request_started_twice_starts_one_run_and_charges_once(worker_root):
     """A double click on "Start training", or the same request from two tabs at once: one run, one charge."""
     table, schema = demo_table(400, seed=6), demo_schema()
-    book = TableBudgets(worker_root / "budgets.json")
-    book.set_total(book.table_id(table), 10.0)
+    book = TableBudgets(budgets_path())
+    book.set_total(book.table_id(table, schema), 10.0)
     request = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",
                "options": {"epochs": 400, "batch_size": 16}, "seed": 0}
     started = []
     threads = [threading.Thread(target=lambda: started.append(
-        jobs.start_fit_job(worker_root / "runs", table, schema, dict(request), budgets=book))) for _ in range(3)]
+        jobs.start_fit_job(worker_root / "runs", table, schema, dict(request)))) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert len({r.path for r in started}) == 1 and len([p for p in (worker_root / "runs").iterdir() if p.is_dir()]) == 1
-    assert len(book.account(book.table_id(table)).charges) == 1
-    other = jobs.start_fit_job(worker_root / "runs", table, schema, {**request, "name": "second"}, budgets=book)
-    assert other.path != started[0].path and len(book.account(book.table_id(table)).charges) == 2
+    assert len(book.account(book.table_id(table, schema)).charges) == 1
+    other = jobs.start_fit_job(worker_root / "runs", table, schema, {**request, "name": "second"})
+    assert other.path != started[0].path and len(book.account(book.table_id(table, schema)).charges) == 2
     jobs.cancel_job(started[0])
     jobs.cancel_job(other)
 
@@ -218,7 +219,7 @@ def test_the_same_request_started_twice_starts_one_run_and_charges_once(worker_r
 def _spent(table) -> tuple[float, float]:
     """(what the book charges the table, what the ledgers of the models trained on it cost)."""
     book = TableBudgets(budgets_path())
-    account = book.account(book.table_id(table))
+    account = book.account(book.table_id(table, demo_schema()))
     return account.spent_epsilon, account.total_epsilon
 
 
@@ -298,7 +299,8 @@ def test_every_entry_point_draws_from_the_tables_budget_unless_the_table_is_decl
     fitted = api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "a")
     charged, total = _spent(table)
     assert total == 1.0 and charged == pytest.approx(fitted.ledger.spent_epsilon)
-    assert fitted.run.charge()["key"] in TableBudgets(budgets_path()).account(fitted.table_charge.table_id).charges
+    assert fitted.table_charge.key in TableBudgets(budgets_path()).account(fitted.table_charge.table_id).charges
+    assert fitted.run.charge() == {"run_id": fitted.table_charge.run_id}  # neither the book's path nor the key
     with pytest.raises(BudgetError, match="would exceed"):
         api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp")
     public = api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", public_table=True,
@@ -353,7 +355,7 @@ def test_a_plan_of_releases_sets_the_total_the_book_holds_runs_to(tmp_path):
         with pytest.raises(BudgetError, match=says):
             book.set_plan("t1", bad)
     data = json.loads((tmp_path / "budgets.json").read_text())
-    data["t1"]["plan"] = [{"name": "x", "epsilon": -1}]  # a hand-edited book
+    data["tables"]["t1"]["plan"] = [{"name": "x", "epsilon": -1}]  # a hand-edited book
     (tmp_path / "budgets.json").write_text(json.dumps(data))
     with pytest.raises(BudgetError):
         book.account("t1")

@@ -7,7 +7,7 @@ import streamlit as st
 
 from synth_core import home
 from synth_core.privacy.budget import BudgetError, parse_epsilon
-from synth_core.privacy.table_budget import TableBudgets
+from synth_core.privacy.table_budget import BookError, TableBudgets, identity_key
 from synth_core.request import FEW_ROWS, MIN_ROWS  # noqa: F401 - the core's rules, for the pages
 from synth_core.runs import LIVE_STATES, RunDir, RunError
 
@@ -21,14 +21,43 @@ def budgets() -> TableBudgets:
     return TableBudgets(home.budgets_path())
 
 
-def table_id() -> str | None:
-    """The session table's keyed fingerprint (its budget's key), computed once per table."""
+def book_problem() -> str | None:
+    """Why the budget book cannot be trusted (a one-line repair), None while it can."""
+    try:
+        budgets().check()
+    except BookError as e:
+        return str(e)
+    return None
+
+
+def table_identity():
+    """Which table the session's table is in the budget book (privacy.table_budget.TableIdentity: its
+    account, or the known tables it resembles), computed once per table and schema's columns."""
     if table() is None:
         return None
-    if st.session_state.get("table_id_of") is not id(table()):
-        st.session_state["table_id"] = budgets().table_id(table())
-        st.session_state["table_id_of"] = id(table())
-    return st.session_state["table_id"]
+    current = schema()
+    stamp = (id(table()), identity_key(table(), current))
+    if st.session_state.get("table_identity_of") != stamp:
+        st.session_state["table_identity"] = budgets().identify(table(), current)
+        st.session_state["table_identity_of"] = stamp
+    return st.session_state["table_identity"]
+
+
+def forget_table_identity() -> None:
+    """The book changed what the session's table is (the steward said it is a known table): ask again."""
+    st.session_state.pop("table_identity_of", None)
+
+
+def table_id() -> str | None:
+    """The id of the session table's budget: its account's, or its own fingerprint while it has none."""
+    found = table_identity()
+    return found.table_id if found is not None else None
+
+
+def table_ids() -> set[str]:
+    """Every id the session table's runs may carry (its account's and the files attached to it)."""
+    mine = table_id()
+    return budgets().ids(mine) if mine is not None else set()
 
 
 def set_dataset(table, name: str, source: str, schema, about: str = "") -> None:
@@ -79,11 +108,13 @@ def current_run() -> RunDir | None:
     session's table (of any table if none is loaded), so the sidebar and every page name the same run."""
     path = st.session_state.get("run_path")
     if path and table() is not None and not st.session_state.get("all_tables") \
-            and _table_of(path) not in (None, table_id()):
+            and _table_of(path) not in (None, *table_ids()):
         path = None  # another table's run, chosen before this table was loaded: not the one in use
     if not path:
         from synth_core.runs.jobs import list_runs
-        runs = [r for r in list_runs(runs_root(), table=table_id()) if r.get("state") != "unreadable"]
+        mine = table_ids()  # none loaded: every table's
+        runs = [r for r in list_runs(runs_root()) if r.get("state") != "unreadable"
+                and (not mine or r.get("table") in mine)]
         if not runs:
             return None
         path = runs[0]["path"]
@@ -158,15 +189,15 @@ def require_table():
 def visible_runs(runs: list[dict]) -> list[dict]:
     """The runs of the session's table; a toggle shows those of every other table too (runs of three
     tables in one picker is how a steward exports the wrong one)."""
-    mine = table_id()
-    if mine is None:
+    mine = table_ids()
+    if not mine:
         return runs
-    others = sum(r.get("table") != mine for r in runs)
+    others = sum(r.get("table") not in mine for r in runs)
     if others and st.toggle(f"Also show the runs of other tables ({others})", key="all_tables",
                             help=f"Only the runs trained on the table loaded now ({st.session_state.get('table_name')}) "
                                  "are listed, so that you review and export the right one."):
         return runs
-    return [r for r in runs if r.get("table") == mine]
+    return [r for r in runs if r.get("table") in mine]
 
 
 def require_trained_runs() -> tuple[dict, list, int]:

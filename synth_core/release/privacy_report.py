@@ -71,7 +71,7 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
         "synthetic_rows": synthetic_rows,
         "table": None,
     }
-    table_id = budgets.table_of(run.charge_key()) if budgets is not None else None
+    table_id = budgets.table_of_run(run.charge()) if budgets is not None else None
     if table_id is not None:
         account = budgets.account(table_id)
         report["table"] = {"epsilon_spent": account.spent_epsilon, "delta_spent": account.spent_delta,

@@ -31,7 +31,7 @@ from ..privacy.ledger import charge_interrupted, charge_unfinished
 from ..privacy.planning import plan_class
 from .. import home
 from ..files import locked
-from ..privacy.table_budget import TableBudgets, TableCharge
+from ..privacy.table_budget import BookError, NotThisRun, TableBudgets, TableCharge
 from ..models.recommend import AUTO
 from ..request import (DEFAULT_PRESET, MAX_HOLDOUT_SHARE, REVIEW_RELEASED, REVIEW_ROWS, FitRequest, check_rows,  # noqa: F401
                        review_rows_for)
@@ -41,10 +41,16 @@ from ..schema import Schema, SchemaError, schema_columns
 from ..schema.linked import LinkedSchema, LinkedTables, linked_columns, split_persons
 
 def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
-    """A fresh, sortable run directory name under `root`: date-time plus a short random suffix."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    """A fresh run directory name under `root` that sorts as the runs were started: the date, that
+    day's count of runs, the name, a short random suffix. A date, not a time: the name travels with
+    the run folder and its privacy report, and the times runs were started, one after another, tell
+    how long each one trained."""
+    day = time.strftime("%Y%m%d")
     slug = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in (name or "run"))[:40].strip("-") or "run"
-    return Path(root) / f"{stamp}-{slug}-{secrets.token_hex(2)}"
+    # a run named before by its time of day (HHMMSS) counts as that number: a new one sorts after it
+    taken = [p.name[len(day) + 1:].split("-")[0] for p in Path(root).glob(f"{day}-*")]
+    count = max((int(c) for c in taken if c.isdigit()), default=0) + 1
+    return Path(root) / f"{day}-{count:03d}-{slug}-{secrets.token_hex(2)}"
 
 
 def _write_private(table: pd.DataFrame, path: Path) -> None:
@@ -83,16 +89,16 @@ def split_holdout(table: pd.DataFrame | LinkedTables, share: float, seed: int | 
 
 
 def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, request: FitRequest | dict,
-                  python: str | None = None, budgets: TableBudgets | None = None) -> RunDir:
+                  python: str | None = None) -> RunDir:
     """Create a run under `root`, store the private rows in it, and start the worker process.
 
     request: the fit's options (a FitRequest, or a mapping of its fields); every problem with them is refused
     before a run is made or anything reserved. The worker draws a review sample as large as the training rows
     the run releases unless the request says otherwise.
-    budgets: the book of table budgets (default: the workbench home's); the run's whole ε is reserved from the
-    table's under a charge of its own (refused if the table has less left; a table the book has never seen gets
-    this run's ε as its total), and the worker settles what it spent. A request with public_table (the steward
-    says the table is public or invented) draws from no budget.
+    The run's whole ε is reserved from its table's budget in the workbench home's book under a charge of its
+    own (refused if the table has less left; a table the book has never seen gets this run's ε as its total,
+    one that resembles a known table is asked about: SameTable), and the worker settles what it spent. A
+    request with public_table (the steward says the table is public or invented) draws from no budget.
 
     Starting is idempotent: while a run of the same request on the same table is being created or trains
     (a second click on "Start", a second tab), that run is returned and no other is started or charged."""
@@ -105,9 +111,10 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     if schema.rows is not None and schema.rows != len(table):
         raise SchemaError(f"the schema declares {schema.rows} {'persons' if linked else 'rows'} as public, but the "
                           f"table has {len(table)}")
-    book = budgets if budgets is not None else TableBudgets(home.budgets_path())
-    # which table the run came from (its listing), and its budget's key
-    table_id = book.table_id(table)
+    book = TableBudgets(home.budgets_path())
+    # which table the run came from (its listing), and its budget's account
+    found = book.identify(table, schema)
+    table_id = found.table_id
     # the private copy holds only what the schema names
     table, dropped = linked_columns(table, schema) if linked else schema_columns(table, schema)
     train, holdout = split_holdout(table, float(request.holdout_share), request.seed, schema.key if linked else None)
@@ -123,6 +130,9 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
         live = _live_run_of(Path(root), start_key)
         if live is not None:
             return live  # the same request, started a moment ago: nothing more is started or charged
+        if not request.public_table:
+            table_id = book.account_for(found, request.epsilon, request.table_epsilon, request.book_table,
+                                        request.new_table, label=request.table_name)
         run = _create_run(root, train, holdout, schema, {**stored, "left_out": dropped, "size": _size(request)},
                           book, table_id, start_key)
         return _start_worker(run, python, request.processes or 1)
@@ -154,12 +164,13 @@ def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema:
     """The run folder with its charge reserved, its private rows, schema and request; nothing is left of it
     when the charge is refused or a file cannot be written."""
     run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
+    charge = None
     try:
         if not request.get("public_table"):
             charge = TableCharge(book, table_id)
-            book.open_account(table_id, None, request["epsilon"])
             charge.reserve(request["epsilon"], request.get("delta") or 0.0, run=str(run.path.resolve()))
             run.write_charge(charge.to_dict())  # the worker settles it; so does job_state if the worker dies
+            charge.bind(run.path)
         _write_rows(train, run, "train")
         if holdout is not None:
             _write_rows(holdout, run, "holdout")
@@ -169,26 +180,24 @@ def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema:
                            "created": time.time(), "holdout_rows": 0 if holdout is None else len(holdout)})
         run.set_status("created", "waiting for the training process to start")
     except BaseException:
-        charge = run_charge(run)
         if charge is not None:  # nothing ran: the reservation goes with the run
-            charge.book.settle(charge.table_id, charge.key, 0.0, 0.0)
+            charge.release()
         shutil.rmtree(run.path, ignore_errors=True)
         raise
     return run
 
 
 def run_charge(run: RunDir) -> TableCharge | None:
-    """The charge a run draws on its table's budget (reserved when the run was made), None if it draws none."""
+    """The charge a run draws on its table's budget in the workbench home's book (reserved when the run was
+    made), None if it draws none; NotThisRun for a folder the charge was not made for (a copy, a move, an
+    edited charge.json): a copy settles nothing."""
     try:
-        charge = run.charge()
+        record = run.charge()
     except RunError:
         return None
-    if charge is not None:
-        return TableCharge.from_dict(charge)
-    request = run.request()
-    if request.get("table") and request.get("budgets"):  # a run made before charges had keys of their own
-        return TableCharge(TableBudgets(request["budgets"]), request["table"], str(run.path.resolve()), reserved=True)
-    return None
+    if record is None:
+        return None
+    return TableBudgets(home.budgets_path()).charge_of(run.path, record)
 
 
 def _start_worker(run: RunDir, python: str | None, processes: int) -> RunDir:
@@ -204,7 +213,7 @@ def _start_worker(run: RunDir, python: str | None, processes: int) -> RunDir:
     except OSError as e:
         charge = run_charge(run)
         if charge is not None:
-            charge.book.settle(charge.table_id, charge.key, 0.0, 0.0)
+            charge.release()
         run.set_status("failed", f"the training process could not start: {e}")
         raise
     # reap the worker when it ends, so a finished job leaves no zombie behind in a long-lived app
@@ -273,11 +282,16 @@ def _mark_dead(run: RunDir) -> None:
             else:
                 charge_unfinished(ledger)
             run.write_ledger(ledger)
-        charge = run_charge(run)
-        if charge is not None:
-            charge.settle(ledger)
         message = ("the training process stopped unexpectedly (killed, or the machine restarted); what it may "
                    f"have spent, ε = {ledger.spent_epsilon:.4g}, is charged in its ledger")
+        try:
+            charge = run_charge(run)
+        except NotThisRun as e:  # a copy: its original's charge is its original's to settle
+            charge, message = None, f"{message}; {e}"
+        except BookError as e:  # the book is damaged: its whole reservation stays until it is repaired
+            charge, message = None, f"{message}; its table's budget was not settled: {e}"
+        if charge is not None:
+            charge.settle(ledger)
     run.set_status("failed", message)
 
 

@@ -14,10 +14,11 @@ from .jobs import job_state
 from .rundir import RunDir, RunGone
 
 
-def open_run(run_dir: str | Path | RunDir | None, overwrite: bool = False, charge: dict | None = None,
+def open_run(run_dir: str | Path | RunDir | None, overwrite: bool = False, charge=None,
              writes: bool = True) -> RunDir | None:
     """The run folder a fit writes: a RunDir a background job already made (with its schema and request), or a
-    new one at `run_dir` (None: no folder). writes=False (a torchrun rank other than 0): none."""
+    new one at `run_dir` (None: no folder), bound to its charge (a TableCharge) on the table's budget.
+    writes=False (a torchrun rank other than 0): none."""
     if not writes or run_dir is None:
         return None
     if isinstance(run_dir, RunDir):
@@ -27,7 +28,8 @@ def open_run(run_dir: str | Path | RunDir | None, overwrite: bool = False, charg
     run = RunDir.create(run_dir, overwrite=overwrite)
     run.write_worker(os.getpid())  # a reader tells a run this process no longer trains (runs.process)
     if charge is not None:
-        run.write_charge(charge)
+        run.write_charge(charge.to_dict())
+        charge.bind(run.path)
     return run
 
 
@@ -75,14 +77,16 @@ def say_training(run: RunDir, config: dict, ledger: PrivacyLedger, schema=None) 
 
 
 def say_trained(run: RunDir | None, result, unit: str) -> None:
-    """The status of a run whose training ended: completed, or cancelled with the model trained so far kept."""
+    """The status of a run whose training ended: completed, or cancelled with the model trained so far kept.
+    It says no duration (how long the steps took grows with the private row count): the steward's
+    pages show the time from private/ (the events, training.json)."""
     if run is None:
         return
     if result.cancelled:
         run.set_status("cancelled", f"cancelled after {result.steps_done} of {result.steps_planned} {unit}; the "
                        "model trained so far was kept")
     else:
-        run.set_status("completed", f"{result.steps_done} {unit} in {result.seconds:.0f} s on {result.device}")
+        run.set_status("completed", f"{result.steps_done} {unit} on {result.device}")
 
 
 def say_ended(run: RunDir | None, ledger: PrivacyLedger, error: BaseException) -> None:

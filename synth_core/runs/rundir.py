@@ -5,18 +5,23 @@ place that spells a path inside a run folder; everything else asks a RunDir.
     charge.json       which charge on which table's budget the run draws (privacy.table_budget)
     schema.json       the public schema the run used (with its provenance)
     ledger.json       every mechanism that touched the private table and its ε (dates, not times)
-    status.json       created / running / completed / cancelled / failed, with a message
+    status.json       created / running / completed / cancelled / failed, with a message (never a
+                      time or a duration)
     model/            weights and the model's own description (SynthModel.save)
     samples/          synthetic tables: review.csv (sampled after training, for the review page),
-                      synthetic.csv (the CLI's demo), synthetic-<time>.csv (the app's generate page)
-    worker.json       the process that trains the run (runs.process), to tell a live run from a dead one
-    worker.rank0.json under torchrun: rank 0's process (the worker's is torchrun's)
+                      synthetic.csv (the CLI's demo), synthetic-<date>-<n>.csv (the app's generate
+                      page: the day's n-th)
   for a background job (runs.jobs):
     request.json      what the steward asked for: model, preset, options, ε, δ, ...
     cancel            present once the steward asked to stop
   private/            what describes the private table and only the steward sees, owner-only; a steward who
                       shares the run folder leaves it out (release.privacy_report never reads it):
-    facts.json        the exact row count, the rows kept aside, the validation counts (clipped, missing values)
+    facts.json        the exact row count, the rows kept aside, the validation counts (clipped,
+                      missing values), when the run was created
+    status.json       when the status was last written
+    worker.json       the process that trains the run (runs.process), to tell a live run from a
+                      dead one
+    worker.rank0.json under torchrun: rank 0's process (the worker's is torchrun's)
     events.jsonl      one JSON line per optimizer step (step, epoch, loss, ε, batch size, rows/s): the
                       losses are not private and the batch sizes add up to about the row count
     training.json     what training did: steps, seconds, device, last loss, rows seen
@@ -25,11 +30,16 @@ place that spells a path inside a run folder; everything else asks a RunDir.
     train.parquet, holdout.parquet   a background job's rows to train on and rows kept aside for the review
     train_children.parquet, holdout_children.parquet   linked tables: those persons' child rows
 
+Outside private/ a run holds dates, never times (no clock time, duration or process start): how
+long a run's phases took grows with the rows they read, and the row count is private. Runs written
+before keep worker.json and a status's time at the top; they are read from there.
+
 Every JSON file is written atomically (write to a temporary file, then rename), so a reader never sees a
 half-written file; a crash or a cancel leaves a readable directory whose status says what happened.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -40,6 +50,7 @@ from typing import Any
 import pandas as pd
 
 from ..privacy import PrivacyLedger
+from ..privacy import book_file
 from ..privacy.ledger import LedgerError
 from ..schema import Schema
 from ..schema.linked import LinkedSchema, LinkedTables, load_schema
@@ -52,10 +63,13 @@ STATES = ("created", "running", "completed", "cancelled", "failed")
 LIVE_STATES = STATES[:2]  # a run still to end: its process starting or training
 # keys of a run's config or request that describe the private table itself: written to private/facts.json,
 # never beside the shareable files (a report reads public_config)
-# facts of the private table, and times measured on runs of it (a step's or a draw's seconds follow its rows)
+# facts of the private table, and times measured on runs of it (a step's or a draw's seconds follow
+# its rows; when the run was created, beside when its status changed, tells how long it took)
 PRIVATE_KEYS = ("private_validation_counts", "rows", "holdout_rows", "left_out", "sampling_estimate_s",
-                "step_estimate_s")
+                "step_estimate_s", "created")
 PRIVATE = "private"
+# the process records (runs.process): private/NAME (a run written before: the top of its folder)
+WORKER_RECORDS = ("worker.json", "worker.rank0.json")
 
 
 class RunError(RuntimeError):
@@ -92,6 +106,8 @@ class RunDir:
         os.chmod(run.path, 0o700)  # the run describes private data: owner only
         run.private_dir.mkdir(mode=0o700, exist_ok=True)
         os.close(os.open(run._events_file(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        # when the run was made: the steward's pages name a run by it
+        run._write_json(f"{PRIVATE}/facts.json", {"created": time.time()})
         run.set_status("created")
         return run
 
@@ -129,11 +145,24 @@ class RunDir:
             raise RunError(f"{self.path / name} is not valid JSON: {e}") from None
 
     def set_status(self, state: str, message: str | None = None, **extra) -> None:
+        """status.json: the state and a message, never a time (a message says no duration either);
+        when it was written goes to private/status.json."""
         assert state in STATES, state
-        self._write_json("status.json", {"state": state, "message": message, "time": time.time(), **extra})
+        self._write_json("status.json", {"state": state, "message": message, **extra})
+        self._write_json(f"{PRIVATE}/status.json", {"state": state, "time": time.time()})
 
     def status(self) -> dict:
+        """status.json as written: the state and its message (no time: `status_time` has it)."""
         return self._read_json("status.json")
+
+    def status_time(self) -> float | None:
+        """When the status was last written (the steward's own view), None where none was kept."""
+        for name in (f"{PRIVATE}/status.json", "status.json"):  # a run written before: at the top
+            try:
+                return float(self._read_json(name)["time"])
+            except (RunError, KeyError, TypeError, ValueError):
+                continue
+        return None
 
     @property
     def private_dir(self) -> Path:
@@ -154,8 +183,10 @@ class RunDir:
         self._write_split("config.json", config)
 
     def config(self) -> dict:
-        """The run's config with its private facts (the steward's own view; a report reads public_config)."""
-        return {**self.public_config(), **{k: v for k, v in self.private_facts().items() if k != "holdout_rows"}}
+        """The run's config with its private facts (the steward's own view; a report reads
+        public_config). A run written before private/facts.json keeps them in config.json."""
+        facts = {k: v for k, v in self.private_facts().items() if k != "holdout_rows"}
+        return {**self._read_json("config.json"), **facts}
 
     def public_config(self) -> dict:
         """config.json: nothing in it describes the private table (PRIVATE_KEYS are in private/)."""
@@ -199,25 +230,21 @@ class RunDir:
 
     # --- its charge on the table's budget --------------------------------------------------------------
     def write_charge(self, charge: dict) -> None:
-        """Which charge on which table's budget this run draws (privacy.table_budget.TableCharge.to_dict), so
-        that a run whose process died is settled from its own ledger."""
+        """What the run keeps of its charge on its table's budget (privacy.table_budget.TableCharge.to_dict:
+        its run id; the book, in the workbench home, knows which charge and which folder that is)."""
         self._write_json("charge.json", charge)
 
     def charge(self) -> dict | None:
-        """The run's charge on its table's budget, None for a run that draws from none (or made before charges
-        were recorded in the run)."""
+        """What the run keeps of its charge ({"run_id"}; a run made before: {"book", "table", "key"}, of which
+        only the key is used), None for a run that draws from none."""
         if not (self.path / "charge.json").exists():
             return None
         data = self._read_json("charge.json")
-        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("book", "table", "key")):
+        if not isinstance(data, dict) or not data or len(data) > 3 \
+                or not all(isinstance(v, str) and len(v) < 300 for v in data.values()) \
+                or not (set(data) == {"run_id"} or set(data) == {"book", "table", "key"}):
             raise RunError(f"{self.path / 'charge.json'} is not a charge this workbench wrote")
         return data
-
-    def charge_key(self) -> str:
-        """The key of the run's charge in the book; for a run made before charges had keys of their own, its
-        resolved path (the key they were kept under)."""
-        charge = self.charge()
-        return charge["key"] if charge is not None else str(self.path.resolve())
 
     # --- the background job's files -----------------------------------------------------------------
     def private_path(self, which: str) -> Path:
@@ -228,32 +255,37 @@ class RunDir:
         return self.private_dir / f"{which}.parquet"
 
     def write_worker(self, pid: int) -> None:
-        """The process that trains the run (the app's worker, or the CLI or script that called `api.fit`)."""
-        self._write_json("worker.json", process.record(pid))
+        """The process that trains the run (the app's worker, or the CLI or script that called
+        `api.fit`), in private/: its start time is a time."""
+        self._write_json(f"{PRIVATE}/{WORKER_RECORDS[0]}", process.record(pid))
+
+    def _worker_record(self, name: str) -> dict | None:
+        """A process record in private/, or where a run written before kept it (at the top)."""
+        for where in (f"{PRIVATE}/{name}", name):
+            if (self.path / where).exists():
+                try:
+                    entry = self._read_json(where)
+                except RunError:
+                    return None
+                return entry if isinstance(entry, dict) and "pid" in entry else None
+        return None
 
     def worker_pid(self) -> int | None:
         """The worker's process id, or None if no worker was started (or its record is unreadable)."""
         try:
-            return int(self._read_json("worker.json")["pid"])
-        except (RunError, KeyError, TypeError, ValueError):
+            return int(self._worker_record(WORKER_RECORDS[0])["pid"])
+        except (KeyError, TypeError, ValueError):
             return None
 
     def write_training_process(self, pid: int) -> None:
         """Under torchrun: the process of rank 0, which trains and writes the run (the worker's pid is torchrun's)."""
-        self._write_json("worker.rank0.json", process.record(pid))
+        self._write_json(f"{PRIVATE}/{WORKER_RECORDS[1]}", process.record(pid))
 
     def worker_records(self) -> list[dict]:
         """The records (runs.process) of the process that trains the run and, under torchrun, of rank 0's: the
         run trains while either process does."""
-        out = []
-        for name in ("worker.json", "worker.rank0.json"):
-            try:
-                entry = self._read_json(name)
-            except RunError:
-                continue
-            if isinstance(entry, dict) and "pid" in entry:
-                out.append(entry)
-        return out
+        records = (self._worker_record(name) for name in WORKER_RECORDS)
+        return [entry for entry in records if entry is not None]
 
     @property
     def worker_log(self) -> Path:
@@ -312,6 +344,15 @@ class RunDir:
 
     def sample_path(self, name: str = "synthetic.csv") -> Path:
         return self.samples_dir / name
+
+    def next_sample_name(self) -> str:
+        """A name for one more generated table: synthetic-<date>-<n>.csv, n counting that day's
+        tables (ordered as they were drawn). A date, not a time: the time a sample was written would
+        tell how long the draw, or the training before it, took."""
+        prefix = f"synthetic-{datetime.date.today():%Y%m%d}-"
+        taken = [p.name[len(prefix):].split(".")[0] for p in self.samples_dir.glob(f"{prefix}*")]
+        count = max((int(c) for c in taken if c.isdigit()), default=0) + 1
+        return f"{prefix}{count:03d}.csv"
 
     @property
     def review_sample(self) -> Path:
@@ -382,6 +423,18 @@ class RunDir:
             return self.ledger().to_dict()
         except RunError:
             return None
+
+
+def charged_runs(root: Path) -> int:
+    """How many run folders under `root` hold a charge on a table's budget (the budget book asks, to tell a
+    book deleted while runs charged it from a new one)."""
+    try:
+        return sum(1 for p in Path(root).iterdir() if (p / "charge.json").is_file())
+    except OSError:
+        return 0
+
+
+book_file.CHARGED_RUNS = charged_runs
 
 
 def _json_default(obj):

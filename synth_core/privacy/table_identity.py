@@ -1,0 +1,193 @@
+"""Which table a file holds, however it was written: the budget book's fingerprint and resemblance.
+
+A table is its validated rows in the schema's columns, not the bytes of its file: a re-exported spreadsheet
+(`40` written `40.0`, a trailing space, `N/A` for a blank), an extra column the schema ignores, and rows or
+columns in another order are the same table. Each value is put in a canonical form (numbers as numbers, text
+trimmed with its case kept, every missing marker one value), each row hashed under the book's secret key, and
+the fingerprint is a keyed HMAC of the sorted row hashes. The form is deliberately coarse: two tables that
+differ only where it is blind share one budget, which never lets a table spend more.
+
+A table that shares most of its rows with a known one (rows added or removed, a column dropped or added) is
+told by bottom-k sketches (the k smallest row hashes, for all columns and for each column left out): the
+estimated share of rows in common (Jaccard) decides that the steward is asked before a new budget opens.
+Nothing here leaves the workbench home: the hashes are keyed, and a sketch is the book's, never a run's.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+SKETCH_SIZE = 128        # row hashes kept per projection: a share's estimate within about ±0.09
+SKETCH_COLUMNS = 64      # projections (each column left out) kept for tables up to this many columns
+RESEMBLES = 0.5          # a new table sharing at least this share of rows (Jaccard) with a known one is asked about
+# written for a missing value in exports and spreadsheets; any case (a schema's own markers are added)
+MISSING_MARKERS = ("", "na", "n/a", "nan", "null", "none", "?", "-", "#n/a", "missing")
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _hash_key(key: bytes) -> str:
+    """The 16-character key pandas' row hashing takes, derived from the book's key."""
+    return hmac.new(key, b"row hashes", hashlib.sha256).hexdigest()[:16]
+
+
+def _canonical(column: pd.Series, markers: frozenset) -> pd.Series:
+    """A column's values in canonical form: numbers as float64 where every present value is a number, else
+    text with numbers written one way; every missing marker is one missing value."""
+    if pd.api.types.is_bool_dtype(column):
+        column = column.astype("string")
+    if pd.api.types.is_numeric_dtype(column):
+        values = column.astype("float64")
+        return values.where(np.isfinite(values)) + 0.0  # -0.0 and 0.0 alike; ±inf as missing
+    text = column.astype("string").str.strip()
+    missing = text.isna() | text.str.lower().isin(markers)
+    numbers = pd.to_numeric(text.where(~missing), errors="coerce")
+    numbers = numbers.where(np.isfinite(numbers.astype("float64")))
+    if bool((numbers.notna() | missing).all()):
+        return numbers.astype("float64") + 0.0
+    out = text.where(numbers.isna(), numbers.astype("float64").map(repr))
+    return out.where(~missing, pd.NA).astype("string")
+
+
+@dataclass(frozen=True)
+class RowHashes:
+    """A table's keyed row hashes, each column's share of them kept apart so a column can be left out."""
+    columns: tuple[str, ...]
+    parts: np.ndarray  # uint64, one row per table row, one column per table column
+
+    def rows(self, leave_out: str | None = None) -> np.ndarray:
+        """Each row's hash over every column but `leave_out` (the sum of the parts, wrapping)."""
+        with np.errstate(over="ignore"):
+            total = self.parts.sum(axis=1, dtype=np.uint64)
+            if leave_out is not None:
+                total = total - self.parts[:, self.columns.index(leave_out)]
+            return _finish(total)
+
+
+def _finish(h: np.ndarray) -> np.ndarray:
+    """A final mix of summed hashes (splitmix64's), so that sums of parts spread over all 64 bits."""
+    with np.errstate(over="ignore"):
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return h ^ (h >> np.uint64(31))
+
+
+def row_hashes(tables: list[tuple[str, pd.DataFrame, list[str]]], key: bytes,
+               markers: tuple[str, ...] = ()) -> RowHashes:
+    """Keyed hashes of the rows of each (tag, table, columns): only the named columns present, in canonical
+    form; the tag (a linked table's part) is hashed with each row, so two parts never share a row."""
+    hash_key, marks = _hash_key(key), frozenset(MISSING_MARKERS) | {m.strip().lower() for m in markers}
+    blocks, names = [], []
+    for tag, table, columns in tables:
+        present = sorted({str(c) for c in columns} & {str(c) for c in table.columns})
+        frame = table.rename(columns=str)
+        parts = np.zeros((len(table), len(present) + 1), dtype=np.uint64)
+        parts[:, 0] = _name_hash(f"(part) {tag}", key)
+        for j, name in enumerate(present, 1):
+            values = pd.util.hash_array(_canonical(frame[name], marks).to_numpy(), hash_key=hash_key)
+            with np.errstate(over="ignore"):
+                parts[:, j] = (values ^ _name_hash(f"{tag}\x1f{name}", key)) * _MIX
+        blocks.append((parts, [f"{tag}\x1f{n}" for n in present]))
+        names.extend(f"{tag}\x1f{n}" for n in present)
+    columns = tuple(sorted(set(names)))
+    out = np.zeros((sum(len(b[0]) for b in blocks), len(columns) + 1), dtype=np.uint64)
+    at = 0
+    for parts, present in blocks:
+        out[at:at + len(parts), 0] = parts[:, 0]
+        for j, name in enumerate(present, 1):
+            out[at:at + len(parts), columns.index(name) + 1] = parts[:, j]
+        at += len(parts)
+    return RowHashes(("(part)",) + columns, out)
+
+
+def _name_hash(name: str, key: bytes) -> np.uint64:
+    return np.uint64(int.from_bytes(hmac.new(key, name.encode(), hashlib.sha256).digest()[:8], "little"))
+
+
+def fingerprint(hashes: RowHashes, key: bytes) -> str:
+    """The keyed fingerprint of a table: its column names and its sorted row hashes (any order of either)."""
+    h = hmac.new(key, "\x1e".join(hashes.columns).encode(), hashlib.sha256)
+    h.update(np.sort(hashes.rows()).tobytes())
+    return h.hexdigest()[:32]
+
+
+def _bottom(rows: np.ndarray) -> np.ndarray:
+    """The SKETCH_SIZE smallest distinct row hashes (a partition first: a full sort of a large table is slow)."""
+    take = 4 * SKETCH_SIZE
+    if len(rows) > take:
+        smallest = np.unique(np.partition(rows, take)[:take + 1])
+        if len(smallest) >= SKETCH_SIZE:
+            return smallest[:SKETCH_SIZE]
+    return np.unique(rows)[:SKETCH_SIZE]
+
+
+def sketch(hashes: RowHashes) -> dict:
+    """What the book keeps to tell a resembling table: the bottom-k of the row hashes over every column, and
+    (up to SKETCH_COLUMNS columns) over every column but one, as base64."""
+    def packed(rows: np.ndarray) -> str:
+        return base64.b64encode(_bottom(rows).astype("<u8").tobytes()).decode()
+    columns = [c for c in hashes.columns if c != "(part)"]
+    drop = {}
+    if 1 < len(columns) <= SKETCH_COLUMNS:
+        drop = {c: packed(hashes.rows(leave_out=c)) for c in columns}
+    return {"all": packed(hashes.rows()), "drop": drop}
+
+
+def _unpack(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text.encode(), validate=True), dtype="<u8")
+
+
+def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """The bottom-k estimate of the share of rows two tables have in common (of the rows of either)."""
+    if not len(a) or not len(b):
+        return 0.0
+    k = min(SKETCH_SIZE, len(np.union1d(a, b)))
+    union = np.union1d(a, b)[:k]
+    both = np.intersect1d(np.intersect1d(a, b), union)
+    return float(len(both) / k)
+
+
+def resemblance(new: dict, known: dict) -> float:
+    """The largest estimated share of rows in common between two sketched tables: as they are, or with a
+    column left out of either (a column dropped or added)."""
+    try:
+        best = _jaccard(_unpack(new["all"]), _unpack(known["all"]))
+        for column, mine in new.get("drop", {}).items():
+            best = max(best, _jaccard(_unpack(mine), _unpack(known["all"])))
+            if column in known.get("drop", {}):
+                best = max(best, _jaccard(_unpack(mine), _unpack(known["drop"][column])))
+        for theirs in known.get("drop", {}).values():
+            best = max(best, _jaccard(_unpack(new["all"]), _unpack(theirs)))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return 0.0  # a sketch this module did not write: it tells nothing
+    return best
+
+
+def _v1_rows(table: pd.DataFrame) -> tuple[list[str], bytes]:
+    """The first form's canonical rows: every column as written, rows' hashes sorted."""
+    ordered = table.copy()
+    ordered.columns = [str(c) for c in ordered.columns]
+    ordered = ordered[sorted(ordered.columns)]
+    rows = np.sort(pd.util.hash_pandas_object(ordered.astype("string"), index=False).to_numpy())
+    return list(ordered.columns), rows.tobytes()
+
+
+def legacy_fingerprint(table: pd.DataFrame) -> str:
+    """The unkeyed fingerprint the first books used (read once, to carry their accounts over)."""
+    columns, rows = _v1_rows(table)
+    h = hashlib.sha256("\x1f".join(columns).encode())
+    h.update(rows)
+    return h.hexdigest()[:32]
+
+
+def fingerprint_v1(table: pd.DataFrame, key: bytes) -> str:
+    """The keyed fingerprint of the table as uploaded that books of version 1 used (read once, to carry
+    their accounts over to the canonical one)."""
+    columns, rows = _v1_rows(table)
+    h = hmac.new(key, "\x1f".join(columns).encode(), hashlib.sha256)
+    h.update(rows)
+    return h.hexdigest()[:32]
