@@ -126,8 +126,10 @@ spent_before = account.spent_epsilon if account else 0.0
 st.markdown("**This table's total.** Every run on this table spends from one total: the most ε that all its runs "
             "together may reveal about any one person (ε adds up across runs on the same rows). A run beyond it "
             "is refused, and what a run spent is never given back.")
-total_problem = None
-if account is None:
+total_problem, asking = None, bool(found.resembles and account is None and same_table is None)
+if asking:  # which table it is comes first: its total may be a known table's
+    table_total = None
+elif account is None:
     TOTALS = state.TOTAL_PRESETS
     total_choice = st.radio("This is the first run on this table. How much may all its runs reveal together?",
                             list(TOTALS), index=None, key="table_total_choice")
@@ -428,7 +430,7 @@ if schema.provenance["warning"]:
                "run and every report will then say so first.", icon=":material/warning:")
     accepted = st.checkbox("I accept training on a schema read from my data, unconfirmed", key="accept_draft")
     request = request.replace(accept_draft=accepted)
-if table_total is None and not total_problem:
+if table_total is None and not total_problem and not asking:
     st.info("Choose this table's total above before its first run.")
 if found.resembles and found.account is None and same_table is None:
     st.info("Say above whether this is a table you trained on before.")
