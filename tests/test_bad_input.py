@@ -414,7 +414,7 @@ def _charged() -> float:
     from synth_core.home import budgets_path
     from synth_core.privacy.table_budget import TableBudgets
     book = TableBudgets(budgets_path())
-    return sum(book.account(t).spent_epsilon for t in json.loads(book.path.read_text())) if book.path.exists() else 0.0
+    return sum(a.spent_epsilon for a in book.accounts().values())
 
 
 def test_devices_and_pipes_named_as_outputs_are_left_as_they_were(inputs, runs, tmp_path, monkeypatch):

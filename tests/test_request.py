@@ -54,12 +54,13 @@ def test_the_defaults_are_the_requests_own(toy_schema):
 def test_the_cli_builds_the_request_the_api_defaults_to():
     from synth_core.cli import _request
     args = build_parser().parse_args(["fit", "--data", "t.csv", "--schema", "s.json", "--epsilon", "2", "--out", "r"])
-    assert _request(args) == FitRequest(epsilon=2.0)  # every default the same: the request's
+    # every default the same: the request's (the CLI names the table in the book by its file, as the app does)
+    assert _request(args) == FitRequest(epsilon=2.0, table_name="t.csv")
     args = build_parser().parse_args(["fit", "--data", "t.csv", "--schema", "s.json", "--epsilon", "1", "--out", "r",
                                       "--model", "aim", "--quantile-share", "0.1", "--option", "rounds=5",
                                       "--public-table"])
     assert _request(args) == FitRequest(model="aim", epsilon=1.0, quantile_share=0.1, options={"rounds": 5},
-                                        public_table=True)
+                                        public_table=True, table_name="t.csv")
 
 
 def test_a_job_stores_the_request_and_its_worker_reads_it_back(toy_schema, toy_table, tmp_path, monkeypatch):
