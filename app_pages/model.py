@@ -120,6 +120,17 @@ if found.account is None and found.resembles:
         book.attach(found, known.table_id)
         state.forget_table_identity()
         st.rerun()
+elif found.account is None and book.accounts():  # a new file the steward knows is a table trained on before
+    with st.expander("Is this file a new version of a table you trained on before?"):
+        known_tables = {tid: f"{a.label or tid[:8]}: ε {epsilon_text(a.spent_epsilon)} of "
+                             f"{epsilon_text(a.total_epsilon)} spent" for tid, a in book.accounts().items()}
+        pick = st.selectbox("Count its runs on the budget of", list(known_tables), index=None,
+                            format_func=known_tables.get, key="attach_table",
+                            placeholder="a table in the budget book")
+        if st.button("This file is that table", disabled=pick is None, key="attach_file"):
+            book.attach(found, pick)
+            state.forget_table_identity()
+            st.rerun()
 table_key = found.table_id
 account = book.account(table_key)
 spent_before = account.spent_epsilon if account else 0.0

@@ -32,7 +32,7 @@ from .request import FitRequest
 from .files import atomic_output, check_output_file, check_output_folder, write_atomic
 from .home import budgets_path
 from .release.export import to_csv
-from .privacy.table_budget import TableBudgets
+from .privacy.table_budget import NotThisRun, TableBudgets
 from .runs import RunDir, RunError
 from .schema import Schema, SchemaError, left_out, read_table, schema_columns
 from .schema.linked import LinkedSchema, LinkedTables, load_schema
@@ -376,7 +376,13 @@ def _runs(args) -> int:
     ledger = run.ledger()
     out = {"summary": summary, "ledger": ledger.to_dict()}
     book = TableBudgets(budgets_path())
-    table_id = book.table_of_run(run.charge())
+    record = run.charge()
+    table_id = book.table_of_run(record)
+    if record is not None:
+        try:
+            book.charge_of(run.path, record)
+        except NotThisRun as e:  # a copy, a move, an edited charge.json: said, and it settles nothing
+            out["not_its_charge"] = str(e)
     if table_id is not None:
         account = book.account(table_id)
         out["table"] = {"epsilon_total": account.total_epsilon, "epsilon_spent": account.spent_epsilon,
@@ -395,6 +401,8 @@ def _runs(args) -> int:
         print(f"  {e.mechanism:<{width}}  ε {e.epsilon:<8.4g} δ {e.delta:.1e}")
     for w in ledger.warnings():
         print(f"warning: {w}")
+    if "not_its_charge" in out:
+        print(f"note: {out['not_its_charge']}")
     if "table" in out:
         t = out["table"]
         print(f"this table: ε {epsilon_text(t['epsilon_spent'])} spent of {epsilon_text(t['epsilon_total'])} across "

@@ -110,6 +110,8 @@ def test_a_moved_run_folder_is_recognised_and_settles_nothing(tmp_path):
     shutil.move(a.run.path, moved)
     with pytest.raises(NotThisRun, match="is a copy"):
         _book().charge_of(moved, RunDir(moved).charge())
+    code, out, _ = _cli("runs", str(moved))  # a finished run: it says so too
+    assert code == 0 and "note: the run folder" in out and "is a copy (or a move)" in out
     _as_if_its_process_died(RunDir(moved))
     assert _cli("runs", str(moved))[0] == 0 and _spent(table) == pytest.approx(before)
     # a folder put in the original's place (same path, another folder) is no more the run
@@ -374,3 +376,24 @@ def test_every_page_says_a_damaged_book_needs_repair_in_one_line(tmp_path, monke
         (error,) = [str(e.value) for e in at.error]
         assert error.startswith("The privacy budget book needs repair") and "\n" not in error
     assert (tmp_path / "home" / "budgets.json").read_text() == "{ not json"
+
+
+def test_the_model_page_attaches_a_new_file_to_a_table_the_steward_names(tmp_path, monkeypatch):
+    """A re-export changed beyond recognition (every row differs): the steward says which table it is."""
+    from streamlit.testing.v1 import AppTest
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
+    table, schema = demo_table(400, seed=34), demo_schema()
+    book = _book()
+    known = book.account_for(book.identify(table, schema), 0.5, total=2.0, name="clinic 2023")
+    changed = table.assign(age=table["age"] + 1, **{"hours-per-week": table["hours-per-week"] + 1})
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=600).run()
+    at.switch_page("app_pages/data.py").run()
+    at.file_uploader(key="upload").set_value(("clinic-2024.csv", changed.to_csv(index=False).encode(),
+                                               "text/csv")).run()
+    at.switch_page("app_pages/model.py").run()
+    assert not at.exception and at.button(key="attach_file").disabled
+    at.selectbox(key="attach_table").set_value(known).run()
+    at.button(key="attach_file").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert book.identify(changed, at.session_state["schema"]).account == known
+    assert any("of 2 remains" in str(c.value) for c in at.caption)
