@@ -128,6 +128,14 @@ def identity_key(table, schema) -> tuple:
     return tuple((tag, tuple(map(str, columns))) for tag, _, columns in parts), markers
 
 
+def _is_its(record: dict, key: str, charge: dict) -> bool:
+    """Whether a book's charge is the one a run folder's record names: by its run id (a run made before: by
+    the charge's key)."""
+    if record.get("run_id"):
+        return charge.get("run_id") == record["run_id"]
+    return key == record.get("key")
+
+
 def folder_identity(path: str | Path) -> str:
     """The run folder itself (device and inode): a copy, or a folder put in its place, is another."""
     st = os.stat(path)
@@ -253,10 +261,8 @@ class TableBudgets:
         if not record:
             return None
         for table_id, entry in self._read().items():
-            for key, charge in entry.get("charges", {}).items():
-                if (record.get("run_id") and charge.get("run_id") == record["run_id"]) or \
-                        (not record.get("run_id") and key == record.get("key")):
-                    return table_id
+            if any(_is_its(record, key, charge) for key, charge in entry.get("charges", {}).items()):
+                return table_id
         return None
 
     def journal(self) -> list[dict]:
@@ -404,8 +410,7 @@ class TableBudgets:
         table_id = self.table_of_run(record)
         found = None
         for key, charge in (self._read().get(table_id) or {}).get("charges", {}).items():
-            if (record.get("run_id") and charge.get("run_id") == record["run_id"]) or \
-                    (not record.get("run_id") and key == record.get("key")):
+            if _is_its(record, key, charge):
                 found = (table_id, key, charge)
         if found is None:
             raise NotThisRun(f"the budget book in {self.path.parent} holds no charge for the run at {path}: "
