@@ -8,7 +8,7 @@ from synth_core.demo import EDUCATION, demo_schema, demo_table
 from synth_core.encoding import TokenEncoder
 from synth_core.schema import ColumnSpec, Schema, SchemaError, draft_schema, random_table, validate_table
 from synth_core.schema.derived import apply, describe
-from synth_core.schema.tables import natural_order
+from synth_core.schema.draft import natural_order
 
 AGE_GROUPS = ["17-24", "25-44", "45-64", "65+"]
 AGE_RULE = {"from": "age", "bins": [17, 25, 45, 65, 90], "labels": AGE_GROUPS}

@@ -251,14 +251,20 @@ def test_a_draft_proposes_the_precision_values_are_written_at():
     from synth_core.encoding import TokenEncoder
 
     rng = np.random.default_rng(0)
-    rate = rng.choice([1.8, 3.2, 3.9, 4.3, 10.6], 600).astype(np.float32).astype(float)
+    rate = rng.choice(np.round(np.linspace(1.0, 12.0, 111), 1), 600).astype(np.float32).astype(float)
     price = rng.uniform(0.0, 500.0, 600).round(2)
     ratio = rng.uniform(0.0, 1.0, 600)
-    table = pd.DataFrame({"rate": rate, "price": price, "ratio": ratio, "rooms": rng.integers(1, 9, 600)})
+    code = rng.choice([1.8, 3.2, 3.9, 4.3, 10.6], 600).astype(np.float32).astype(float)
+    table = pd.DataFrame({"rate": rate, "price": price, "ratio": ratio, "rooms": rng.integers(1, 9, 600),
+                          "code": code})
     schema = draft_schema(table)
     assert [schema[c].decimals for c in ("rate", "price", "ratio", "rooms")] == [1, 2, None, None]
+    # five values: a value set, written as the steward wrote them (not 1.7999999523)
+    assert schema["code"].values == [1.8, 3.2, 3.9, 4.3, 10.6] and schema["code"].decimals is None
     clean, report = validate_table(table, schema)
-    assert set(np.unique(clean["rate"])) <= {1.8, 3.2, 3.9, 4.3, 10.6} and report.columns["rate"].rounded == 0
+    assert set(np.unique(clean["code"])) == {1.8, 3.2, 3.9, 4.3, 10.6} and report.columns["code"].snapped == 0
+    assert np.allclose(clean["rate"], clean["rate"].round(1), rtol=0, atol=1e-12)
+    assert report.columns["rate"].rounded == 0
     encoder = TokenEncoder(schema.confirm(), 32)
     decoded = encoder.decode(encoder.encode(clean), np.random.default_rng(1))
     assert np.allclose(decoded["rate"], decoded["rate"].round(1), rtol=0, atol=1e-12)

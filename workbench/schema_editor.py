@@ -16,6 +16,7 @@ from workbench.schema_table import (
     frame_to_schema,
     lines_to_categories,
     number_text,
+    numbers_to_text,
     schema_to_frame,
     text_to_numbers,
     with_rule,
@@ -38,27 +39,7 @@ def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: 
     edited = st.data_editor(
         schema_to_frame(schema), key=editor_key, hide_index=True, num_rows="fixed", width="stretch",
         height=min(38 + 35 * len(schema.columns), 1450), column_order=shown,
-        column_config={
-            "column": st.column_config.TextColumn("column", disabled=True, width=120, pinned=True),
-            "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True, width=95),
-            "lower": st.column_config.TextColumn("min", width=75, help="the public minimum; empty: estimate it with "
-                                                                       "DP at training time"),
-            "upper": st.column_config.TextColumn("max", width=75, help="the public maximum; empty: estimate it with "
-                                                                       "DP at training time"),
-            "categories": st.column_config.TextColumn("public categories", help="comma-separated; quote a value "
-                                                      "that holds a comma", width=120),
-            "nullable": st.column_config.CheckboxColumn("missing?", help="values may be missing", width=80),
-            "role": st.column_config.SelectboxColumn("role", options=ROLE_CHOICES, width=80,
-                                                     help="sensitive attribute and target, for fairness figures"),
-            "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"], width=75,
-                                                        help="log: finer bins near the minimum, for skewed amounts"),
-            "decimals": st.column_config.TextColumn("decimals", width=85,
-                                                      help="the precision a number is written at: the synthetic "
-                                                           "values are written at it too"),
-            "derived": st.column_config.TextColumn("derived by a rule", disabled=True, width=110,
-                                                   help="computed from another column after sampling, never modelled; "
-                                                        "declare it below (Edit one column in detail) or in the JSON"),
-        },
+        column_config=_grid_config(),
     )
     try:
         updated = frame_to_schema(edited, schema)
@@ -79,14 +60,18 @@ def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: 
             upper = c2.text_input("Public maximum", value=number_text(spec.upper))
             cats = st.text_area("Public categories, one per line, in their order",
                                 value="\n".join(spec.categories or []))
+            c3, c4 = st.columns(2)
+            values = c3.text_input("A number column's only values, comma-separated",
+                                   value=numbers_to_text(spec.values))
+            points = c4.text_input("Values many rows hold exactly", value=numbers_to_text(spec.points))
             nullable = st.checkbox("Values may be missing", value=spec.nullable)
             role = st.selectbox("Role", ROLE_CHOICES, index=ROLE_CHOICES.index(spec.role or ROLE_CHOICES[0]))
             if st.form_submit_button("Apply to this column"):
                 frame = schema_to_frame(schema).astype(object)
                 i = schema.names.index(name)
-                frame.loc[i, ["kind", "lower", "upper", "categories", "nullable", "role"]] = [
+                frame.loc[i, ["kind", "lower", "upper", "categories", "values", "points", "nullable", "role"]] = [
                     kind, lower.strip() or None, upper.strip() or None,
-                    categories_to_text(lines_to_categories(cats)), nullable, role]
+                    categories_to_text(lines_to_categories(cats)), values, points, nullable, role]
                 try:
                     put(frame_to_schema(frame, schema), True)
                 except SchemaError as e:
@@ -126,3 +111,35 @@ def _derived_rule(schema: Schema, name: str, put: Callable[[Schema, bool], None]
                     st.error(f"Not applied: {e}")
                 else:
                     st.rerun()
+
+
+def _grid_config() -> dict:
+    """How the schema grid shows each field: its label, width and help."""
+    return {
+        "column": st.column_config.TextColumn("column", disabled=True, width=120, pinned=True),
+        "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True, width=95),
+        "lower": st.column_config.TextColumn("min", width=75, help="the public minimum; empty: estimate it with "
+                                                                   "DP at training time"),
+        "upper": st.column_config.TextColumn("max", width=75, help="the public maximum; empty: estimate it with "
+                                                                   "DP at training time"),
+        "categories": st.column_config.TextColumn("public categories", help="comma-separated; quote a value "
+                                                  "that holds a comma", width=110),
+        "values": st.column_config.TextColumn("values", width=100,
+                                              help="a number column's only values (codes, brackets, a 1-7 "
+                                                   "scale), comma-separated: every synthetic value is one"),
+        "points": st.column_config.TextColumn("exact values", width=80,
+                                              help="values many rows hold exactly (the 0 of amounts): "
+                                                   "synthetic rows hold them exactly too"),
+        "nullable": st.column_config.CheckboxColumn("missing?", help="values may be missing", width=80),
+        "role": st.column_config.SelectboxColumn("role", options=ROLE_CHOICES, width=80,
+                                                 help="sensitive attribute and target, for fairness figures"),
+        "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"], width=75,
+                                                    help="log: finer bins near the minimum, for skewed amounts"),
+        "decimals": st.column_config.TextColumn("decimals", width=85,
+                                                  help="the precision a number is written at: the synthetic "
+                                                       "values are written at it too"),
+        "derived": st.column_config.TextColumn("derived by a rule", disabled=True, width=110,
+                                               help="computed from another column after sampling, never modelled; "
+                                                    "declare it below (Edit one column in detail) or in the JSON"),
+    
+    }

@@ -19,8 +19,8 @@ from synth_core.schema import KINDS, ColumnSpec, Schema, SchemaError
 from synth_core.schema.derived import describe
 from synth_core.schema.linked import LinkedSchema, LinkedTables
 
-EDITOR_COLUMNS = ["column", "kind", "lower", "upper", "categories", "nullable", "role", "binning", "decimals",
-                  "derived", "source"]
+EDITOR_COLUMNS = ["column", "kind", "lower", "upper", "categories", "values", "points", "nullable", "role",
+                  "binning", "decimals", "derived", "source"]
 NO_ROLE = "—"  # shown for a column without a role (an empty cell reads "None" in Streamlit's grid)
 ROLE_CHOICES = [NO_ROLE, "sensitive", "target"]
 
@@ -46,13 +46,20 @@ def lines_to_categories(text: str | None) -> list[str]:
     return [line.strip() for line in str(text or "").splitlines() if line.strip()]
 
 
-def text_to_numbers(text: str | None) -> list[float]:
+def text_to_numbers(text: str | None, what: str = "the edges") -> list[float]:
     """Numbers written with commas or spaces between them ("0, 25, 45"); whole numbers as integers."""
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return []
     try:
         numbers = [float(x) for x in str(text or "").replace(",", " ").split()]
         return [int(x) if x.is_integer() else x for x in numbers]
     except ValueError:
-        raise SchemaError(f"the edges must be numbers separated by commas, not {text!r}") from None
+        raise SchemaError(f"{what} must be numbers separated by commas, not {text!r}") from None
+
+
+def numbers_to_text(numbers: list | None) -> str:
+    """A list of numbers as the steward reads and types it: "0, 1.2, 3.26"."""
+    return ", ".join(number_text(x) for x in numbers or [])
 
 
 def source_label(schema: Schema) -> str:
@@ -72,6 +79,8 @@ def schema_to_frame(schema: Schema) -> pd.DataFrame:
             # numbers as text: an empty cell stays empty (a number column writes "None" in it)
             "lower": number_text(c.lower), "upper": number_text(c.upper),
             "categories": categories_to_text(c.categories) if c.kind == "categorical" else "",
+            # a numeric column's value set (codes, brackets, a scale) and its point masses (the 0 of amounts)
+            "values": numbers_to_text(c.values), "points": numbers_to_text(c.points),
             "nullable": bool(c.nullable), "role": c.role or NO_ROLE, "binning": c.binning,
             "decimals": number_text(c.decimals),
             "derived": describe(c.derived) if c.derived else "",
@@ -132,6 +141,11 @@ def frame_to_schema(frame: pd.DataFrame, base: Schema) -> Schema:
             spec.lower, spec.upper = lower, upper
             spec.decimals = None if decimals is None or kind == "integer" else int(decimals)
             spec.date = old.date if kind == "integer" else None  # a column read from dates stays so
+            try:
+                spec.values = text_to_numbers(row.get("values"), "its values") or None
+                spec.points = text_to_numbers(row.get("points"), "its points") or None
+            except SchemaError as e:
+                raise SchemaError(f"column {name!r}: {e}") from None
         spec.check()
         specs.append(spec)
     return _edited(base, specs)
@@ -165,8 +179,8 @@ def _edited(base: Schema, specs: list[ColumnSpec]) -> Schema:
 
 
 def _facts(schema: Schema) -> list:
-    return [(c.kind, c.lower, c.upper, c.categories, c.nullable, c.binning, c.decimals, c.derived)
-            for c in schema.columns]
+    return [(c.kind, c.lower, c.upper, c.categories, c.nullable, c.binning, c.decimals, c.derived, c.values,
+             c.points) for c in schema.columns]
 
 
 def fitted_to(table, new: Schema | LinkedSchema) -> Schema | LinkedSchema:

@@ -165,23 +165,5 @@ class TokenEncoder:
             out[missing] = None
             return out
         b = np.where(missing, 0, local)
-        lo, hi = codec.edges[b], codec.edges[b + 1]
-        # the values a column is written at: whole numbers, or multiples of 10^-decimals; a value is drawn among
-        # those inside its bin (rounding a draw would move some across the bin's edge: narrow bins, such as bins
-        # at quantiles, lost a sixth of their rows to the next one)
-        step = spec.step
-        if step is not None:
-            first = np.ceil(lo / step - 1e-9)
-            last = np.where(b == len(codec.edges) - 2, np.floor(hi / step + 1e-9), np.ceil(hi / step - 1e-9) - 1)
-            empty = first > last  # a bin narrower than a step that holds no value
-            if how == "uniform":
-                span = np.where(empty, 0, last - first)
-                value = first + np.floor(rng.random(len(b)) * (span + 1))
-            else:
-                value = np.floor((first + last) / 2)
-            value = np.where(empty, np.round((lo + hi) / 2 / step), value) * step
-            if spec.kind != "integer":
-                value = np.round(value, spec.decimals)
-        else:
-            value = lo + rng.random(len(b)) * (hi - lo) if how == "uniform" else (lo + hi) / 2
+        value = spec.decode_bins(codec.edges, b, rng, how)  # a value the column takes, inside its bin
         return spec.as_written(np.clip(value, spec.lower, spec.upper), missing)

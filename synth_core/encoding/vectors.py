@@ -85,8 +85,9 @@ class VectorEncoder:
                     block.null_block = Block(spec, pos, 2, labels=["present", None])
                     self.categorical.append(block.null_block)
                     pos += 2
-                if spec.rule_values:  # drawn exactly, not as a number that lands near them (schema/rules.py)
-                    block.point_block = Block(spec, pos, 1 + len(spec.rule_values), labels=["other", *spec.rule_values])
+                if spec.exact_values():  # drawn exactly, not as a number that lands near them (schema.scale)
+                    points = spec.exact_values()
+                    block.point_block = Block(spec, pos, 1 + len(points), labels=["other", *points])
                     self.categorical.append(block.point_block)
                     pos += block.point_block.size
             else:
@@ -202,27 +203,14 @@ class VectorEncoder:
             else:
                 idx = self._pick(v[:, b.start:b.stop], pick_rng)
                 missing = idx >= len(b.edges) - 1
-                x = self._within_bin(spec, b.edges, np.minimum(idx, len(b.edges) - 2), rng)
+                x = spec.decode_bins(b.edges, np.minimum(idx, len(b.edges) - 2), rng)
+            x = spec.snap(x)  # a declared value set: the nearest of its values
             if spec.kind == "integer":
                 x = np.clip(np.round(x), np.ceil(spec.lower), np.floor(spec.upper))
             elif spec.decimals is not None:
                 x = np.clip(np.round(x, spec.decimals), spec.lower, spec.upper)
             cols[spec.name] = spec.as_written(x, missing)  # the same canonical types as the token models
         return pd.DataFrame(cols, columns=self.schema.names)
-
-    @staticmethod
-    def _within_bin(spec: ColumnSpec, edges: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """A value drawn uniformly inside bin b (integers: uniformly among the integers inside it)."""
-        lo, hi = edges[b], edges[b + 1]
-        if spec.kind == "integer":
-            first = np.ceil(lo)
-            last = np.where(b == len(edges) - 2, np.floor(hi), np.ceil(hi) - 1)
-            empty = first > last  # a bin narrower than 1 that holds no integer
-            value = first + np.floor(rng.random(len(b)) * (np.where(empty, 0, last - first) + 1))
-            value = np.where(empty, np.round((lo + hi) / 2), value)
-        else:
-            value = lo + rng.random(len(b)) * (hi - lo)
-        return np.clip(value, spec.lower, spec.upper)
 
     @staticmethod
     def _pick(block: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:

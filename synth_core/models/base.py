@@ -30,6 +30,7 @@ from ..privacy.measurements import Marginals
 from ..schema import Schema, SchemaError
 from ..schema.linked import LinkedSchema, schema_from_dict
 from ..schema.rules import breaking, contradiction
+from ..schema.scale import on_declared_values
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
@@ -327,17 +328,20 @@ class SynthModel(Described, Timed, abc.ABC):
         """The family's sampler: n rows of the model meeting `conditions`; sets `last_sample_info`."""
 
     def draw_obeying(self, n: int, conditions: dict, seed: int | None, **options) -> pd.DataFrame:
-        """n rows of `draw` that obey the schema's rules (schema/rules.py): the model's rows that break one are
-        rejected and more are drawn, as many more as the rate seen so far asks; SamplingError naming the rule to
-        blame when fewer than 1 in MAX_REJECTION obey (post-processing of the model's own rows: no ε)."""
+        """n rows of `draw`, each number of a column with a declared value set on one of its values (whatever
+        the family, schema.scale), that obey the schema's rules (schema/rules.py): the model's rows that break
+        one are rejected and more are drawn, as many more as the rate seen so far asks; SamplingError naming
+        the rule to blame when fewer than 1 in MAX_REJECTION obey (post-processing of the model's own rows:
+        no ε)."""
         rules = self.full_schema.rule_checks
         if not rules:
-            return self.draw(n, conditions, seed, **options)
+            return on_declared_values(self.draw(n, conditions, seed, **options), self.schema)
         kept, obeyed, tried, broken = [], 0, 0, dict.fromkeys((r.text for r in rules), 0)
         while obeyed < n:
             rate = obeyed / tried if tried else 1.0
             want = max(MIN_RULE_DRAW, int((n - obeyed) / max(rate, 1 / MAX_REJECTION) * 1.1) + 1)
-            rows = self.draw(want, conditions, None if seed is None else seed + 7 * len(kept), **options)
+            rows = on_declared_values(self.draw(want, conditions, None if seed is None else seed + 7 * len(kept),
+                                                **options), self.schema)
             breaks = breaking(rules, self.full_schema.derive(rows))
             for text, rows_broken in breaks.items():
                 broken[text] += int(rows_broken.sum())

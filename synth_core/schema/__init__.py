@@ -3,7 +3,8 @@ columns computed from others) and the tables read against it (reading: files; ta
 random rows from the schema alone)."""
 from .spec import BINNINGS, DATES, KINDS, MAX_MAGNITUDE, ROLES, SCHEMA_VERSION, ColumnSpec, Schema, SchemaError
 from .reading import read_table, read_table_bytes
-from .tables import ColumnReport, ValidationReport, draft_schema, left_out, random_table, schema_columns, validate_table
+from .draft import draft_schema
+from .tables import ColumnReport, ValidationReport, left_out, random_table, schema_columns, validate_table
 
 __all__ = ["BINNINGS", "DATES", "KINDS", "MAX_MAGNITUDE", "ROLES", "SCHEMA_VERSION", "ColumnReport", "ColumnSpec", "Schema", "SchemaError",
            "ValidationReport", "draft_schema", "left_out", "random_table", "read_table", "read_table_bytes",

@@ -70,11 +70,10 @@ def scale_from_rules(schema) -> tuple[dict[str, list[float]], dict[str, list[flo
     edges: dict[str, set] = {}
     values: dict[str, set] = {}
     for spec, named, point, op in _comparisons(schema):
-        half = spec.step / 2 if spec.step else 0.0
         if point:
             values.setdefault(spec.name, set()).update(named)
         for v in named:
-            below, above = v - half, (v + half if half else float(np.nextafter(v, np.inf)))
+            below, above = spec.point_edges(v)
             # a point: a bin of its own; `x >= v` or `x < v`: an edge below v; `x > v` or `x <= v`: one above it
             edges.setdefault(spec.name, set()).update(
                 (below, above) if point else (below,) if op in (ast.GtE, ast.Lt) else (above,))

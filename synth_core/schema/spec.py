@@ -87,6 +87,8 @@ class ColumnSpec(PublicScale):
     quantiles: the column's values at the probability levels 1/L, …, (L−1)/L, released with DP by a run and
         paid from its ε (privacy.measurements.measure_quantiles): a discretising model's bins then follow the
         column's distribution (`edges`), a repeated value getting a bin of its own.
+    values: the numbers a numeric column takes (codes, brackets, a scale's steps; schema.scale): every model
+        writes one of them. points: numbers a share of its rows hold exactly (the 0 of amounts), drawn exactly.
     rule_edges, rule_values: set by Schema.modelled from the schema's rules, never declared (see below).
     """
 
@@ -103,6 +105,8 @@ class ColumnSpec(PublicScale):
     date: str | None = None
     derived: dict | None = None
     quantiles: list[float] | None = None
+    values: list[float] | None = None
+    points: list[float] | None = None
     # edges the schema's declared rules put in the scale (Schema.modelled: a value a rule names gets a bin of its
     # own, a threshold it compares with an edge), so a bin never holds values on both sides of a rule; derived
     # from the rules, never written
@@ -144,6 +148,7 @@ class ColumnSpec(PublicScale):
             raise SchemaError(f"{where}: the unknown category must be text, not {self.unknown!r}")
         if self.derived is not None and not isinstance(self.derived, dict):
             raise SchemaError(f"{where}: derived must be an object (a rule), not {self.derived!r}")
+        self.check_scale(where)
         if self.is_numeric:
             for label, bound in (("lower", self.lower), ("upper", self.upper)):
                 if bound is not None and not finite_number(bound):

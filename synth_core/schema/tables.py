@@ -1,9 +1,8 @@
-"""Private tables against the public schema: validate a table, draft a schema from one, and draw random rows
-from the schema alone (reading files: schema/reading.py)."""
+"""Private tables against the public schema: validate a table, and draw random rows from the schema alone
+(reading files: schema/reading.py; drafting a schema from a table: schema/draft.py)."""
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -11,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .rules import hold_private_table
-from .spec import MAX_MAGNITUDE, ColumnSpec, Schema, SchemaError, _preview
+from .spec import ColumnSpec, Schema, SchemaError, _preview
 
 
 # --- validation --------------------------------------------------------------------------------
@@ -20,6 +19,7 @@ class ColumnReport:
     clipped_low: int = 0
     clipped_high: int = 0
     rounded: int = 0
+    snapped: int = 0         # a value between the declared values, put on the nearest
     mapped_unknown: int = 0
     missing: int = 0
     inconsistent: int = 0    # a derived column: rows whose value is not what its rule gives
@@ -44,6 +44,8 @@ class ValidationReport:
                 lines.append(f"{name}: {r.clipped_low} values below and {r.clipped_high} above the public bounds were clipped")
             if r.rounded:
                 lines.append(f"{name}: {r.rounded} values were rounded to the declared precision")
+            if r.snapped:
+                lines.append(f"{name}: {r.snapped} values between the declared values were put on the nearest")
             if r.mapped_unknown:
                 lines.append(f"{name}: {r.mapped_unknown} values outside the public categories were mapped to the unknown category")
             if r.inconsistent:
@@ -160,7 +162,7 @@ def _check_columns(table: pd.DataFrame, schema: Schema) -> list[str]:
 
 def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnReport) -> np.ndarray:
     """A numeric column as floats: dates as their year, rounded to its declared precision, clipped to its
-    public bounds (each counted in `rep`)."""
+    public bounds, put on the nearest of its declared values (each counted in `rep`)."""
     if pd.api.types.is_bool_dtype(raw):
         raw = raw.astype(float)
     if spec.date == "year" and not pd.api.types.is_numeric_dtype(raw):
@@ -185,7 +187,12 @@ def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRepor
     if spec.upper is not None:
         rep.clipped_high = int((values > spec.upper).sum())
         values = values.clip(upper=spec.upper)
-    return values.to_numpy(dtype=float)
+    values = values.to_numpy(dtype=float)
+    if spec.values is not None:  # a declared value set: a number between its values goes to the nearest
+        snapped = spec.snap(values)
+        rep.snapped = int((~_written_at(values, snapped) & ~miss.to_numpy()).sum())
+        values = snapped
+    return values
 
 
 def _categories(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnReport) -> np.ndarray:
@@ -275,188 +282,6 @@ def _parse_dates(values: pd.Series) -> pd.Series:
             return pd.to_datetime(text, errors="coerce", format="mixed", utc=True)  # for hours around New Year)
 
 
-# --- drafting -----------------------------------------------------------------------------------
-MIN_CATEGORY_COUNT = 10   # a category seen in fewer rows is never proposed: it maps to "(other)"
-TAIL_VALUES = 10          # a drafted bound leaves out this many extreme values at each end (at most 1 % of them)
-MAX_DECIMALS = 4          # a draft proposes the decimals a continuous column is written at, up to this many
-UNKNOWN = "(other)"
-_ID_NAME = re.compile(r"(^|[^a-z])(id|ids|pid|mrn|key|uuid|guid|rownames?|row|index|idx|case|record|serial|ssn|number|"
-                      r"no)"
-                      r"($|[^a-z])", re.IGNORECASE)
-_ROLE_NAMES = {
-    "sensitive": re.compile(r"^(sex|gender|race|ethnicity|ethnic|religion|nationality|native[-_ ]?country)$",
-                            re.IGNORECASE),
-    "target": re.compile(r"^(income|target|label|outcome|class|y|default|churn|approved|diagnosis)$", re.IGNORECASE),
-}
-
-
-_LEADING_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
-
-
-def natural_order(values: Iterable[str]) -> list[str]:
-    """Categories in the order a draft proposes them: those that start with a number by that number ("1-5",
-    "6-10", "10-20", "65+"), then the others alphabetically. Ties and the rest sort as text."""
-    def key(value: str):
-        number = _LEADING_NUMBER.match(value)
-        return (0, float(number.group(1)), value) if number else (1, 0.0, value)
-    return sorted((str(v) for v in values), key=key)
-
-
-def _round_out(lo: float, hi: float) -> tuple[float, float]:
-    """Bounds rounded outward to a round step about a tenth of the range (1, 2 or 5 × 10^k): a draft proposes
-    no exact extreme. Ages 17-90 become 10-90, years 1900-2015 become 1900-2020."""
-    span = hi - lo if hi > lo else max(abs(hi), 1.0)
-    raw = span / 10
-    k = math.floor(math.log10(raw))
-    step = next(m * 10.0 ** k for m in (1, 2, 5, 10) if m * 10.0 ** k >= raw * (1 - 1e-12))
-    digits = max(0, -k + 1)
-    lo_r = round(math.floor(lo / step + 1e-9) * step, digits)
-    hi_r = round(math.ceil(hi / step - 1e-9) * step, digits)
-    if hi_r <= lo_r:
-        hi_r = round(lo_r + step, digits)
-    return float(lo_r), float(hi_r)
-
-
-def _bulk_range(values: pd.Series) -> tuple[float, float]:
-    """The range a draft proposes bounds around: from the k-th smallest to the k-th largest value, k being
-    `TAIL_VALUES` or 1 % of the values if fewer (at least 1). One outlier (a diamond 59 mm wide where the
-    others are 4-10) would otherwise stretch the bounds, and with them every bin, over a range almost no row
-    lies in; and the most extreme values are single rows, the facts a draft should least propose. Values
-    beyond the bounds are clipped when the table is read, and the schema page counts them. Where all but
-    those values are one value (a gain most rows have as 0), the whole range: the bulk alone is no range."""
-    x = np.sort(values.to_numpy(dtype=float))
-    k = max(1, min(TAIL_VALUES, math.ceil(len(x) / 100)))
-    lo, hi = float(x[k - 1]), float(x[-k])
-    return (lo, hi) if hi > lo else (float(x[0]), float(x[-1]))
-
-
-def _decimals(values: pd.Series, bounds: tuple[float, float]) -> int | None:
-    """The fewest decimals (1 to `MAX_DECIMALS`) every value and both bounds are written at, or None. A value
-    stored in single precision (1.7999999523 for 1.8: tables from R often are) counts as written at 1. With
-    the precision declared, a model's bins hold the values the column can take and its rows are written at
-    them (a rate of 3.2 % is drawn as 3.2, not 3.2187); nothing is rounded: every value already is."""
-    x = np.concatenate([values.to_numpy(dtype=float), np.asarray(bounds, dtype=float)])
-    return next((d for d in range(1, MAX_DECIMALS + 1) if _written_at(x, np.round(x, d)).all()), None)
-
-
-def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None) -> str | None:
-    """Why a column looks like an identifier (None if it does not): such a column says who a row is and
-    nothing a synthetic table needs."""
-    n = len(present)
-    if n < 20:
-        return None
-    unique = present.astype(str).str.strip().nunique() / n
-    if _ID_NAME.search(name) and unique >= 0.5:
-        return "its name and values look like an identifier (row numbers, keys, case numbers)"
-    if numeric is None and unique >= 0.9:
-        return "nearly every value is different (names, codes, free text): it identifies rows"
-    if numeric is not None and unique >= 0.99 and (numeric.round() == numeric).all() \
-            and float(numeric.max() - numeric.min()) + 1 <= 1.1 * numeric.nunique():
-        return "its values count the rows (1, 2, 3, ...): a row number"
-    return None
-
-
-def _dates(present: pd.Series) -> pd.Series | None:
-    """The parsed dates if (nearly) every value of a text column is a date that shows its year (four digits:
-    ranges such as "1-5" or "10-20" parse as days of this year, and a date column is kept as its year)."""
-    if len(present) == 0 or pd.api.types.is_numeric_dtype(present):
-        return None
-    text = present.astype(str).str.strip()
-    shows_year = text.str.contains(r"\d{4}", regex=True) | _short_date_years(text).notna()
-    if not shows_year.all() or not text.str.contains(r"[-/:T .]", regex=True).mean() > 0.95:
-        return None
-    parsed = _parse_dates(text)
-    return parsed if parsed.notna().mean() >= 0.95 else None
-
-
-def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers: Iterable[str] = (),
-                 min_category_count: int = MIN_CATEGORY_COUNT) -> Schema:
-    """Propose a schema by READING THE PRIVATE TABLE, protective by default.
-
-    A draft discloses facts about the data, so it proposes as little as it can: columns that look like
-    identifiers (names, near-unique codes, row numbers, keys) or hold no values are left out (`excluded`,
-    with the reason); a date column is generalised to its year, with bounds rounded to decades; numeric
-    bounds leave out the few most extreme values (`_bulk_range`) and are rounded outward to round numbers
-    (0, ±1, 2, 5 × 10^k); a category seen in fewer than
-    `min_category_count` rows is never proposed (its rows map to "(other)"); categories are listed in their
-    natural order (`natural_order`: by a leading number, else alphabetically); sensitive and target roles
-    are suggested by the column's name. The schema is marked drafted_from_data and unconfirmed: the steward
-    edits it into public facts and confirms it, or accepts explicitly to train on it (then every report says
-    the schema was read from the data).
-    """
-    if len(table) == 0 or len(table.columns) == 0:
-        raise SchemaError("cannot draft a schema from an empty table")
-    for label, value in (("max_categories", max_categories), ("min_category_count", min_category_count)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SchemaError(f"{label} must be a whole number of at least 1, not {value!r}")
-    cols = [str(c) for c in table.columns]
-    dupes = sorted({c for c in cols if cols.count(c) > 1})
-    if dupes:
-        raise SchemaError(f"the table has duplicated column names: {_preview(dupes)}")
-    markers = list(missing_markers)
-    lowered = {c.lower() for c in cols}
-    specs, excluded, roles_taken = [], {}, set()
-    for name in table.columns:
-        name = str(name)
-        raw = table[name]
-        role = next((r for r, pattern in _ROLE_NAMES.items() if r not in roles_taken and pattern.match(name)), None)
-        if role == "target" and name.lower() == "y" and "x" in lowered:
-            role = None  # beside an x, a y is a coordinate or a size (diamonds' x, y, z), not what is predicted
-        proposed = _draft_column(name, raw, _is_missing(raw, markers), role, max_categories, min_category_count)
-        if isinstance(proposed, str):
-            excluded[name] = proposed
-            continue
-        specs.append(proposed)
-        if proposed.role:
-            roles_taken.add(proposed.role)
-    if not specs:
-        raise SchemaError("no column of the table could be proposed for modelling: "
-                          + "; ".join(f"{k}: {v}" for k, v in excluded.items()))
-    return Schema(columns=specs, drafted_from_data=True, confirmed=False, missing_markers=markers, excluded=excluded)
-
-
-def _draft_column(name: str, raw: pd.Series, miss: pd.Series, role: str | None, max_categories: int,
-                  min_category_count: int) -> ColumnSpec | str:
-    """One column's proposal (see `draft_schema`), or why it is left out."""
-    present = raw[~miss]
-    nullable = bool(miss.any())
-    if len(present) == 0:
-        return "it holds no values"
-    numeric = pd.to_numeric(present, errors="coerce")
-    # yes/no values are categories, also in a column of objects (booleans beside a missing value)
-    boolean = pd.api.types.is_bool_dtype(raw) or (raw.dtype == object and bool(
-        present.map(lambda v: isinstance(v, (bool, np.bool_))).all()))
-    is_numeric = numeric.notna().all() and not boolean
-    dates = None if is_numeric else _dates(present)
-    reason = None if dates is not None else _identifier_reason(name, present, numeric if is_numeric else None)
-    if reason:
-        return reason
-    if dates is not None:
-        years = dates.dt.year.dropna()
-        lo, hi = math.floor(years.min() / 10) * 10, math.ceil((years.max() + 1) / 10) * 10
-        return ColumnSpec(name=name, kind="integer", lower=int(lo), upper=int(hi), nullable=nullable, date="year",
-                          role=role)
-    if is_numeric and numeric.nunique() > 2:
-        if float(numeric.abs().max()) > MAX_MAGNITUDE:
-            return f"its values reach beyond ±{MAX_MAGNITUDE:g}: rescale it to model it"
-        is_int = bool((numeric.round() == numeric).all())
-        # a long upper tail (the median in the bottom twentieth of the whole range) is binned on a log scale
-        full_lo, full_hi = _round_out(float(numeric.min()), float(numeric.max()))
-        skewed = full_lo >= 0 and full_hi > 0 and float(numeric.median()) - full_lo < 0.05 * (full_hi - full_lo)
-        lo, hi = _round_out(*_bulk_range(numeric))
-        return ColumnSpec(name=name, kind="integer" if is_int else "continuous",
-                          lower=int(lo) if is_int else lo, upper=int(hi) if is_int else hi, nullable=nullable,
-                          binning="log" if skewed else "uniform", role=role,
-                          decimals=None if is_int else _decimals(numeric, (lo, hi)))
-    values = present.map(_number_text) if is_numeric else present.astype(str).str.strip()
-    counts = values.value_counts()
-    cats = natural_order(counts[counts >= min_category_count].index[:max_categories])
-    if not cats:
-        return f"no value occurs in {min_category_count} rows or more: proposing any would disclose single rows"
-    unknown = UNKNOWN if len(cats) < len(counts) and UNKNOWN not in cats else None
-    return ColumnSpec(name=name, kind="categorical", categories=cats, nullable=nullable, unknown=unknown, role=role)
-
-
 def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05) -> pd.DataFrame:
     """n rows drawn from the public schema alone: uniform over each column's public categories, uniform
     within its public bounds (log-uniform for log binning), some missing values in nullable columns; derived
@@ -472,6 +297,8 @@ def random_table(schema: Schema, n: int, seed: int | None = None, missing_share:
         if spec.is_numeric:
             lo, hi = float(spec.lower), float(spec.upper)
             values = spec.from_unit(rng.uniform(0.0, 1.0, n))  # uniform on the column's public scale
+            if spec.values is not None:  # a declared value set: uniform among its values
+                values = rng.choice(spec.written_values(), n)
             if spec.kind == "integer":
                 col = pd.Series(np.clip(np.round(values), lo, hi).astype("int64"), dtype="Int64")
             else:
