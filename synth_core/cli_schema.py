@@ -6,6 +6,7 @@ from __future__ import annotations
 from .files import check_output_file
 from .schema import Schema, SchemaError, draft_schema, read_table
 from .schema.derived import describe
+from .schema.panel import panel_words
 from .schema.linked import (DEFAULT_MAX_CHILDREN, LinkedSchema, LinkedTables, check_max_children,
                             draft_linked, load_schema)
 
@@ -86,6 +87,8 @@ def _describe(schema: Schema | LinkedSchema) -> list[str]:
     if isinstance(schema, LinkedSchema):
         return ([f"  two tables linked by {schema.key!r}; a person contributes at most {schema.max_children} child "
                  "rows" + (f", in the order of {schema.order!r}" if schema.order else "")]
+                + [f"  {words}" for words in [panel_words(schema.order, schema.time_index,
+                                                          schema.changes)] if words]
                 + ["  the parents' table (one row a person):"] + ["  " + line for line in _describe(schema.parent)]
                 + ["  the children's table:"] + ["  " + line for line in _describe(schema.child)])
     lines = []

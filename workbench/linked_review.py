@@ -1,6 +1,7 @@
 """The review page for runs on linked tables (schema.linked): each level's fidelity, the children per person, a
-person's column against their rows' columns, the order of a person's rows, train-on-synthetic persons, and the
-offline report. The figures are synth_core.evaluate.linked's; this module renders them."""
+person's column against their rows' columns, the order of a person's rows, the share of persons
+whose rows obey a declared time index, train-on-synthetic persons, and the offline report. The
+figures are synth_core.evaluate.linked's; this module renders them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,7 @@ import streamlit as st
 
 from synth_core.evaluate.charts import children_chart, level_columns_chart, marginal_chart
 from synth_core.evaluate.inputs import EvaluationError
-from synth_core.evaluate.linked import canonical, review_linked, write_linked_report
+from synth_core.evaluate.linked import canonical, review_linked, sequence_words, write_linked_report
 from synth_core.runs import RunDir
 from synth_core.schema import SchemaError
 from synth_core.schema.linked import LinkedSchema, LinkedTables
@@ -59,6 +60,11 @@ def render(schema: LinkedSchema, real: LinkedTables, holdout: LinkedTables | Non
         st.caption(f"Persons whose rows follow {schema.order}: "
                    + ", ".join(f"{label} {share:.0%}" for label, share in review["in_order"].items()
                                if share is not None) + ".")
+    valid = {label: share for label, share in review.get("sequences", {}).items() if share}
+    if valid:
+        st.caption(f"Persons whose rows run along {schema.order} as declared (of those with two "
+                   "rows or more): " + "; ".join(f"{label} {sequence_words(share)}"
+                                            for label, share in valid.items()) + ".")
     for label, r in results.items():
         used = r.get("person_utility")
         if used:

@@ -8,6 +8,8 @@ ones, level by level and across the link.
                                its person's row): the mean 2-way TVD, what synthesizing the tables apart loses
     person_utility             train on synthetic persons, test on real ones, for a target of the parents'
                                (each person's child rows summarised: their count, means, most frequent values)
+    sequences                  with a declared time index (schema.panel): the share of persons
+                               whose rows obey it and the changes along it, real and synthetic
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ..files import write_atomic
 
 from ..schema import ColumnSpec, Schema
 from ..schema.linked import COUNT_COLUMN, LinkedSchema, LinkedTables, link_tables
+from ..schema.panel import obeyed
 from .charts import children_chart, level_columns_chart
 from .fidelity import kway_tvd, kway_tvd_report
 from .inputs import EvaluationError
@@ -81,13 +84,32 @@ def in_order(tables: LinkedTables, schema: LinkedSchema) -> float | None:
     return float(ordered[many].mean())
 
 
+def sequences(tables: LinkedTables, schema: LinkedSchema) -> dict | None:
+    """Of the persons with two child rows or more, the share whose rows obey every declared fact of
+    the panel (`valid`) and each fact's (`facts`: schema.panel.obeyed); None without a time index
+    or such a person."""
+    facts = obeyed(tables.children, tables.children[schema.key].to_numpy(), schema)
+    if facts is None or facts.empty:
+        return None
+    return {"persons": len(facts), "valid": float(facts.all(axis=1).mean()),
+            "facts": {name: float(share) for name, share in facts.mean().items()}}
+
+
+def sequence_words(share: dict) -> str:
+    """`sequences`' figures in words: "97% of 436 persons (year … 100%, …)"."""
+    return (f"{share['valid']:.0%} of {share['persons']:,} persons ("
+            + ", ".join(f"{name} {value:.0%}" for name, value in share["facts"].items()) + ")")
+
+
 def linked_review(real: LinkedTables, synthetic: dict[str, LinkedTables], schema: LinkedSchema) -> dict:
     """The review of each synthetic pair of tables against the real ones (`real` as `canonical` gives it): the
-    figures of `linked_fidelity`, each column's 1-way TVD at both levels, the children-per-person shares and the
-    share of persons in order."""
+    figures of `linked_fidelity`, each column's 1-way TVD at both levels, the children-per-person
+    shares, the share of persons in order and of those whose rows obey the time index
+    (`sequences`)."""
     out = {"persons": len(real.parents), "child_rows": len(real.children), "max_children": schema.max_children,
            "key": schema.key, "children_per_person": {"real": children_per_person(real, schema).tolist()},
-           "in_order": {"real": in_order(real, schema)}, "results": {}}
+           "in_order": {"real": in_order(real, schema)},
+           "sequences": {"real": sequences(real, schema)}, "results": {}}
     for label, synth in synthetic.items():
         columns = {}
         for level, part in (("parents", schema.parent), ("children", schema.child)):
@@ -98,7 +120,11 @@ def linked_review(real: LinkedTables, synthetic: dict[str, LinkedTables], schema
         out["results"][label] = {**linked_fidelity(real, synth, schema), "columns": columns}
         out["children_per_person"][label] = children_per_person(synth, schema).tolist()
         out["in_order"][label] = in_order(synth, schema)
+        out["sequences"][label] = sequences(synth, schema)
     return out
+
+
+HELD_OUT = "real, held out"  # the held-out persons' label beside the training persons' ("real")
 
 
 def review_linked(real: LinkedTables, synthetic: dict[str, LinkedTables], schema: LinkedSchema,
@@ -106,6 +132,10 @@ def review_linked(real: LinkedTables, synthetic: dict[str, LinkedTables], schema
     """`linked_review`, with train-on-synthetic persons for `target` (a parents' column; by default the one whose
     role is target) where held-out persons are given (`real` and `holdout` as `canonical` gives them)."""
     review = linked_review(real, synthetic, schema)
+    if holdout is not None and len(holdout.parents):
+        shares = review["sequences"]
+        review["sequences"] = {"real": shares.pop("real"), HELD_OUT: sequences(holdout, schema),
+                               **shares}
     target = target or next((c.name for c in schema.parent.columns if c.role == "target"), None)
     if holdout is not None and len(holdout.parents) and target:
         for label, tables in synthetic.items():
@@ -157,6 +187,12 @@ def write_linked_report(review: dict, out_dir, ledgers: dict | None = None,
             "<h2>Each column alone</h2>", columns.to_html(full_html=False, include_plotlyjs=False)]
     if order:
         body.append(f"<h2>Persons whose child rows follow the order column</h2><ul>{order}</ul>")
+    valid = "".join(f"<li>{html.escape(label)}: {html.escape(sequence_words(share))}</li>"
+                    for label, share in review.get("sequences", {}).items() if share)
+    if valid:
+        body.append("<h2>Persons whose rows run along the time index</h2><p>Of the persons with "
+                    "two rows or more, those whose rows obey every declared fact of the panel, and "
+                    f"each fact's share.</p><ul>{valid}</ul>")
     doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
            "td,th{border:1px solid #ccc;padding:4px 8px}</style>"

@@ -6,6 +6,8 @@ max_children, privacy.contribution).
 
 Sampling writes persons position by position, the count of child rows drawn after the person's row. Conditions on
 the parents' columns are met exactly where they lead the parents' columns, by rejection of persons otherwise.
+A declared time index and the changes along it (schema.panel) are then built into each person's
+rows (`hold_panel`): every person drawn obeys them, in the pool calibration weighs and in its pick.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..encoding import TokenEncoder
 from ..encoding.persons import PersonEncoder
 from ..privacy.person_marginals import PersonMarginals
 from ..schema.linked import COUNT_COLUMN, LinkedRows, LinkedSchema, LinkedTables
+from ..schema.panel import hold_panel
 from .base import SamplingError, SynthModel, draw_with_rejection, register
 from .calibration import MIN_PERSON_POOL, balance_persons, calibrate_persons, grow_pool, pool_size
 from .resampling import resample
@@ -154,6 +157,7 @@ class PersonTBART(SynthModel):
         if self.schema.order is not None:  # a person's rows follow the declared order column, as the real ones do
             order = np.lexsort((children[self.schema.order].to_numpy(dtype=float, na_value=np.inf), person))
             children, person = children.iloc[order].reset_index(drop=True), person[order]
+        children, person = hold_panel(children, person, self.schema)  # built to obey the panel
         self.last_sample_info = {"rows": n, "child_rows": len(children),
                                  "method": "rejection" if rejected_on else ("exact" if fixed else "unconditional"),
                                  "acceptance_rate": accepted / tried if tried else 0.0}

@@ -17,6 +17,7 @@ from ..models import get_model_class
 from ..privacy.table_budget import TableBudgets
 from ..runs import RunDir
 from ..schema.derived import describe
+from ..schema.panel import panel_words
 
 def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: int | None = None,
                    budgets: TableBudgets | None = None) -> dict:
@@ -103,11 +104,14 @@ def _schema_lines(schema: dict, prov: dict) -> list[str]:
     linked ones)."""
     if "linked" in schema:
         link = schema["linked"]
+        panel = panel_words(link.get("order"), link.get("time_index"), link.get("changes", {}))
+        time = [f"Declared public and obeyed by every synthetic person: {panel}."] if panel else []
         return (["", "## Linked tables", "",
                  f"A parents' table (one row a person) and a children's table linked by `{link['key']}` (keys are never "
                  f"modelled: the synthetic ones are fresh). The privacy guarantee covers a whole person: every person "
                  f"contributed at most {link['max_children']} child rows (a random subset of them where they had "
                  "more), and one step of training read a person's row and all their child rows as one sample."]
+                + ([""] + time if time else [])
                 + [line.replace("## Public schema", "## Public schema: the parents' table") for line in
                    _schema_lines(schema["parent"], prov)]
                 + [line.replace("## Public schema", "## Public schema: the children's table") for line in

@@ -2,7 +2,9 @@
 a person through a key (visits, transactions), declared public together.
 
     LinkedSchema   the two tables' schemas, the key, the most child rows a person may contribute (`max_children`,
-                   the steward's public choice) and an optional order column of the child table
+                   the steward's public choice), an optional order column of the child table, and
+                   a panel's time along it (schema.panel: the order column a time index, a child
+                   column's change per step)
     LinkedTables   the two tables as read (the key still in them), or as sampled (fresh keys)
     link_tables    both tables checked against the schema and linked: LinkedRows (each child row's person)
 
@@ -13,16 +15,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..files import write_atomic
+from .panel import check_panel, draft_panel, obeyed, time_index_of
 from .spec import (SCHEMA_VERSION, ColumnSpec, Schema, SchemaError, _preview, _short,
                    parse_schema_json, read_schema_text)
-from .tables import ValidationReport, _is_missing, _parse_dates, draft_schema, random_table, validate_table
+from .draft import draft_schema
+from .tables import ValidationReport, _is_missing, _parse_dates, random_table, validate_table
 
 # what a draft proposes as the most child rows a person may contribute: a public default, never read from the data
 DEFAULT_MAX_CHILDREN = 10
@@ -33,6 +37,7 @@ MOST_CHILDREN = 200
 COUNT_COLUMN = "(child rows)"
 KEY_REASON = "the key that links the two tables: an identifier, never modelled (synthetic keys are fresh)"
 LINKED_FIELDS = {"version", "linked", "parent", "child"}
+LINK_FIELDS = {"key", "max_children", "order", "time_index", "changes"}
 
 
 @dataclass
@@ -44,9 +49,16 @@ class LinkedSchema:
     max_children: int = DEFAULT_MAX_CHILDREN
     order: str | None = None   # a child column the rows of one person follow (None: the table's order)
     version: int = SCHEMA_VERSION
+    # the order column as a time index ({"unique": True, "consecutive": bool}; None: an order
+    # only), and child columns' change per step of it ({column: step}): schema.panel
+    time_index: dict | None = None
+    changes: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.time_index = time_index_of(self.time_index)
         self.check()
+        self.changes = {name: int(step) if float(step).is_integer() else float(step)
+                        for name, step in self.changes.items()}
 
     # --- what the pipeline asks of a schema ------------------------------------------------------------
     @property
@@ -83,6 +95,7 @@ class LinkedSchema:
         check_max_children(self.max_children)
         if self.order is not None and (self.order not in self.child or not self.child[self.order].is_numeric):
             raise SchemaError(f"the order column {self.order!r} must be a numeric column of the children's schema")
+        check_panel(self.child, self.order, self.time_index, self.changes, self.max_children)
         if COUNT_COLUMN in self.parent or COUNT_COLUMN in self.child:
             raise SchemaError(f"{COUNT_COLUMN!r} is the name of a person's count of child rows: rename that column")
         clash = sorted(set(self.parent.names) & set(self.child.names))
@@ -123,7 +136,9 @@ class LinkedSchema:
     def to_dict(self) -> dict:
         return {"version": self.version,
                 "linked": {"key": self.key, "max_children": self.max_children,
-                           **({"order": self.order} if self.order else {})},
+                           **({"order": self.order} if self.order else {}),
+                           **({"time_index": dict(self.time_index)} if self.time_index else {}),
+                           **({"changes": dict(self.changes)} if self.changes else {})},
                 "parent": self.parent.to_dict(), "child": self.child.to_dict()}
 
     @classmethod
@@ -132,14 +147,17 @@ class LinkedSchema:
         if unknown:
             raise SchemaError(f"the linked schema has unknown fields: {_preview(sorted(map(str, unknown)))}")
         link = data.get("linked")
-        if not isinstance(link, dict) or set(link) - {"key", "max_children", "order"}:
-            raise SchemaError("a linked schema's 'linked' is an object of key, max_children and order")
+        if not isinstance(link, dict) or set(link) - LINK_FIELDS:
+            raise SchemaError("a linked schema's 'linked' is an object of key, max_children, "
+                              "order, time_index and changes")
         for part in ("parent", "child"):
             if not isinstance(data.get(part), dict):
                 raise SchemaError(f"a linked schema needs its '{part}' table's schema")
         return cls(parent=Schema.from_dict(data["parent"]), child=Schema.from_dict(data["child"]),
                    key=link.get("key"), max_children=link.get("max_children", DEFAULT_MAX_CHILDREN),
-                   order=link.get("order"), version=data.get("version"))
+                   order=link.get("order"), version=data.get("version"),
+                   time_index=link.get("time_index"),
+                   changes={} if link.get("changes") is None else link["changes"])
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -213,6 +231,7 @@ class LinkedReport:
     dropped_children: int = 0    # the child rows that bounding left out
     max_children: int = 0
     dropped_for_rules: int = 0   # what a single table's report says (linked tables have no rules yet)
+    broken_sequences: int = 0    # persons whose rows break the declared time index or changes
 
     @property
     def rows(self) -> int:
@@ -226,11 +245,17 @@ class LinkedReport:
         if self.truncated_persons:
             lines.append(f"{self.truncated_persons:,} persons had more than {self.max_children} child rows: a random "
                          f"{self.max_children} of each one's were kept ({self.dropped_children:,} rows left out)")
+        if self.broken_sequences:
+            lines.append(f"{self.broken_sequences:,} persons' rows break the declared time index "
+                         "or a change along it: they are kept as they are (synthetic persons obey "
+                         "both)")
         return lines
 
     def to_dict(self) -> dict:
         return {"parents": self.parents.to_dict(), "children": self.children.to_dict(), "orphans": self.orphans,
-                "truncated_persons": self.truncated_persons, "dropped_children": self.dropped_children}
+                "truncated_persons": self.truncated_persons,
+                "dropped_children": self.dropped_children,
+                "broken_sequences": self.broken_sequences}
 
 
 def _keys(column: pd.Series, markers: list[str]) -> tuple[pd.Series, pd.Series, bool]:
@@ -310,9 +335,12 @@ def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows,
     order = np.lexsort((_order_key(kept_children, child_rows, schema), person))
     rows = LinkedRows(parent_rows, child_rows.iloc[order].reset_index(drop=True), person[order])
     over = np.clip(rows.children_per_person() - schema.max_children, 0, None)  # what bounding will leave out
+    facts = obeyed(rows.children, rows.person, schema)
     return rows, LinkedReport(parent_report, child_report, orphans=int((~linked).sum()),
                               truncated_persons=int((over > 0).sum()), dropped_children=int(over.sum()),
-                              max_children=schema.max_children)
+                              max_children=schema.max_children,
+                              broken_sequences=0 if facts is None
+                              else int((~facts.all(axis=1)).sum()))
 
 
 def _order_key(raw: pd.DataFrame, rows: pd.DataFrame, schema: LinkedSchema) -> np.ndarray:
@@ -349,8 +377,18 @@ def key_candidates(tables: LinkedTables) -> list[str]:
 
 def draft_linked(tables: LinkedTables, key: str, max_children: int = DEFAULT_MAX_CHILDREN, order: str | None = None,
                  **options) -> LinkedSchema:
-    """Both tables' schemas drafted (schema.tables.draft_schema: READING THE PRIVATE TABLES, protective by
-    default), the key left out of both; max_children is the public default, never read from the data."""
+    """Both tables' schemas drafted (schema.draft.draft_schema: READING THE PRIVATE TABLES, protective by
+    default), the key left out of both; max_children is the public default, never read from the
+    data.
+
+    With an order column, a panel's time is proposed where every person's rows show it
+    (schema.panel.draft_panel: the order column a time index, a column's change per step). What
+    that discloses is of the kind the draft's bounds already disclose, no more: one statement about
+    all persons at once, read without noise, never a value of one person, and only where at least
+    panel.MIN_PERSONS persons have two rows (a step the drafted bounds could not hold is not
+    proposed). Like a bound it is not DP: a person whose rows broke the pattern would withhold it.
+    It is flagged with the children's draft (drafted_from_data, unconfirmed) until the steward
+    confirms both tables, as every other drafted fact is."""
     for label, table in (("parents'", tables.parents), ("children's", tables.children)):
         if key not in [str(c) for c in table.columns]:
             raise SchemaError(f"the {label} table has no key column {key!r}")
@@ -359,5 +397,9 @@ def draft_linked(tables: LinkedTables, key: str, max_children: int = DEFAULT_MAX
         draft = draft_schema(table.drop(columns=[key]), **options)
         draft.excluded = {key: KEY_REASON, **draft.excluded}
         drafts.append(draft)
-    return LinkedSchema(parent=drafts[0], child=drafts[1], key=key, max_children=max_children, order=order)
+    owner, missing, _ = _keys(tables.children[key], drafts[1].missing_markers)
+    time_index, changes = draft_panel(tables.children, owner.mask(missing), order, drafts[1],
+                                      max_children)
+    return LinkedSchema(parent=drafts[0], child=drafts[1], key=key, max_children=max_children,
+                        order=order, time_index=time_index, changes=changes)
 
