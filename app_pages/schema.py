@@ -7,8 +7,8 @@ import streamlit as st
 
 from synth_core.format import markdown_text
 from synth_core.schema import SchemaError, validate_table
-from synth_core.schema.linked import MOST_CHILDREN, link_tables, schema_from_json
-from workbench import rules_editor, state
+from synth_core.schema.linked import link_tables, schema_from_json
+from workbench import link_editor, rules_editor, state
 from workbench.schema_editor import render_columns
 from workbench.schema_table import clear_drafted_bounds, fitted_to
 
@@ -24,13 +24,16 @@ parts = [schema.parent, schema.child] if linked else [schema]
 drafted = any(p.drafted_from_data for p in parts)
 
 if schema.provenance["warning"]:
-    st.warning("**These bounds, category lists and decimals were drafted by reading your private table.** The draft "
+    st.warning("**These bounds, category lists, value sets and decimals were drafted by reading your private table.** The draft "
                "already leaves out the 10 most extreme values of each number (they are clipped to its bounds) and "
                "rounds its bounds outward, leaves out categories seen in fewer than 10 rows and columns that "
                "identify people, but what remains still describes your data. Edit it into public facts (list every "
                "possible category, use bounds from documentation) and confirm below"
                + ("." if linked else ", or clear the numeric bounds and pay part of ε to estimate them privately."),
                icon=":material/warning:")
+    if linked and schema.time_index:
+        st.caption("The link's time index and the changes along it were proposed only where every "
+                   "person's rows show them: facts about all persons, to confirm like the rest.")
 elif drafted:
     st.success("Drafted from the data and confirmed by you as public facts.")
 else:
@@ -38,33 +41,22 @@ else:
 
 
 def put_part(part: str):
-    """How the editor of one of the linked tables puts its changed schema."""
-    return lambda new, remount: state.set_schema(dataclasses.replace(state.schema(), **{part: new}),
-                                                 remount_editor=remount)
+    """How the editor of one of the linked tables puts its changed schema: a change the link refuses
+    (a time index made a decimal column, its range cut below the rows a person may have) is said
+    here from the grid, and raised to the form that asked (it says it)."""
+    def put(new, remount: bool) -> None:
+        try:
+            state.set_schema(dataclasses.replace(state.schema(), **{part: new}),
+                             remount_editor=remount)
+        except SchemaError as e:
+            if remount:
+                raise
+            st.error(f"Not applied: {e}")
+    return put
 
 
 if linked:
-    st.subheader("The link")
-    st.write(f"Each row of the second table belongs to the person whose **{schema.key}** it names. The key is an "
-             "identifier: it is never modelled and never exported (synthetic persons get new keys 1, 2, 3, …). "
-             "Privacy protects a whole person: their row and all their rows in the second table.")
-    version = st.session_state.get("schema_version", 0)
-    c1, c2 = st.columns(2)
-    most = int(c1.number_input("Most rows one person may contribute", min_value=1, max_value=MOST_CHILDREN,
-                               value=schema.max_children, step=1, key=f"link_max_{version}",
-                               help="Your public choice, never read from the data: a person with more rows keeps "
-                                    "a random selection of this many. More keeps more rows but needs more noise."))
-    orders = [None] + [c.name for c in schema.child.columns if c.is_numeric]
-    order = c2.selectbox("Order of a person's rows", orders, index=orders.index(schema.order)
-                         if schema.order in orders else 0, key=f"link_order_{version}",
-                         format_func=lambda o: "(the file's order)" if o is None else o,
-                         help="A numeric column (a day, a year) a person's rows follow; or the file's order.")
-    if (most, order) != (schema.max_children, schema.order):
-        try:
-            state.set_schema(dataclasses.replace(schema, max_children=most, order=order), remount_editor=False)
-        except SchemaError as e:
-            st.error(f"Not applied: {e}")
-        schema = state.schema()
+    schema = link_editor.render(schema)
 
 st.subheader("Columns")
 if linked:

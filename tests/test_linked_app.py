@@ -138,3 +138,33 @@ def test_the_linked_demo_loads_with_a_schema_declared_from_its_documentation(wor
     no_exceptions(at)
     assert not at.error, texts(at.error)
     assert "Declared schema" in texts(at.success)
+
+
+def test_the_link_editor_declares_a_panel_s_time_and_refuses_what_cannot_be_in_one_line(workspace):
+    """Step 2 shows what the draft proposed of a yearly panel (year a time index without gaps, exper
+    +1 a year), and edits it: gaps allowed, the time index removed with its changes; a most rows per
+    person the years cannot hold is refused in one line and the link kept."""
+    from test_panel import panel
+    tables = panel(60)
+    at = upload_linked(new_app(), csv_bytes(tables.parents), csv_bytes(tables.children),
+                       max_children=5, order="year")
+    schema = at.session_state["schema"]
+    assert schema.time_index == {"unique": True, "consecutive": True}
+    assert schema.changes == {"exper": 1}
+    at.switch_page("app_pages/schema.py").run()
+    no_exceptions(at)
+    assert "proposed only where every person's rows show them" in texts(at.caption)
+    version = at.session_state["schema_version"] if "schema_version" in at.session_state else 0
+    assert at.checkbox(key=f"link_time_{version}").value
+    at.checkbox(key=f"link_consecutive_{version}").uncheck().run()
+    no_exceptions(at)
+    assert at.session_state["schema"].time_index == {"unique": True, "consecutive": False}
+    assert at.session_state["schema"].changes == {"exper": 1}
+    at.number_input(key=f"link_max_{version}").set_value(9).run()
+    assert "fewer than the 9 rows" in texts(at.error) and "\n" not in texts(at.error)
+    assert at.session_state["schema"].max_children == 5
+    at.number_input(key=f"link_max_{version}").set_value(5).run()
+    at.checkbox(key=f"link_time_{version}").uncheck().run()
+    no_exceptions(at)
+    schema = at.session_state["schema"]
+    assert schema.time_index is None and schema.changes == {} and schema.order == "year"
