@@ -134,13 +134,13 @@ def test_the_declaration_round_trips_and_bad_ones_are_refused_in_one_line(tmp_pa
     refused("must be a finite number", changes={"exper": None})
     refused("written in steps of 1", changes={"exper": 0.5})
     refused("is the time index", changes={"year": 1})
-    refused("widen its bounds", changes={"exper": 4})      # 4 a year over 4 years: 16 > 15
+    refused("needs a range of 16", changes={"exper": 4})  # 4 a year over 4 years: 16 > 15
     refused("changes run along a time index", time_index=None)
     refused("unique: true", time_index={"unique": False})
     refused("consecutive must be true or false", time_index={"unique": True, "consecutive": "yes"})
     refused("a time index is an object", time_index=[2])
     refused("changes is an object", changes=[["exper", 1]])
-    refused("10 values, fewer than the 11 rows", max_children=11)
+    refused("takes 10 values .1980 to 1989., fewer than the 11 rows", max_children=11)
     refused("is an object of key, max_children", tenure={"exper": 1})
     with pytest.raises(SchemaError, match="order column of a person's rows") as e:
         declared(order=None)
@@ -189,3 +189,33 @@ def test_the_review_shows_the_share_of_persons_whose_sequence_is_valid(tmp_path)
     assert "exper +1 per step of year" in html_path.read_text()
     plain = LinkedSchema(schema.parent, schema.child, key="nr", max_children=K, order="year")
     assert review_linked(real, {"s": real}, plain)["sequences"] == {"real": None, "s": None}
+
+
+def test_a_panel_on_declared_values_keeps_to_them():
+    """A biennial panel whose years are declared values (1980, 1982, …, 1990): without gaps means the
+    next wave, and experience +1 a year moves by 2 a wave, on its own declared values (0 to 20,
+    evenly spaced); a change along values not evenly spaced is refused in one line."""
+    waves = [1980, 1982, 1984, 1986, 1988, 1990]
+    child = Schema(columns=[ColumnSpec("year", "integer", values=waves),
+                            ColumnSpec("exper", "integer", values=list(range(0, 21)))])
+    parent = Schema(columns=[ColumnSpec("school", "integer", lower=0, upper=20)])
+    schema = LinkedSchema(parent, child, key="nr", max_children=K, order="year",
+                          time_index={"unique": True, "consecutive": True}, changes={"exper": 1})
+    rng = np.random.default_rng(1)
+    person = np.repeat(np.arange(60), rng.integers(1, K + 1, 60))
+    drawn = pd.DataFrame({"year": rng.choice(waves, len(person)),
+                          "exper": rng.integers(0, 21, len(person))})
+    built, person = person_model.hold_panel(drawn, person, schema)
+    assert set(built["year"]) <= set(waves) and set(built["exper"]) <= set(range(0, 21))
+    rows = built.assign(nr=person).groupby("nr")
+    assert (rows["year"].diff().dropna() == 2).all() and (rows["exper"].diff().dropna() == 2).all()
+    assert obeyed(built, person, schema).all().all()
+    uneven = Schema(columns=[child["year"], ColumnSpec("exper", "integer", values=[0, 1, 3, 4])])
+    with pytest.raises(SchemaError, match="evenly spaced") as e:
+        LinkedSchema(parent, uneven, key="nr", max_children=K, order="year",
+                     time_index={"unique": True, "consecutive": True}, changes={"exper": 1})
+    assert "\n" not in str(e.value)
+    same = LinkedSchema(parent, uneven, key="nr", max_children=K, order="year",
+                        time_index={"unique": True, "consecutive": True}, changes={"exper": 0})
+    kept, _ = person_model.hold_panel(drawn.assign(exper=3), np.sort(person), same)
+    assert set(kept["exper"]) == {3}

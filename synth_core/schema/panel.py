@@ -50,16 +50,63 @@ def time_index_of(value) -> dict | None:
     return {"unique": True, "consecutive": consecutive}
 
 
-def _span(spec: ColumnSpec) -> int | None:
-    """The steps an integer column's public range holds (its whole numbers less one), or None."""
-    return int(math.floor(spec.upper) - math.ceil(spec.lower)) if spec.has_bounds else None
+def _count(spec: ColumnSpec) -> int | None:
+    """How many times a time index can hold: its declared values, else the whole numbers within its
+    bounds (None without bounds)."""
+    if spec.values is not None:
+        return len(spec.values)
+    return int(math.floor(spec.upper) - math.ceil(spec.lower)) + 1 if spec.has_bounds else None
+
+
+def _position(spec: ColumnSpec, t: np.ndarray) -> np.ndarray:
+    """Times as their place among the values the time index can hold (0: the first; missing kept):
+    consecutive times are consecutive places (1980, 1982, 1984 where those are its values)."""
+    values = spec.written_values()
+    if values is not None:
+        return np.where(np.isnan(t), np.nan, np.searchsorted(values, spec.snap(t)))
+    return t - math.ceil(spec.lower) if spec.lower is not None else t
+
+
+def _time_at(spec: ColumnSpec, place: np.ndarray) -> np.ndarray:
+    """The inverse of `_position`."""
+    values = spec.written_values()
+    if values is not None:
+        return values[place.astype(int)]
+    return place + math.ceil(spec.lower) if spec.lower is not None else place
+
+
+def _most_elapsed(spec: ColumnSpec, consecutive: bool, rows: int) -> float | None:
+    """The most time a person's rows can span: `rows` consecutive values of the time index, or its
+    whole range (None where unknown)."""
+    values = spec.written_values()
+    if values is None:
+        return rows - 1 if consecutive else (_count(spec) - 1 if spec.has_bounds else None)
+    if consecutive and rows <= len(values):
+        return float(np.max(values[rows - 1:] - values[:len(values) - rows + 1]))
+    return float(values[-1] - values[0])
+
+
+def _lattice(spec: ColumnSpec) -> tuple[float, float | None, float, float]:
+    """(base, unit, least, most): the values a change column takes are base + k·unit between least
+    and most (unit None: any number; a value set not evenly spaced has no unit)."""
+    values = spec.written_values()
+    if values is not None:
+        gaps = np.diff(values)
+        unit = float(gaps[0]) if np.allclose(gaps, gaps[0]) else None
+        return float(values[0]), unit, float(values[0]), float(values[-1])
+    return (0.0, spec.step, -np.inf if spec.lower is None else spec.lower,
+            np.inf if spec.upper is None else spec.upper)
+
+
+def _multiple(step: float, unit: float) -> bool:
+    return abs(step / unit - round(step / unit)) <= 1e-9
 
 
 def check_panel(child: Schema, order: str | None, time_index: dict | None, changes,
                 max_children: int) -> None:
-    """SchemaError in one line unless the time index is the order column, an integer column whose
-    public range holds max_children values, and every change is a finite step of a numeric child
-    column, at its precision, whose bounds hold a whole person's sequence (sampling builds that)."""
+    """SchemaError in one line unless the time index is the order column, an integer column that
+    can hold max_children times, and every change is a finite step of a numeric child column, on
+    the values it takes, whose range holds a whole person's sequence (sampling builds that)."""
     if not isinstance(changes, dict):
         raise SchemaError("changes is an object of a child column and its change per step of the "
                           f"time index, not {_short(changes)}")
@@ -75,21 +122,21 @@ def check_panel(child: Schema, order: str | None, time_index: dict | None, chang
     if spec.kind != "integer":
         raise SchemaError(f"the time index {order!r} must be an integer column (a year, a wave, a "
                           f"month's number), not a {spec.kind} one")
-    span = _span(spec)
-    if span is not None and span + 1 < max_children:
-        raise SchemaError(f"the time index {order!r} runs from {spec.lower:g} to {spec.upper:g}: "
-                          f"{span + 1} values, fewer than the {max_children} rows a person may "
-                          "have; widen its bounds or lower max_children")
-    steps = max_children - 1 if time_index["consecutive"] else span
+    count = _count(spec)
+    if count is not None and count < max_children:
+        raise SchemaError(f"the time index {order!r} takes {count} values ({spec.lower:g} to "
+                          f"{spec.upper:g}), fewer than the {max_children} rows a person may "
+                          "have; widen its range or lower max_children")
+    elapsed = _most_elapsed(spec, time_index["consecutive"], max_children)
     for name, step in changes.items():
-        problem = change_problem(child, order, name, step, steps)
+        problem = change_problem(child, order, name, step, elapsed)
         if problem:
             raise SchemaError(problem)
 
 
-def change_problem(child: Schema, order: str, name, step, steps: int | None) -> str | None:
-    """Why `name` cannot change by `step` per step of the time index `order` over up to `steps`
-    steps, in one line; None where it can."""
+def change_problem(child: Schema, order: str, name, step, elapsed: float | None) -> str | None:
+    """Why `name` cannot change by `step` per step of the time index `order` over a person's rows
+    spanning up to `elapsed` of it, in one line; None where it can."""
     if not isinstance(name, str) or name not in child:
         return f"a change is declared on {_short(name)}: no such column of the children's schema"
     if name == order:
@@ -100,14 +147,16 @@ def change_problem(child: Schema, order: str, name, step, steps: int | None) -> 
     if not finite_number(step):
         return (f"the change of {name!r} per step must be a finite number (such as 1), not "
                 f"{_short(step)}")
-    unit = spec.step
-    if unit is not None and abs(step / unit - round(step / unit)) > 1e-9:
+    _, unit, least, most = _lattice(spec)
+    if spec.values is not None and step != 0 and (unit is None or not _multiple(step, unit)):
+        return (f"{name!r} takes only its declared values: a change of {step:+g} a step needs them "
+                "evenly spaced, by a whole share of the step")
+    if unit is not None and not _multiple(step, unit):
         return (f"{name!r} is written in steps of {unit:g}: its change per step must be too, not "
                 f"{step!r}")
-    if steps is not None and spec.has_bounds and abs(step) * steps > spec.upper - spec.lower + 1e-9:
-        return (f"{name!r} runs from {spec.lower:g} to {spec.upper:g}: a change of {step:+g} a "
-                f"step over up to {steps} steps needs a range of {abs(step) * steps:g}; widen its "
-                "bounds")
+    if elapsed is not None and abs(step) * elapsed > most - least + 1e-9:
+        return (f"{name!r} runs from {least:g} to {most:g}: a change of {step:+g} a step over up "
+                f"to {elapsed:g} steps needs a range of {abs(step) * elapsed:g}; widen its range")
     return None
 
 
@@ -135,12 +184,13 @@ def panel_words(order: str | None, time_index: dict | None, changes: dict) -> st
 def obeyed(children: pd.DataFrame, owner: np.ndarray, schema) -> pd.DataFrame | None:
     """For each person with two child rows or more (the index: their `owner`), whether their rows
     obey each declared fact (a column a fact, `fact_names`; True: obeyed); None where the schema
-    declares none. A missing time breaks the time index; a change is judged between the rows where
-    the column is present."""
+    declares none. A missing time breaks the time index; without gaps is judged among the values it
+    can hold (`_position`); a change is judged between the rows where the column is present."""
     if schema.time_index is None:
         return None
     times = pd.to_numeric(children[schema.order], errors="coerce").to_numpy(dtype=float)
-    frame = pd.DataFrame({"owner": np.asarray(owner), "t": times})
+    frame = pd.DataFrame({"owner": np.asarray(owner), "t": times,
+                          "place": _position(schema.child[schema.order], times)})
     for name in schema.changes:
         frame[name] = pd.to_numeric(children[name], errors="coerce").to_numpy(dtype=float)
     frame = frame.sort_values(["owner", "t"], kind="stable").reset_index(drop=True)
@@ -150,7 +200,7 @@ def obeyed(children: pd.DataFrame, owner: np.ndarray, schema) -> pd.DataFrame | 
     names = fact_names(schema)
     rows = [present & (elapsed != 0)]
     if schema.time_index["consecutive"]:
-        rows.append(present & (first | (elapsed == 1)))
+        rows.append(present & (first | (by["place"].diff() == 1)))
     out = pd.DataFrame({name: ok.groupby(frame["owner"]).all() for name, ok in zip(names, rows)})
     for fact, (name, step) in zip(names[len(rows):], schema.changes.items()):
         kept = frame.dropna(subset=[name, "t"])
@@ -160,22 +210,25 @@ def obeyed(children: pd.DataFrame, owner: np.ndarray, schema) -> pd.DataFrame | 
     return out.reindex(size.index[size >= 2]).astype("boolean").fillna(True).astype(bool)
 
 
+def _on_lattice(spec: ColumnSpec, x: np.ndarray, side: int = 0) -> np.ndarray:
+    """Numbers put on the values a change column takes (`_lattice`): the nearest (side 0), the
+    nearest above (1) or below (-1); as they are where it takes any number."""
+    base, unit, _, _ = _lattice(spec)
+    if unit is None:
+        return spec.snap(x) if spec.values is not None else x
+    steps = (x - base) / unit
+    steps = np.round(steps) if side == 0 else (np.ceil(steps - 1e-9) if side > 0
+                                                else np.floor(steps + 1e-9))
+    return base + steps * unit
+
+
 def _written(spec: ColumnSpec, x: np.ndarray) -> np.ndarray:
-    """Numbers at the precision the column is written at (whole, its decimals), else as they are."""
+    """Values on the lattice written exactly: a declared value, a whole number, its decimals."""
+    if spec.values is not None:
+        return spec.snap(x)
     if spec.kind == "integer":
         return np.round(x)
     return np.round(x, spec.decimals) if spec.decimals is not None else x
-
-
-def _fitting(spec: ColumnSpec, low: np.ndarray, high: np.ndarray) -> tuple:
-    """The starts whose sequence (offsets `low`… `high` from it) stays within the column's bounds,
-    narrowed to the values the column is written at: (least, most)."""
-    lo = spec.lower - low if spec.lower is not None else np.full(len(low), -np.inf)
-    hi = spec.upper - high if spec.upper is not None else np.full(len(high), np.inf)
-    unit = spec.step
-    if unit is None:
-        return lo, hi
-    return np.ceil(lo / unit - 1e-9) * unit, np.floor(hi / unit + 1e-9) * unit
 
 
 def hold_panel(children: pd.DataFrame, person: np.ndarray, schema) -> tuple:
@@ -183,15 +236,15 @@ def hold_panel(children: pd.DataFrame, person: np.ndarray, schema) -> tuple:
     order, built to obey the declared time index and changes; unchanged where none is declared.
     Post-processing of the model's own rows: it reads no private value, so it costs no ε.
 
-    Time index: the model's times in order, less each row's rank in its person, are made
-    non-decreasing (a running maximum) and the rank added back: each time as near the model's as
-    can be, none repeated; consecutive: the person's first time and one more a row. The start is
-    clipped so that the whole sequence fits the public range (a person of n rows starts at most
-    at upper − (n − 1)): the model's count of rows is kept, its start moved. A missing time takes
-    the person's previous one.
+    Time index, among the values it can hold (`_position`): the model's times in order, less each
+    row's rank in its person, are made non-decreasing (a running maximum) and the rank added back:
+    each time as near the model's as can be, none repeated; consecutive: the person's first time
+    and the next values after it. The start is clipped so that the whole sequence fits (a person of
+    n rows starts at most n − 1 values before the last): the model's count of rows is kept, its
+    start moved. A missing time takes the person's previous one.
     Changes: the person's start value is the median of what each row's value implies for it (the
-    value less the step times the time elapsed), at the column's precision and clipped so that the
-    whole sequence fits the column's bounds (check_panel makes sure it can); every present value
+    value less the step times the time elapsed), put on the values the column takes and clipped so
+    that the whole sequence stays within them (check_panel makes sure it can); every present value
     then follows by the step; a missing one stays missing."""
     if schema.time_index is None or children.empty:
         return children, person
@@ -200,14 +253,13 @@ def hold_panel(children: pd.DataFrame, person: np.ndarray, schema) -> tuple:
     ordered = np.lexsort((np.where(np.isnan(t), np.inf, t), person))
     children = children.iloc[ordered].reset_index(drop=True)
     person, t = np.asarray(person)[ordered], t[ordered]
-    lower = math.ceil(spec.lower) if spec.lower is not None else -np.inf
-    upper = math.floor(spec.upper) if spec.upper is not None else np.inf
-    t = pd.Series(t).groupby(person).ffill().fillna(lower if np.isfinite(lower) else 0).to_numpy()
+    place = pd.Series(_position(spec, t)).groupby(person).ffill().fillna(0).to_numpy()
     rank = pd.Series(person).groupby(person).cumcount().to_numpy()
-    start = pd.Series(np.round(t) - rank).groupby(person)
+    start = pd.Series(np.round(place) - rank).groupby(person)
     start = start.transform("first") if schema.time_index["consecutive"] else start.cummax()
-    last = upper - (np.bincount(person)[person] - 1)
-    times = np.minimum(np.maximum(start.to_numpy(), lower), last) + rank
+    count, least = _count(spec), 0 if spec.values is not None or spec.lower is not None else -np.inf
+    last = (count if count is not None else np.inf) - np.bincount(person)[person]
+    times = _time_at(spec, np.minimum(np.maximum(start.to_numpy(), least), last) + rank)
     children[schema.order] = spec.as_written(times)
     elapsed = times - pd.Series(times).groupby(person).transform("first").to_numpy()
     for name, step in schema.changes.items():
@@ -216,9 +268,10 @@ def hold_panel(children: pd.DataFrame, person: np.ndarray, schema) -> tuple:
         offset = step * elapsed
         first = pd.Series(x - offset).groupby(person).transform("median").to_numpy()
         spread = pd.Series(offset).groupby(person)
-        lo, hi = _fitting(column, spread.transform("min").to_numpy(),
-                          spread.transform("max").to_numpy())
-        first = np.minimum(np.maximum(_written(column, first), lo), hi)
+        _, _, lo, hi = _lattice(column)
+        lo = _on_lattice(column, lo - spread.transform("min").to_numpy(), 1)
+        hi = _on_lattice(column, hi - spread.transform("max").to_numpy(), -1)
+        first = np.minimum(np.maximum(_on_lattice(column, first), lo), hi)
         missing = np.isnan(x) | np.isnan(first)
         children[name] = column.as_written(_written(column, first + offset), missing)
     return children, person
@@ -245,7 +298,7 @@ def draft_panel(children: pd.DataFrame, owner: pd.Series, order: str | None, chi
         check_panel(child, order, time_index, {}, max_children)
     except SchemaError:
         return None, {}
-    steps = max_children - 1 if time_index["consecutive"] else _span(child[order])
+    steps = _most_elapsed(child[order], time_index["consecutive"], max_children)
     changes = {}
     for spec in child.columns:
         if not spec.is_numeric or spec.name == order:
