@@ -168,3 +168,25 @@ def test_the_link_editor_declares_a_panel_s_time_and_refuses_what_cannot_be_in_o
     no_exceptions(at)
     schema = at.session_state["schema"]
     assert schema.time_index is None and schema.changes == {} and schema.order == "year"
+
+
+def test_the_review_page_shows_the_share_of_persons_whose_sequence_is_valid():
+    """Step 5 for a panel: the share of persons whose rows obey the declared time index and change,
+    real (training and held out) and synthetic, in words beside the figures."""
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        from test_panel import declared, panel
+        from synth_core.evaluate.linked import canonical
+        from workbench import linked_review
+        schema = declared()
+        synthetic = canonical(panel(50, seed=2), schema)
+        synthetic.children.loc[synthetic.children["nr"] == 1, "year"] = 1985  # a year twice
+        linked_review.render(schema, panel(60), panel(20, seed=1), {"run": synthetic}, {}, "panel")
+
+    at = AppTest.from_function(page, default_timeout=RUN_S).run()
+    no_exceptions(at)
+    said = texts(at.caption)
+    assert "Persons whose rows run along year as declared" in said
+    assert "real 100% of 60 persons" in said and "real, held out 100% of 20 persons" in said
+    assert "run 98% of 50 persons (year at most once per person 98%" in said
