@@ -17,6 +17,7 @@ from synth_core.benchmark_model import floor
 from synth_core.forecast import curve, forecast_for, pairs_text
 from synth_core.privacy import BudgetError, default_delta, delta_warning
 from synth_core.privacy.split import default_bounds_epsilon, epsilon_left
+from synth_core.privacy.value_sets import searchable
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.schema.linked import link_tables, schema_from_json
@@ -207,6 +208,19 @@ if missing_bounds and not linked:  # linked tables: the request's check asks for
     bounds_epsilon, bounds_problem = state.typed_epsilon("bounds_epsilon", "the ε for the bounds", zero_ok=True)
     if bounds_problem:
         epsilon_problem, bounds_epsilon = epsilon_problem or bounds_problem, 0.0
+values_epsilon, without_values = 0.0, [] if linked else [c.name for c in searchable(schema)]
+if without_values:  # numbers written as codes, brackets or steps of a scale: their values found with DP
+    with st.expander("Find the values of number columns with DP (codes, brackets, the 0 of amounts)"):
+        st.write(f"Number columns without declared values: **{', '.join(without_values)}**. Part of ε can count, "
+                 "with noise, the rows at each value a column can take (its whole numbers, or its declared "
+                 "decimals): the values most rows hold become its only values, or values drawn exactly, and every "
+                 "synthetic row is written at them. Values a few rows hold are left out. Declaring them on "
+                 "step 2 costs nothing.")
+        st.text_input("ε for finding their values (0: none)", value="0", key="values_epsilon")
+        values_epsilon, values_problem = state.typed_epsilon("values_epsilon", "the ε for finding values",
+                                                             zero_ok=True)
+        if values_problem:
+            epsilon_problem, values_epsilon = epsilon_problem or values_problem, 0.0
 
 if klass.measures_marginals:  # its training is measuring the statistics: measuring them again would repeat it
     calibrate = False
@@ -288,7 +302,7 @@ options = {**options, **family_options}
 model_options = {**options, **choice.options_for(preset)} if choice is not None else options
 request = FitRequest(model=family, preset=preset, options=options, epsilon=float(epsilon or 1.0),
                      delta=None if chosen_delta is None else float(chosen_delta), accountant=accountant,
-                     bounds_epsilon=float(bounds_epsilon), seed=seed, holdout_share=float(holdout_share),
+                     bounds_epsilon=float(bounds_epsilon), values_epsilon=float(values_epsilon), seed=seed, holdout_share=float(holdout_share),
                      name=name.strip() or None, calibration_share=float(calibration_share),
                      quantile_share=float(quantile_share), table_name=st.session_state.get("table_name"),
                      device=None if device_choice == AUTOMATIC else device_choice,
@@ -334,7 +348,8 @@ else:
     try:
         plan, summary, expected_steps = noise_plan(
             klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
-            json.dumps(model_options, sort_keys=True), bounds_epsilon, calibration_share, quantile_share)
+            json.dumps(model_options, sort_keys=True), bounds_epsilon + values_epsilon, calibration_share,
+            quantile_share)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
@@ -416,7 +431,7 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
-            left = epsilon_left(epsilon, bounds_epsilon, schema.rows is not None)
+            left = epsilon_left(epsilon, bounds_epsilon + values_epsilon, schema.rows is not None)
             result = estimate_fit_seconds(klass.family, schema, preset, n_train, left, delta, options=model_options,
                                           review_rows=review_rows_for(n_train), calibrated=calibration_share > 0,
                                           steps=expected_steps)

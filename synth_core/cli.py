@@ -93,6 +93,7 @@ def _request(args) -> FitRequest:
     options.update(parse_options(args.option))
     return FitRequest(model=args.model, epsilon=args.epsilon, delta=args.delta, accountant=args.accountant,
                       preset=args.preset, options=options, bounds_epsilon=args.bounds_epsilon,
+                      values_epsilon=args.values_epsilon,
                       calibration_share=args.calibration_share, quantile_share=args.quantile_share, seed=args.seed,
                       device=args.device, accept_draft=args.accept_draft, public_table=args.public_table,
                       table_epsilon=args.table_epsilon, book_table=args.book_table, new_table=args.new_table,

@@ -80,6 +80,10 @@ def _fit_command(sub, MODELS: dict, families: bool) -> None:
                         "(e.g. --option backbone=/models/gpt2 --option lora_rank=16)")
     f.add_argument("--bounds-epsilon", type=float, default=0.0,
                    help="part of ε to spend estimating numeric bounds the schema lacks (a DP histogram)")
+    f.add_argument("--values-epsilon", type=float, default=0.0,
+                   help="part of ε to find, with DP, the value sets and point masses of numeric columns that "
+                        "declare none (codes, brackets, the 0 of amounts; a noisy count of each value of the "
+                        "column's public grid: whole numbers, or declared decimals)")
     f.add_argument("--calibration-share", type=float, default=None,
                    help="share of ε for measuring the table's marginals, composed with training by the accountant; "
                         f"samples are then calibrated to them (0 to 0.9, 0 for none; default {DEFAULT_CALIBRATION_SHARE:g}, "

@@ -89,7 +89,8 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
                           "has none (declare them, or forecast again once a run has estimated them)")
     resolved = request.resolved(schema, rows)
     delta = resolved.delta if resolved.delta is not None else default_delta(rows)
-    split = planned_split(epsilon, delta, resolved.bounds_epsilon or 0.0, schema.rows is not None,
+    before = (resolved.bounds_epsilon or 0.0) + (resolved.values_epsilon or 0.0)  # spent before training
+    split = planned_split(epsilon, delta, before, schema.rows is not None,
                           resolved.calibration_share or 0.0, resolved.quantile_share or 0.0)
     modelled = schema.modelled()
     if split.marginals > 0:
@@ -139,8 +140,8 @@ def forecast_for(request: FitRequest, schema: Schema, rows: int, epsilon: float 
     or at `epsilon` (a harm level's, a planned release's)."""
     return forecast(schema, request.epsilon if epsilon is None else epsilon, rows, request.model, request.delta,
                     request.accountant, preset=request.preset, options=request.options,
-                    bounds_epsilon=request.bounds_epsilon, calibration_share=request.calibration_share,
-                    quantile_share=request.quantile_share)
+                    bounds_epsilon=request.bounds_epsilon, values_epsilon=request.values_epsilon,
+                    calibration_share=request.calibration_share, quantile_share=request.quantile_share)
 
 
 def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict:

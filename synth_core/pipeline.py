@@ -2,7 +2,7 @@
 
     admit     the request and the table checked against the public schema; nothing is spent   -> Admitted
     charge    the run's ε reserved from its table's budget (privacy.table_budget)              -> TableCharge
-    pay       what precedes training: the noisy count, δ, DP bounds, auto's choice, the
+    pay       what precedes training: the noisy count, δ, DP bounds and value sets, auto's choice, the
               quantiles and the marginals (privacy.split says what each gets)                   -> Paid
     build     the model, and the noise plan calibrated to what is left                          -> Built
     train     DP-SGD (or the family's own mechanism); the model charges the steps it starts
@@ -29,6 +29,7 @@ from .privacy.person_marginals import measure_person_marginals
 from .privacy.planning import NoisePlan
 from .privacy.split import split_left
 from .privacy.table_budget import TableBudgets, TableCharge
+from .privacy.value_sets import find_value_sets
 from .request import REVIEW_RELEASED, FitRequest, check_rows, review_rows_for
 from .runs import RunDir
 from .runs.lifecycle import Events, say_trained
@@ -146,7 +147,9 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
         schema = estimate_missing_bounds(rows, schema, request.bounds_epsilon, ledger,
                                          request.coarse_range or DEFAULT_COARSE_RANGE)
     schema.require_bounds()
-    if schema is not admitted.schema:  # new bounds: clip and count against them
+    if request.values_epsilon:  # value sets and point masses the schema lacks, found with DP
+        schema = find_value_sets(rows, schema, request.values_epsilon, ledger, ledger.n_rows)
+    if schema is not admitted.schema:  # new bounds or value sets: clip, snap and count against them
         rows, report = validate_table(rows, schema)
     resolved = request.resolved(admitted.schema, ledger.n_rows)  # public facts and the released count only
     model_class_for(resolved.model, schema).check_processes(world_size)
@@ -197,7 +200,8 @@ def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> d
     return {
         "model": request.model, "preset": request.preset, "size": type(synth).size_of(request.preset),
         "options": request.options or {}, "epsilon": request.epsilon, "delta": paid.delta,
-        "accountant": request.accountant, "bounds_epsilon": request.bounds_epsilon, "seed": request.seed,
+        "accountant": request.accountant, "bounds_epsilon": request.bounds_epsilon,
+        "values_epsilon": request.values_epsilon, "seed": request.seed,
         "rows": len(admitted.rows),
         "table_budget": charged,  # False: the steward declared the table public
         "calibration_share": request.calibration_share, "quantile_share": request.quantile_share,

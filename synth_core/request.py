@@ -27,8 +27,8 @@ REVIEW_RELEASED = "released"
 REVIEW_ROWS = 20000
 DEFAULT_PRESET = "cpu"  # a named family's size when none is asked for
 # a request's numeric fields (`FitRequest.__post_init__`)
-NUMBERS = ("epsilon", "delta", "bounds_epsilon", "calibration_share", "quantile_share", "seed", "review_rows",
-           "table_epsilon", "holdout_share", "processes")
+NUMBERS = ("epsilon", "delta", "bounds_epsilon", "values_epsilon", "calibration_share", "quantile_share",
+           "seed", "review_rows", "table_epsilon", "holdout_share", "processes")
 MAX_HOLDOUT_SHARE = 0.5
 # the fewest rows a run trains on: fewer cannot be split, validated and trained on meaningfully
 MIN_ROWS = 10
@@ -62,7 +62,8 @@ class FitRequest:
     recommendation's for auto, else 0. review_rows: also draw a review sample of this many rows before the run
     is marked done (REVIEW_RELEASED: as many as the run releases, at most REVIEW_ROWS). public_table: the
     steward says the table is public or invented: it draws from no table's budget. table_epsilon: the total of
-    a table the budget book has never seen (default: this run's ε). holdout_share, processes, name, table_name:
+    a table the budget book has never seen (default: this run's ε). values_epsilon: the part of ε that finds,
+    with DP, the value sets and point masses of numeric columns that declare none (privacy.value_sets). holdout_share, processes, name, table_name:
     a background job's (rows kept aside for the review, training processes, how the run is listed).
     book_table: the name of the table in the budget book this run counts on (a new file attached to it; a name
     no table has yet names this one); new_table: a file that resembles a known table is another table."""
@@ -73,6 +74,7 @@ class FitRequest:
     preset: str | None = None
     options: dict = field(default_factory=dict)
     bounds_epsilon: float = 0.0
+    values_epsilon: float = 0.0  # the part of ε finding the value sets numeric columns lack (privacy.value_sets)
     coarse_range: tuple[float, float] | None = None  # where DP bounds are searched (None: privacy.bounds')
     calibration_share: float | None = None
     quantile_share: float | None = None
@@ -138,10 +140,16 @@ class FitRequest:
                               "it as it is (--accept-draft; every report will say so)")
         if not self.bounds_epsilon:
             schema.require_bounds()  # nothing pays for missing bounds
+        if self.values_epsilon and isinstance(schema, Schema):
+            from .privacy.value_sets import searchable
+            if not searchable(schema):
+                raise SchemaError("no number column can have its values found: each needs whole numbers or "
+                                  "declared decimals, and no values of its own; spend no ε on finding them")
 
     def _check_linked(self) -> None:
         """What linked tables (schema.linked) cannot be trained with yet."""
         asked = [what for what, value in (("DP bounds (bounds_epsilon)", self.bounds_epsilon),
+                                          ("DP value sets (values_epsilon)", self.values_epsilon),
                                           ("a quantile share", self.quantile_share)) if value]
         if asked:
             raise SchemaError(f"linked tables cannot be trained with {' or '.join(asked)} yet: declare every bound "
@@ -173,9 +181,10 @@ class FitRequest:
         from .privacy.measurements import count_epsilon
         if self.accountant not in ACCOUNTANTS:
             raise BudgetError(f"unknown accountant {self.accountant!r}; choose one of {', '.join(ACCOUNTANTS)}")
-        check_run_budget(self.epsilon, self.delta, self.bounds_epsilon)
+        check_run_budget(self.epsilon, self.delta, self.bounds_epsilon, values_epsilon=self.values_epsilon)
         if schema is None or getattr(schema, "rows", None) is None:  # a noisy count, and something left after it
-            check_run_budget(self.epsilon, self.delta, self.bounds_epsilon, count_epsilon(self.epsilon))
+            check_run_budget(self.epsilon, self.delta, self.bounds_epsilon, count_epsilon(self.epsilon),
+                             values_epsilon=self.values_epsilon)
         if self.table_epsilon is not None:
             if self.public_table:
                 raise ValueError("a public table draws from no budget: give it no total (table_epsilon)")

@@ -48,8 +48,8 @@ def _options(family: str) -> dict:
     if family == "aim":
         return {}
     options = {"epochs": 2, "batch_size": 64}
-    if family == "dp-llmtgen":
-        options.update(stage1_rows=64, stage1_epochs=1)
+    if family == "dp-llmtgen":  # the slowest family: one epoch of each stage
+        options.update(epochs=1, stage1_rows=64, stage1_epochs=1)
     return options
 
 
@@ -63,7 +63,7 @@ def _written_as_declared(table: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize("family", sorted(MODELS))
 def test_every_family_writes_only_declared_values_and_points_exactly(family, tmp_path):
-    api.fit(coded_table(), coded_schema(), model=family, epsilon=4.0, preset="tiny", accountant="rdp",
+    api.fit(coded_table(300), coded_schema(), model=family, epsilon=4.0, preset="tiny", accountant="rdp",
             options=_options(family), run_dir=tmp_path / "run", review_rows=0)
     table, _ = api.sample(tmp_path / "run", 200, seed=1, out=tmp_path / "out.csv")
     _written_as_declared(table)
@@ -158,3 +158,82 @@ def test_the_schema_grid_shows_and_edits_value_sets_and_points():
     frame.loc[frame["column"] == "rate", "values"] = "0, a lot"
     with pytest.raises(SchemaError, match="rate"):
         frame_to_schema(frame, schema)
+
+
+# --- value sets the schema lacks, found with DP (privacy.value_sets) --------------------------------------
+def _undeclared() -> Schema:
+    """The coded table's columns with their precision but none of their values declared."""
+    return Schema(columns=[
+        ColumnSpec("rate", "continuous", lower=0, upper=5, decimals=2),
+        ColumnSpec("age", "continuous", lower=15, upper=40, decimals=1),
+        ColumnSpec("item", "integer", lower=1, upper=7),
+        ColumnSpec("amount", "continuous", lower=0, upper=3000, decimals=0),
+        ColumnSpec("sex", "categorical", categories=["f", "m"]),
+    ])
+
+
+def test_dp_finds_the_value_sets_and_points_a_schema_lacks_and_the_ledger_pays_for_them():
+    from synth_core.privacy import PrivacyLedger
+    from synth_core.privacy.value_sets import find_value_sets
+    table = coded_table(5000)
+    ledger = PrivacyLedger(target_epsilon=2.0, target_delta=1e-6, n_rows=5000)
+    found = find_value_sets(table, _undeclared(), 1.0, ledger, 5000)
+    assert found["rate"].values == RATES and found["age"].values == BRACKETS
+    assert found["item"].values == list(range(1, 8))
+    assert found["amount"].values is None and found["amount"].points == [0.0]
+    (entry,) = ledger.entries
+    assert entry.kind == "value-sets" and entry.epsilon == 1.0 and entry.delta == 0.0
+    assert entry.details["columns"] == ["rate", "age", "item", "amount"]
+    assert ledger.spent_epsilon == 1.0
+
+
+def test_a_value_a_few_rows_hold_is_never_found():
+    from synth_core.privacy import PrivacyLedger
+    from synth_core.privacy.value_sets import find_value_sets
+    table = coded_table(3000)
+    table.loc[:2, "rate"] = 4.99  # three rows: far below the threshold at ε = 0.25 a column
+    ledger = PrivacyLedger(target_epsilon=2.0, target_delta=1e-6, n_rows=3000)
+    for _ in range(5):
+        found = find_value_sets(table, _undeclared(), 1.0, ledger, 3000)
+        assert 4.99 not in (found["rate"].values or [])
+
+
+def test_found_value_sets_are_not_replayable_from_the_seed():
+    """A value about as many rows hold as the threshold is found or not by its secret noise, whatever seeds."""
+    import torch
+    from synth_core.privacy import PrivacyLedger
+    from synth_core.privacy.value_sets import find_value_sets
+    schema = Schema(columns=[ColumnSpec("x", "integer", lower=0, upper=9)])
+    table = pd.DataFrame({"x": [1] * 500 + [2] * 400 + [7] * 9})  # τ = ln(10 / 0.002) / 1 ≈ 8.5
+    outcomes = set()
+    for _ in range(20):
+        torch.manual_seed(0)
+        np.random.seed(0)
+        ledger = PrivacyLedger(target_epsilon=2.0, target_delta=1e-6, n_rows=len(table))
+        outcomes.add(tuple(find_value_sets(table, schema, 1.0, ledger, len(table))["x"].values or ()))
+    assert len(outcomes) > 1
+
+
+def test_a_fit_finds_value_sets_within_its_budget_and_every_row_is_written_at_them(tmp_path):
+    fitted = api.fit(coded_table(2000), _undeclared(), model="dp-tbart", epsilon=2.0, values_epsilon=0.5,
+                     preset="tiny", accountant="rdp", options={"epochs": 2}, run_dir=tmp_path / "run",
+                     review_rows=0)
+    ledger = fitted.ledger
+    assert [e.kind for e in ledger.entries].count("value-sets") == 1
+    assert ledger.spent_epsilon <= 2.0 + 1e-9
+    assert fitted.schema["rate"].values == RATES and fitted.run.schema()["rate"].values == RATES
+    table, _ = api.sample(tmp_path / "run", 100, seed=1)
+    assert set(table["rate"]) <= set(RATES) and set(table["age"]) <= set(BRACKETS)
+
+
+def test_finding_values_is_refused_in_one_line_where_it_cannot_be():
+    from synth_core.privacy import BudgetError
+    no_precision = Schema(columns=[ColumnSpec("x", "continuous", lower=0, upper=1),
+                                   ColumnSpec("s", "categorical", categories=["a", "b"])])
+    table = pd.DataFrame({"x": np.linspace(0, 1, 50), "s": ["a", "b"] * 25})
+    with pytest.raises(SchemaError, match="no number column can have its values found"):
+        api.fit(table, no_precision, epsilon=1.0, values_epsilon=0.2, preset="tiny")
+    for bad, words in [(-0.1, "finding value sets"), (1.0, "finding value sets"), (0.99, "leaves nothing"),
+                       (float("nan"), "finding value sets")]:
+        with pytest.raises(BudgetError, match=words):
+            api.fit(coded_table(), _undeclared(), epsilon=1.0, values_epsilon=bad, preset="tiny")

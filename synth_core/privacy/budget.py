@@ -76,7 +76,7 @@ def parse_epsilon(text: str, what: str = "ε", zero_ok: bool = False) -> float:
 
 
 def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float = 0.0,
-                     count_epsilon: float = 0.0) -> None:
+                     count_epsilon: float = 0.0, values_epsilon: float = 0.0) -> None:
     """Everything a run's budget must satisfy before anything is spent: ε and δ (check_budget; δ None: chosen
     later from the row count), the part of ε for estimating bounds the schema lacks, and what is left for
     training after that and a noisy row count. The one check the API, background jobs and the app make."""
@@ -86,9 +86,18 @@ def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float 
             or not math.isfinite(bounds_epsilon) or not 0 <= bounds_epsilon < epsilon:
         raise BudgetError(f"the ε for bound estimation ({bounds_epsilon!r}) must be ≥ 0 and below the total ε "
                           f"({epsilon:g})")
+    values_epsilon = plain_number(values_epsilon)
+    if isinstance(values_epsilon, bool) or not isinstance(values_epsilon, (int, float)) \
+            or not math.isfinite(values_epsilon) or not 0 <= values_epsilon < epsilon:
+        raise BudgetError(f"the ε for finding value sets ({values_epsilon!r}) must be ≥ 0 and below the total ε "
+                          f"({epsilon:g})")
     if bounds_epsilon + count_epsilon >= epsilon:
         raise BudgetError(f"the ε for bound estimation ({bounds_epsilon:g}) leaves nothing for training once the "
                           f"noisy row count ({count_epsilon:.3g}) is paid; give it less")
+    if bounds_epsilon + values_epsilon + count_epsilon >= epsilon:
+        raise BudgetError(f"the ε for finding value sets ({values_epsilon:g}) and bounds ({bounds_epsilon:g}) "
+                          f"leaves nothing for training once the noisy row count ({count_epsilon:.3g}) is paid; "
+                          "give them less")
 
 
 MAX_CALIBRATION_SHARE = 0.9

@@ -22,6 +22,7 @@ from .budget import delta_warning
 # kinds of mechanisms in a ledger
 TRAINING = "dp-sgd"            # DP-SGD steps (any model's private training)
 BOUNDS = "dp-bounds"           # numeric bounds the schema lacked
+VALUE_SETS = "value-sets"      # numeric value sets and point masses the schema lacked (privacy.value_sets)
 COUNT = "noisy-count"          # the row count, when the schema does not declare it public
 MARGINALS = "marginals"        # Gaussian measurements of marginals (calibration of the samples)
 QUANTILES = "quantiles"        # Gaussian measurement of numeric columns' histograms, read as quantiles (their bins)
