@@ -16,7 +16,7 @@ from synth_core.api import preview_plan
 from synth_core.benchmark_model import floor
 from synth_core.forecast import curve, forecast_for, pairs_text
 from synth_core.privacy import BudgetError, default_delta, delta_warning
-from synth_core.privacy.split import default_bounds_epsilon, epsilon_left
+from synth_core.privacy.split import before_training, default_bounds_epsilon, epsilon_left
 from synth_core.privacy.value_sets import searchable
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
@@ -348,8 +348,8 @@ else:
     try:
         plan, summary, expected_steps = noise_plan(
             klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
-            json.dumps(model_options, sort_keys=True), bounds_epsilon + values_epsilon, calibration_share,
-            quantile_share)
+            json.dumps(model_options, sort_keys=True), before_training(bounds_epsilon, values_epsilon),
+            calibration_share, quantile_share)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
@@ -431,7 +431,7 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
-            left = epsilon_left(epsilon, bounds_epsilon + values_epsilon, schema.rows is not None)
+            left = epsilon_left(epsilon, before_training(bounds_epsilon, values_epsilon), schema.rows is not None)
             result = estimate_fit_seconds(klass.family, schema, preset, n_train, left, delta, options=model_options,
                                           review_rows=review_rows_for(n_train), calibrated=calibration_share > 0,
                                           steps=expected_steps)

@@ -48,6 +48,12 @@ def default_bounds_epsilon(epsilon: float) -> float:
     return BOUNDS_SHARE * epsilon
 
 
+def before_training(bounds_epsilon: float | None = 0.0, values_epsilon: float | None = 0.0) -> float:
+    """What a run spends on the schema's missing facts before anything else: DP bounds and DP value sets,
+    by basic composition (both pure ε)."""
+    return float(bounds_epsilon or 0.0) + float(values_epsilon or 0.0)
+
+
 def epsilon_left(epsilon: float, bounds_epsilon: float = 0.0, rows_public: bool = False) -> float:
     """What a run's ε leaves for training and the measurements once the bounds and, unless the rows are public,
     the noisy count are paid (what `fit` finds left in its ledger when the bounds spend what they were given)."""
