@@ -116,26 +116,26 @@ def _derived_rule(schema: Schema, name: str, put: Callable[[Schema, bool], None]
 def _grid_config() -> dict:
     """How the schema grid shows each field: its label, width and help."""
     return {
-        "column": st.column_config.TextColumn("column", disabled=True, width=110, pinned=True),
-        "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True, width=90),
+        "column": st.column_config.TextColumn("column", disabled=True, width=100, pinned=True),
+        "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True, width=85),
         "lower": st.column_config.TextColumn("min", width=60, help="the public minimum; empty: estimate it with "
                                                                    "DP at training time"),
         "upper": st.column_config.TextColumn("max", width=60, help="the public maximum; empty: estimate it with "
                                                                    "DP at training time"),
         "categories": st.column_config.TextColumn("public categories", help="comma-separated; quote a value "
                                                   "that holds a comma", width=100),
-        "values": st.column_config.TextColumn("values", width=95,
+        "values": st.column_config.TextColumn("values", width=85,
                                               help="a number column's only values (codes, brackets, a 1-7 "
                                                    "scale), comma-separated: every synthetic value is one"),
-        "points": st.column_config.TextColumn("exact values", width=65,
+        "points": st.column_config.TextColumn("exact values", width=60,
                                               help="values many rows hold exactly (the 0 of amounts): "
                                                    "synthetic rows hold them exactly too"),
         "nullable": st.column_config.CheckboxColumn("missing?", help="values may be missing", width=65),
-        "role": st.column_config.SelectboxColumn("role", options=ROLE_CHOICES, width=75,
+        "role": st.column_config.SelectboxColumn("role", options=ROLE_CHOICES, width=70,
                                                  help="sensitive attribute and target, for fairness figures"),
-        "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"], width=70,
+        "binning": st.column_config.SelectboxColumn("binning", options=["uniform", "log"], width=65,
                                                     help="log: finer bins near the minimum, for skewed amounts"),
-        "decimals": st.column_config.TextColumn("decimals", width=70,
+        "decimals": st.column_config.TextColumn("decimals", width=60,
                                                   help="the precision a number is written at: the synthetic "
                                                        "values are written at it too"),
         "derived": st.column_config.TextColumn("derived by a rule", disabled=True, width=110,
