@@ -3,6 +3,7 @@ TVD (20 quantile bins fitted on the training split). No model comes closer to un
 table do, so a forecast's curve flattens there (benchmarks/fit_forecast.py fits the floor from public facts).
 
     python benchmarks/bench_floor.py            # every table of the grid and the corpus, into results/floor
+    python benchmarks/bench_floor.py --tables ecdat-doctorcontacts stevedata-mm_nhis   # only these (file names)
 """
 from __future__ import annotations
 
@@ -25,12 +26,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(HERE / "results" / "floor"))
     ap.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "datasets"))
+    ap.add_argument("--tables", nargs="+", help="only these tables (their file names, e.g. aer-doctorvisits)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name, (dataset, target) in known_tables().items():
+    known = known_tables()
+    unknown = set(args.tables or ()) - set(known)
+    if unknown:
+        raise SystemExit(f"not a table of the grid or the corpus: {', '.join(sorted(unknown))}")
+    for name, (dataset, target) in known.items():
         path = out / f"{name}.json"
-        if path.exists():
+        if path.exists() or (args.tables and name not in args.tables):
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

