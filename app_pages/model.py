@@ -13,7 +13,7 @@ from synth_core.runs.jobs import start_fit_job
 from synth_core.models import LINKED_MODELS, MODELS, get_model_class, model_class_for
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
-from synth_core.benchmark_model import floor
+from synth_core.benchmark_model import compares, floor
 from synth_core.forecast import curve, forecast_for, pairs_text
 from synth_core.privacy import BudgetError, default_delta, delta_warning
 from synth_core.privacy.split import before_training, default_bounds_epsilon, epsilon_left
@@ -411,9 +411,9 @@ elif plan is not None:
             st.caption(f"Where the table says extrapolated, as at ε {beyond[0]:g}, the forecast is "
                        f"{beyond[1]}.")
         st.caption("Before anything is spent, from public facts and this table's row count only (shown to you "
-                   "alone): the mismatch of pairs of columns (2-way TVD, as the review reports it) from a model of "
-                   "the project's benchmark results on public tables; the shares from the noise of the counts each "
-                   "run would release.")
+                   "alone): the mismatch of pairs of columns (2-way TVD, as the review will measure it: "
+                   f"{compares(n_train)}) from a model of the project's benchmark results on public tables; "
+                   "the shares from the noise of the counts each run would release.")
         points, bottom = forecast_curve(asked.model, schema.to_json(), n_train)
         if points:
             st.plotly_chart(forecast_chart(points, bottom, epsilon), key="forecast_curve")

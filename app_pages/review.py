@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from synth_core.evaluate.figures import column_figures, overall_verdict, quick_figures
-from synth_core.forecast import extrapolation_note, findings, forecast_column
+from synth_core.forecast import against, extrapolation_note, forecast_column
 from synth_core.evaluate.inputs import EvaluationError
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
@@ -92,7 +92,8 @@ target = next((c.name for c in schema.columns if c.role == "target"), None)
 def figures_for(key: str, _real, _synth, _schema, target):
     figs = quick_figures(_real, _synth, _schema, target=target)
     return pd.DataFrame([{"figure": f.label, "technical name": f.name, "value": f.value, "verdict": f.verdict,
-                          "better": f"{f.better} is better", "meaning": f.meaning} for f in figs]), \
+                          "better": f"{f.better} is better", "meaning": f.meaning,
+                          "compares": f.details.get("compares", "")} for f in figs]), \
         column_figures(_real, _synth, _schema)
 
 
@@ -121,16 +122,19 @@ beyond = extrapolation_note(kept_forecast)
 st.dataframe(base, hide_index=True, column_config={"figure": st.column_config.TextColumn(width="large"),
                                                    **{label_: st.column_config.TextColumn(width="medium")
                                                       for label_ in tables}})
+compared = next((c for c in tables[names[primary]]["compares"] if c), None)
+if compared:  # the forecast predicts this very comparison (synth_core/evaluate/protocol.py)
+    st.caption(f"The mismatch figures compare {compared}"
+               + (", as the forecast does." if any(expected.values()) else "."))
 if beyond:
     st.caption(beyond)
 with st.expander("What each figure means"):
     st.markdown("\n".join(f"- **{r['figure']}** ({r['technical name']}): {r['meaning']} "
                           f"{r['better'].capitalize()}." for r in tables[names[primary]].to_dict("records")))
-level, message = overall_verdict(list(tables[names[primary]]["verdict"]), by_id[primary].get("model"))
-{"poor": st.warning, "fair": st.info, "good": st.success}[level](message)
 measured = dict(zip(tables[names[primary]]["technical name"], tables[names[primary]]["value"]))
-for finding in findings(kept_forecast, measured):
-    (st.warning if finding.startswith("Worse") else st.success)(finding)
+level, message = overall_verdict(list(tables[names[primary]]["verdict"]), by_id[primary].get("model"),
+                                 against(kept_forecast, measured))
+{"poor": st.warning, "fair": st.info, "good": st.success}[level](message)
 
 
 def per_column(t: pd.DataFrame) -> pd.DataFrame:

@@ -19,7 +19,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_models import load_dataset, table_spec  # noqa: E402
 from fit_forecast import known_tables  # noqa: E402
-from synth_core.evaluate import kway_tvd_report  # noqa: E402
+from synth_core.evaluate import protocol  # noqa: E402
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             schema, train, test = load_dataset(table_spec(dataset, target), Path(args.data_dir))
-        tvd = kway_tvd_report(test, train, schema.numeric_columns, ks=(1, 2), bin_reference=train)
+        tvd = protocol.tvd(protocol.comparison(train, train, test), schema.numeric_columns, ks=(1, 2))
         path.write_text(json.dumps({"table": name, "train_rows": len(train), "test_rows": len(test),
                                     "tvd": {str(k): float(v) for k, v in tvd.items()}}))
         print(f"{name}: train {len(train):,}, test {len(test):,}: 1-way {tvd[1]:.3f}, 2-way {tvd[2]:.3f}", flush=True)

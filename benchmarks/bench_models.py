@@ -43,7 +43,8 @@ from mst import mst  # noqa: E402
 from synth_core import api  # noqa: E402
 from synth_core.cli_args import parse_options  # noqa: E402
 from synth_core.encoding.tokens import TokenEncoder  # noqa: E402
-from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy, ml_efficacy_regression  # noqa: E402
+from synth_core.evaluate import detection_auc, ml_efficacy, ml_efficacy_regression  # noqa: E402
+from synth_core.evaluate import protocol  # noqa: E402
 from synth_core.models.recommend import CANDIDATES, aim_bins, candidates  # noqa: E402
 from synth_core.privacy.accounting import gaussian_for  # noqa: E402
 from synth_core.privacy.randomness import secret_rng  # noqa: E402
@@ -168,7 +169,7 @@ def declared_kept(synth, table, train_split, schema: Schema) -> dict:
 
 def fidelity(real_test, synth, train_split, schema, target, task):
     numeric = schema.numeric_columns
-    out = {"tvd": kway_tvd_report(real_test, synth, numeric, ks=(1, 2, 3), bin_reference=train_split),
+    out = {"tvd": protocol.tvd(protocol.comparison(train_split, synth, real_test), numeric),
            "detection_auc": detection_auc(real_test, synth, numeric)}
     if task == "classification" and synth[target].nunique() < 2:
         # a synthetic target of one class (AIM at a few hundred rows × ε): no classifier to train, a figure to keep

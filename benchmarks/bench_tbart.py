@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 from synth_core import api  # noqa: E402
 from synth_core.cli_args import parse_options  # noqa: E402
 from synth_core.training.engine import train  # noqa: E402
-from synth_core.evaluate import detection_auc, kway_tvd_report, ml_efficacy  # noqa: E402
+from synth_core.evaluate import detection_auc, ml_efficacy  # noqa: E402
+from synth_core.evaluate import protocol  # noqa: E402
 from synth_core.models import get_model_class  # noqa: E402
 from synth_core.schema import Schema, read_table, validate_table  # noqa: E402
 
@@ -52,7 +53,7 @@ def steady_rate(events: list[dict], skip: int = 2) -> float:
 
 def fidelity(real_test, synth, train_split, schema, target):
     numeric = schema.numeric_columns
-    tvd = kway_tvd_report(real_test, synth, numeric, ks=(1, 2, 3), bin_reference=train_split)
+    tvd = protocol.tvd(protocol.comparison(train_split, synth, real_test), numeric)
     det = detection_auc(real_test, synth, numeric)
     ml = ml_efficacy(synth, real_test, target, numeric)
     return {"tvd": tvd, "detection_auc": det, "ml": ml}

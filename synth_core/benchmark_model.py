@@ -20,6 +20,12 @@ import numpy as np
 
 from .schema import Schema
 
+# the figure the model forecasts, as evaluate/protocol.py measures it for the review and the benchmarks
+BINS = 20                # quantile bins of a numeric column, fitted on the training rows
+COMPARED_SHARE = 0.25    # real rows compared per training row: the benchmarks' 20% test split of a table
+MAX_COMBINATIONS = 1000  # sets of k columns a figure averages over, at most
+MAX_ROWS = 50000         # training rows a comparison reads at most (the rest in proportion)
+
 MOST_VALUES = 100  # a numeric column counts as at most this many values (the bins the families cut it in)
 
 
@@ -37,6 +43,23 @@ def features(schema: Schema, rows: int, epsilon: float, rule_pick: str | None = 
             "log_values": sum(math.log10(max(s, 2)) for s in sizes) / len(sizes),
             "numeric_share": sum(c.is_numeric for c in columns) / len(columns),
             **({"rule_dp_tbart": float(rule_pick == "dp-tbart")} if rule_pick is not None else {})}
+
+
+def compared_rows(training_rows: int) -> int:
+    """How many real rows a model trained on `training_rows` rows is compared with."""
+    return max(1, round(min(training_rows, MAX_ROWS) * COMPARED_SHARE))
+
+
+def compares(training: int, synthetic: int | None = None, compared: int | None = None,
+             drawn: bool = True) -> str:
+    """What a k-way TVD compares, in words: `synthetic` rows (default: as many as the model's
+    `training` rows) against `compared` real rows (default: `compared_rows`), binned on the
+    training rows; `drawn`: the compared rows come from the training rows (the review)."""
+    synthetic = min(training, MAX_ROWS) if synthetic is None else synthetic
+    compared = compared_rows(training) if compared is None else compared
+    which = "drawn from the rows it trained on" if drawn else "it never saw"
+    return (f"{synthetic:,} synthetic rows against {compared:,} real rows {which}, numbers in "
+            f"{BINS} quantile bins of {min(training, MAX_ROWS):,} training rows")
 
 
 MODEL_FILE = Path(__file__).with_name("forecast_model.json")
@@ -105,10 +128,11 @@ def fidelity(schema: Schema, rows: int, epsilon: float, family: str, *, rule_pic
         return {}, f"the benchmarks that fit the forecast have no runs of {family} yet"
     facts = features(schema, rows, epsilon, rule_pick)
     x = design_row(model, facts, family)
+    widen = WIDEN if extrapolation(schema, rows, epsilon) else 1.0
     out = {}
     for what in FIGURES:
         if what in model and not (what == "tstr" and not _categorical_target(schema)):
-            out[what] = _interval(model[what], x, what)
+            out[what] = _interval(model[what], x, what, widen)
     for k in ("1", "2"):  # no run comes closer to unseen rows than the table's own rows do
         floor, what = model.get(f"floor{k}"), f"tvd{k}"
         if floor is not None and what in out:
@@ -118,12 +142,12 @@ def fidelity(schema: Schema, rows: int, epsilon: float, family: str, *, rule_pic
     return out, None
 
 
-def _interval(fitted: dict, x: list[float], what: str) -> Interval:
-    """A figure expected with its 80% interval; a TVD (each end of its interval too) within
-    [0, 1], where a straight line on the log scale, far from the benchmark runs, would leave it
-    (5.4 at 100 rows and ε 0.05)."""
+def _interval(fitted: dict, x: list[float], what: str, widen: float = 1.0) -> Interval:
+    """A figure expected with its 80% interval (`widen` times as wide on the fitted scale); a TVD
+    (each end of its interval too) within [0, 1], where a straight line on the log scale, far from
+    the benchmark runs, would leave it (5.4 at 100 rows and ε 0.05)."""
     centre = sum(b * v for b, v in zip(fitted["coefficients"], x))
-    spread = Z80 * fitted["spread"]
+    spread = Z80 * fitted["spread"] * widen
     values = from_scale(what, [centre - spread, centre, centre + spread])
     if what != "tstr":  # the AUC's scale keeps it within (0.5, 1) already
         values = np.clip(values, 0.0, 1.0)
@@ -132,7 +156,10 @@ def _interval(fitted: dict, x: list[float], what: str) -> Interval:
 
 
 # a public fact as the note says it
-FACTS = {"epsilon": "ε {}", "rows": "{} rows", "columns": "{} columns"}
+FACTS = {"epsilon": "ε {}", "rows": "{} rows", "columns": "{} columns",
+         "values": "{} values per column (geometric mean)"}
+# how much wider (on the fitted scale) an interval is where the facts lie beyond the benchmark runs'
+WIDEN = 2.0
 
 
 def extrapolation(schema: Schema, rows: int, epsilon: float) -> str | None:
@@ -143,16 +170,18 @@ def extrapolation(schema: Schema, rows: int, epsilon: float) -> str | None:
     if not known:
         return None
     facts = {"epsilon": float(epsilon), "rows": int(rows),
-             "columns": len(schema.modelled().columns)}
+             "columns": len(schema.modelled().columns),
+             "values": round(10 ** features(schema, rows, epsilon)["log_values"], 1)}
     outside = [f"{FACTS[what].format(_number(value))} "
                f"{'below' if value < known[what][0] else 'above'} them"
-               for what, value in facts.items() if not known[what][0] <= value <= known[what][1]]
+               for what, value in facts.items()
+               if what in known and not known[what][0] <= value <= known[what][1]]
     if not outside:
         return None
     spans = ", ".join(FACTS[w].format(f"{_number(lo)} to {_number(hi)}")
                       for w, (lo, hi) in known.items() if w in FACTS)
     return (f"an extrapolation beyond the benchmark runs the forecast is fitted on ({spans}): "
-            f"{', '.join(outside)}; the figures may be far off")
+            f"{', '.join(outside)}; its intervals are {WIDEN:g} times as wide, and may still miss")
 
 
 def _number(x: float) -> str:

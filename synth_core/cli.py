@@ -434,6 +434,8 @@ def _forecast(args) -> int:
     for what, interval in made.figures.items():
         print(f"{FIGURES[what]}: about {interval.expected:.3f} (80% interval {interval.low:.3f} to {interval.high:.3f}), "
               "from the project's benchmark results")
+    if made.figures:
+        print(f"  each as the review will measure it: {made.compares}")
     if made.figures_note:
         print(f"fidelity figures: none ({made.figures_note})")
     if made.extrapolation and made.figures:

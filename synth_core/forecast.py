@@ -17,7 +17,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .benchmark_model import Interval, extrapolation, fidelity
+from .benchmark_model import Interval, compares, extrapolation, fidelity
 from .models import get_model_class
 from .models.recommend import by_rule
 from .privacy.budget import default_delta, plain_number
@@ -60,12 +60,18 @@ class Forecast:
     # where the facts lie beyond the benchmark runs' (benchmark_model.extrapolation), in words
     extrapolation: str | None = None
 
+    @property
+    def compares(self) -> str:
+        """What the figures compare, in words: the review's comparison of this run."""
+        return compares(self.rows)
+
     def to_dict(self) -> dict:
         return {"model": self.model, "epsilon": self.epsilon, "delta": self.delta, "rows": self.rows,
                 "noise_std": self.noise_std, "source": self.source,
                 "columns": [{**dataclasses.asdict(c), "words": c.words()} for c in self.columns],
                 **{what: interval.to_dict() for what, interval in self.figures.items()},
                 **({"figures_note": self.figures_note} if self.figures_note else {}),
+                **({"compares": self.compares} if self.figures else {}),
                 **({"extrapolation": self.extrapolation}
                    if self.extrapolation and self.figures else {})}
 
@@ -150,6 +156,7 @@ def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict
     figures, note = _fidelity(schema, rows, epsilon, family)
     beyond = extrapolation(schema, rows, epsilon) if figures else None
     return {**{what: interval.to_dict() for what, interval in figures.items()},
+            **({"compares": compares(rows)} if figures else {}),
             **({"note": note} if note else {}), **({"extrapolation": beyond} if beyond else {})}
 
 
@@ -180,22 +187,29 @@ def extrapolation_note(kept: dict | None) -> str | None:
     return f"The forecast is {kept['extrapolation']}."
 
 
-def findings(kept: dict | None, measured: dict[str, float]) -> list[str]:
-    """The measured figures (by the review's names) that fall outside the run's forecast, each in one sentence;
-    the review measures against the training rows, the forecast against unseen ones, so a figure above its
-    interval is a finding, one below it good news."""
+def against(kept: dict | None, measured: dict[str, float]) -> list[tuple[str, str]]:
+    """Each measured figure (by the review's names) that has a forecast: (where it fell, "inside",
+    "above" or "below" the 80% interval; the figure and its forecast in words)."""
     out = []
     for what, name in MEASURED.items():
         interval, value = (kept or {}).get(what), measured.get(name)
         if interval is None or value is None or not math.isfinite(value):
             continue
-        shown = f"{name} {value:.3f}, forecast {interval['expected']:.3f} ({interval['low']:.3f} to {interval['high']:.3f})"
-        if value > interval["high"]:
-            out.append(f"Worse than expected for this table: {shown}. A larger ε, the other families, or columns "
-                       "with fewer values (coarser categories, rounder bounds) usually help.")
-        elif value < interval["low"]:
-            out.append(f"Better than expected for this table: {shown}.")
+        where = ("above" if value > interval["high"] else "below" if value < interval["low"]
+                 else "inside")
+        out.append((where, f"{name} {value:.3f}, forecast {interval['expected']:.3f} "
+                           f"({interval['low']:.3f} to {interval['high']:.3f})"))
     return out
+
+
+def findings(kept: dict | None, measured: dict[str, float]) -> list[str]:
+    """The measured figures (by the review's names) that fall outside the run's forecast, each in one
+    sentence: above its interval a finding, below it good news. Both are measured the same way
+    (benchmark_model.compares)."""
+    return [f"Worse than expected for this table: {shown}. A larger ε, the other families, or columns "
+            "with fewer values (coarser categories, rounder bounds) usually help." if where == "above"
+            else f"Better than expected for this table: {shown}."
+            for where, shown in against(kept, measured) if where != "inside"]
 
 
 CURVE_EPSILONS = tuple(float(f"{10 ** (k / 8):.3g}") for k in range(-10, 9))  # 0.056 … 10, evenly on a log scale

@@ -136,7 +136,8 @@ def test_report_html_and_json(demo, tmp_path):
     assert data["ledgers"]["copy"]["spent_epsilon"] == pytest.approx(0.99) and data["ledgers"]["fresh"] is None
     assert data["schema"]["provenance"]["confirmed"] is True
     figs = {lab: {f["name"]: f for f in sec["figures"]} for lab, sec in data["results"].items()}
-    assert figs["copy"]["2-way TVD"]["value"] == pytest.approx(0.0)
+    copied = figs["copy"]["2-way TVD"]  # the real rows again: the compared sample's own noise, "good"
+    assert copied["value"] < 1.2 * copied["details"]["floor"] and copied["verdict"] == "good"
     assert figs["copy"]["DCR: share closer to training"]["verdict"] == "poor"
     assert figs["copy"]["Membership-inference ROC-AUC"]["verdict"] == "poor"
     assert figs["fresh"]["Membership-inference ROC-AUC"]["verdict"] == "good"

@@ -201,3 +201,33 @@ def test_the_shipped_model_ranks_autos_candidates_and_the_reason_quotes_it():
     for rows, epsilon in ((600, 1.0), (40_000, 1.0)):
         choice = recommend(demo_schema(), rows, epsilon)
         assert "lowest expected 2-way TVD" in choice.reason and f"{rows:,} rows" in choice.reason
+
+
+def test_the_forecast_says_what_the_review_compares_and_the_review_measures_just_that():
+    """One definition (evaluate/protocol.py): the forecast's words are the review's, for the same rows,
+    and the review's figure is the benchmarks' comparison with the compared rows drawn from the table."""
+    from synth_core.evaluate import protocol, quick_figures
+    schema, table, synthetic = demo_schema(), demo_table(800), demo_table(800, seed=3)
+    made = forecast(schema, 1.0, 800, "aim")
+    figs = {f.name: f for f in quick_figures(table, synthetic, schema)}
+    assert made.compares == figs["2-way TVD"].details["compares"]
+    assert "800 synthetic rows against 200 real rows" in made.compares
+    same = protocol.comparison(table, synthetic)
+    assert figs["2-way TVD"].value == pytest.approx(protocol.tvd(same, schema.numeric_columns)[2])
+
+
+def test_the_interval_widens_and_says_so_beyond_the_benchmark_runs(monkeypatch):
+    import copy
+    from synth_core import benchmark_model
+    schema = demo_schema()
+    inside = forecast(schema, 1.0, 20000, "aim")
+    assert inside.extrapolation is None
+    model = copy.deepcopy(benchmark_model.installed())
+    model["ranges"]["rows"] = [30000, 40000]  # the runs as if all larger than this table
+    monkeypatch.setattr(benchmark_model, "installed", lambda: model)
+    beyond = forecast(schema, 1.0, 20000, "aim")
+    assert "20,000 rows below them" in beyond.extrapolation and "2 times as wide" in beyond.extrapolation
+    a, b = inside.figures["tvd2"], beyond.figures["tvd2"]
+    assert a.expected == pytest.approx(b.expected)
+    assert np.log(b.high / b.expected) == pytest.approx(2 * np.log(a.high / a.expected))
+    assert 0.0 <= b.low <= b.high <= 1.0

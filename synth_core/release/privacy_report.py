@@ -95,7 +95,8 @@ def _forecast_lines(kept: dict) -> list[str]:
         return []
     return ["", "## Forecast before training", "",
             "From public facts only (the schema, the released row count, ε, the family), by a model of the project's "
-            "benchmark results; each figure against rows the model never saw, with its 80% interval:", "",
+            "benchmark results; each figure with its 80% interval, as the review measures it"
+            + (f" ({kept['compares']})" if kept.get("compares") else "") + ":", "",
             *(f"- {name}: {v['expected']:.3f} ({v['low']:.3f} to {v['high']:.3f})" for name, v in figures)]
 
 
