@@ -15,8 +15,8 @@ from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
 from synth_core.benchmark_model import compares, floor
 from synth_core.forecast import curve, forecast_for, pairs_text
-from synth_core.privacy import BudgetError, default_delta, delta_warning
-from synth_core.privacy.split import before_training, default_bounds_epsilon, epsilon_left
+from synth_core.privacy import BudgetError, delta_warning
+from synth_core.privacy.split import before_training, default_bounds_epsilon, epsilon_left, planned_delta
 from synth_core.privacy.value_sets import searchable
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
@@ -182,8 +182,14 @@ chosen_delta = st.number_input(
     placeholder=f"automatic: a power of ten below 1 / (number of {unit})",
     help=f"Leave it empty: the run chooses δ below 1 / (number of {unit}) from the count it releases (declared "
          f"public, or a noisy count), never from the exact count. Or type your own, well below 1 / (number of {unit}).")
-# what the run will choose, for the plan shown here (the run itself uses the count it releases)
-delta = float(chosen_delta) if chosen_delta is not None else default_delta(n_train)
+# what the run will choose (privacy.run_delta), for the plan shown here: the run asks the same of the count
+# it releases, so only a noisy count that crosses a power of ten makes it differ, and then the page says so
+delta, other_delta = planned_delta(None if chosen_delta is None else float(chosen_delta), epsilon,
+                                   schema.rows or n_train, schema.rows is not None)
+if chosen_delta is None:
+    st.caption(f"δ = {delta:g}, as the run will choose it from the count of {unit} it releases"
+               + (f" (a noisy count may make it {other_delta:g}; the run records the one it uses)."
+                  if other_delta is not None else "."))
 warning = delta_warning(delta, n_train) if delta > 0 else None
 if warning:
     st.warning(warning, icon=":material/warning:")

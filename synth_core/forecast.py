@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from .benchmark_model import Interval, compares, extrapolation, fidelity
 from .models import get_model_class
 from .models.recommend import by_rule
-from .privacy.budget import default_delta, plain_number
+from .privacy.budget import plain_number
 from .privacy.measurements import FINE_BINS, MARGINAL_BINS, marginals_noise_std
-from .privacy.split import before_training, planned_split
+from .privacy.split import before_training, planned_delta, planned_split
 from .request import FitRequest
 from .schema import Schema, SchemaError
 from .schema.linked import LinkedSchema
@@ -94,7 +94,7 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
         raise SchemaError(f"the forecast needs every number's public bounds; {', '.join(map(repr, unbounded))} "
                           "has none (declare them, or forecast again once a run has estimated them)")
     resolved = request.resolved(schema, rows)
-    delta = resolved.delta if resolved.delta is not None else default_delta(rows)
+    delta, _ = planned_delta(resolved.delta, epsilon, rows, schema.rows is not None)
     before = before_training(resolved.bounds_epsilon, resolved.values_epsilon)
     split = planned_split(epsilon, delta, before, schema.rows is not None,
                           resolved.calibration_share or 0.0, resolved.quantile_share or 0.0)

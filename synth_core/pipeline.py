@@ -21,10 +21,10 @@ import pandas as pd
 
 from .home import budgets_path
 from .models import SynthModel, model_class_for
-from .privacy import PrivacyLedger, default_delta, delta_warning
+from .privacy import PrivacyLedger, delta_warning, run_delta
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
-from .privacy.measurements import Marginals, count_epsilon, measure_marginals, measure_quantiles, noisy_count, \
-    rows_to_draw, rows_upper_bound
+from .privacy.measurements import (Marginals, count_epsilon, measure_marginals, measure_quantiles,
+                                   noisy_count, rows_to_draw)
 from .privacy.person_marginals import measure_person_marginals
 from .privacy.planning import NoisePlan
 from .privacy.split import split_left
@@ -138,9 +138,8 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
     if not ledger.rows_public:
         ledger.n_rows = noisy_count(len(rows), admitted.count_epsilon, ledger,
                                     of="persons" if isinstance(admitted.schema, LinkedSchema) else "rows")
-    delta = request.delta
-    if delta is None:  # below 1/n for every n the count leaves plausible
-        delta = default_delta(rows_upper_bound(ledger.n_rows, None if ledger.rows_public else admitted.count_epsilon))
+    # below 1/n for every n the count leaves plausible (privacy.run_delta: what the page and forecast show)
+    delta = run_delta(request.delta, ledger.n_rows, None if ledger.rows_public else admitted.count_epsilon)
     ledger.target_delta = delta
     schema = admitted.schema
     if not isinstance(schema, LinkedSchema):  # linked tables declare every bound (FitRequest.check)

@@ -19,6 +19,7 @@ _HOMES = {
     "budget": ("BudgetError", "check_budget", "check_calibration_share", "check_run_budget", "default_delta",
                "delta_warning"),
     "ledger": ("LedgerEntry", "PrivacyLedger"),
+    "measurements": ("delta_may_differ", "run_delta"),
     "planning": ("NoisePlan", "plan_noise"),
     "randomness": ("gaussian_noise", "secret_generator", "secret_rng"),
 }

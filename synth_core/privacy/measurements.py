@@ -27,6 +27,7 @@ import pandas as pd
 from ..encoding.tokens import TokenEncoder
 from ..schema import Schema
 from .accounting import Gaussian, gaussian_for
+from .budget import default_delta
 from .ledger import COUNT, MARGINALS, QUANTILES, PrivacyLedger
 from .randomness import noisy_counts, secret_rng
 
@@ -60,6 +61,26 @@ def rows_upper_bound(count: int, epsilon: float | None) -> int:
     if epsilon is None:
         return int(count)
     return int(count + math.ceil(math.log(1 / (2 * TAIL)) / epsilon))
+
+
+def run_delta(asked: float | None, rows: int, count_epsilon: float | None) -> float:
+    """The δ a run uses: the one asked for, else a power of ten below 1/n for every n the released
+    count leaves plausible (`rows`: the count, noisy unless `count_epsilon` is None). The run, the
+    model page's preview and the forecast all ask this (the preview with the count it expects)."""
+    if asked is not None:
+        return float(asked)
+    return default_delta(rows_upper_bound(rows, count_epsilon))
+
+
+def delta_may_differ(asked: float | None, rows: int, count_epsilon: float | None) -> float | None:
+    """Where a preview's `run_delta` from the exact count may not be the run's (its noisy count, within
+    five noise scales, may cross a power of ten): the δ it may use instead; None where it cannot."""
+    if asked is not None or count_epsilon is None:
+        return None
+    reach = math.ceil(5 / count_epsilon)
+    other = {run_delta(None, max(2, r), count_epsilon) for r in (rows - reach, rows + reach)}
+    other.discard(run_delta(None, rows, count_epsilon))
+    return min(other) if other else None
 
 
 MARGINAL_BINS = 10          # public bins per numeric column in a measured marginal

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..schema import Schema
 from .accounting import Gaussian, gaussian_for, member_budget
 from .budget import check_calibration_share, check_quantile_share, check_run_budget
-from .measurements import count_epsilon, quantile_columns
+from .measurements import count_epsilon, delta_may_differ, quantile_columns, run_delta
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,14 @@ def epsilon_left(epsilon: float, bounds_epsilon: float = 0.0, rows_public: bool 
     """What a run's ε leaves for training and the measurements once the bounds and, unless the rows are public,
     the noisy count are paid (what `fit` finds left in its ledger when the bounds spend what they were given)."""
     return epsilon - bounds_epsilon - (0.0 if rows_public else count_epsilon(epsilon))
+
+
+def planned_delta(asked: float | None, epsilon: float, rows: int, rows_public: bool
+                  ) -> tuple[float, float | None]:
+    """(the δ a run of ε on `rows` rows would use, another it may use instead or None): a preview's
+    and the forecast's; the run asks run_delta of the count it releases."""
+    count = None if rows_public or not epsilon or epsilon <= 0 else count_epsilon(epsilon)
+    return run_delta(asked, rows, count), delta_may_differ(asked, rows, count)
 
 
 def planned_split(epsilon: float, delta: float | None, bounds_epsilon: float = 0.0, rows_public: bool = False,
