@@ -173,3 +173,15 @@ def test_pages_never_name_a_family():
     assert {"dp-tbart", "aim"} <= families
     offenders = {str(p.relative_to(ROOT)): sorted(strings(p) & families) for p in APP if strings(p) & families}
     assert offenders == {}
+
+
+def test_the_schema_package_imports_at_the_top_of_its_modules():
+    """No import deferred into a function (issue 60): the package's modules import each other at the top,
+    its errors from schema/errors.py, and only type hints reach back to spec.py (under TYPE_CHECKING)."""
+    deferred = []
+    for p in modules(CORE / "schema"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                deferred += [f"{p.name}:{n.lineno}" for n in ast.walk(node)
+                             if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert deferred == []

@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import ast
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from .errors import MAX_MAGNITUDE, SchemaError, _preview, finite_number
 from .expressions import NUMBER, Expression, ExpressionError, parse
-from .spec import MAX_MAGNITUDE, ColumnSpec, SchemaError, _preview, finite_number
+
+if TYPE_CHECKING:
+    from .spec import ColumnSpec
 
 RULE_KEYS = ("from", "bins", "labels", "map", "expr")
 

@@ -28,12 +28,15 @@ import ast
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from .spec import Schema, SchemaError, _preview, finite_number
+from .errors import SchemaError, _preview, finite_number
+
+if TYPE_CHECKING:
+    from .spec import Schema
 
 MAX_LENGTH = 2000  # characters of one expression
 MAX_NODES = 400  # nodes of its syntax tree

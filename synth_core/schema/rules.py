@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .errors import SchemaError
 from .expressions import BOOL, EQUALITY, ORDER, Expression, ExpressionError, parse
 from .rule_words import explain
-from .spec import SchemaError
 
 # a rule broken by more than this share of the private rows is refused as probably mistyped, and
 # so are the rules together when the rows they drop between them are more than this share

@@ -14,6 +14,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from .errors import SchemaError, finite_number
+
 
 MAX_VALUES = 200   # a declared value set lists at most this many values (more: the column is continuous)
 MAX_POINTS = 10    # declared point masses
@@ -26,7 +28,6 @@ class PublicScale:
     def check_scale(self, where: str) -> None:
         """A numeric column's value set and point masses as this module reads them (sorted, each once, inside
         the bounds; a value set sets bounds it lacks); SchemaError naming the first problem."""
-        from .spec import SchemaError, finite_number
         for label, most in (("values", MAX_VALUES), ("points", MAX_POINTS)):
             given = getattr(self, label)
             if given is None:
@@ -110,7 +111,6 @@ class PublicScale:
     def _range(self, bounds: tuple[float, float] | None) -> tuple[float, float]:
         lo, hi = bounds if bounds is not None else (self.lower, self.upper)
         if lo is None or hi is None:
-            from .spec import SchemaError
             raise SchemaError(f"column {self.name!r} has no public bounds")
         return float(lo), float(hi)
 

@@ -14,11 +14,14 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
 from ..files import MB, SCHEMA_LIMIT, read_input, write_atomic
+from . import derived as derived_rules
+from . import rules as schema_rules
+from .errors import MAX_MAGNITUDE, SchemaError, _preview, _short, finite_number  # noqa: F401 (re-exported)
 from .scale import PublicScale
 
 SCHEMA_VERSION = 1
@@ -26,42 +29,11 @@ KINDS = ("categorical", "integer", "continuous")
 BINNINGS = ("uniform", "log")
 ROLES = (None, "sensitive", "target")
 DATES = (None, "year")
-# the largest magnitude of a numeric bound: integers beyond 2^53 lose exactness as floats
-MAX_MAGNITUDE = 1e15
 # a continuous column's written precision: beyond this a float64 no longer holds the digits
 MOST_DECIMALS = 12
 # the most rows a table may be said to have (a schema's public count, a forecast's): far beyond
 # what one machine reads; a count above it is a typo or 2**70, never a table
 MAX_ROWS = 10 ** 9
-
-
-class SchemaError(ValueError):
-    """A schema or a table does not fit the public facts; the message says what and where."""
-
-
-def _short(value: Any) -> str:
-    """A value as a message quotes it, a very long one cut (a number of 400 digits)."""
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}… ({len(text):,} characters)"
-
-
-def finite_number(x: Any) -> bool:
-    """Whether `x` is a number a float holds: an int or a float, not a bool, finite (an int too
-    long for a float, as 1 followed by 400 zeros in a JSON file, is not: it would end in an
-    OverflowError)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(x))
-    except OverflowError:
-        return False
-
-
-def _preview(values: Iterable[Any], limit: int = 5) -> str:
-    values = list(values)
-    shown = ", ".join(repr(v) for v in values[:limit])
-    more = f" (and {len(values) - limit} more)" if len(values) > limit else ""
-    return shown + more
 
 
 RULE_DERIVED = {"rule_edges", "rule_values"}  # a column's fields derived from the schema's rules, never declared
@@ -191,8 +163,7 @@ class ColumnSpec(PublicScale):
             if self.unknown is not None:
                 self.unknown = str(self.unknown)
         if self.derived is not None:
-            from .derived import canonical
-            self.derived = canonical(self)
+            self.derived = derived_rules.canonical(self)
 
     def vocabulary(self) -> list[str]:
         """The categories a model may emit: the public list plus the reserved unknown category."""
@@ -309,30 +280,26 @@ class Schema:
         `scale_from_rules`)."""
         if not self.rules:
             return {}, {}
-        from .rules import scale_from_rules
-        return scale_from_rules(self)
+        return schema_rules.scale_from_rules(self)
 
     def derive(self, table: pd.DataFrame) -> pd.DataFrame:
         """The table with every derived column computed from its rule (added, or replaced), the schema's
         columns in the schema's order: how sampled rows get their derived columns."""
         if not self.derived_columns:
             return table
-        from .derived import compute
         out = table.copy()
         for c in self.derived_columns:
-            out[c.name] = compute(c, out, self)
+            out[c.name] = derived_rules.compute(c, out, self)
         return out[self.names]
 
     def derived_sources(self, column: ColumnSpec) -> list[str]:
         """The columns a derived column is computed from."""
-        from .derived import sources
-        return sources(column, self)
+        return derived_rules.sources(column, self)
 
     @property
     def rule_checks(self) -> list:
         """The rules parsed against the columns (schema.expressions.Expression: `evaluate(table)` per row)."""
-        from .rules import compiled
-        return compiled(self.rules, self)
+        return schema_rules.compiled(self.rules, self)
 
     @property
     def provenance(self) -> dict:
@@ -386,9 +353,8 @@ class Schema:
         if not isinstance(self.missing_markers, list) or not all(isinstance(m, str) for m in self.missing_markers):
             raise SchemaError("the schema's missing_markers must be a list of texts")
         if self.derived_columns:
-            from .derived import check_sources
             for c in self.derived_columns:
-                check_sources(c, self)
+                derived_rules.check_sources(c, self)
         self.rule_checks  # noqa: B018 -- each rule parsed against the columns: SchemaError naming a bad one
         if self.version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")

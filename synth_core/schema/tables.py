@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -268,7 +269,6 @@ def _short_date_years(text: pd.Series) -> pd.Series:
 
 
 def _parse_dates(values: pd.Series) -> pd.Series:
-    import warnings
     text = values.astype("string")
     years = _short_date_years(text)
     short = years.notna()
