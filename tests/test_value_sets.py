@@ -18,18 +18,22 @@ from synth_core.schema.linked import LinkedSchema, LinkedTables
 
 RATES = [0, 1.2, 2.0, 3.26, 4.56]
 BRACKETS = [17.5, 22, 27, 32, 37]
+FEE = 6.109248  # a point mass inside the range, with more digits than a draft once kept
 
 
 def coded_table(n: int = 600, seed: int = 0) -> pd.DataFrame:
     """Rates from a short list (0 on more than half the rows), ages in brackets written as midpoints, a 1-7
-    item, an amount that is 0 on four rows in five, and a category."""
+    item, an amount that is 0 on three rows in five and a fee on one, and a category."""
     rng = np.random.default_rng(seed)
     sex = rng.choice(["f", "m"], n)
+    u = rng.random(n)
     return pd.DataFrame({
         "rate": rng.choice(RATES, n, p=[0.55, 0.15, 0.1, 0.1, 0.1]),
         "age": rng.choice(BRACKETS, n),
         "item": np.where(sex == "f", rng.integers(4, 8, n), rng.integers(1, 5, n)),
-        "amount": np.where(rng.random(n) < 0.8, 0.0, np.round(rng.gamma(2, 300, n), 2)),
+        # 0 on three rows in five, a fee of 6.109248 (stored at single precision) on one in five
+        "amount": np.select([u < 0.6, u < 0.8], [0.0, float(np.float32(FEE))],
+                            np.round(rng.gamma(2, 300, n), 2)),
         "sex": sex,
     })
 
@@ -39,7 +43,7 @@ def coded_schema() -> Schema:
         ColumnSpec("rate", "continuous", values=RATES),
         ColumnSpec("age", "continuous", lower=15, upper=40, values=BRACKETS),
         ColumnSpec("item", "integer", values=list(range(1, 8))),
-        ColumnSpec("amount", "continuous", lower=0, upper=3000, points=[0]),
+        ColumnSpec("amount", "continuous", lower=0, upper=3000, points=[0, FEE]),
         ColumnSpec("sex", "categorical", categories=["f", "m"]),
     ])
 
@@ -72,6 +76,7 @@ def test_every_family_writes_only_declared_values_and_points_exactly(family, tmp
     assert "3.2600000" not in text and "17.500000" not in text  # as the steward wrote them
     if family != "dp-llmtgen":  # a language model of one epoch writes few rows of a point
         assert (table["amount"] == 0).any()
+        assert (table["amount"] == FEE).mean() > 0.05  # the inner point exactly, not 6.1092 nor 6.1093
 
 
 def test_linked_tables_write_only_declared_values(tmp_path):
@@ -101,9 +106,11 @@ def test_a_draft_proposes_value_sets_and_point_masses_with_a_categorys_protectio
     schema = draft_schema(table)
     assert schema["rate"].values == RATES and schema["rate"].upper >= 4.56
     assert schema["age"].values == BRACKETS and schema["item"].values == list(range(1, 8))
-    assert schema["amount"].values is None and schema["amount"].points == [0]
+    # the fee as the data hold it (6.109248, not 6.10925), the single precision it was stored at dropped
+    assert schema["amount"].values is None and schema["amount"].points == [0, FEE]
     assert schema.drafted_from_data and not schema.confirmed
     rows, report = validate_table(table, schema)
+    assert (rows["amount"] == FEE).mean() > 0.15  # validated rows sit on the point exactly: its bin holds them
     assert set(rows["rate"]) <= set(RATES) and report.columns["rate"].snapped == 5
     assert any("put on the nearest" in line for line in report.summary())
 
@@ -111,7 +118,7 @@ def test_a_draft_proposes_value_sets_and_point_masses_with_a_categorys_protectio
 def test_value_sets_and_points_round_trip_through_json_and_bad_ones_are_refused():
     schema = coded_schema()
     again = Schema.from_json(schema.to_json())
-    assert again == schema and again["age"].values == BRACKETS and again["amount"].points == [0]
+    assert again == schema and again["age"].values == BRACKETS and again["amount"].points == [0, FEE]
     assert again["rate"].lower == 0 and again["rate"].upper == 4.56  # a value set sets the bounds it lacks
     bad = {
         "a single value": ({"values": [1]}, "declare from 2"),
@@ -149,7 +156,7 @@ def test_the_schema_grid_shows_and_edits_value_sets_and_points():
     schema = coded_schema()
     frame = schema_to_frame(schema)
     row = frame.set_index("column")
-    assert row.loc["rate", "values"] == "0, 1.2, 2, 3.26, 4.56" and row.loc["amount", "points"] == "0"
+    assert row.loc["rate", "values"] == "0, 1.2, 2, 3.26, 4.56" and row.loc["amount", "points"] == "0, 6.109248"
     assert frame_to_schema(frame, schema) == schema
     frame.loc[frame["column"] == "item", "values"] = "1, 2, 3, 4, 5"
     frame.loc[frame["column"] == "amount", "points"] = "0, 100"
@@ -180,7 +187,8 @@ def test_dp_finds_the_value_sets_and_points_a_schema_lacks_and_the_ledger_pays_f
     found = find_value_sets(table, _undeclared(), 1.0, ledger, 5000)
     assert found["rate"].values == RATES and found["age"].values == BRACKETS
     assert found["item"].values == list(range(1, 8))
-    assert found["amount"].values is None and found["amount"].points == [0.0]
+    # the fee is written whole (decimals=0): a point at 6
+    assert found["amount"].values is None and found["amount"].points == [0.0, 6.0]
     (entry,) = ledger.entries
     assert entry.kind == "value-sets" and entry.epsilon == 1.0 and entry.delta == 0.0
     assert entry.details["columns"] == ["rate", "age", "item", "amount"]

@@ -21,6 +21,12 @@ MAX_VALUE_SET = 32        # a numeric column of at most this many values is draf
 POINT_SHARE = 0.1         # a value held by this share of a column's rows is drafted as a point mass
 MAX_DRAFT_POINTS = 3
 UNKNOWN = "(other)"
+# free text (`free_text_reason`): more than FREE_TEXT_DISTINCT distinct values, over FREE_TEXT_SHARE
+# of them; or a median over FREE_TEXT_LENGTH characters with over FREE_TEXT_VARIED of them distinct
+FREE_TEXT_DISTINCT = 32
+FREE_TEXT_SHARE = 0.5
+FREE_TEXT_LENGTH = 40
+FREE_TEXT_VARIED = 0.2
 _ID_NAME = re.compile(r"(^|[^a-z])(id|ids|pid|mrn|key|uuid|guid|rownames?|row|index|idx|case|record|serial|ssn|number|"
                       r"no)"
                       r"($|[^a-z])", re.IGNORECASE)
@@ -87,11 +93,12 @@ def _value_set(numeric: pd.Series, is_int: bool, min_count: int) -> tuple[list |
     a value held by fewer rows is never proposed."""
     counts = numeric.value_counts()
     common = counts[counts >= min_count]
-    def written(v):  # as the steward wrote it: 1.8, not 1.7999999523 (single precision, as R writes tables)
+    def written(v):  # as the steward wrote it: 1.8, not 1.7999999523 (single precision, as R writes
+        # tables: within 1e-7 of it), but 6.109248, not 6.10925 (a digit the data hold)
         if is_int:
             return int(v)
         v = float(v)
-        return next((round(v, d) for d in range(7) if abs(round(v, d) - v) <= 1e-6 * max(1.0, abs(v))), v)
+        return next((round(v, d) for d in range(9) if abs(round(v, d) - v) <= 1e-7 * max(1.0, abs(v))), v)
     if numeric.nunique() <= MAX_VALUE_SET and len(common) >= 2:
         return sorted(written(v) for v in common.index), None
     heavy = common[common >= POINT_SHARE * len(numeric)]
@@ -115,6 +122,29 @@ def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None)
     return None
 
 
+def free_text_reason(present: pd.Series) -> str | None:
+    """Why a text column looks like free text (None if it does not). Of its non-blank values, more
+    than FREE_TEXT_DISTINCT (32) and more than FREE_TEXT_SHARE (half) are distinct; or their median
+    length is over FREE_TEXT_LENGTH (40) characters and more than FREE_TEXT_VARIED (a fifth) are
+    distinct. Drafted as a category, its notes held by MIN_CATEGORY_COUNT rows would become public
+    categories (a category list is public): the draft leaves it out. "agree"/"disagree", and a few
+    long labels each held by many rows, stay categories."""
+    text = present.astype(str).str.strip()
+    text = text[text != ""]
+    if text.empty:
+        return None
+    distinct, n = int(text.nunique()), len(text)
+    length = float(text.str.len().median())
+    if distinct > FREE_TEXT_DISTINCT and distinct > FREE_TEXT_SHARE * n:
+        said = f"{distinct:,} different values among {n:,}"
+    elif length > FREE_TEXT_LENGTH and distinct > FREE_TEXT_VARIED * n:
+        said = f"long values (a median of {length:.0f} characters), {distinct:,} different"
+    else:
+        return None
+    return (f"free text: {said} (notes, comments, names); a category list is public, so they are "
+            "never proposed as categories")
+
+
 def _dates(present: pd.Series) -> pd.Series | None:
     """The parsed dates if (nearly) every value of a text column is a date that shows its year (four digits:
     ranges such as "1-5" or "10-20" parse as days of this year, and a date column is kept as its year)."""
@@ -133,9 +163,10 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
     """Propose a schema by READING THE PRIVATE TABLE, protective by default.
 
     A draft discloses facts about the data, so it proposes as little as it can: columns that look like
-    identifiers (names, near-unique codes, row numbers, keys) or hold no values are left out (`excluded`,
-    with the reason); a date column is generalised to its year, with bounds rounded to decades; numeric
-    bounds leave out the few most extreme values (`_bulk_range`) and are rounded outward to round numbers
+    identifiers (names, near-unique codes, row numbers, keys), free text (`free_text_reason`) or
+    hold no values are left out (`excluded`, with the reason); a date column is generalised to its
+    year, with bounds rounded to decades; numeric bounds leave out the few most extreme values
+    (`_bulk_range`) and are rounded outward to round numbers
     (0, ±1, 2, 5 × 10^k); a numeric column of few values (codes, brackets, a scale) is proposed with its value
     set and one with values that hold a tenth of its rows with those points (`_value_set`: each held by
     `min_category_count` rows or more, as a category); a category seen in fewer than
@@ -190,6 +221,8 @@ def _draft_column(name: str, raw: pd.Series, miss: pd.Series, role: str | None, 
     is_numeric = numeric.notna().all() and not boolean
     dates = None if is_numeric else _dates(present)
     reason = None if dates is not None else _identifier_reason(name, present, numeric if is_numeric else None)
+    if not reason and dates is None and not is_numeric and not boolean:
+        reason = free_text_reason(present)
     if reason:
         return reason
     if dates is not None:

@@ -70,6 +70,14 @@ class PublicScale:
         out = np.where(np.abs(x - below) <= np.abs(above - x), below, above)
         return np.where(np.isnan(x), np.nan, out)
 
+    def on_points(self, x) -> np.ndarray:
+        """Numbers written at a declared point mass up to single precision (6.109248 stored as
+        6.1092479) put on it exactly, so that the point's own bin holds them; others as they are."""
+        x = np.asarray(x, dtype=float)
+        for p in map(float, self.points or ()):
+            x = np.where(np.abs(x - p) <= 1e-6 * max(1.0, abs(p)), p, x)
+        return x
+
     def decode_bins(self, edges: np.ndarray, b: np.ndarray, rng: np.random.Generator,
                     how: str = "uniform") -> np.ndarray:
         """A value for each bin index b of `edges` that the column can take: a declared value inside the bin

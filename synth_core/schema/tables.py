@@ -193,7 +193,7 @@ def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRepor
         snapped = spec.snap(values)
         rep.snapped = int((~_written_at(values, snapped) & ~miss.to_numpy()).sum())
         values = snapped
-    return values
+    return spec.on_points(values)  # a declared point mass exactly, as its own bin holds it
 
 
 def _categories(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnReport) -> np.ndarray:
