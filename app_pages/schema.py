@@ -27,8 +27,9 @@ if schema.provenance["warning"]:
     st.warning("**These bounds, category lists, value sets and decimals were drafted by reading your private table.** The draft "
                "already leaves out the 10 most extreme values of each number (they are clipped to its bounds) and "
                "rounds its bounds outward, leaves out categories seen in fewer than 10 rows and columns that "
-               "identify people, but what remains still describes your data. Edit it into public facts (list every "
-               "possible category, use bounds from documentation) and confirm below"
+               "identify people or hold free text, but what remains still describes your data. "
+               "Edit it into public facts (list every possible category, use bounds from "
+               "documentation) and confirm below"
                + ("." if linked else ", or clear the numeric bounds and pay part of ε to estimate them privately."),
                icon=":material/warning:")
     if linked and schema.time_index:

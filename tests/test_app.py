@@ -693,3 +693,52 @@ def test_the_schema_step_adds_edits_and_deletes_rules_and_counts_the_rows_that_b
     at.button(key=f"rule_delete_{version}_0").click().run()
     no_exceptions(at)
     assert at.session_state["schema"].rules == []
+
+
+def test_the_steward_leaves_a_column_out_and_brings_it_back(workspace):
+    """Issue 61 item 3: the draft leaves a comment column out as free text, with its reason; the
+    steward leaves another column out ("left out by you", shown beside the draft's own), and the
+    model page's schema, the validation, the exported schema and the budget book's identity no
+    longer have it; brought back, the column is modelled again with its facts."""
+    table = demo_table(400, seed=11)
+    notes = [f"visit {i}: {'called back' if i % 2 else 'left a message'}"
+             for i in range(len(table))]
+    table["comment"] = [None if i % 17 < 9 else ("see file" if i % 4 == 0 else notes[i])
+                        for i in range(len(table))]  # blank on 53 % of the rows, notes otherwise
+    at = new_app()
+    upload(at, "visits.csv", table.to_csv(index=False).encode())
+    at.switch_page("app_pages/schema.py").run()
+    no_exceptions(at)
+    drafted = at.session_state["schema"]
+    assert "comment" not in drafted and drafted.excluded["comment"].startswith("free text")
+    assert "**comment**: free text" in texts(at.info)
+    at.button(key="confirm_schema").click().run()
+    at.selectbox(key="leave_out_column").set_value("hours-per-week").run()
+    at.button(key="leave_out").click().run()
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    schema = at.session_state["schema"]
+    assert "hours-per-week" not in schema and schema.excluded["hours-per-week"] == "left out by you"
+    assert schema.confirmed and schema.names == [n for n in drafted.names if n != "hours-per-week"]
+    assert "**hours-per-week**: left out by you" in texts(at.info)
+    # the validation, in markdown
+    assert "ignored: hours\\-per\\-week, comment" in texts(at.markdown)
+    exported = json.loads(schema.to_json())  # what "Download schema JSON" serves
+    assert "hours-per-week" not in [c["name"] for c in exported["columns"]]
+    at.switch_page("app_pages/model.py").run()
+    no_exceptions(at)
+    assert at.session_state["schema"].names == schema.names
+    assert "Number columns without declared values: **age**." in texts(at.markdown)
+    assert "hours-per-week" not in at.session_state["table_identity_of"][1][0][0][1]  # the book's
+    at.switch_page("app_pages/schema.py").run()
+    at.selectbox(key="bring_back_column").set_value("hours-per-week").run()
+    at.button(key="bring_back").click().run()
+    no_exceptions(at)
+    back = at.session_state["schema"]
+    assert back.names == drafted.names and back["hours-per-week"] == drafted["hours-per-week"]
+    assert "hours-per-week" not in back.excluded and "comment" in back.excluded
+    assert "left out by you" not in texts(at.info)
+    at.switch_page("app_pages/model.py").run()
+    no_exceptions(at)
+    assert "Number columns without declared values: **age, hours-per-week**." in texts(at.markdown)
+    assert "hours-per-week" in at.session_state["table_identity_of"][1][0][0][1]

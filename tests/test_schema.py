@@ -359,3 +359,34 @@ def test_dates_written_with_and_without_a_time_zone_are_read_as_their_years():
     assert schema["when"].kind == "integer" and schema["when"].date == "year"
     rows, _ = validate_table(table, schema)
     assert rows["when"].value_counts().to_dict() == {2013: 30, 2014: 30}
+
+
+def test_a_column_the_steward_leaves_out_takes_the_drafts_path_and_comes_back_as_it_was():
+    """Issue 61 item 3: a column left out joins `excluded` ("left out by you"), as the draft's own
+    exclusions do: validation ignores it, the exported schema does not model it, an import of that
+    export fits the table; a confirmed schema stays so (no fact is added); brought back, the column
+    has its facts and place again, and the draft needs confirming again. A rule or a derived column
+    that reads it, or the last column, keeps it in."""
+    from synth_core.privacy.table_budget import identity_key
+    from workbench.schema_table import LEFT_OUT_BY_YOU, bring_back, fitted_to, leave_out
+    table = small_table()
+    schema = small_schema()
+    schema.drafted_from_data = True
+    schema.confirm()
+    left = leave_out(schema, "income")
+    assert left.names == ["age", "sex", "job"] and left.excluded == {"income": LEFT_OUT_BY_YOU}
+    assert left.confirmed and "income" in schema  # the schema it came from is unchanged
+    clean, report = validate_table(table, left)
+    assert "income" not in clean and report.ignored_columns == ["income"]
+    exported = json.loads(left.to_json())
+    assert [c["name"] for c in exported["columns"]] == ["age", "sex", "job"]
+    assert fitted_to(table, Schema.from_json(left.to_json())).names == left.names
+    assert identity_key(table, left) != identity_key(table, schema)
+    back = bring_back(left, schema["income"], 1)
+    assert back.names == schema.names and back["income"] == schema["income"] and not back.excluded
+    assert not back.confirmed  # a fact came back: confirmed again, as after any edit
+    assert identity_key(table, back) == identity_key(table, schema)
+    with pytest.raises(SchemaError, match="'age' cannot be left out"):
+        leave_out(Schema(columns=schema.columns, rules=["age >= 18"]), "age")
+    with pytest.raises(SchemaError, match="only column"):
+        leave_out(Schema(columns=[ColumnSpec("age", "integer", lower=18, upper=90)]), "age")

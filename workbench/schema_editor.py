@@ -1,6 +1,7 @@
-"""The schema step's column editor: one table's public facts as a grid the steward edits, a form for one column in
-detail, and a column derived by a public rule. The changes go through `put(new_schema, remount)`; the facts' checks
-are the core's (workbench.schema_table, synth_core.schema). Used once for one table, twice for linked tables."""
+"""The schema step's column editor: one table's public facts as a grid the steward edits, a form
+for one column in detail, a column derived by a public rule, and columns left out of the model (and
+brought back). The changes go through `put(new_schema, remount)`; the facts' checks are the core's
+(workbench.schema_table, synth_core.schema). Used once for one table, twice for linked tables."""
 from __future__ import annotations
 
 from typing import Callable
@@ -11,9 +12,12 @@ from synth_core.schema import KINDS, Schema, SchemaError
 from synth_core.schema.derived import describe
 from workbench.schema_table import (
     EDITOR_COLUMNS,
+    LEFT_OUT_BY_YOU,
     ROLE_CHOICES,
+    bring_back,
     categories_to_text,
     frame_to_schema,
+    leave_out,
     lines_to_categories,
     number_text,
     numbers_to_text,
@@ -21,14 +25,16 @@ from workbench.schema_table import (
     text_to_numbers,
     with_rule,
 )
+from workbench.state import LEFT_OUT_SPECS
 
 
 def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: str = "", rules: bool = True) -> Schema:
     """The editor of `schema`'s columns (widget keys start with `prefix`); the schema as edited. rules: offer
     columns derived by a rule (linked tables have none yet)."""
     if schema.excluded:
-        st.info("Left out of the model, as the draft proposed (the synthetic table will not have them):\n\n"
-                + "\n".join(f"- **{name}**: {why}" for name, why in schema.excluded.items()), icon=":material/block:")
+        st.info("Left out of the model (the synthetic table will not have them):\n\n"
+                + "\n".join(f"- **{name}**: {why}" for name, why in schema.excluded.items()),
+                icon=":material/block:")
     dated = [c.name for c in schema.columns if c.date]
     if dated:
         st.caption(f"Read from dates and kept as the year only: {', '.join(dated)}.")
@@ -50,6 +56,7 @@ def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: 
             put(updated, False)
             schema = updated
 
+    _leave_out(schema, put, prefix)
     with st.expander("Edit one column in detail"):
         name = st.selectbox("Column", schema.names, key=f"{prefix}detail_column")
         spec = schema[name]
@@ -81,6 +88,40 @@ def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: 
         if rules:
             _derived_rule(schema, name, put, prefix)
     return schema
+
+
+def _leave_out(schema: Schema, put: Callable[[Schema, bool], None], prefix: str) -> None:
+    """Leave a column out of the model, as the draft leaves out identifiers and free text (it joins
+    `excluded`, "left out by you"), or bring back one the steward left out, as it was: its facts are
+    kept in the session (LEFT_OUT_SPECS, forgotten with the table)."""
+    kept = st.session_state.setdefault(LEFT_OUT_SPECS, {})
+    back = [n for n, why in schema.excluded.items()
+            if why == LEFT_OUT_BY_YOU and prefix + n in kept]
+    with st.expander("Leave a column out of the model" + (" or bring one back" if back else "")):
+        st.caption("A column left out is not modelled, not validated, not in the synthetic table "
+                   "and not among the exported schema's columns (free-text notes, a column nobody "
+                   "needs).")
+        c1, c2 = st.columns(2)
+        name = c1.selectbox("Column to leave out", schema.names, key=f"{prefix}leave_out_column")
+        if c1.button("Leave it out", key=f"{prefix}leave_out"):
+            try:
+                put(leave_out(schema, name), True)
+            except SchemaError as e:
+                st.error(f"Not applied: {e}")
+            else:
+                kept[prefix + name] = (schema[name], schema.names.index(name))
+                st.rerun()
+        if back:
+            name = c2.selectbox("Column you left out", back, key=f"{prefix}bring_back_column")
+            if c2.button("Bring it back", key=f"{prefix}bring_back"):
+                spec, position = kept[prefix + name]
+                try:
+                    put(bring_back(schema, spec, position), True)
+                except SchemaError as e:
+                    st.error(f"Not applied: {e}")
+                else:
+                    del kept[prefix + name]
+                    st.rerun()
 
 
 def _derived_rule(schema: Schema, name: str, put: Callable[[Schema, bool], None], prefix: str) -> None:

@@ -21,6 +21,8 @@ from synth_core.schema.linked import LinkedSchema, LinkedTables
 
 EDITOR_COLUMNS = ["column", "kind", "lower", "upper", "categories", "values", "points", "nullable", "role",
                   "binning", "decimals", "derived", "source"]
+# the reason Schema.excluded gives for a column the steward left out (the draft gives its own)
+LEFT_OUT_BY_YOU = "left out by you"
 NO_ROLE = "—"  # shown for a column without a role (an empty cell reads "None" in Streamlit's grid)
 ROLE_CHOICES = [NO_ROLE, "sensitive", "target"]
 
@@ -167,10 +169,40 @@ def with_rule(schema: Schema, name: str, rule: dict | None) -> Schema:
     return _edited(schema, specs)
 
 
-def _edited(base: Schema, specs: list[ColumnSpec]) -> Schema:
-    """The schema with edited columns, checked; a confirmed draft whose facts changed needs confirming again."""
+def leave_out(schema: Schema, name: str) -> Schema:
+    """The schema without column `name`, listed in `excluded` as "left out by you": the path the
+    draft's own exclusions take (the model, validation, the export and the budget book's identity
+    see only the schema's columns). A confirmed schema stays so: no fact is added. SchemaError if a
+    rule or a derived column reads it, or if it is the last column."""
+    if name not in schema:
+        raise SchemaError(f"no column {name!r} in the schema")
+    if len(schema.columns) == 1:
+        raise SchemaError(f"{name!r} is the only column left to model")
+    excluded = {**schema.excluded, name: LEFT_OUT_BY_YOU}
+    try:
+        kept = [copy.deepcopy(c) for c in schema.columns if c.name != name]
+        new = _edited(schema, kept, excluded)
+    except SchemaError as e:
+        raise SchemaError(f"{name!r} cannot be left out: {e}") from None
+    new.confirmed = schema.confirmed
+    return new
+
+
+def bring_back(schema: Schema, spec: ColumnSpec, position: int) -> Schema:
+    """The schema with a column the steward left out modelled again, as it was (`spec`), at
+    `position` among the columns; a confirmed draft needs confirming again, as after any edit."""
+    specs = [copy.deepcopy(c) for c in schema.columns]
+    specs.insert(min(position, len(specs)), copy.deepcopy(spec))
+    excluded = {k: v for k, v in schema.excluded.items() if k != spec.name}
+    return _edited(schema, specs, excluded)
+
+
+def _edited(base: Schema, specs: list[ColumnSpec], excluded: dict | None = None) -> Schema:
+    """The schema with edited columns (and columns left out: `excluded`, else the base's), checked;
+    a confirmed draft whose facts changed needs confirming again."""
     new = Schema(columns=specs, drafted_from_data=base.drafted_from_data, confirmed=base.confirmed,
-                 missing_markers=list(base.missing_markers), excluded=dict(base.excluded), rows=base.rows,
+                 missing_markers=list(base.missing_markers),
+                 excluded=dict(base.excluded if excluded is None else excluded), rows=base.rows,
                  rules=list(base.rules))
     new.check()  # one column per role, among the rest
     if base.drafted_from_data and base.confirmed and _facts(new) != _facts(base):
@@ -185,7 +217,9 @@ def _facts(schema: Schema) -> list:
 
 def fitted_to(table, new: Schema | LinkedSchema) -> Schema | LinkedSchema:
     """An imported schema checked against the steward's table (linked tables: each against its table, the key
-    apart), columns in the table's order then derived columns the table lacks; SchemaError naming what differs."""
+    apart), columns in the table's order then derived columns the table lacks; SchemaError naming
+    what differs. A column the schema leaves out (`excluded`: the draft's or the steward's) is no
+    difference."""
     if isinstance(new, LinkedSchema) != isinstance(table, LinkedTables):
         raise SchemaError("the schema describes " + ("two linked tables" if isinstance(new, LinkedSchema) else
                                                      "one table") + ", but the data loaded on step 1 is "
@@ -198,13 +232,14 @@ def fitted_to(table, new: Schema | LinkedSchema) -> Schema | LinkedSchema:
             except SchemaError as e:
                 raise SchemaError(f"the {label} table: {e}") from None
         return dataclasses.replace(new, parent=parts[0], child=parts[1])
-    missing = [str(n) for n in table.columns if n not in new]
+    missing = [str(n) for n in table.columns if n not in new and str(n) not in new.excluded]
     extra = [c.name for c in new.columns if c.name not in table.columns and not c.derived]
     if missing or extra:
         raise SchemaError("the schema does not match the table: " + "; ".join(p for p in (
             f"columns of the table it lacks: {', '.join(missing)}" if missing else "",
             f"columns it names that the table lacks: {', '.join(extra)}" if extra else "") if p))
-    new.columns = [new[n] for n in table.columns] + [c for c in new.derived_columns if c.name not in table.columns]
+    new.columns = [new[n] for n in table.columns if n in new] + [c for c in new.derived_columns
+                                                                  if c.name not in table.columns]
     return new
 
 

@@ -12,6 +12,11 @@ from synth_core.request import FEW_ROWS, MIN_ROWS  # noqa: F401 - the core's rul
 from synth_core.runs import LIVE_STATES, RunDir, RunError
 
 
+# the facts of the columns the steward left out, to bring them back as they were (schema_editor):
+# {prefix + name: (ColumnSpec, position)}
+LEFT_OUT_SPECS = "left_out_specs"
+
+
 def runs_root() -> Path:
     return home.runs_root()
 
@@ -68,8 +73,9 @@ def set_dataset(table, name: str, source: str, schema, about: str = "") -> None:
     st.session_state["table_about"] = about
     st.session_state["schema"] = schema
     st.session_state["schema_version"] = st.session_state.get("schema_version", 0) + 1
-    # the run in view was another table's: the pages and the sidebar now follow this table's newest run
-    for key in ("plan_request", "estimate", "run_path", "all_tables"):
+    # the run in view was another table's: the pages and the sidebar now follow this table's newest
+    # run; the facts of the columns the steward left out were the old table's
+    for key in ("plan_request", "estimate", "run_path", "all_tables", LEFT_OUT_SPECS):
         st.session_state.pop(key, None)
 
 
