@@ -33,8 +33,9 @@ import pandas as pd
 import torch
 
 from ..encoding import TokenEncoder
-from ..privacy import PrivacyLedger, selection
-from ..privacy.planning import RhoPlan, plan_rho
+from ..privacy import selection
+from ..privacy.ledger import SELECTED
+from ..privacy.planning import RhoPlan
 from ..privacy.randomness import secret_rng
 from ..training.engine import StepCount, TrainResult
 from . import graphical, plan_words, recommend
@@ -78,6 +79,7 @@ class AIM(SynthModel):
         return f"planning {cls.family}'s rounds for ε = {epsilon:g} (zero-concentrated DP, composed by Rényi DP)"
 
     dp_mechanism = "AIM: marginals selected (exponential mechanism) and measured (Gaussian mechanism)"
+    ledger_kind = SELECTED
     presets = PRESETS
     size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
 
@@ -102,7 +104,6 @@ class AIM(SynthModel):
         self.merged_weights: dict[str, np.ndarray] = {}  # how a merged cell's rows are shared among its public cells
         self.net = None
         self.model = None      # mbi's MarkovRandomField once fitted
-        self.budget = None     # the RhoBudget of the last fit
         self.rounds_log: list = []
 
     @property
@@ -121,7 +122,7 @@ class AIM(SynthModel):
         if self.config.n_bins == 0:
             self.config.n_bins = recommend.aim_bins(n_rows, epsilon, len(self.sizes))
             self.build()
-        return plan_rho(epsilon, delta, self.planned_rounds(), n_rows, alongside)
+        return super().plan_privacy(n_rows, epsilon, delta, accountant, alongside)
 
     def opening(self, rho: float, rounds: int) -> dict:
         """How a run with budget ρ and `rounds` planned rounds starts (privacy.selection.opening)."""
@@ -177,9 +178,6 @@ class AIM(SynthModel):
         to 5.5 times from 60,000 (where a run takes minutes)."""
         signal = len(self.sizes) * plan.population * plan.epsilon
         return min(plan.rounds, math.ceil(self.fewest_rounds(plan) * (4 if signal >= 50_000 else 1.5)))
-
-    def probe_plan(self, rows: int, batch: int, steps: int) -> RhoPlan:
-        return plan_rho(1.0, 1e-6, steps, rows)
 
     def encode(self, table: pd.DataFrame) -> np.ndarray:
         """Each row's cell in every column's public discretisation: (n, columns) local indices."""
@@ -260,7 +258,7 @@ class AIM(SynthModel):
         m = mbi()
         cfg, start = self.config, time.perf_counter()
         total = float(plan.population)  # the released row count: public, or noisy and paid for
-        self.budget = budget = selection.RhoBudget(plan.rho)
+        budget = self.budget  # the plan's ρ, made by `fit`
         rng = secret_rng()
         rounds = plan.rounds
         # a round of the plan spends ρ/rounds, 90% measuring and 10% selecting; the first measures every column
@@ -279,7 +277,7 @@ class AIM(SynthModel):
                                         for name, y in first.items()])
         model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters)
         self.model = model
-        emit = self._emitter(plan, budget, on_event, events, start)
+        emit = self._emitter(on_event, events, start)
         # the rounds it is expected to take: first what the estimate before the run expected (expected_steps),
         # then those its budget still pays for, each next round's cost growing by the share of rounds that
         # quadrupled it so far, weighed with the share the first count assumed (benchmarks/history/2026-11-27.md, "Estimates
@@ -314,13 +312,9 @@ class AIM(SynthModel):
                 done + self._fewest_left(budget.left, budget.cost(epsilon, sigma), 4.0 ** share)
             emit(done, expected, loss, list(cl))
         self.rounds_log = [tuple(e["selected"]) for e in events[1:]]  # the pairs chosen (the first measured every column)
-        seconds = time.perf_counter() - start
         # the rounds it took when the budget ran out (the plan's count is an upper bound), else those it expected
         planned = done if not cancelled else max(done, events[-1]["steps"] if events else rounds)
-        return TrainResult(steps_done=done, steps_planned=planned,
-                           cancelled=cancelled, epsilon_spent=plan.rounds_spent(budget.spent),
-                           seconds=seconds, samples_seen=len(data), last_loss=events[-1]["loss"] if events else None,
-                           device="cpu", events=events)
+        return self.rounds_result(done, planned, cancelled, events, start, len(data))
 
     def _measure_columns(self, data: np.ndarray, budget, sigma: float, rng) -> tuple[dict, list]:
         """The first round: every column's counts with noise σ (compressed where the config says), as the counts
@@ -353,22 +347,18 @@ class AIM(SynthModel):
             return None
         return next((c.name for c in self.schema.columns if c.role == "target"), None)
 
-    def _emitter(self, plan: RhoPlan, budget, on_event, events: list, start: float):
+    def _emitter(self, on_event, events: list, start: float):
         def emit(done: int, expected: int, loss: float | None, selected: list) -> None:
-            event = {"step": done, "steps": max(expected, done), "epoch": budget.spent / budget.total,
-                     "loss": loss, "epsilon": plan.spent_after(budget.spent), "batch_size": 0,
-                     "samples_per_s": None, "elapsed_s": time.perf_counter() - start, "selected": selected,
-                     "rho_spent": budget.spent, "unit": plan.unit, "mechanism": "AIM"}
+            event = self.round_event(done, expected, loss, start, selected=selected,
+                                     mechanism="AIM")
             events.append(event)
             if on_event is not None:
                 on_event(event)
         return emit
 
-    def charge(self, ledger: PrivacyLedger, outcome: str, steps: int) -> None:
-        budget = self.budget if self.budget is not None else selection.RhoBudget(self.plan.rho)
-        selection.record(ledger, budget, self.plan.delta, cancelled=outcome == "cancelled",
-                         interrupted=outcome == "interrupted", model=self.family, rounds=steps,
-                         marginals=[list(c) for c in self.rounds_log], bins=self.config.n_bins)
+    def ledger_details(self) -> dict:
+        """The marginals its rounds selected and the numbers' bins, beside the ρ charged."""
+        return {"marginals": [list(c) for c in self.rounds_log], "bins": self.config.n_bins}
 
     # --- sampling ------------------------------------------------------------------------------------
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:

@@ -8,6 +8,8 @@ privacy layer plans the noise for it, the engine counts the steps it starts, and
 charge them (`privacy.ledger.record_training`) however training ends. A family that trains differently
 (the GANs) overrides the `train_private` hook; one with work before the private table is read (DP-LLMTGen's
 format learning) overrides `prepare`; one with more to say in the ledger, `ledger_details`.
+A family with its own mechanism instead of DP-SGD (`uses_dp_sgd = False`: AIM) spends a budget ρ
+that the same hooks plan, make and charge from what it declares (models.own_mechanism).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import torch
 
 from ..errors import SamplingError  # noqa: F401  (raised here; its home costs no import of torch)
 from ..privacy import NoisePlan, PrivacyLedger
-from ..privacy import planning
+from ..privacy import planning, selection
 from ..privacy.planning import RhoPlan, SamplingShape
 from ..privacy.ledger import record_training
 from ..privacy.measurements import Marginals
@@ -35,6 +37,7 @@ from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
 from .calibration import balance_rows, grow_and_calibrate, pool_size
+from .own_mechanism import OwnMechanism
 from .resampling import resample
 from .options import check_model_options, check_sample_rows
 from . import plan_words
@@ -60,7 +63,10 @@ def register(name: str, linked: bool = False):
             raise TypeError(f"the family {name!r} does not implement {', '.join(missing)}")
         if cls.uses_dp_sgd and cls.loss_fn is SynthModel.loss_fn and cls.train_private is SynthModel.train_private:
             raise TypeError(f"the family {name!r} trains by DP-SGD: implement loss_fn (one loss per row), or set "
-                            "uses_dp_sgd = False and implement train_private, plan_privacy and charge")
+                            "uses_dp_sgd = False and implement train_private (its own mechanism)")
+        if not cls.uses_dp_sgd and cls.train_private is SynthModel.train_private:
+            raise TypeError(f"the family {name!r} has its own mechanism (uses_dp_sgd = False): "
+                            "implement train_private, spending self.budget")
         cls.family = name
         (LINKED_MODELS if linked else MODELS)[name] = cls
         return cls
@@ -106,22 +112,26 @@ def draw_with_rejection(n: int, draw: Callable[[int], Any], rejecting: bool, max
     return kept, accepted, tried
 
 
-class SynthModel(Described, Timed, abc.ABC):
+class SynthModel(Described, Timed, OwnMechanism, abc.ABC):
     """A model family's DP contract. A family implements, and ARCHITECTURE.md's "Adding a family" walks through:
 
     build()          (abstract) its network in `self.net` from the public schema only (None: no network)
-    encode(table)    (abstract) the validated private rows as the tensor its training reads
+    encode(table)    (abstract) the validated private rows as what its training reads
     draw(n, conditions, seed)  (abstract) n rows of the model meeting `conditions`; sets `last_sample_info`
-    loss_fn(module, rows)      one loss per row: DP-SGD through the shared engine (per-sample clipping, Poisson
-                     batches, secret noise); or, with `uses_dp_sgd = False`, its own mechanism in
-                     `train_private`, its noise plan in `plan_privacy` and what it spent in `charge`
+    and by DP-SGD through the shared engine (per-sample clipping, Poisson batches, secret noise):
+    loss_fn(module, rows)      one loss per row
     sampling_shape(n_rows)     how its training samples (the default reads its TrainConfig); never an ε
+    or by its own mechanism, with `uses_dp_sgd = False` and its ledger words in `dp_mechanism`:
+    train_private(data, plan, on_event, should_stop, steps)  spends `self.budget` (ρ, made by
+                     `fit`), counts its rounds in `steps`; `round_event`, `rounds_result` tell them
+    planned_rounds()           its rounds (default 1); the base plans, charges and describes them
 
     and as class attributes `config_class` (a dataclass of its options; its own `check` adds what must agree)
-    and `presets` (at least tiny, quick and cpu: {"model": {...}, "train": {...}}). Optional hooks:
-    check_schema, prepare, ledger_details, weights_to_save, load_weights, save_extra, restore, upgrade_state.
-    What it says about itself (models.traits.Described) and what the time estimate asks of it
-    (models.traits.Timed) are apart from this contract."""
+    and `presets` (at least tiny, quick and cpu: {"model": {...}, "train": {...}}; "train" is
+    DP-SGD's). Optional hooks: check_schema, prepare, ledger_details, count_noise, plan_summary,
+    weights_to_save, load_weights, save_extra, restore, upgrade_state. What it says about itself
+    (models.traits.Described) and what the time estimate asks of it (models.traits.Timed) are apart
+    from this contract."""
     family = "base"
     config_class: type = object
     presets: dict[str, dict] = {}
@@ -136,6 +146,7 @@ class SynthModel(Described, Timed, abc.ABC):
         self.schema = schema.modelled()
         self.device = pick_device(device)
         self.plan: NoisePlan | RhoPlan | None = None
+        self.budget: selection.RhoBudget | None = None  # its own mechanism's ρ, made by `fit`
         self.train_result: TrainResult | None = None
         self.last_sample_info: dict = {}
         self.calibration: Marginals | None = None  # the run's noisy marginals, if it measured any
@@ -163,8 +174,8 @@ class SynthModel(Described, Timed, abc.ABC):
         base = cls.presets[preset]
         config = cls.config_class(**{**base["model"], **{k: v for k, v in overrides.items() if k in model_fields}})
         check_model_options(config)
-        train_config = TrainConfig(**{**base["train"], **{k: v for k, v in overrides.items() if k in train_fields}},
-                                   seed=seed, device=device)
+        trained = {k: v for k, v in overrides.items() if k in train_fields}
+        train_config = TrainConfig(**{**base.get("train", {}), **trained}, seed=seed, device=device)
         train_config.check()
         pick_device(device)  # a device this machine has
         return config, train_config
@@ -184,7 +195,7 @@ class SynthModel(Described, Timed, abc.ABC):
 
     @property
     def n_parameters(self) -> int:
-        return sum(p.numel() for p in self.net.parameters())
+        return sum(p.numel() for p in self.net.parameters()) if self.net is not None else 0
 
     # --- training -----------------------------------------------------------------------------------
     # what the ledger calls this family's private training
@@ -219,8 +230,11 @@ class SynthModel(Described, Timed, abc.ABC):
         return SamplingShape(population=n_rows, expected_batch=batch, epochs=tc.epochs, max_grad_norm=tc.max_grad_norm)
 
     def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
-                     alongside: tuple = ()) -> NoisePlan:
-        """The noise plan; `alongside`: the run's Gaussian measurements, composed with the training."""
+                     alongside: tuple = ()) -> NoisePlan | RhoPlan:
+        """The noise plan; `alongside`: the run's Gaussian measurements, composed with the training.
+        Its own mechanism's: ρ for its planned rounds (`rho_plan`)."""
+        if not self.uses_dp_sgd:
+            return self.rho_plan(n_rows, epsilon, delta, alongside)
         return planning.plan(self.sampling_shape(n_rows), epsilon, delta, accountant, alongside)
 
     def count_noise(self, plan) -> float | None:
@@ -233,6 +247,8 @@ class SynthModel(Described, Timed, abc.ABC):
         """The plan in a steward's words, for the model page (models.plan_words): what it adds, how many steps,
         what training alone costs, and any warning. `accountant`: the one asked for; bounds, statistics:
         whether the run pays for DP bounds and measures the marginals alongside."""
+        if not self.uses_dp_sgd:
+            return self.rho_summary(plan, rows, epsilon, bounds, statistics)
         return plan_words.dp_sgd_summary(plan, rows, epsilon, self.train_config.epochs, self.n_parameters,
                                          accountant, bounds, statistics, self.ledger_details().get("unit", "row"))
 
@@ -249,6 +265,7 @@ class SynthModel(Described, Timed, abc.ABC):
         if plan is not None and not plan.matches(epsilon, delta, accountant):
             raise ValueError("the noise plan was calibrated for another budget")
         self.plan = plan if plan is not None else self.plan_privacy(len(table), epsilon, delta, accountant)
+        self.budget = None if self.uses_dp_sgd else selection.RhoBudget(self.plan.rho)
         self.count_variance = ledger.count_variance if ledger is not None else 0.0
         steps, outcome = StepCount(), "interrupted"
         try:
@@ -266,7 +283,10 @@ class SynthModel(Described, Timed, abc.ABC):
 
     def charge(self, ledger: PrivacyLedger, outcome: str, steps: int) -> None:
         """Charge the private training to the ledger, however it ended (outcome: completed, cancelled or
-        interrupted): the `steps` started, by the plan."""
+        interrupted): the `steps` started, by the plan; its own mechanism's: the ρ it spent
+        (`rho_charge`)."""
+        if not self.uses_dp_sgd:
+            return self.rho_charge(ledger, outcome, steps)
         mechanism = self.dp_mechanism if outcome != "interrupted" else "DP-SGD (interrupted)"
         group = distributed.current()
         record_training(ledger, mechanism, self.plan, steps, cancelled=outcome == "cancelled",
@@ -380,7 +400,7 @@ class SynthModel(Described, Timed, abc.ABC):
 
     def weights_to_save(self) -> dict[str, torch.Tensor]:
         """The weights model.pt holds (every weight of the network; a family may keep fewer)."""
-        return self.net.state_dict()
+        return self.net.state_dict() if self.net is not None else {}
 
     def save_extra(self, directory: Path) -> None:
         """Anything else a family needs beside model.pt and model.json."""
@@ -401,8 +421,12 @@ class SynthModel(Described, Timed, abc.ABC):
         return state
 
     def load_weights(self, weights: dict[str, torch.Tensor], directory: Path) -> None:
-        """Put saved weights into the freshly built network (every weight must fit)."""
-        self.net.load_state_dict(weights)
+        """Put saved weights into the freshly built network (every weight must fit; without a
+        network, none)."""
+        if self.net is None and weights:
+            raise KeyError("weights saved for a network this model does not have")
+        if self.net is not None:
+            self.net.load_state_dict(weights)
 
     def restore(self, state: dict) -> None:
         """Anything a family keeps in its state beyond what rebuilds it."""

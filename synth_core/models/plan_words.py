@@ -86,3 +86,21 @@ def rounds_summary(plan, rows: int, epsilon: float, rounds: int, opening: dict, 
                f"stays within {epsilon:g}. σ is the spread of the noise added to each count, in rows; ρ is the same "
                "budget in the unit in which zero-concentrated DP adds rounds up.")
     return PlanSummary(figures, caption)
+
+
+def rho_summary(plan, rows: int, epsilon: float, rounds: int, mechanism: str, bounds: bool,
+                statistics: bool) -> PlanSummary:
+    """A family's own mechanism paid in ρ (zero-concentrated DP), in the words it declares."""
+    figures = [
+        Figure("Rounds" if rounds == plan.rounds else "Rounds, about", f"{rounds:,}",
+               "How many times the mechanism reads the table; each round spends part of ρ."),
+        Figure("Budget (ρ, zero-concentrated)", f"{plan.rho:.3g}",
+               "What the mechanism may spend, in the unit its noise is planned in."),
+        Figure("Its ε alone", f"{plan.planned_epsilon:.3g}",
+               "What the mechanism would cost if it were the only use of the data; with the rest "
+               "of the run, the whole run stays within your ε."),
+    ]
+    caption = (f"{mechanism}, over {rows:,} rows, paid from ρ = {plan.rho:.3g}. The accountant "
+               f"composes it by zero-concentrated DP; the run's whole ε, with "
+               f"{paid_alongside(bounds, statistics)}, stays within {epsilon:g}.")
+    return PlanSummary(figures, caption)

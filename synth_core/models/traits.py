@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..privacy.planning import NoisePlan
+from ..privacy.planning import NoisePlan, RhoPlan, plan_rho
 from .calibration import MIN_POOL, POOL_GROWTH
 
 
@@ -87,9 +87,12 @@ class Timed:
         this machine: all of them; an adaptive mechanism (AIM) usually ends far earlier."""
         return plan.steps
 
-    def probe_plan(self, rows: int, batch: int, steps: int) -> NoisePlan:
+    def probe_plan(self, rows: int, batch: int, steps: int) -> NoisePlan | RhoPlan:
         """A plan for timing `steps` steps of `batch` expected rows on `rows` random rows from the public
-        schema (the estimate's probe): σ does not change a step's cost."""
+        schema (the estimate's probe): σ does not change a step's cost. A family with its own
+        mechanism (`uses_dp_sgd = False`): `steps` rounds paid in ρ, each on all the rows."""
+        if not self.uses_dp_sgd:
+            return plan_rho(1.0, 1e-6, steps, rows)
         return NoisePlan(noise_multiplier=1.0, sample_rate=batch / rows, expected_batch_size=batch, steps=steps,
                          epsilon=1.0, delta=1e-6, accountant="rdp", max_grad_norm=self.train_config.max_grad_norm,
                          planned_epsilon=1.0)

@@ -27,8 +27,10 @@ COUNT = "noisy-count"          # the row count, when the schema does not declare
 MARGINALS = "marginals"        # Gaussian measurements of marginals (calibration of the samples)
 QUANTILES = "quantiles"        # Gaussian measurement of numeric columns' histograms, read as quantiles (their bins)
 SELECTED = "selected-marginals"  # marginals chosen by the exponential mechanism and measured (AIM): zCDP, by ρ
+ZCDP_MECHANISM = "zcdp-mechanism"  # a family's own mechanism (no DP-SGD) paid from ρ: zCDP, by ρ
 UNFINISHED = "unfinished"      # a run whose process died before training: the rest of its ε, charged in full
-TRAINED = (TRAINING, SELECTED)   # the kinds that charge a family's private training (AIM's is its selections)
+# the kinds that charge a family's private training: DP-SGD, or its own mechanism paid in ρ
+TRAINED = (TRAINING, SELECTED, ZCDP_MECHANISM)
 
 
 @dataclass
@@ -293,13 +295,16 @@ def charge_unfinished(ledger: PrivacyLedger) -> LedgerEntry:
 def charge_interrupted(ledger: PrivacyLedger, plan: dict, steps: int) -> LedgerEntry:
     """Charge a training process that died before writing its own entry: the `steps` it logged and the one it
     may have begun unlogged (at most the plan's), by the plan it saved. A plan saved before group sizes were
-    recorded is charged in full, never less than it spent; so is an adaptive mechanism's (its rounds spend
-    unequal shares, and a round may have started unlogged)."""
+    recorded is charged in full, never less than it spent; so is a mechanism paid in ρ (its rounds
+    spend unequal shares, and a round may have started unlogged), in the words and kind its family
+    declared in the plan (a plan saved without them is AIM's)."""
     if plan.get("kind") == "zcdp":
         p = RhoPlan.from_dict(plan)
-        return ledger.record("Marginals selected and measured (interrupted; charged in full)",
-                             epsilon=zcdp_epsilon(p.rho, p.delta), delta=p.delta, accountant="zcdp", kind=SELECTED,
-                             rho=p.rho, rounds_logged=steps, reason="an adaptive mechanism is charged its whole ρ")
+        words = p.mechanism or "Marginals selected and measured"
+        return ledger.record(f"{words} (interrupted; charged in full)",
+                             epsilon=zcdp_epsilon(p.rho, p.delta), delta=p.delta, accountant="zcdp",
+                             kind=p.ledger_kind or SELECTED, rho=p.rho, rounds_logged=steps,
+                             reason="a mechanism paid in ρ is charged its whole ρ")
     if "group_size" not in plan:
         p = NoisePlan.from_dict(plan)
         return ledger.record("DP-SGD (interrupted; charged in full)", epsilon=p.epsilon, delta=p.delta,

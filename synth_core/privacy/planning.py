@@ -101,9 +101,10 @@ class NoisePlan:
 
 @dataclass
 class RhoPlan:
-    """What an adaptive zCDP mechanism (AIM) may spend: ρ such that it and the run's Gaussian measurements
-    alongside, composed, end at (ε, δ). The rounds are those planned at the start; the mechanism's schedule
-    adapts, and its budget (`privacy.selection.RhoBudget`) bounds what it spends, not the rounds."""
+    """What a family's own zCDP mechanism (AIM's adaptive rounds, or any without DP-SGD) may spend:
+    ρ such that it and the run's Gaussian measurements alongside, composed, end at (ε, δ). The
+    rounds are those planned at the start; the mechanism's schedule may adapt, and its budget
+    (`privacy.selection.RhoBudget`) bounds what it spends, not the rounds."""
 
     rho: float
     rounds: int
@@ -115,6 +116,10 @@ class RhoPlan:
     alongside: list = field(default_factory=list)
     prior_epsilon: float = 0.0
     kind: str = "zcdp"
+    # its family's ledger words and entry kind (`SynthModel.dp_mechanism`, `ledger_kind`): a process
+    # that dies is charged in them ("": AIM's, in a plan saved before they were kept)
+    mechanism: str = ""
+    ledger_kind: str = ""
 
     @property
     def steps(self) -> int:
@@ -156,14 +161,18 @@ class RhoPlan:
         return self.spent_after(rho) - self.prior_epsilon
 
 
-def plan_rho(epsilon: float, delta: float, rounds: int, rows: int, alongside: tuple[Gaussian, ...] = ()) -> RhoPlan:
-    """The ρ an adaptive mechanism of `rounds` planned rounds may spend within (ε, δ), its Gaussian
-    measurements `alongside` composed with it, on a table of `rows` rows (as the run released the count)."""
+def plan_rho(epsilon: float, delta: float, rounds: int, rows: int,
+             alongside: tuple[Gaussian, ...] = (), mechanism: str = "",
+             ledger_kind: str = "") -> RhoPlan:
+    """The ρ a mechanism of `rounds` planned rounds (adaptive, or one) may spend within (ε, δ), its
+    Gaussian measurements `alongside` composed with it, on a table of `rows` rows (as the run
+    released the count); mechanism, ledger_kind: its family's ledger words and entry kind."""
     if rounds < 1:
-        raise BudgetError(f"an adaptive mechanism needs at least one round, not {rounds}")
+        raise BudgetError(f"a mechanism paid in ρ needs at least one round, not {rounds}")
     rho = rho_for(epsilon, delta, tuple(alongside))
     out = RhoPlan(rho=rho, rounds=int(rounds), epsilon=epsilon, delta=delta, planned_epsilon=0.0, population=int(rows),
-                  alongside=[[g.noise_multiplier, g.sample_rate, g.steps] for g in alongside])
+                  alongside=[[g.noise_multiplier, g.sample_rate, g.steps] for g in alongside],
+                  mechanism=mechanism, ledger_kind=ledger_kind)
     out.planned_epsilon = out.spent_after(rho)
     return out
 

@@ -7,6 +7,9 @@ selection's ε and the measurement's σ; it refuses a round past the budget, so 
 however the schedule adapts, the ρ spent never exceeds it. The draws come from secret randomness
 (`randomness.secret_rng`). `record` writes what was spent (ρ, and ε at the run's δ) to the ledger, as one
 entry the accountant composes by its ρ, whether the mechanism finished, was cancelled or failed.
+Any family with its own mechanism (no DP-SGD) spends from such a budget: AIM's selections, or
+measurements alone (`sigma_for`: equal ones that spend what is left); its entry carries its own
+words and kind.
 """
 from __future__ import annotations
 
@@ -84,14 +87,27 @@ class RhoBudget:
     def exhausted(self) -> bool:
         return self.left <= 1e-12 * self.total
 
+    @property
+    def share_spent(self) -> float:
+        """The share of the budget spent so far (0 to 1), for a progress bar."""
+        return self.spent / self.total
+
+    def sigma_for(self, measurements: int) -> float:
+        """σ of each of `measurements` equal Gaussian measurements (L2 sensitivity 1, ρ 1/(2σ²)
+        each) that together spend what is left of the budget."""
+        if measurements < 1 or self.exhausted:
+            raise BudgetError(f"{measurements} measurements cannot spend ρ={self.left:.4g}")
+        return math.sqrt(measurements / (2 * self.left))
+
     def schedule(self, rho: float) -> tuple[float, float]:
         """(the selection's ε, the measurement's σ) of a round that spends ρ."""
         return math.sqrt(8 * (1 - MEASUREMENT_SHARE) * rho), math.sqrt(1 / (2 * MEASUREMENT_SHARE * rho))
 
-    def measure(self, counts: np.ndarray, sigma: float, rng: np.random.Generator, what: str = "measurement"
-                ) -> np.ndarray:
+    def measure(self, counts: np.ndarray, sigma: float, rng: np.random.Generator | None = None,
+                what: str = "measurement") -> np.ndarray:
         """counts (one marginal: a row moves one cell by 1, L2 sensitivity 1) + N(0, σ²) per cell, paid; drawn by
-        the secure sampler and rounded (randomness.noisy_counts). `rng` draws the selections, not this noise."""
+        the secure sampler and rounded (randomness.noisy_counts). `rng` draws the selections, not
+        this noise (unused here)."""
         self._spend(gaussian_rho(sigma), what)
         self.measurements += 1
         return noisy_counts(counts, sigma)
@@ -120,10 +136,15 @@ class RhoBudget:
 
 
 def record(ledger: PrivacyLedger, budget: RhoBudget, delta: float, cancelled: bool = False,
-           interrupted: bool = False, **details) -> LedgerEntry:
-    """Charge what an adaptive mechanism spent: its ρ, and ε at δ (what it would cost alone)."""
-    name = "Marginals selected (exponential mechanism) and measured (Gaussian mechanism)"
+           interrupted: bool = False, mechanism: str = "", kind: str = "",
+           **details) -> LedgerEntry:
+    """Charge what a mechanism paid in ρ spent: its ρ, and ε at δ (what it would cost alone).
+    mechanism, kind: the words and entry kind its family declares (`dp_mechanism`, `ledger_kind`);
+    "": AIM's."""
+    name = mechanism or ("Marginals selected (exponential mechanism) and measured "
+                         "(Gaussian mechanism)")
     return ledger.record(name + (" (interrupted)" if interrupted else ""), epsilon=zcdp_epsilon(budget.spent, delta),
-                         delta=delta, accountant="zcdp", kind=SELECTED, rho=budget.spent, rho_budget=budget.total,
+                         delta=delta, accountant="zcdp", kind=kind or SELECTED, rho=budget.spent,
+                         rho_budget=budget.total,
                          selections=budget.selections, measurements=budget.measurements, cancelled=cancelled,
                          **details)
