@@ -380,11 +380,12 @@ def test_aims_report_and_cli_speak_of_its_rounds_and_the_size_is_named_as_chosen
             public_table=True)
     report = privacy_report(RunDir(tmp_path / "aim"))
     text = report_markdown(report)
-    assert "Rounds of an adaptive mechanism" in text and "σ = —" not in text and "clipping norm" not in text
+    assert "Its own mechanism, no DP-SGD: AIM: marginals selected" in text  # in the family's own words
+    assert "σ = —" not in text and "clipping norm" not in text
     assert report["privacy"]["rounds_taken"] >= 1 and report["privacy"]["accountant"] == "zCDP (Rényi)"
     # one number of rounds: those the train page counted last, not the schedule's ceiling
     taken = RunDir(tmp_path / "aim").events()[-1]["step"]
-    assert report["privacy"]["rounds_taken"] == taken and f"{taken} were taken" in text and "planned" not in text
+    assert report["privacy"]["rounds_taken"] == taken and f"in {taken} rounds" in text and "planned" not in text
     api.fit(toy_table, toy_schema, model="dp-tbart", epsilon=2.0, preset="cpu", run_dir=tmp_path / "tbart",
             options={"epochs": 1}, public_table=True)
     assert RunDir(tmp_path / "tbart").public_config()["size"] == "standard"

@@ -53,6 +53,8 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
             "mechanism": "rounds" if plan.get("kind") == "zcdp" else "dp-sgd",
             "rho": plan.get("rho"),
             "rounds_taken": _rounds_taken(ledger),
+            # the family's own words for its mechanism, as its ledger entry holds them
+            "training_mechanism": getattr(ledger.training_entry(), "mechanism", None),
             "noise_multiplier": plan.get("noise_multiplier"),
             "sample_rate": plan.get("sample_rate"),
             "steps_planned": plan.get("steps"),
@@ -210,9 +212,9 @@ def report_markdown(report: dict) -> str:
         "",
         f"- Family: `{m['family']}`, size {_md(m.get('size') or m['preset'])}",
         f"- What it is: {m['description'] or '—'}",
-        *([f"- Rounds of an adaptive mechanism (no DP-SGD): each selects the statistic the model gets most wrong "
-           f"(exponential mechanism) and measures it with Gaussian noise; together they spend ρ = {_fmt(p['rho'])} "
-           f"of zero-concentrated DP; the rounds end when it is spent: {_fmt(p['rounds_taken'])} were taken"]
+        *([f"- Its own mechanism, no DP-SGD: {_md(p.get('training_mechanism') or 'rounds')}; it spends "
+           f"ρ = {_fmt(p['rho'])} of zero-concentrated DP"
+           + (f" in {_fmt(p['rounds_taken'])} rounds" if p.get("rounds_taken") is not None else "")]
           if p.get("mechanism") == "rounds" else
           [f"- DP-SGD: noise multiplier σ = {_fmt(p['noise_multiplier'])}, sampling rate q = "
            f"{_fmt(p['sample_rate'])}, {_fmt(p['steps_planned'])} planned steps, clipping norm "
