@@ -11,7 +11,7 @@ import streamlit as st
 
 from synth_core.evaluate.figures import column_figures, overall_verdict, quick_figures
 from synth_core.forecast import against, extrapolation_note, forecast_column
-from synth_core.evaluate.inputs import EvaluationError
+from synth_core.evaluate.inputs import EvaluationError, canonical
 from synth_core.evaluate.privacy_risk import distance_to_closest_record
 from synth_core.evaluate.projections import pca_projection, umap_projection
 from synth_core.request import review_rows_for
@@ -159,10 +159,20 @@ with st.expander("Figures per column"):
 st.subheader("Column by column")
 st.caption("Real (blue) and synthetic shares of rows; numbers are binned on the public scale, and a spike at zero "
            "(or at the lower bound) and the missing values get a panel of their own, with its own axis.")
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def as_read(key: str, _real, _schema):
+    """The real rows as the schema reads them (dates as their year, values on their declared sets),
+    as the synthetic rows are written: the charts compare like with like."""
+    return canonical(_real, _schema)
+
+
+shown = as_read(by_id[primary]["path"], real, schema)
 cols = st.columns(2)
 for k, spec in enumerate(schema.columns):
     with cols[k % 2]:
-        st.plotly_chart(marginal_chart(spec, real[spec.name], {n: s[spec.name] for n, s in synthetic.items()}),
+        st.plotly_chart(marginal_chart(spec, shown[spec.name], {n: s[spec.name] for n, s in synthetic.items()}),
                         key=f"marginal_{spec.name}")
 
 

@@ -107,3 +107,28 @@ def test_a_continuous_log_column_has_a_bar_at_its_lower_bound():
     uniform = ColumnSpec("share", "continuous", lower=0.1, upper=3.0)
     point, edges = uniform.chart_bins(n_bins=10)
     assert point is None and np.allclose(edges, np.linspace(0.1, 3.0, 11))
+
+
+def test_a_date_column_charts_its_real_years_with_years_on_the_axis():
+    """Issue 61 item 4: the review charted a date column with no real bars (the rows as uploaded, dates as
+    text) and an axis of '2.01k, 2.011k'. The real rows as the schema reads them, and years written whole."""
+    from synth_core.evaluate.inputs import canonical
+    from synth_core.schema import Schema
+    schema = Schema(columns=[ColumnSpec("opened", "integer", lower=2005, upper=2015, date="year"),
+                             ColumnSpec("kind", "categorical", categories=["a", "b"])])
+    raw = pd.DataFrame({"opened": ["2011-03-04", "04/05/2012", "2013-01-31", "2011-07-01"] * 25,
+                        "kind": ["a", "b"] * 50})
+    shown = canonical(raw, schema)
+    fig = marginal_chart(schema["opened"], shown["opened"], {"synthetic": pd.Series([2011, 2012] * 50)})
+    shares = shares_by_series(fig)
+    assert sum(shares["real"].values()) == pytest.approx(1.0)  # every real row has its bar
+    assert shares["real"]["2011"] == pytest.approx(0.5) and "2.01k" not in "".join(shares["real"])
+    assert "(year)" in fig.layout.xaxis.title.text
+
+
+def test_a_value_set_charts_a_bar_a_value_labelled_as_written():
+    spec = ColumnSpec("rate", "continuous", values=[0, 1.2, 2, 3.26, 4.56])
+    real = pd.Series([0, 0, 1.2, 3.26, 4.56, 2] * 20)
+    shares = shares_by_series(marginal_chart(spec, real, {"synthetic": real.sample(frac=1, random_state=1)}))
+    assert set(shares["real"]) == {"0", "1.2", "2", "3.26", "4.56"}
+    assert shares["real"]["0"] == pytest.approx(1 / 3)

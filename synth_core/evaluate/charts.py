@@ -60,8 +60,11 @@ def _bounds(spec: ColumnSpec, series: dict[str, pd.Series]) -> tuple[float, floa
     return float(lo), max(float(hi), float(lo) + 1.0)
 
 
-def _num(x: float, digits: int) -> str:
-    """A number for an axis label: `digits` significant digits, thousands as k and millions as M."""
+def _num(x: float, digits: int, plain: bool = False) -> str:
+    """A number for an axis label: `digits` significant digits, thousands as k and millions as M
+    (`plain`: a year, written whole, 2011 and not 2.01k)."""
+    if plain:
+        return f"{round(x):d}"
     x = float(f"{x:.{digits}g}")
     for scale, suffix in ((1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
@@ -69,22 +72,36 @@ def _num(x: float, digits: int) -> str:
     return f"{x:.{digits}g}"
 
 
-def _bin_labels(edges: np.ndarray, integer: bool) -> list[str]:
+def _bin_labels(edges: np.ndarray, integer: bool, plain: bool = False) -> list[str]:
     """"5", "5–9" (whole numbers, both ends included) or "0.5–1.2"; more digits where 3 would repeat a label."""
     lows, highs = (edges[:-1] + 0.5, edges[1:] - 0.5) if integer else (edges[:-1], edges[1:])
     dash = " to " if lows[0] < 0 else "–"
     for digits in (3, 6, 12):
-        labels = [_num(a, digits) if integer and a == b else f"{_num(a, digits)}{dash}{_num(b, digits)}"
+        labels = [_num(a, digits, plain) if integer and a == b
+                  else f"{_num(a, digits, plain)}{dash}{_num(b, digits, plain)}"
                   for a, b in zip(lows, highs)]
         if len(set(labels)) == len(labels):
             break
     return labels
 
 
+def _value_labels(spec: ColumnSpec, edges: np.ndarray) -> list[str]:
+    """A value set's bins by the values each holds, as the steward wrote them ("3.26"; "1.2–2" for a
+    bin of several)."""
+    values = np.asarray(spec.values, dtype=float)
+    labels = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        inside = values[(values >= a) & (values < b)] if b < edges[-1] else values[values >= a]
+        shown = [f"{v:.12g}" for v in inside]
+        labels.append(shown[0] if len(shown) == 1 else f"{shown[0]}–{shown[-1]}" if shown else "")
+    return labels if len(set(labels)) == len(labels) else _bin_labels(edges, spec.kind == "integer")
+
+
 def _numeric_chart(spec: ColumnSpec, series: dict[str, pd.Series]) -> go.Figure:
     lo, hi = _bounds(spec, series)
     point, edges = spec.chart_bins(bounds=(lo, hi))
-    bins = _bin_labels(edges, spec.kind == "integer")
+    bins = (_value_labels(spec, edges) if spec.values is not None
+            else _bin_labels(edges, spec.kind == "integer", plain=spec.date is not None))
     missing = _shows_missing(spec, series)
     side = ([f"= {_num(point, 6)}" + ("" if point == 0 else " (lower bound)")] if point is not None else []) + (
         ["(missing)"] if missing else [])
@@ -113,7 +130,8 @@ def _numeric_chart(spec: ColumnSpec, series: dict[str, pd.Series]) -> go.Figure:
     fig.update_yaxes(rangemode="tozero", autorange=True)  # never a fixed range: the tallest bar shows whole
     left, main = (dict(row=1, col=1), dict(row=1, col=2)) if side else ({}, {})
     fig.update_yaxes(title="share of rows", **left)
-    fig.update_xaxes(title=spec.name + (" (bins on a log scale)" if spec.binning == "log" else ""), **main)
+    fig.update_xaxes(title=spec.name + (" (bins on a log scale)" if spec.binning == "log" else "")
+                     + (" (year)" if spec.date is not None else ""), **main)
     return layout(fig, spec.name, height=320)
 
 
