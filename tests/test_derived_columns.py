@@ -147,3 +147,13 @@ def test_the_schema_page_declares_a_derived_column_and_shows_its_rule(tmp_path, 
     assert schema["age group"].categories == AGE_GROUPS
     assert not schema.confirmed  # still a draft: the steward confirms the rule with the other facts
     assert "bins of age" in " ".join(str(i.value) for i in at.info)
+
+
+def test_a_rating_in_words_is_drafted_in_its_order_not_alphabetically():
+    """Issue 61 item 4: a rating's categories read fair, good, poor, very good, very poor."""
+    assert natural_order(["fair", "good", "poor", "very good", "very poor"]) == \
+        ["very poor", "poor", "fair", "good", "very good"]
+    assert natural_order(["Agree", "Disagree", "Neutral", "Strongly agree"]) == \
+        ["Disagree", "Neutral", "Agree", "Strongly agree"]  # as written, in the scale's order
+    assert natural_order(["good", "bad", "poor"]) == ["bad", "good", "poor"]  # not all on one scale
+    assert natural_order(["low", "high"]) == ["high", "low"]  # two words say too little of a scale

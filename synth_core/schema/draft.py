@@ -40,13 +40,34 @@ _ROLE_NAMES = {
 _LEADING_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
 
 
+# rating scales a survey writes in words, lowest first: a column whose categories all lie on one is
+# drafted in its order (poor, fair, good, very good), not alphabetically (fair, good, poor, very good)
+SCALES = tuple(tuple(scale.split(", ")) for scale in (
+    "very poor, poor, fair, good, very good, excellent",
+    "strongly disagree, disagree, somewhat disagree, neither agree nor disagree, neutral, somewhat agree, "
+    "agree, strongly agree",
+    "never, rarely, sometimes, often, very often, always",
+    "very low, low, medium, moderate, high, very high",
+    "none, mild, moderate, severe, very severe",
+    "very dissatisfied, dissatisfied, neutral, satisfied, very satisfied",
+    "very unlikely, unlikely, neutral, likely, very likely",
+))
+
+
 def natural_order(values: Iterable[str]) -> list[str]:
-    """Categories in the order a draft proposes them: those that start with a number by that number ("1-5",
+    """Categories in the order a draft proposes them: those of a rating scale (`SCALES`, at least
+    three of its words) in its order; else those that start with a number by that number ("1-5",
     "6-10", "10-20", "65+"), then the others alphabetically. Ties and the rest sort as text."""
+    values = [str(v) for v in values]
+    words = {v.strip().lower(): v for v in values}
+    for scale in SCALES:
+        if len(words) >= 3 and set(words) <= set(scale):
+            return [words[w] for w in scale if w in words]
+
     def key(value: str):
         number = _LEADING_NUMBER.match(value)
         return (0, float(number.group(1)), value) if number else (1, 0.0, value)
-    return sorted((str(v) for v in values), key=key)
+    return sorted(values, key=key)
 
 
 def _round_out(lo: float, hi: float) -> tuple[float, float]:
