@@ -53,10 +53,17 @@ def render(book, table_key: str, account, request: FitRequest, schema: Schema, n
     except (BudgetError, SchemaError, ValueError) as e:
         st.caption(f"No forecast: {e}")
         shown = [("", "")] * len(releases)
+    chosen = getattr(account, "total_epsilon", None) if account is not None else None
+    lefts = left_after(releases, chosen)
     st.dataframe(pd.DataFrame([{"release": r.name, "ε": r.epsilon, "pairs of columns: mismatch expected (80%)": pairs,
-                                "each column's shares, 9 times in 10": shares, "left of the total after it": left}
-                               for r, (pairs, shares), left in zip(releases, shown, left_after(releases))]),
+                                "each column's shares, 9 times in 10": shares,
+                                "left of the total after it": epsilon_text(left) if left >= 0
+                                else f"over it by {epsilon_text(-left)}"}
+                               for r, (pairs, shares), left in zip(releases, shown, lefts)]),
                  hide_index=True)
+    st.caption(f"Left of the table's total of ε = {epsilon_text(chosen)}, the one you chose; making this plan "
+               f"the budget sets it to the plan's sum." if chosen is not None else
+               "Left of the plan's own sum: this table has no total yet.")
     if spent:
         st.caption(f"This table's runs have spent ε = {epsilon_text(spent)} so far.")
     if st.button(f"Make this plan the table's budget (ε = {epsilon_text(plan_total(releases))} in all)",

@@ -64,10 +64,12 @@ def plan_total(releases: list[Release]) -> float:
     return float(sum(r.epsilon for r in releases))
 
 
-def left_after(releases: list[Release]) -> list[float]:
-    """What the table's total (the plan's) leaves after each release in turn."""
-    total, out, used = plan_total(releases), [], 0.0
+def left_after(releases: list[Release], total: float | None = None) -> list[float]:
+    """What the table's total leaves after each release in turn: the total the steward chose, else the
+    plan's own; below 0 where the plan goes beyond it (by that much)."""
+    total = plan_total(releases) if total is None else float(total)
+    out, used = [], 0.0
     for release in releases:
         used += release.epsilon
-        out.append(remaining(total, used))
+        out.append(total - used if used > total else remaining(total, used))
     return out
