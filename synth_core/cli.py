@@ -181,8 +181,9 @@ def _say_fitted(result, request: FitRequest) -> None:
     config = result.run.public_config()
     auto = config.get("auto")
     if auto:
-        print(f"auto chose {auto['family']} ({auto['preset']}, calibration share {auto['calibration_share']:g}): "
-              f"{auto['reason']}")
+        size = type(result.model).size_of(auto["preset"])  # the family auto chose, as trained
+        print(f"auto chose {auto['family']} ({size} size, calibration share "
+              f"{auto['calibration_share']:g}): {auto['reason']}")
     if result.model.calibration is not None:
         print(f"marginals: {len(result.model.calibration.marginals)} measured with noise (share "
               f"{config['calibration_share']:g} of ε, composed with training); samples are calibrated to them")

@@ -399,7 +399,7 @@ def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema,
     assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--model", "auto", "--preset", "tiny",
                  "--accountant", "rdp", "--epsilon", "2", "--out", "run"]) == 0
     out = capsys.readouterr().out
-    assert "auto chose dp-tbart (cpu, calibration share 0.5)" in out and "marginals: 12 measured" in out
+    assert "auto chose dp-tbart (standard size, calibration share 0.5)" in out and "marginals: 12 measured" in out
 
 
 def test_the_live_epsilon_is_the_whole_runs_and_ends_where_the_ledger_does(toy_schema, toy_table):

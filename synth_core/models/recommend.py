@@ -190,7 +190,7 @@ def candidates(schema: Schema, rows: int, epsilon: float) -> dict[str, Recommend
         out["aim"] = Recommendation(
             family="aim", preset="cpu", calibration_share=0.0, how=how,
             options={"one_way_share": one_way, **({"compress": True} if compressed else {})},
-            reason=f"AIM, standard size: with {rows:,} rows at ε = {epsilon:g} {why} in our benchmarks; {how}.")
+            reason=f"AIM: with {rows:,} rows at ε = {epsilon:g} {why} in our benchmarks; {how}.")
     max_bins = None
     if rows * epsilon < SMALL_SIGNAL:
         max_bins = SMALL_TABLE_BINS
@@ -205,7 +205,7 @@ def candidates(schema: Schema, rows: int, epsilon: float) -> dict[str, Recommend
     how = ("half of ε measures the table's overall statistics and the rows are matched to them"
            + (f", and numbers are learned in at most {max_bins} ranges" if max_bins else ""))
     out["dp-tbart"] = Recommendation(family="dp-tbart", preset="cpu", calibration_share=DP_TBART_SHARE,
-                                     max_bins=max_bins, how=how, reason=f"DP-TBART, standard size: {why}.")
+                                     max_bins=max_bins, how=how, reason=f"DP-TBART: {why}.")
     return out
 
 
@@ -236,7 +236,7 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
         return rule
     (family, best), others = ranked[0], ranked[1:]
     against = "; ".join(f"{TITLES[f]} {i.expected:.3f}" for f, i in others)
-    reason = (f"{TITLES[family]}, standard size: for {rows:,} rows at ε = {epsilon:g}, of the families auto weighs "
+    reason = (f"{TITLES[family]}: for {rows:,} rows at ε = {epsilon:g}, of the families auto weighs "
               f"it has the lowest expected 2-way TVD by our benchmarks, {best.expected:.3f} (80% interval "
               f"{best.low:.3f} to {best.high:.3f}{', against ' + against if against else ''}); {options[family].how}.")
     return dataclasses.replace(options[family], reason=reason)
