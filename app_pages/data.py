@@ -10,13 +10,14 @@ from synth_core.request import check_rows
 from synth_core.schema import SchemaError, draft_schema, read_table_bytes
 from synth_core.schema.linked import (DEFAULT_MAX_CHILDREN, MOST_CHILDREN, LinkedTables, draft_linked, key_candidates,
                                       link_tables)
-from workbench import state
+from workbench import kept, state
 from workbench.display import readable
 
 st.title("1 · Your data")
 st.write("Start from the sensitive table you want a synthetic version of, or from a demo table. "
-         "The table stays on this machine: in memory while you work, and inside the owner-only run folder "
-         "once you train. The app never offers it for download.")
+         "The table stays on this machine: in memory while you work, the last one loaded also in "
+         "the owner-only workbench home (so that a reload finds it), and inside the owner-only run "
+         "folder once you train. The app never offers it for download.")
 
 
 
@@ -29,6 +30,7 @@ def loaded(message: str) -> None:
 notice = st.session_state.get("data_notice")
 if notice and notice[0] == st.session_state.get("table_name"):
     st.success(notice[1])
+kept.render(forget=True)  # work kept for this table before, or the table restored by a reload
 
 limit_mb = st.get_option("server.maxUploadSize")
 upload_tab, demo_tab = st.tabs(["Upload a file", "Use a demo table"])
@@ -52,7 +54,8 @@ def one_table(markers: list[str]) -> None:
     except (SchemaError, BudgetError) as e:
         st.error(f"This file cannot be used: {e}")
         return
-    state.set_dataset(table, uploaded.name, "upload", draft)
+    state.set_dataset(table, uploaded.name, "upload", draft,
+                      files=[(uploaded.name, uploaded.getvalue())], markers=markers)
     st.session_state["loaded_upload_id"] = uploaded.file_id
     loaded(f"Loaded {uploaded.name}: {len(table):,} rows, {len(table.columns)} columns"
            + (f" (read as {read_as})" if read_as else "") + ". "
@@ -106,7 +109,9 @@ def two_tables(markers: list[str]) -> None:
         except (SchemaError, BudgetError) as e:
             st.error(f"These tables cannot be used: {e}")
             return
-        state.set_dataset(tables, f"{parents_file.name} + {children_file.name}", "upload", draft)
+        state.set_dataset(tables, f"{parents_file.name} + {children_file.name}", "upload", draft,
+                          files=[(f.name, f.getvalue()) for f in (parents_file, children_file)],
+                          markers=markers)
         loaded(f"Loaded {len(tables.parents):,} persons ({parents_file.name}) and their {len(tables.children):,} "
                f"rows ({children_file.name}), linked by {key}. A schema of both was drafted from the data: review "
                "and confirm it on step 2.")

@@ -8,7 +8,7 @@ import streamlit as st
 from synth_core.format import markdown_text
 from synth_core.schema import SchemaError, validate_table
 from synth_core.schema.linked import link_tables, schema_from_json
-from workbench import link_editor, rules_editor, state
+from workbench import kept, link_editor, rules_editor, state
 from workbench.schema_editor import render_columns
 from workbench.schema_table import clear_drafted_bounds, fitted_to
 
@@ -19,6 +19,7 @@ st.write("The model may use only facts that are **public**: the range of each nu
          "synthetic data, unless it is paid for from the privacy budget.")
 
 table, schema = state.require_table()
+kept.render()  # work kept for this table before, offered back; or restored by a reload
 linked = state.linked()
 parts = [schema.parent, schema.child] if linked else [schema]
 drafted = any(p.drafted_from_data for p in parts)

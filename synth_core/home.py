@@ -6,6 +6,11 @@
                    that tell a new export of a known table (.budgets.sketches), privacy.book_file
     timings.json   what past runs' phases cost on this machine, for the next time estimate (runs.timing)
     backbones/     packaged language models converted once to model directories (models.llm.backbone)
+    schema-work/   the steward's schema work on each table, by its keyed fingerprint, owner-only:
+                   the schema as edited, the columns left out, its confirmation; never a row
+                   (schema_work)
+    last-table/    the last table loaded in the app, for a reload to find it: an upload's files as
+                   uploaded, owner-only, never exported; replaced by the next table (schema_work)
     cache/         what can be made again and only saves time: JAX's compiled programs (models.aim_config.mbi);
                    safe to delete at any time
 
@@ -45,3 +50,11 @@ def backbones_root() -> Path:
 
 def cache_root() -> Path:
     return home() / "cache"
+
+
+def schema_work_root() -> Path:
+    return home() / "schema-work"
+
+
+def last_table_root() -> Path:
+    return home() / "last-table"

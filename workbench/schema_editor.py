@@ -25,7 +25,7 @@ from workbench.schema_table import (
     text_to_numbers,
     with_rule,
 )
-from workbench.state import LEFT_OUT_SPECS
+from workbench.state import LEFT_OUT_SPECS, save_work
 
 
 def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: str = "", rules: bool = True) -> Schema:
@@ -93,7 +93,8 @@ def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: 
 def _leave_out(schema: Schema, put: Callable[[Schema, bool], None], prefix: str) -> None:
     """Leave a column out of the model, as the draft leaves out identifiers and free text (it joins
     `excluded`, "left out by you"), or bring back one the steward left out, as it was: its facts are
-    kept in the session (LEFT_OUT_SPECS, forgotten with the table)."""
+    kept in the session (LEFT_OUT_SPECS, forgotten with the table) and with its schema work in the
+    home (state.save_work), so a reload can bring it back too."""
     kept = st.session_state.setdefault(LEFT_OUT_SPECS, {})
     back = [n for n, why in schema.excluded.items()
             if why == LEFT_OUT_BY_YOU and prefix + n in kept]
@@ -110,6 +111,7 @@ def _leave_out(schema: Schema, put: Callable[[Schema, bool], None], prefix: str)
                 st.error(f"Not applied: {e}")
             else:
                 kept[prefix + name] = (schema[name], schema.names.index(name))
+                save_work()
                 st.rerun()
         if back:
             name = c2.selectbox("Column you left out", back, key=f"{prefix}bring_back_column")
@@ -121,6 +123,7 @@ def _leave_out(schema: Schema, put: Callable[[Schema, bool], None], prefix: str)
                     st.error(f"Not applied: {e}")
                 else:
                     del kept[prefix + name]
+                    save_work()
                     st.rerun()
 
 

@@ -1,20 +1,33 @@
-"""Where the app keeps things: the steward's table and schema in the session (memory only), runs on disk."""
+"""Where the app keeps things: the steward's table and schema in the session (in memory), runs on
+disk, and the schema work and the last table loaded in the workbench home (synth_core.schema_work),
+so that a reload, a new tab or the same table uploaded again finds them."""
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import streamlit as st
 
-from synth_core import home
+from synth_core import home, schema_work
+from synth_core.files import OutputError
 from synth_core.privacy.budget import BudgetError, parse_epsilon
 from synth_core.privacy.table_budget import BookError, TableBudgets, identity_key
+from synth_core.schema import SchemaError, validate_table
+from synth_core.schema.linked import link_tables
 from synth_core.request import FEW_ROWS, MIN_ROWS  # noqa: F401 - the core's rules, for the pages
 from synth_core.runs import LIVE_STATES, RunDir, RunError
+from workbench.schema_table import fitted_to
 
 
 # the facts of the columns the steward left out, to bring them back as they were (schema_editor):
 # {prefix + name: (ColumnSpec, position)}
 LEFT_OUT_SPECS = "left_out_specs"
+# the schema work kept in the home (synth_core.schema_work): the session table's fingerprint
+# ((id(table), key)), the work kept before offered back, a one-line note on it ((kind, text)), the
+# schema the table came with (to start over from), and whether the last table kept was looked for
+# (once a session)
+WORK_KEY, WORK_OFFER, WORK_NOTE = "work_key", "work_offer", "work_note"
+FRESH_SCHEMA, KEPT_LOOKED = "fresh_schema", "kept_looked"
 
 
 def runs_root() -> Path:
@@ -65,8 +78,28 @@ def table_ids() -> set[str]:
     return budgets().ids(mine) if mine is not None else set()
 
 
-def set_dataset(table, name: str, source: str, schema, about: str = "") -> None:
-    """A new private table (and its schema) replaces the old one; choices that depended on it are reset."""
+def set_dataset(table, name: str, source: str, schema, about: str = "", files=(),
+                markers=()) -> None:
+    """A new private table (and its schema) replaces the old one; choices that depended on it are
+    reset. It is kept in the home for a reload (an upload's `files` [(name, bytes)], read with
+    `markers`), and schema work kept for the same table before is offered back."""
+    _use_table(table, name, source, schema, about)
+    link = None
+    if linked():
+        link = {"key": schema.key, "max_children": schema.max_children, "order": schema.order}
+    try:
+        schema_work.keep_table(source, name, files, markers, link)
+    except (OSError, OutputError) as e:
+        _note("warning", f"This table could not be kept in the workbench home for a reload: {e}")
+    _offer_work()
+
+
+def _use_table(table, name: str, source: str, schema, about: str) -> None:
+    """Put a table and its schema in the session (loaded now, or restored from the home)."""
+    st.session_state[KEPT_LOOKED] = True  # a table is in: the last one kept is not looked for now
+    st.session_state[FRESH_SCHEMA] = copy.deepcopy(schema)
+    for key in (WORK_KEY, WORK_OFFER, WORK_NOTE):
+        st.session_state.pop(key, None)
     st.session_state["table"] = table
     st.session_state["table_name"] = name
     st.session_state["table_source"] = source
@@ -88,6 +121,10 @@ def load_builtin_demo() -> None:
 
 
 def table():
+    """The session's private table; in a new session (a reload, a new tab), the last table loaded,
+    with its schema work, where the home keeps it."""
+    if "table" not in st.session_state and not st.session_state.get(KEPT_LOOKED):
+        _restore_kept()
     return st.session_state.get("table")
 
 
@@ -107,6 +144,133 @@ def set_schema(new_schema, remount_editor: bool = True) -> None:
     if remount_editor:
         st.session_state["schema_version"] = st.session_state.get("schema_version", 0) + 1
     st.session_state.pop("estimate", None)
+    save_work()
+
+
+# --- the schema work kept in the home (synth_core.schema_work) -----------------------------------
+def _note(kind: str, text: str) -> None:
+    st.session_state[WORK_NOTE] = (kind, text)
+
+
+def _work_key() -> str | None:
+    """The session table's fingerprint (schema_work), computed once per table; None without a
+    table or where the budget book's key cannot be had (said on every page)."""
+    current = st.session_state.get("table")
+    if current is None:
+        return None
+    known = st.session_state.get(WORK_KEY)
+    if known is None or known[0] != id(current):
+        try:
+            known = (id(current), schema_work.fingerprint(current))
+        except BudgetError:
+            return None
+        st.session_state[WORK_KEY] = known
+    return known[1]
+
+
+def save_work() -> None:
+    """Keep the session's schema work (its schema and the columns left out) as the steward edits.
+    An edit made while earlier work is offered back starts over from this table's draft: the offer
+    ends."""
+    st.session_state.pop(WORK_OFFER, None)
+    key = _work_key()
+    if key is None or schema() is None:
+        return
+    try:
+        schema_work.save_work(key, schema(), st.session_state.get(LEFT_OUT_SPECS, {}))
+    except (OSError, OutputError) as e:
+        _note("warning", f"Your schema work could not be kept in the workbench home: {e}")
+
+
+def _kept_work():
+    """The work kept for the session's table, None where there is none; an unreadable file is said
+    in one line and ignored (the steward's work replaces it)."""
+    key = _work_key()
+    try:
+        return schema_work.read_work(key) if key else None
+    except schema_work.WorkError as e:
+        _note("warning", f"The schema work kept for this table in {schema_work.work_path(key)} "
+                         f"cannot be read ({e}): it is ignored, and your work on this table "
+                         "replaces it.")
+        return None
+
+
+def _offer_work() -> None:
+    """Schema work kept before for the table just loaded is offered back (if it differs from its
+    draft); otherwise the draft is kept as its work."""
+    work = _kept_work()
+    try:  # the draft itself, its columns in another file's order, is nothing to offer
+        same = work is not None and not work.left_out \
+            and fitted_to(table(), copy.deepcopy(work.schema)).to_dict() == schema().to_dict()
+    except SchemaError:
+        same = False  # offered; said when the steward takes it
+    if work is None or same:
+        save_work()
+    else:
+        st.session_state[WORK_OFFER] = work
+
+
+def _apply(work) -> bool:
+    """Use kept work on the session's table (checked against it as an imported schema is)."""
+    try:
+        fitted = fitted_to(table(), copy.deepcopy(work.schema))
+        link_tables(table(), fitted) if linked() else validate_table(table(), fitted)
+    except SchemaError as e:
+        _note("warning", f"The schema work kept for this table does not fit it ({e}): it is "
+                         "ignored.")
+        return False
+    st.session_state[LEFT_OUT_SPECS] = copy.deepcopy(work.left_out)
+    set_schema(fitted)
+    return True
+
+
+def restore_work() -> None:
+    """The steward continues with the work offered back."""
+    work = st.session_state.pop(WORK_OFFER, None)
+    if work is not None:
+        _apply(work)
+
+
+def start_over() -> None:
+    """The steward starts over from the table's fresh draft (or its declared schema): the work
+    kept before is replaced by it."""
+    st.session_state.pop(WORK_OFFER, None)
+    st.session_state.pop(WORK_NOTE, None)
+    st.session_state.pop(LEFT_OUT_SPECS, None)
+    if st.session_state.get(FRESH_SCHEMA) is not None:
+        set_schema(copy.deepcopy(st.session_state[FRESH_SCHEMA]))
+
+
+def forget_kept_table() -> None:
+    """Delete the copy of the last table loaded from the home: a reload will not find it again."""
+    schema_work.forget_table()
+    _note("info", "The copy of this table kept in the workbench home was deleted: a reload or a "
+                  "new tab will not find it again (your schema work on it is kept).")
+
+
+def _restore_kept() -> None:
+    """A new session (a reload, a new tab): the last table loaded, as the home keeps it, with its
+    work."""
+    st.session_state[KEPT_LOOKED] = True
+    try:
+        kept = schema_work.read_table()
+        if kept is None:
+            return
+        loaded_table, fresh, about = kept.load()
+    except (schema_work.WorkError, SchemaError, ValueError, OSError) as e:
+        schema_work.forget_table()
+        _note("warning", f"The table kept from your last session cannot be read again ({e}): "
+                         "load it on step 1.")
+        return
+    _use_table(loaded_table, kept.name, kept.source, fresh, about)
+    work = _kept_work()
+    restored = work is not None and _apply(work)
+    if not restored:
+        save_work()
+    _, problem = st.session_state.get(WORK_NOTE) or (None, "")  # kept work that was ignored
+    said = f"and {work.described()}" if restored else "with a fresh draft"
+    _note("restored warning" if problem else "restored",
+          f"Restored {kept.name}, loaded on {schema_work.day(kept.loaded)}, {said}. {problem}".strip())
 
 
 def current_run() -> RunDir | None:
@@ -222,3 +386,25 @@ def require_trained_runs() -> tuple[dict, list, int]:
     ids = list(by_id)
     run = current_run()
     return by_id, ids, ids.index(run.path.name) if run is not None and run.path.name in by_id else 0
+
+
+# the widgets of steps 3 (model) and 6 (generate) whose values outlive a visit to another page:
+# Streamlit forgets a widget's value at the end of a run that does not draw it, unless the value is
+# set again in every run (the entry point, app.py, is to call keep_widget_values before page.run).
+# Not kept: run pickers (they follow the current run), the table's total (asked of each table),
+# buttons and uploaders (Streamlit refuses it), a family's own choices ({option}_choice: named by
+# the family).
+KEPT_WIDGETS = ("family", "more_family", "harm", "epsilon_custom", "holdout_share", "delta",
+                "bounds_epsilon", "values_epsilon", "calibrate", "size", "preset", "accountant",
+                "seed", "run_name", "processes", "family_options", "device_choice", "rows",
+                "fixed_columns", "use_fairness", "sensitive", "target", "positive", "target_gap",
+                "min_group_rows")
+KEPT_WIDGET_PREFIXES = ("cond_", "calibration_share_", "quantile_share_")
+
+
+def keep_widget_values() -> None:
+    """Set the kept widgets' values again, so that leaving their page does not reset them (a value
+    a page no longer offers falls back to its default there)."""
+    for key in list(st.session_state.keys()):
+        if key in KEPT_WIDGETS or key.startswith(KEPT_WIDGET_PREFIXES):
+            st.session_state[key] = st.session_state[key]
