@@ -7,6 +7,7 @@ Each step is a page under app_pages/; the sidebar always shows the current run's
 """
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -33,6 +34,10 @@ if "--demo" in sys.argv[1:] and "demo_preloaded" not in st.session_state:
     state.load_builtin_demo()
 
 page = st.navigation(PAGES)
+state.keep_widget_values()  # steps 3 and 6 keep their values when the steward visits another page
+# which makes Streamlit log, with a stack, that a widget with a default got its value from session
+# state: that is the point here, not a fault
+logging.getLogger("streamlit.elements.lib.policies").setLevel(logging.ERROR)
 book_problem = state.book_problem()
 if book_problem:  # said on every page; nothing that reads or spends the budget runs until it is repaired
     st.error(f"The privacy budget book needs repair: {book_problem}", icon=":material/gpp_bad:")
