@@ -742,3 +742,18 @@ def test_the_steward_leaves_a_column_out_and_brings_it_back(workspace):
     no_exceptions(at)
     assert "Number columns without declared values: **age, hours-per-week**." in texts(at.markdown)
     assert "hours-per-week" in at.session_state["table_identity_of"][1][0][0][1]
+
+
+def test_the_model_pages_choices_survive_a_visit_to_another_page(workspace):
+    """Issue 61: leaving step 3 reset its widgets (Streamlit forgets a widget not drawn on a run)."""
+    at = new_app()
+    at.switch_page("app_pages/data.py").run()
+    at.button(key="use_demo").click().run()
+    at.switch_page("app_pages/model.py").run()
+    chosen = list(at.radio(key="harm").options)[2]
+    at.radio(key="harm").set_value(chosen).run()
+    at.text_input(key="run_name").set_value("kept name").run()
+    at.switch_page("app_pages/schema.py").run()
+    at.switch_page("app_pages/model.py").run()
+    no_exceptions(at)
+    assert at.radio(key="harm").value == chosen and at.text_input(key="run_name").value == "kept name"
