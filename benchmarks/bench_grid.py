@@ -78,8 +78,8 @@ def run(out: Path, tables, epsilons, methods, seed: int, data_dir: str | None, t
             if not path_for(out, t, e, m, seed).exists()]
     for i, (table, epsilon, method) in enumerate(todo, 1):
         target = path_for(out, table, epsilon, method, seed)
-        if picked_by_auto(out, table, epsilon, method, seed):
-            continue
+        if target.exists() or picked_by_auto(out, table, epsilon, method, seed):
+            continue  # made meanwhile by another sitting on the same folder, or measured by auto's run
         print(f"[{i}/{len(todo)}] {table}, ε = {epsilon:g}, {method}", flush=True)
         command = [sys.executable, str(HERE / "bench_models.py"), *table_args(table)[1], "--epsilon", str(epsilon),
                    "--seed", str(seed), "--json", str(target), *RUNNABLE[method]]
