@@ -8,14 +8,13 @@ import streamlit as st
 
 from synth_core.api import load_model
 from synth_core.evaluate.charts import group_rates_chart
-from synth_core.models.base import SamplingError
 from synth_core.privacy.measurements import rows_to_draw
 from synth_core.release.export import LINKED_FILES, to_csv
 from synth_core.release.fair_sampling import MIN_GROUP_ROWS
-from synth_core.release.generate import SamplingJob
+from synth_core.release.generate import SamplingJob, draw_plan
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir, RunError
-from synth_core.schema import SchemaError
+from synth_core.runs.draws import DrawError
 from synth_core.schema.linked import LinkedSchema
 from workbench import state
 from workbench.display import past_estimate, readable
@@ -104,45 +103,95 @@ if use_fairness:
         st.info("Choose the favourable target value to generate with fairness control.")
     if conditions:
         st.info("Fixed column values are not combined with fairness control; they are ignored while it is on.")
+    st.caption(draw_plan(model, rows, fairness=True).describe())  # its bound, said before it starts
 
-job: SamplingJob | None = st.session_state.get("sampling")
-# one request at a time: a second click (a double click, an impatient one) while rows are drawn would queue a
-# second draw behind the first and make the steward wait for both
+job: SamplingJob | None = st.session_state.get("sampling")  # this session's draw, until it ends
+# a second click (a double click, an impatient one) while this session's rows are drawn would start
+# a second draw beside the first; other tabs' draws never hold the button: each has its own process
 busy = job is not None and not job.done
 if st.button("Generate", type="primary", key="generate", disabled=busy or (bool(fair) and fair["positive"] is None),
              help="Rows are being drawn for the last request" if busy else None) and not busy:
-    job = st.session_state["sampling"] = SamplingJob.start(str(run.path), model, rows, conditions=conditions,
-                                                           fairness=fair, seed=int(time.time()) % (2**31 - 1))
+    try:
+        job = st.session_state["sampling"] = SamplingJob.start(
+            run, model, rows, conditions=conditions, fairness=fair,
+            seed=int(time.time()) % (2**31 - 1))
+    except (ValueError, OSError, RunError) as e:
+        st.error(f"Could not start drawing: {e}")
+        st.stop()
     st.session_state.pop("generated", None)  # the old table is replaced, not shown beside the new request
     st.rerun()  # drawn again at once, so the button shows it waits (the progress fragment redraws only itself)
 
-if job is not None and not job.done:
-    # the rows are drawn in the background: other clicks rerun this page without cancelling them
-    @st.fragment(run_every=0.5)
-    def sampling_progress() -> None:
-        if job.done:
-            st.rerun()
-        left = job.left()
-        st.progress(job.fraction(), text=f"Sampling {job.rows:,} {'persons' if linked else 'rows'}: "
-                    + (past_estimate(job.elapsed(), job.expected_s) if job.overdue else
-                       f"{duration(job.elapsed())} so far" + (f", about {duration(left)} left" if left is not None
-                                                              else ""))
-                    + ". You may change the settings meanwhile; they apply to the next request.")
-    sampling_progress()
-    st.stop()
-if job is not None and job.done:
+
+def draw_line(shown: SamplingJob, own: bool) -> None:
+    """One draw's progress, as its process writes it into the run folder, and its cancel button."""
+    p, unit = shown.progress(), "persons" if linked else "rows"
+    text = f"Sampling {shown.rows:,} {unit}: " + (
+        past_estimate(p["elapsed_s"], p["expected_s"]) if p["overdue"] and p["expected_s"] else
+        f"{duration(p['elapsed_s'])} so far"
+        + (f", about {duration(p['remaining_s'])} left" if p["remaining_s"] is not None else ""))
+    if p["drawn"]:
+        text += f"; the model has drawn {p['drawn']:,} {unit}"
+        text += "" if p["overdue"] else f" of about {p['expected_rows']:,}"
+    if p["limit"]:
+        text += f", at most {p['limit']:,}" + (f" (at most {duration(p['at_most_s'])} more)"
+                                               if p["at_most_s"] is not None else "")
+    text += (" · stopping" if p["cancelling"] else
+             ". You may change the settings meanwhile; they apply to the next request." if own else
+             " (started in another tab, or before this page was opened).")
+    st.progress(p["fraction"], text=text)
+    if st.button("Cancel this draw", key=f"cancel_draw_{shown.draw.id}", disabled=p["cancelling"]):
+        shown.cancel()
+        st.toast("Stopping the draw: none of its rows are written.")
+
+
+# every draw of this run still to end, whichever tab started it, as the run folder says
+live = SamplingJob.live(run)
+if job is not None and not job.done and job.draw.id not in {j.draw.id for j in live}:
+    live.insert(0, job)  # this session's draw, on another run
+if live:
+    # the rows are drawn in processes of their own: other clicks rerun this page, never cancel them
+    @st.fragment(run_every=1.0)
+    def draws_progress() -> None:
+        if any(j.done for j in live):
+            st.rerun()  # one has ended: the page is drawn again, with its rows
+        for shown in live:
+            draw_line(shown, job is not None and shown.draw.id == job.draw.id)
+    draws_progress()
+    if job is not None and not job.done:
+        st.stop()
+
+
+def generated_of(done: SamplingJob) -> dict:
+    """What the page shows of an ended draw, read back from the run folder (DrawError: no rows)."""
+    result = done.result()
+    return {"run": done.key, "table": result.table, "info": result.info, "file": result.file,
+            "fair_result": result.fairness, "note": result.note, "draw": done.draw.id}
+
+
+ended_here = job is not None and job.done
+if ended_here:
     st.session_state.pop("sampling")
     try:
-        result = job.result()
-    except (SamplingError, SchemaError, ValueError) as e:
-        st.error(f"Could not generate: {e}")
-    else:
-        sampled_run = RunDir(job.key)
-        name = sampled_run.write_sample(result.table, sampled_run.next_sample_name()).name
-        st.session_state["generated"] = {"run": job.key, "table": result.table, "info": result.info, "file": name,
-                                         "fair_result": result.fairness}
+        st.session_state["generated"] = generated_of(job)
+    except DrawError as e:
+        if e.state == "cancelled":
+            st.warning(str(e))
+        else:
+            st.error(f"Could not generate: {e}")
+    except (RunError, OSError, ValueError) as e:
+        st.error(f"The rows drawn cannot be read back: {e}")
+    job = None
 
 generated = st.session_state.get("generated")
+if not ended_here and (not generated or generated["run"] != str(run.path)):
+    latest = SamplingJob.latest(run)  # a page opened anew (a reload, a tab) shows the last draw
+    try:
+        generated = generated_of(latest) if latest is not None else None
+        st.session_state["generated"] = generated
+    except DrawError as e:
+        st.info(f"The last draw of this run drew no rows: {e}")
+    except (RunError, OSError, ValueError) as e:
+        st.warning(f"The last draw of this run cannot be read back: {e}")
 if not generated or generated["run"] != str(run.path):
     st.stop()
 
@@ -155,6 +204,8 @@ if info.get("acceptance_rate") is not None and info.get("method") == "rejection"
 if info.get("calibration"):  # what calibration did, in the core's words
     st.caption(info["calibration"][0].upper() + info["calibration"][1:] + ".")
 fair_result = generated["fair_result"]
+if generated.get("note"):  # the gap asked for was not reached, in the core's words
+    st.warning(generated["note"], icon=":material/warning:")
 if info.get("method") == "fairness control" and fair_result is not None and fair_result.share == 0:
     st.info(f"No change needed: the synthetic rows' demographic-parity gap is {fair_result.gap_after:.3f}, within "
             f"the {info['target_gap']:g} you accept, so no row was generated with conditions.",

@@ -10,6 +10,10 @@ and never re-creates it.
 
 A request for several processes starts the worker through torchrun (runs.jobs); every rank runs this, rank 0
 alone writes the run (training.distributed).
+
+`python -m synth_core.worker --draw RUN_DIR DRAW_ID` draws synthetic rows from the run's model
+instead (runs.draws, through release.generate.run_draw): SIGTERM stops it at once, and it writes
+no rows then.
 """
 from __future__ import annotations
 
@@ -19,14 +23,20 @@ import sys
 import time
 import traceback
 
+from .errors import SamplingError
 from .request import REVIEW_RELEASED, FitRequest
 from .runs import LIVE_STATES, RunDir, RunError, RunGone
+from .runs.draws import DrawStopped, Stop, set_draw_status
+from .runs.rundir import DrawDir
 from .training import distributed
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--draw"] and len(argv) == 3:
+        return draw(argv[1], argv[2])
     if len(argv) != 1:
-        print("usage: python -m synth_core.worker RUN_DIR", file=sys.stderr)
+        print("usage: python -m synth_core.worker RUN_DIR | --draw RUN_DIR DRAW_ID",
+              file=sys.stderr)
         return 2
     terminated = []
 
@@ -80,6 +90,34 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         distributed.shutdown()
+
+
+def draw(run_path: str, draw_id: str) -> int:
+    """One draw of synthetic rows (runs.draws): its state says how it ended, whatever ended it."""
+    stop = Stop()
+    signal.signal(signal.SIGTERM, stop.on_signal)
+    job = DrawDir(RunDir(run_path).require(), draw_id)
+    try:
+        set_draw_status(job, "running", "loading the model")
+        from .api import load_model
+        from .release.generate import run_draw
+        run_draw(job, load_model(job.run.path), stop)
+        return 0
+    except DrawStopped:
+        _end_draw(job, "cancelled", "Cancelled: no rows were written.")
+    except BaseException as e:  # the model's refusals (SamplingError, ValueError) and the rest
+        print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        known = isinstance(e, (SamplingError, ValueError, RunError))  # SchemaError is a ValueError
+        _end_draw(job, "failed", str(e) if known else f"{type(e).__name__}: {e}")
+    return 1
+
+
+def _end_draw(job: DrawDir, state: str, message: str) -> None:
+    """Mark a draw that ended without rows, unless its folder is gone."""
+    try:
+        set_draw_status(job, state, message)
+    except RunError:
+        pass
 
 
 def _mark_unfinished(run: RunDir, state: str, message: str, **extra) -> None:

@@ -27,6 +27,9 @@ place that spells a path inside a run folder; everything else asks a RunDir.
     training.json     what training did: steps, seconds, device, last loss, rows seen
     reports/          the steward's evaluation reports (statistics of the private table)
     worker.log        the worker's progress and error messages (never rows)
+    samples.lock      held while a draw names and writes its table under samples/
+    draws/<id>/       a draw the app started (DrawDir): request, status, progress, result (its
+                      table's name in samples/), worker.json and worker.log of its process, cancel
     train.parquet, holdout.parquet   a background job's rows to train on and rows kept aside for the review
     train_children.parquet, holdout_children.parquet   linked tables: those persons' child rows
 
@@ -55,7 +58,7 @@ from ..privacy.ledger import LedgerError
 from ..schema import Schema
 from ..schema.linked import LinkedSchema, LinkedTables, load_schema
 from . import process
-from ..files import atomic_output, check_output_folder, write_atomic
+from ..files import atomic_output, check_output_folder, locked, write_atomic
 
 LINKED_PARTS = ("parents", "children")  # a linked sample's two CSVs in its folder, as PART.csv
 
@@ -70,6 +73,8 @@ PRIVATE_KEYS = ("private_validation_counts", "rows", "holdout_rows", "left_out",
 PRIVATE = "private"
 # the process records (runs.process): private/NAME (a run written before: the top of its folder)
 WORKER_RECORDS = ("worker.json", "worker.rank0.json")
+DRAW_FILES = {"request": "request.json", "status": "status.json", "progress": "progress.json",
+              "result": "result.json", "worker": WORKER_RECORDS[0], "log": "worker.log"}
 
 
 class RunError(RuntimeError):
@@ -363,15 +368,25 @@ class RunDir:
     def read_review_sample(self, schema):
         """The review sample as `write_sample` wrote it, its categories read as text: a DataFrame, or LinkedTables
         for a linked schema; None where the run has none (cancelled, or made before runs drew one)."""
+        return self.read_sample(self.review_sample.name, schema)
+
+    def read_sample(self, name: str, schema):
+        """A sample `write_sample` wrote, read as `read_review_sample` reads it; None if missing."""
         def read(path: Path, table_schema):
             return pd.read_csv(path, dtype={c.name: "string" for c in table_schema.columns if not c.is_numeric})
+        path = self.sample_path(name)
         if isinstance(schema, LinkedSchema):
-            folder = self.review_sample.with_suffix("")
-            paths = [folder / f"{which}.csv" for which in LINKED_PARTS]
+            paths = [path.with_suffix("") / f"{which}.csv" for which in LINKED_PARTS]
             if not all(p.exists() for p in paths):
                 return None
             return LinkedTables(read(paths[0], schema.parent), read(paths[1], schema.child))
-        return read(self.review_sample, schema) if self.review_sample.exists() else None
+        return read(path, schema) if path.exists() else None
+
+    def write_next_sample(self, table) -> Path:
+        """`write_sample` under the next free name, one at a time across processes: draws that end
+        together never take the same name (FileNotFoundError once the run folder is gone)."""
+        with locked(self.private_dir / "samples.lock"):
+            return self.write_sample(table, self.next_sample_name())
 
     def save_model(self, model) -> None:
         """Save a model (SynthModel) in model/; RunGone if the run folder was deleted."""
@@ -423,6 +438,44 @@ class RunDir:
             return self.ledger().to_dict()
         except RunError:
             return None
+
+
+class DrawDir:
+    """A draw the app started from a run, in its own process (runs.draws): private/draws/<id>/,
+    its id the time it was asked, written through the run (RunGone once its folder is gone)."""
+    request_cancel = RunDir.request_cancel  # the run's flag file, in the draw's folder
+    cancel_requested = RunDir.cancel_requested
+
+    def __init__(self, run: RunDir, draw_id: str):
+        self.run, self.id = run, draw_id
+        self.name = f"{PRIVATE}/draws/{draw_id}"
+        self.path = run.path / self.name
+
+    @classmethod
+    def create(cls, run: RunDir) -> "DrawDir":
+        if not run.require().private_dir.is_dir():
+            raise run._gone()
+        draw = cls(run, f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.urandom(2).hex()}")
+        draw.path.parent.mkdir(mode=0o700, exist_ok=True)
+        draw.path.mkdir(mode=0o700)
+        return draw
+
+    @classmethod
+    def all(cls, run: RunDir) -> list["DrawDir"]:
+        """The run's draws that say how they stand, newest first."""
+        folder = run.private_dir / "draws"
+        found = sorted(folder.iterdir(), reverse=True) if folder.is_dir() else []
+        return [cls(run, p.name) for p in found if (p / DRAW_FILES["status"]).exists()]
+
+    def write(self, what: str, data: dict) -> None:
+        """One of its DRAW_FILES: request, status, progress, result, worker (its process record);
+        `read` gives `missing` where the file is absent (None: RunError)."""
+        self.run._write_json(f"{self.name}/{DRAW_FILES[what]}", data)
+
+    def read(self, what: str, missing: dict | None = None) -> dict:
+        if missing is not None and not (self.path / DRAW_FILES[what]).exists():
+            return missing
+        return self.run._read_json(f"{self.name}/{DRAW_FILES[what]}")
 
 
 def charged_runs(root: Path) -> int:
