@@ -8,7 +8,6 @@ import math
 import os
 import shutil
 import stat
-import threading
 import time
 from unittest import mock
 from pathlib import Path
@@ -318,25 +317,18 @@ def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
     assert wait_for_run(at) == "completed"
     at.switch_page("app_pages/generate.py").run()
 
-    # sampling runs in the background: another click neither cancels nor repeats it, and no old table is
-    # offered beside it
-    from synth_core.release import generate as gen
-    release, calls, real_generate = threading.Event(), [], gen.generate
-
-    def held_generate(*args, **kwargs):  # held until the test has clicked elsewhere
-        calls.append(1)
-        release.wait(PATIENCE_S)
-        return real_generate(*args, **kwargs)
-
+    # sampling runs in a process of its own: another click neither cancels nor repeats it, and no old
+    # table is offered beside it (tests/test_draw_jobs.py holds a draw long enough to see it wait)
+    from synth_core.runs.rundir import DrawDir
     at.number_input(key="rows").set_value(150)
-    with mock.patch.object(gen, "generate", held_generate):
-        at.button(key="generate").click().run()
-        assert "Sampling 150 rows" in str(at.get("progress")[0].proto)
-        at.number_input(key="rows").set_value(999).run()  # another click while it draws
-        assert "sampling" in at.session_state and len(calls) == 1 and not at.get("download_button")
-        release.set()
-        wait_for_sample(at)
-    assert len(at.session_state["generated"]["table"]) == 150 and len(calls) == 1 and at.get("download_button")
+    at.button(key="generate").click().run()
+    first = at.session_state["sampling"]
+    assert "Sampling 150 rows" in str(at.get("progress")[0].proto) and not at.get("download_button")
+    at.number_input(key="rows").set_value(999).run()  # another click while it draws
+    assert at.session_state.get("sampling", first) is first
+    wait_for_sample(at)
+    assert len(DrawDir.all(RunDir(at.session_state["run_path"]))) == 1  # one draw, never repeated
+    assert len(at.session_state["generated"]["table"]) == 150 and at.get("download_button")
 
     at.number_input(key="rows").set_value(600)
     at.checkbox(key="use_fairness").check().run()
