@@ -21,6 +21,7 @@ from synth_core.privacy.value_sets import searchable
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
 from synth_core.schema.linked import link_tables, schema_from_json
+from synth_core.shape import shape_of
 from synth_core.training.device import AUTOMATIC, available_devices, device_label
 from synth_core.training.distributed import offered_processes
 from synth_core.runs.timing import estimate_fit_seconds, stored_costs
@@ -32,6 +33,7 @@ st.title("3 · Model and privacy budget")
 
 table, schema = state.require_table()
 linked = state.linked()  # two tables, one person a unit: the families that model linked tables
+shape = shape_of(schema)  # what the table's shape allows: its unit, its parts, DP bounds, the forecast
 
 
 def family_class(f: str):
@@ -171,7 +173,7 @@ if table_total is not None:
                    "other run on this table will be possible unless you raise the total, accepting the larger "
                    "risk.", icon=":material/warning:")
 
-unit = "persons" if linked else "rows"  # what one protected example is
+unit = shape.unit  # what one protected example is
 holdout_share = st.slider(f"{unit.capitalize()} kept aside for the review (never trained on)", 0.0, 0.3, 0.1, 0.05,
                           key="holdout_share",
                           help="They let the review compare how close synthetic rows come to training rows "
@@ -204,17 +206,17 @@ elif auto and linked:
     auto_note.info(f"**Auto's choice.** {klass.label}: the family that models linked tables, a person written as "
                    "one sequence.", icon=":material/auto_awesome:")
 
-parts = [schema.parent, schema.child] if linked else [schema]
+parts = shape.parts(schema)
 missing_bounds = [c.name for part in parts for c in part.columns if c.is_numeric and not c.has_bounds]
 bounds_epsilon = 0.0
-if missing_bounds and not linked:  # linked tables: the request's check asks for every bound
+if missing_bounds and shape.dp_bounds:  # else the request's check asks for every bound
     st.write(f"Numeric columns without public bounds: **{', '.join(missing_bounds)}**. Part of ε estimates them "
              "privately before training.")
     st.text_input("ε for estimating the missing bounds", value=f"{default_bounds_epsilon(epsilon or 1.0):.3g}", key="bounds_epsilon")
     bounds_epsilon, bounds_problem = state.typed_epsilon("bounds_epsilon", "the ε for the bounds", zero_ok=True)
     if bounds_problem:
         epsilon_problem, bounds_epsilon = epsilon_problem or bounds_problem, 0.0
-values_epsilon, without_values = 0.0, [] if linked else [c.name for c in searchable(schema)]
+values_epsilon, without_values = 0.0, [c.name for c in searchable(schema)] if shape.dp_value_sets else []
 if without_values:  # numbers written as codes, brackets or steps of a scale: their values found with DP
     with st.expander("Find the values of number columns with DP (codes, brackets, the 0 of amounts)"):
         st.write(f"Number columns without declared values: **{', '.join(without_values)}**. Part of ε can count, "
@@ -282,7 +284,7 @@ with st.expander("Advanced"):
                                       help="Measured alone it would cost this share of ε; composed with training "
                                            "by the accountant, the training's noise grows only a little.")
     quantile_share = 0.0
-    if not linked and any(c.is_numeric for c in schema.modelled().columns):
+    if shape.quantiles and any(c.is_numeric for c in schema.modelled().columns):
         quantile_share = st.slider("Share of ε for the numeric columns' quantiles", 0.0, MAX_QUANTILE_SHARE,
                                    float(choice.quantile_share) if choice else 0.0, 0.05,
                                    key=f"quantile_share_{choice.quantile_share if choice else 'named'}",
@@ -391,9 +393,8 @@ def forecast_curve(model: str, schema_json: str, n: int):
     return curve(schema, n, model), floor(schema, n).get("tvd2")
 
 
-if plan is not None and linked:
-    st.caption("What each level buys is not forecast for linked tables yet: the forecast is built from benchmark "
-               "runs on single tables.")
+if plan is not None and not shape.forecast:
+    st.caption(f"What each level buys is not forecast here: {shape.no_forecast}.")
 elif plan is not None:
     st.subheader("What each level buys on this table")
     try:

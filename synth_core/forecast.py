@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from .benchmark_model import Interval, compares, extrapolation, fidelity
 from .models import get_model_class
 from .models.recommend import by_rule
-from .privacy.budget import plain_number
+from .privacy.budget import BudgetError, plain_number
 from .privacy.measurements import FINE_BINS, MARGINAL_BINS, marginals_noise_std
 from .privacy.split import before_training, planned_delta, planned_split
 from .request import FitRequest
 from .schema import Schema, SchemaError
-from .schema.linked import LinkedSchema
+from .shape import shape_of
 from .schema.spec import MAX_ROWS, _short
 
 Z90 = 1.6448536269514722  # the standard normal's 95th percentile: ± it holds 9 draws in 10
@@ -80,12 +80,13 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
              accountant: str = "prv", **fields) -> Forecast:
     """The closed-form forecast of a run of `model` at (ε, δ) on a table of `rows` rows with this public schema;
     `fields`: any other FitRequest field (a calibration share, a preset). Costs no ε and reads no row."""
-    if isinstance(schema, LinkedSchema):
-        raise SchemaError("the forecast covers single tables, not linked ones: the benchmark runs "
-                          "it rests on are single tables (forecast the persons' table alone with "
-                          "its own schema, if it helps)")
-    if not isinstance(schema, Schema):
-        raise SchemaError(f"the forecast needs a table's Schema, not {type(schema).__name__}")
+    try:
+        shape = shape_of(schema)
+    except SchemaError:
+        raise SchemaError(f"the forecast needs a table's Schema, not {type(schema).__name__}") from None
+    if not shape.forecast:
+        raise SchemaError(f"{shape.no_forecast} (forecast the persons' table alone with its "
+                          "own schema, if it helps)")
     rows = check_forecast_rows(rows)
     request = FitRequest(model=model, epsilon=epsilon, delta=delta, accountant=accountant, **fields)
     request.check()
@@ -99,21 +100,13 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
     split = planned_split(epsilon, delta, before, schema.rows is not None,
                           resolved.calibration_share or 0.0, resolved.quantile_share or 0.0)
     modelled = schema.modelled()
-    if split.marginals > 0:
-        std = marginals_noise_std(schema, split.marginals, delta, accountant)
-        source = f"the marginals the run measures with {resolved.calibration_share:.0%} of what the count leaves"
-        cells = {c.name: MARGINAL_BINS if c.is_numeric else len(c.vocabulary()) + c.nullable for c in modelled.columns}
-        fine = {c.name: FINE_BINS for c in modelled.columns if c.is_numeric}
-        cells.update(fine)
-    else:
-        synth = get_model_class(resolved.model)(schema, preset=resolved.preset, device="cpu", seed=0,
-                                                **(resolved.options or {}))
-        plan = synth.plan_privacy(rows, split.left, delta, accountant, split.alongside(delta, schema, accountant))
-        std = synth.count_noise(plan)
-        source = f"the first measurement of every column ({synth.label})"
-        cells = dict(getattr(synth, "sizes", {}) or {})
     figures, note = _fidelity(schema, rows, epsilon, resolved.model)
     beyond = extrapolation(schema, rows, epsilon)
+    try:
+        std, source, cells = _count_noise(schema, resolved, rows, split, delta, accountant)
+    except BudgetError as e:  # the run would be refused: said, beside what the benchmarks expect
+        return Forecast(resolved.model, epsilon, delta, rows, None, f"nothing: the run would be refused ({e})",
+                        (), figures, note, beyond)
     if std is None:
         return Forecast(resolved.model, epsilon, delta, rows, None, "nothing: the run measures no counts (DP-SGD "
                         "alone); the shares depend on what the model learns", (), figures, note,
@@ -123,6 +116,25 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
                     for c in modelled.columns)
     return Forecast(resolved.model, epsilon, delta, rows, std, source, columns, figures, note,
                     beyond)
+
+
+def _count_noise(schema: Schema, resolved: FitRequest, rows: int, split, delta: float, accountant: str
+                 ) -> tuple[float | None, str, dict]:
+    """(the σ of each count the run releases or None, what releases them, the cells each column is
+    counted in); BudgetError where no noise reaches the run's ε at its δ."""
+    modelled = schema.modelled()
+    if split.marginals > 0:
+        std = marginals_noise_std(schema, split.marginals, delta, accountant)
+        cells = {c.name: MARGINAL_BINS if c.is_numeric else len(c.vocabulary()) + c.nullable
+                 for c in modelled.columns}
+        cells.update({c.name: FINE_BINS for c in modelled.columns if c.is_numeric})
+        return std, (f"the marginals the run measures with {resolved.calibration_share:.0%} of what "
+                     "the count leaves"), cells
+    synth = get_model_class(resolved.model)(schema, preset=resolved.preset, device="cpu", seed=0,
+                                            **(resolved.options or {}))
+    plan = synth.plan_privacy(rows, split.left, delta, accountant, split.alongside(delta, schema, accountant))
+    return (synth.count_noise(plan), f"the first measurement of every column ({synth.label})",
+            dict(getattr(synth, "sizes", {}) or {}))
 
 
 def check_forecast_rows(rows) -> int:

@@ -37,6 +37,7 @@ from .forecast import run_forecast
 from .privacy.contribution import bound_children
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .schema.linked import LinkedReport, LinkedRows, LinkedSchema, LinkedTables, link_tables
+from .shape import shape_of
 from .training.device import device_label
 from .runs.timing import RunClock, rows_drawn, sampling_seconds, step_seconds
 
@@ -73,7 +74,7 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
         check_rows(len(rows))
     # the public count is the table's as the steward holds it: the rows a rule drops are counted on their screen
     if schema.rows is not None and schema.rows != len(rows) + report.dropped_for_rules:
-        unit = "persons" if isinstance(schema, LinkedSchema) else "rows"
+        unit = shape_of(schema).unit
         raise SchemaError(f"the schema declares {schema.rows} {unit} as public, but the table has "
                           f"{len(rows) + report.dropped_for_rules}: correct the schema's count, or remove it to "
                           "pay for a noisy count instead")
@@ -137,12 +138,12 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
     request, rows, report = admitted.request, admitted.rows, admitted.report
     if not ledger.rows_public:
         ledger.n_rows = noisy_count(len(rows), admitted.count_epsilon, ledger,
-                                    of="persons" if isinstance(admitted.schema, LinkedSchema) else "rows")
+                                    of=shape_of(admitted.schema).unit)
     # below 1/n for every n the count leaves plausible (privacy.run_delta: what the page and forecast show)
     delta = run_delta(request.delta, ledger.n_rows, None if ledger.rows_public else admitted.count_epsilon)
     ledger.target_delta = delta
     schema = admitted.schema
-    if not isinstance(schema, LinkedSchema):  # linked tables declare every bound (FitRequest.check)
+    if shape_of(schema).dp_bounds:  # else every bound is declared (FitRequest.check)
         schema = estimate_missing_bounds(rows, schema, request.bounds_epsilon, ledger,
                                          request.coarse_range or DEFAULT_COARSE_RANGE)
     schema.require_bounds()
@@ -195,7 +196,6 @@ def build(paid: Paid, share=lambda compute: compute()) -> Built:
 def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> dict:
     """What the run's config.json says: the request as resolved, its plan, and what the next estimate needs."""
     request, synth = paid.request, built.model
-    linked = isinstance(paid.schema, LinkedSchema)  # no forecast for linked tables yet
     return {
         "model": request.model, "preset": request.preset, "size": type(synth).size_of(request.preset),
         "options": request.options or {}, "epsilon": request.epsilon, "delta": paid.delta,
@@ -212,7 +212,8 @@ def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> d
         "sampling_estimate_s": sampling_seconds(synth, request.preset, built.review_rows, guess=True),
         "step_estimate_s": step_seconds(synth, request.preset, built.plan.expected_batch_size),
         # from public facts and the released count only (forecast.py): the review sets it beside what it measures
-        "forecast": None if linked else run_forecast(paid.schema, paid.ledger.n_rows, request.epsilon, request.model),
+        "forecast": run_forecast(paid.schema, paid.ledger.n_rows, request.epsilon, request.model)
+        if shape_of(paid.schema).forecast else None,
     }
 
 

@@ -18,6 +18,7 @@ from .privacy.budget import (DEFAULT_CALIBRATION_SHARE, BudgetError, check_calib
                              check_run_budget, plain_number)
 from .schema import Schema, SchemaError
 from .schema.linked import LinkedSchema
+from .shape import shape_of
 
 # what auto trains on linked tables (schema.linked): the one family that models them
 LINKED_AUTO = "dp-tbart"
@@ -132,28 +133,28 @@ class FitRequest:
         if not isinstance(schema, (Schema, LinkedSchema)):
             raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
         schema.check()
-        if isinstance(schema, LinkedSchema):
-            self._check_linked()
+        self._check_shape(shape_of(schema))
         if schema.provenance["warning"] and not self.accept_draft:
             raise SchemaError("the schema was drafted by reading the private table and never confirmed as public: "
                               "edit it into public facts and confirm it (`schema confirm`), or accept training on "
                               "it as it is (--accept-draft; every report will say so)")
         if not self.bounds_epsilon:
             schema.require_bounds()  # nothing pays for missing bounds
-        if self.values_epsilon and isinstance(schema, Schema):
+        if self.values_epsilon and shape_of(schema).dp_value_sets:
             from .privacy.value_sets import searchable
             if not searchable(schema):
                 raise SchemaError("no number column can have its values found: each needs whole numbers or "
                                   "declared decimals, and no values of its own; spend no ε on finding them")
 
-    def _check_linked(self) -> None:
-        """What linked tables (schema.linked) cannot be trained with yet."""
-        asked = [what for what, value in (("DP bounds (bounds_epsilon)", self.bounds_epsilon),
-                                          ("DP value sets (values_epsilon)", self.values_epsilon),
-                                          ("a quantile share", self.quantile_share)) if value]
+    def _check_shape(self, shape) -> None:
+        """What the table's shape (synth_core.shape) cannot be trained with yet."""
+        asked = [what for what, value, can in (
+            ("DP bounds (bounds_epsilon)", self.bounds_epsilon, shape.dp_bounds),
+            ("DP value sets (values_epsilon)", self.values_epsilon, shape.dp_value_sets),
+            ("a quantile share", self.quantile_share, shape.quantiles)) if value and not can]
         if asked:
-            raise SchemaError(f"linked tables cannot be trained with {' or '.join(asked)} yet: declare every bound "
-                              "in the schema and leave the quantile share at 0")
+            raise SchemaError(f"{shape.name} cannot be trained with {' or '.join(asked)} yet: declare every "
+                              "bound in the schema and leave the quantile share at 0")
 
     def _check_model(self, schema: Schema | None, world_size: int) -> None:
         from .models import get_model_class, model_class_for  # the families, and torch, when a request is checked
