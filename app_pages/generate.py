@@ -204,7 +204,7 @@ if info.get("acceptance_rate") is not None and info.get("method") == "rejection"
 if info.get("calibration"):  # what calibration did, in the core's words
     st.caption(info["calibration"][0].upper() + info["calibration"][1:] + ".")
 fair_result = generated["fair_result"]
-if generated.get("note"):  # the gap asked for was not reached, in the core's words
+if generated.get("note"):  # a gap not reached, groups whose shares moved: in the core's words
     st.warning(generated["note"], icon=":material/warning:")
 if info.get("method") == "fairness control" and fair_result is not None and fair_result.share == 0:
     st.info(f"No change needed: the synthetic rows' demographic-parity gap is {fair_result.gap_after:.3f}, within "

@@ -234,3 +234,21 @@ def test_a_fairness_draw_that_misses_the_gap_says_so():
     fair = dict(sensitive="g", target="y", positive="yes", target_gap=0.05)
     out = gen.generate(Apart(), 400, fairness=fair)
     assert out.fairness.gap_after > 0.05 and "above the 0.05 you accept" in out.note
+
+
+def test_fairness_control_says_when_it_moves_the_groups_shares():
+    """Issue 61 item 7: fairness control moved a group's share (0.499 -> 0.550) without saying so."""
+    import pandas as pd
+
+    from synth_core.release.fair_sampling import FairGeneration
+    from synth_core.release.generate import _share_note
+
+    def made(after_f: int) -> FairGeneration:
+        groups = {"Female": {"rows_before": 499, "rows_after": after_f},
+                  "Male": {"rows_before": 501, "rows_after": 1000 - after_f}}
+        return FairGeneration(pd.DataFrame(), 0.2, 0.1, 0.02, groups=groups)
+
+    note = _share_note(made(550))
+    assert note.startswith("Fairness control changed the groups' shares")
+    assert "Female 49.9% → 55.0%" in note and "Male 50.1% → 45.0%" in note
+    assert _share_note(made(505)) is None  # within 2 points: nothing to say

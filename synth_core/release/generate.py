@@ -53,7 +53,8 @@ def generate(model, rows: int, conditions: dict | None = None, fairness: dict | 
     if fairness:
         result = fair_sample(model, rows, seed=seed, pilot_rows=FAIR_PILOT_ROWS, **fairness)
         info = {"method": "fairness control", **fairness, **result.summary(), "seed": seed}
-        return Generated(result.table, info, result, _gap_note(result, fairness.get("target_gap")))
+        notes = [n for n in (_gap_note(result, fairness.get("target_gap")), _share_note(result)) if n]
+        return Generated(result.table, info, result, " ".join(notes) or None)
     table = model.sample(rows, conditions=conditions or None, seed=seed)
     calibrated = calibration_summary(model.last_sample_info.get("calibration"), len(table))
     info = {"conditions": conditions or {}, "seed": seed,
@@ -70,6 +71,24 @@ def _gap_note(result: FairGeneration, target_gap: float | None) -> str | None:
             f"{target_gap:g} you accept: the plan, made on a pilot sample, conditioned "
             f"{result.share:.0%} of the rows, and the model's rows did not reach it. Generate "
             "again, accept a larger gap, or ask for more rows.")
+
+
+SHARE_SHIFT = 0.02  # a group's share of the rows moved by more than this is said
+
+
+def _share_note(result: FairGeneration) -> str | None:
+    """Said when fairness control moved the groups' shares of the rows (it adds rows group by group):
+    each group that moved by more than SHARE_SHIFT, before and after."""
+    before = sum(d["rows_before"] for d in result.groups.values())
+    after = sum(d["rows_after"] for d in result.groups.values())
+    if not before or not after:
+        return None
+    moved = [(g, d["rows_before"] / before, d["rows_after"] / after) for g, d in result.groups.items()
+             if abs(d["rows_after"] / after - d["rows_before"] / before) > SHARE_SHIFT]
+    if not moved:
+        return None
+    return ("Fairness control changed the groups' shares of the rows (it adds rows group by group): "
+            + ", ".join(f"{g} {a:.1%} → {b:.1%}" for g, a, b in moved) + ".")
 
 
 @dataclass
