@@ -67,6 +67,8 @@ def show_run(run: RunDir) -> None:
                 f"{duration(prog['elapsed_s'])} elapsed, about {duration(prog['remaining_s'])} left")
         st.progress(min(1.0, prog["fraction"]),
                     text=text + (" · stopping after this step" if cancel_requested(run) else ""))
+        if prog.get("may_rise") and not drawing:  # the estimate may grow: the page says why
+            st.caption(f"An adaptive mechanism: {prog['may_rise']}.")
         if st.button("Cancel training", key=f"cancel_{run.path.name}", disabled=cancel_requested(run)):
             cancel_job(run)
             st.toast("Stopping after the current step; the model trained so far is kept.")

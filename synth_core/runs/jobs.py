@@ -423,7 +423,10 @@ def progress(run: RunDir) -> dict:
                 remaining = None
     return {"steps_done": done, "steps_planned": planned, "elapsed_s": elapsed, "remaining_s": remaining,
             "fraction": (done / planned) if planned else 0.0, "sampling_s": sampling,
-            "drawing_s": drawing, "unit": kind.unit}
+            "drawing_s": drawing, "unit": kind.unit,
+            # why the time left may rise while the run trains, where it may: said beside it
+            "may_rise": (f"its {kind.unit} grow longer as its model grows, and it may take more of them "
+                         "than it first expected, so the time left can rise") if adaptive else None}
 
 
 def ledger_of(run: RunDir) -> PrivacyLedger | None:
