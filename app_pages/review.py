@@ -118,10 +118,12 @@ except (RunError, OSError, ValueError):
 expected = forecast_column(kept_forecast)
 if any(expected.values()):  # what the run was expected to reach, from public facts before training
     base["forecast (80%)"] = [expected.get(name, "") for name in base["technical name"]]
+    # the forecast beside the measured figures it is compared with, the reference columns after them
+    base = base[["figure", *tables, "forecast (80%)", "better", "technical name"]]
 beyond = extrapolation_note(kept_forecast)
 st.dataframe(base, hide_index=True, column_config={"figure": st.column_config.TextColumn(width="large"),
                                                    **{label_: st.column_config.TextColumn(width="medium")
-                                                      for label_ in tables}})
+                                                      for label_ in [*tables, "forecast (80%)"]}})
 compared = next((c for c in tables[names[primary]]["compares"] if c), None)
 if compared:  # the forecast predicts this very comparison (synth_core/evaluate/protocol.py)
     st.caption(f"The mismatch figures compare {compared}"

@@ -261,3 +261,16 @@ def test_one_way_figures_match_sdmetrics_when_installed(demo):
         else:
             ref = single.TVComplement.compute(a.fillna("<missing>"), b.fillna("<missing>"))
         assert cols.loc[spec.name, "score"] == pytest.approx(ref, abs=1e-9)
+
+
+def test_the_review_says_one_verdict_with_the_forecast_in_it():
+    """Issue 59/61: "poor" in the table and a green "better than expected" box beside it. One sentence
+    now says the level and where the forecast figures fell."""
+    inside = [("inside", "2-way TVD 0.338, forecast 0.349 (0.274 to 0.504)")]
+    level, text = overall_verdict(["good", "poor"], "aim", inside)
+    assert level == "poor" and "came out as forecast" in text and "0.349" in text
+    level, text = overall_verdict(["good", "fair"], "aim", [("below", "2-way TVD 0.04, forecast 0.08")])
+    assert level == "fair" and "Better than forecast: 2-way TVD 0.04" in text
+    level, text = overall_verdict(["good", "good"], "aim", [("above", "2-way TVD 0.2, forecast 0.08")])
+    assert level == "fair" and "worse than forecast" in text  # never "good" beside a missed forecast
+    assert overall_verdict(["good"], "aim", [])[1].startswith("Good:")

@@ -193,10 +193,11 @@ def overall_verdict(verdicts: list[str], family: str | None = None,
         return level, (f"{'Poor' if poor else 'Fair'}, and worse than forecast for this table "
                        f"({'; '.join(worse)}): " + hint)
     if poor:
-        said = (f"{poor} figure(s) are poor: the synthetic table misses some structure of the real one"
-                + (f", as forecast for a table of this size at this ε ({'; '.join(kept)}): more ε "
-                   "or fewer values per column buy more" if kept else "") + ". ")
-        return "poor", said + ("" if kept else hint)
+        said = (f"{poor} figure(s) are poor: the synthetic table misses some structure of the real one. "
+                + (f"Those forecast before training came out as forecast for a table of this size at "
+                   f"this ε ({'; '.join(kept)}): more ε or fewer values per column buy more. "
+                   if kept else ""))
+        return "poor", said + hint
     tail = f" Better than forecast: {'; '.join(better)}." if better else (
         f" As forecast: {'; '.join(kept)}." if kept else "")
     if fair:
