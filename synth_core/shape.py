@@ -1,9 +1,11 @@
-"""The table's shape as a type (issue 60): one table of rows, or persons with their rows in a second table.
+"""The table's shape as a type (issue 60): one table of rows, or persons with their rows in a second
+table.
 
-`shape_of(schema)` chooses it once; everything that differs between the two asks it instead of testing the
-schema's type: the unit a guarantee protects and its word, the schemas of the parts, which measurements a
-run may pay for before training, and whether a forecast exists. A third shape (a person with two child
-tables, a time series per person) is a third class with these members (ARCHITECTURE.md lists where).
+`shape_of(schema)` chooses it once; everything that differs between the two asks it instead of
+testing the schema's type: the unit a guarantee protects and its word, the schemas of the parts,
+which measurements a run may pay for before training, and whether a forecast exists. A third shape
+(a person with two child tables, a time series per person) is a third class with these members
+(ARCHITECTURE.md lists where).
 """
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ class SingleTable:
 
 @dataclass(frozen=True)
 class PersonTables:
-    """Persons (a parents' table) with their child rows, linked by a key: a guarantee protects a person
-    with all their rows. Every bound is declared; no quantiles; no forecast yet."""
+    """Persons (a parents' table) with their child rows, linked by a key: a guarantee protects a
+    person with all their rows. Every bound is declared; no quantiles; no forecast yet."""
 
     name: str = "linked tables"
     unit: str = "persons"
@@ -44,8 +46,8 @@ class PersonTables:
     dp_value_sets: bool = False
     quantiles: bool = False
     forecast: bool = False
-    no_forecast: str = ("the forecast covers single tables, not linked ones: the benchmark runs it rests "
-                        "on are single tables")
+    no_forecast: str = ("the forecast covers single tables, not linked ones: the benchmark runs it "
+                        "rests on are single tables")
 
     @staticmethod
     def parts(schema: LinkedSchema) -> list[Schema]:
