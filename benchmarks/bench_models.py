@@ -205,6 +205,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--quantile-share", type=float, default=None,
                     help="part of ε for the numeric columns' quantiles (bins follow them); default: auto's, else 0")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--point-share", type=float, default=None,
+                    help="draft a point mass for a value this share of a column's rows hold (default the "
+                         "draft's, synth_core.schema.draft.POINT_SHARE), at most --draft-points of them")
+    ap.add_argument("--draft-points", type=int, default=None, help="with --point-share: the most points")
     ap.add_argument("--no-value-sets", action="store_true",
                     help="clear every column's value set and point masses from the schema the model is told (the "
                          "table is read and split with them, as without the flag): issue 59's before")
@@ -313,6 +317,10 @@ def _say(args, figures: dict, model) -> None:
 
 def main() -> None:
     args = _parser().parse_args()
+    if args.point_share is not None:  # another drafting rule for point masses (RESULTS.md, issue 59)
+        from synth_core.schema import draft
+        draft.POINT_SHARE = args.point_share
+        draft.MAX_DRAFT_POINTS = args.draft_points or draft.MAX_DRAFT_POINTS
     options = parse_options(args.option)
     ds = table_spec(args.dataset, args.target)
     if args.calibration_share is None and args.model != "auto":
