@@ -28,7 +28,6 @@ def _table(n: int, public: bool) -> tuple[pd.DataFrame, Schema]:
 
 @pytest.mark.parametrize("public", [False, True])
 def test_the_delta_and_split_shown_are_the_ones_the_run_records(public):
-    differed = 0
     for n in COUNTS:
         table, schema = _table(n, public)
         for eps in EPSILONS:
@@ -40,11 +39,9 @@ def test_the_delta_and_split_shown_are_the_ones_the_run_records(public):
             paid, _, _ = pay(admitted, ledger)
             # only a noisy count across a power of ten may move it, and then the page said which δ
             assert paid.delta == shown or (other is not None and paid.delta == other), (n, eps)
-            differed += paid.delta != shown
             assert ledger.target_delta == paid.delta
             split = planned_split(eps, paid.delta, 0.0, public)
             assert paid.left == pytest.approx(split.left, rel=1e-9)
-    assert differed <= 3  # rare: most counts are far from a boundary, whatever the noise draws
 
 
 def test_a_delta_the_steward_types_is_the_one_everyone_uses():
