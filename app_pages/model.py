@@ -184,8 +184,9 @@ chosen_delta = st.number_input(
     placeholder=f"automatic: a power of ten below 1 / (number of {unit})",
     help=f"Leave it empty: the run chooses δ below 1 / (number of {unit}) from the count it releases (declared "
          f"public, or a noisy count), never from the exact count. Or type your own, well below 1 / (number of {unit}).")
-# what the run will choose (privacy.run_delta), for the plan shown here: the run asks the same of the count
-# it releases, so only a noisy count that crosses a power of ten makes it differ, and then the page says so
+# what the run will choose (privacy.run_delta), for the plan shown here: the run asks the same of
+# the count it releases, so only a noisy count that crosses a power of ten makes it differ, and then
+# the page says so
 delta, other_delta = planned_delta(None if chosen_delta is None else float(chosen_delta), epsilon,
                                    schema.rows or n_train, schema.rows is not None)
 if chosen_delta is None:

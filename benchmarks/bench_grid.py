@@ -41,9 +41,9 @@ METHODS = {
 # --candidate): the evidence benchmarks/fit_forecast.py ranks auto's candidates on (issue 44). Not in the grid's
 # table: run on the forecast's corpus
 CANDIDATE_METHODS = {f"auto-{family}": ["--model", "auto", "--candidate", family] for family in ("aim", "dp-tbart")}
-# `auto` told none of the drafted schema's value sets and point masses (bench_models.py --no-value-sets), on the
-# same splits: what they buy (issue 59). Not in the grid's table: results/codes, RESULTS.md's "Tables whose
-# numbers are codes"
+# `auto` told none of the drafted schema's value sets and point masses (bench_models.py
+# --no-value-sets), on the same splits: what they buy (issue 59). Not in the grid's table:
+# results/codes, RESULTS.md's "Tables whose numbers are codes"
 VALUE_SET_METHODS = {"auto-novalues": ["--model", "auto", "--no-value-sets"]}
 RUNNABLE = {**METHODS, **CANDIDATE_METHODS, **VALUE_SET_METHODS}
 

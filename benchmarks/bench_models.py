@@ -129,8 +129,8 @@ BASELINES = {"independent": independent_marginals, "mst": mst}  # --model names 
 
 
 def without_value_sets(schema: Schema) -> Schema:
-    """The schema with no column's value set or point masses (issue 59's before): the table is read and split
-    with the declared schema, so a run with and one without them see the same rows."""
+    """The schema with no column's value set or point masses (issue 59's before): the table is read
+    and split with the declared schema, so a run with and one without them see the same rows."""
     bare = copy.deepcopy(schema)
     for col in bare.columns:
         col.values, col.points = None, None
@@ -138,9 +138,10 @@ def without_value_sets(schema: Schema) -> Schema:
 
 
 def declared_kept(synth, table, train_split, schema: Schema) -> dict:
-    """How the synthetic rows keep the schema's declared numbers: for each column with a value set, the share of
-    synthetic values no real row of the table (both splits) holds and the distinct values on each side; for each
-    point mass, the share of real training rows and of synthetic rows exactly at it. Empty without any."""
+    """How the synthetic rows keep the schema's declared numbers: for each column with a value set,
+    the share of synthetic values no real row of the table (both splits) holds and the distinct
+    values on each side; for each point mass, the share of real training rows and of synthetic rows
+    exactly at it. Empty without any."""
     def held(x, real) -> np.ndarray:  # x is a value of `real` (to single precision's tolerance)
         real = np.unique(real)
         i = np.clip(np.searchsorted(real, x), 1, max(len(real) - 1, 1))
@@ -317,7 +318,8 @@ def _say(args, figures: dict, model) -> None:
 
 def main() -> None:
     args = _parser().parse_args()
-    if args.point_share is not None:  # another drafting rule for point masses (RESULTS.md, issue 59)
+    # another drafting rule for point masses (RESULTS.md, issue 59)
+    if args.point_share is not None:
         from synth_core.schema import draft
         draft.POINT_SHARE = args.point_share
         draft.MAX_DRAFT_POINTS = args.draft_points or draft.MAX_DRAFT_POINTS

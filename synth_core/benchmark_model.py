@@ -20,7 +20,8 @@ import numpy as np
 
 from .schema import Schema
 
-# the figure the model forecasts, as evaluate/protocol.py measures it for the review and the benchmarks
+# the figure the model forecasts, as evaluate/protocol.py measures it for the review and the
+# benchmarks
 BINS = 20                # quantile bins of a numeric column, fitted on the training rows
 COMPARED_SHARE = 0.25    # real rows compared per training row: the benchmarks' 20% test split of a table
 MAX_COMBINATIONS = 1000  # sets of k columns a figure averages over, at most

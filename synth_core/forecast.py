@@ -215,8 +215,8 @@ def against(kept: dict | None, measured: dict[str, float]) -> list[tuple[str, st
 
 
 def findings(kept: dict | None, measured: dict[str, float]) -> list[str]:
-    """The measured figures (by the review's names) that fall outside the run's forecast, each in one
-    sentence: above its interval a finding, below it good news. Both are measured the same way
+    """The measured figures (by the review's names) that fall outside the run's forecast, each in
+    one sentence: above its interval a finding, below it good news. Both are measured the same way
     (benchmark_model.compares)."""
     return [f"Worse than expected for this table: {shown}. A larger ε, the other families, or columns "
             "with fewer values (coarser categories, rounder bounds) usually help." if where == "above"

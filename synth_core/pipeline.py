@@ -139,7 +139,8 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
     if not ledger.rows_public:
         ledger.n_rows = noisy_count(len(rows), admitted.count_epsilon, ledger,
                                     of=shape_of(admitted.schema).unit)
-    # below 1/n for every n the count leaves plausible (privacy.run_delta: what the page and forecast show)
+    # below 1/n for every n the count leaves plausible (privacy.run_delta: what the page and
+    # forecast show)
     delta = run_delta(request.delta, ledger.n_rows, None if ledger.rows_public else admitted.count_epsilon)
     ledger.target_delta = delta
     schema = admitted.schema

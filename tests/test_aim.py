@@ -427,7 +427,8 @@ def test_the_train_page_times_an_adaptive_runs_first_round_by_a_past_run_and_add
     run.append_event({"step": 3, "steps": 9, "elapsed_s": 8.5, "epsilon": 0.3})
     shown = progress(run)  # its own rounds from now on: the last ones, without the first
     assert shown["remaining_s"] == pytest.approx(6 * 1.25 + FINISH_S, abs=0.5)
-    # its rounds lengthen and their number is re-estimated: the page says the time left can rise, and why
+    # its rounds lengthen and their number is re-estimated: the page says the time left can rise,
+    # and why
     assert "grow longer as its model grows" in shown["may_rise"] and "rise" in shown["may_rise"]
 
 

@@ -317,8 +317,9 @@ def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
     assert wait_for_run(at) == "completed"
     at.switch_page("app_pages/generate.py").run()
 
-    # sampling runs in a process of its own: another click neither cancels nor repeats it, and no old
-    # table is offered beside it (tests/test_draw_jobs.py holds a draw long enough to see it wait)
+    # sampling runs in a process of its own: another click neither cancels nor repeats it, and no
+    # old table is offered beside it (tests/test_draw_jobs.py holds a draw long enough to see it
+    # wait)
     from synth_core.runs.rundir import DrawDir
     at.number_input(key="rows").set_value(150)
     at.button(key="generate").click().run()
@@ -632,7 +633,8 @@ def test_runs_are_listed_by_their_table_and_the_sidebar_agrees_with_the_page(wor
     assert len(picker.options) == 1 and picker.options[0].startswith("people.csv · dp-tbart ε=1 quick")
     # one account of the run: the page and the sidebar show the same state and the same ε, while it trains
     assert at.main.metric[0].value == "running"
-    # while it trains, the page's figure is labelled an upper bound (the live curve between exact points)
+    # while it trains, the page's figure is labelled an upper bound (the live curve between exact
+    # points)
     assert next(m for m in at.main.metric if m.label == "ε spent, at most").value == "0.519 of 1"
     assert next(m for m in at.sidebar.metric if m.label == "ε spent").value == "0.519 of 1"
     assert "people.csv" in texts(at.sidebar.caption) and "running" in texts(at.sidebar.caption)
@@ -738,7 +740,8 @@ def test_the_steward_leaves_a_column_out_and_brings_it_back(workspace):
 
 
 def test_the_model_pages_choices_survive_a_visit_to_another_page(workspace):
-    """Issue 61: leaving step 3 reset its widgets (Streamlit forgets a widget not drawn on a run)."""
+    """Issue 61: leaving step 3 reset its widgets (Streamlit forgets a widget not drawn on a run).
+    """
     at = new_app()
     at.switch_page("app_pages/data.py").run()
     at.button(key="use_demo").click().run()

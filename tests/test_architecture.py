@@ -177,8 +177,9 @@ def test_pages_never_name_a_family():
 
 
 def test_the_schema_package_imports_at_the_top_of_its_modules():
-    """No import deferred into a function (issue 60): the package's modules import each other at the top,
-    its errors from schema/errors.py, and only type hints reach back to spec.py (under TYPE_CHECKING)."""
+    """No import deferred into a function (issue 60): the package's modules import each other at the
+    top, its errors from schema/errors.py, and only type hints reach back to spec.py (under
+    TYPE_CHECKING)."""
     deferred = []
     for p in modules(CORE / "schema"):
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):

@@ -110,8 +110,9 @@ def test_a_continuous_log_column_has_a_bar_at_its_lower_bound():
 
 
 def test_a_date_column_charts_its_real_years_with_years_on_the_axis():
-    """Issue 61 item 4: the review charted a date column with no real bars (the rows as uploaded, dates as
-    text) and an axis of '2.01k, 2.011k'. The real rows as the schema reads them, and years written whole."""
+    """Issue 61 item 4: the review charted a date column with no real bars (the rows as uploaded,
+    dates as text) and an axis of '2.01k, 2.011k'. The real rows as the schema reads them, and years
+    written whole."""
     from synth_core.evaluate.inputs import canonical
     from synth_core.schema import Schema
     schema = Schema(columns=[ColumnSpec("opened", "integer", lower=2005, upper=2015, date="year"),

@@ -237,7 +237,8 @@ def test_a_fairness_draw_that_misses_the_gap_says_so():
 
 
 def test_fairness_control_says_when_it_moves_the_groups_shares():
-    """Issue 61 item 7: fairness control moved a group's share (0.499 -> 0.550) without saying so."""
+    """Issue 61 item 7: fairness control moved a group's share (0.499 -> 0.550) without saying so.
+    """
     import pandas as pd
 
     from synth_core.release.fair_sampling import FairGeneration

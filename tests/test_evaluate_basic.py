@@ -62,7 +62,8 @@ def _tv_by_hand(a, b):
 
 def test_identical_tables_score_perfectly_but_for_the_compared_rows_own_noise(demo):
     """The k-way figures compare n synthetic rows with n/4 real rows (evaluate/protocol.py, as the
-    benchmarks and the forecast do): the real table itself scores the noise of that sample, no more."""
+    benchmarks and the forecast do): the real table itself scores the noise of that sample, no more.
+    """
     from synth_core.evaluate import protocol
     from synth_core.evaluate.fidelity import kway_tvd_report
     schema, real, _ = demo
@@ -73,10 +74,12 @@ def test_identical_tables_score_perfectly_but_for_the_compared_rows_own_noise(de
                               bin_reference=real, n_bins=20, max_combinations=1000)
     for k in (1, 2, 3):
         assert figs[f"{k}-way TVD"].value == pytest.approx(by_hand[k], abs=1e-12)
-        # the table's own noise on this comparison: the real rows not compared against those compared
+        # the table's own noise on this comparison: the real rows not compared against those
+        # compared
         floor = figs[f"{k}-way TVD"].details["floor"]
         assert 0 < figs[f"{k}-way TVD"].value < 1.2 * floor
-        assert figs[f"{k}-way TVD"].verdict == "good"  # the real rows themselves: never worse than good
+        # the real rows themselves: never worse than good
+        assert figs[f"{k}-way TVD"].verdict == "good"
     assert figs["2-way TVD"].details["compares"] == (
         f"{len(real):,} synthetic rows against {len(real) // 4:,} real rows drawn from the rows it "
         f"trained on, numbers in 20 quantile bins of {len(real):,} training rows")
@@ -117,8 +120,8 @@ def test_disjoint_columns_score_worst():
     assert cols.loc["c", "distance"] == pytest.approx(1.0)  # Jensen-Shannon, base 2
     assert cols.loc["c", "chi_square_p"] < 1e-12
     figs = {f.name: f for f in quick_figures(real, synth, schema, ks=(1, 2))}
-    # x: synthetic values beyond the real range fall in the last of 20 real-quantile bins, which holds
-    # about 5% of the 25 real rows compared: TVD about 0.95; c: disjoint, TVD 1
+    # x: synthetic values beyond the real range fall in the last of 20 real-quantile bins, which
+    # holds about 5% of the 25 real rows compared: TVD about 0.95; c: disjoint, TVD 1
     assert 0.9 <= figs["1-way TVD"].value <= 1.0
     assert figs["2-way TVD"].value == pytest.approx(1.0)
     assert figs["TV complement (mean)"].verdict == "poor"
@@ -264,8 +267,8 @@ def test_one_way_figures_match_sdmetrics_when_installed(demo):
 
 
 def test_the_review_says_one_verdict_with_the_forecast_in_it():
-    """Issue 59/61: "poor" in the table and a green "better than expected" box beside it. One sentence
-    now says the level and where the forecast figures fell."""
+    """Issue 59/61: "poor" in the table and a green "better than expected" box beside it. One
+    sentence now says the level and where the forecast figures fell."""
     inside = [("inside", "2-way TVD 0.338, forecast 0.349 (0.274 to 0.504)")]
     level, text = overall_verdict(["good", "poor"], "aim", inside)
     assert level == "poor" and "came out as forecast" in text and "0.349" in text

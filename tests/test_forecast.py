@@ -204,8 +204,9 @@ def test_the_shipped_model_ranks_autos_candidates_and_the_reason_quotes_it():
 
 
 def test_the_forecast_says_what_the_review_compares_and_the_review_measures_just_that():
-    """One definition (evaluate/protocol.py): the forecast's words are the review's, for the same rows,
-    and the review's figure is the benchmarks' comparison with the compared rows drawn from the table."""
+    """One definition (evaluate/protocol.py): the forecast's words are the review's, for the same
+    rows, and the review's figure is the benchmarks' comparison with the compared rows drawn from
+    the table."""
     from synth_core.evaluate import protocol, quick_figures
     schema, table, synthetic = demo_schema(), demo_table(800), demo_table(800, seed=3)
     made = forecast(schema, 1.0, 800, "aim")

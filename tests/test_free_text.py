@@ -59,7 +59,8 @@ def test_the_draft_leaves_free_text_out_and_keeps_the_categories():
     # the stock phrases are held by 40-60 rows each: drafted as categories they would be public
     assert not any({"see file", "no change"} & set(c.categories or []) for c in schema.columns)
     assert schema["region"].kind == "categorical" and len(schema["region"].categories) == 5
-    assert schema["answer"].categories == ["disagree", "neither agree nor disagree", "agree"]  # in order
+    # in order
+    assert schema["answer"].categories == ["disagree", "neither agree nor disagree", "agree"]
     assert schema["occupation"].kind == "categorical" and len(schema["occupation"].categories) == 3
     assert schema["age"].kind == "integer"
     clean, report = validate_table(table, schema)  # left out as the draft's identifiers are

@@ -62,7 +62,8 @@ def test_the_issues_row_count_is_shown_the_delta_the_run_uses():
 
 
 def test_the_model_page_shows_the_delta_the_run_will_record(tmp_path, monkeypatch):
-    """The page's own words, at two ε, against the rule the run follows (above: across row counts)."""
+    """The page's own words, at two ε, against the rule the run follows (above: across row counts).
+    """
     from synth_core.demo import DEMOS, load_demo
     from test_forecast import _model_page
     at = _model_page(tmp_path, monkeypatch)

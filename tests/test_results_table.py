@@ -63,8 +63,8 @@ def test_a_results_file_without_its_markers_is_refused_not_overwritten(table_mod
 
 def test_results_md_holds_the_forecasts_coverage_the_fitted_model_records():
     """The forecast's table-by-table check (issue 59 item 4) is made from forecast_model.json, which
-    fit_forecast.py --write makes from the result files: RESULTS.md holds exactly that, and the check
-    meets its aim (at least 75% of tables inside, 1-way and 2-way, at ε 1 and 0.25)."""
+    fit_forecast.py --write makes from the result files: RESULTS.md holds exactly that, and the
+    check meets its aim (at least 75% of tables inside, 1-way and 2-way, at ε 1 and 0.25)."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import fit_forecast

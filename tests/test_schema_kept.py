@@ -1,7 +1,8 @@
-"""Issue 61 item 2: the steward's schema work is kept in the workbench home (synth_core.schema_work).
-A reload or a new tab (a fresh AppTest on the same home) restores the last table and its work; the
-same table uploaded again, even re-exported, is offered its work back in one line; starting over
-gives a fresh draft; a kept file edited by hand is said in one line and ignored."""
+"""Issue 61 item 2: the steward's schema work is kept in the workbench home
+(synth_core.schema_work). A reload or a new tab (a fresh AppTest on the same home) restores the last
+table and its work; the same table uploaded again, even re-exported, is offered its work back in one
+line; starting over gives a fresh draft; a kept file edited by hand is said in one line and ignored.
+"""
 from __future__ import annotations
 
 import json
@@ -123,7 +124,8 @@ def test_the_same_table_re_exported_is_offered_its_work_back_or_a_fresh_start(ho
     assert fresh.provenance["warning"] and fresh["income"].role == "target" and not fresh.rules
     assert "hours-per-week" in fresh and not again.session_state.get("left_out_specs")
     [saved] = kept_files(home)
-    assert json.loads(saved.read_text())["confirmed_on"] is None  # the fresh draft replaced the work
+    # the fresh draft replaced the work
+    assert json.loads(saved.read_text())["confirmed_on"] is None
 
     last = new_app()  # nothing left to offer: the work kept is the draft
     upload(last, "people.csv", TABLE.to_csv(index=False).encode())

@@ -1,5 +1,5 @@
-"""The table's shape as a type (issue 60 item 1): chosen once from the schema, asked by the request, the
-pipeline, the forecast and the model page instead of a test of the schema's type in each."""
+"""The table's shape as a type (issue 60 item 1): chosen once from the schema, asked by the request,
+the pipeline, the forecast and the model page instead of a test of the schema's type in each."""
 import re
 from pathlib import Path
 
@@ -34,10 +34,10 @@ def test_what_a_shape_cannot_do_is_refused_from_its_facts():
     assert forecast(demo_schema(), 1.0, 300).rows == 300
 
 
-# lines of a page or the workbench that switch on linked tables: the shape should answer instead. The
-# count may only fall (48 before the shape type, 42 with it: the model page asks it for the unit, the
-# parts, DP bounds, value sets, quantiles and the forecast; the aim is 0, by later slices: the families a
-# shape takes, admitting its data, its review and its files)
+# lines of a page or the workbench that switch on linked tables: the shape should answer instead.
+# The count may only fall (48 before the shape type, 42 with it: the model page asks it for the
+# unit, the parts, DP bounds, value sets, quantiles and the forecast; the aim is 0, by later slices:
+# the families a shape takes, admitting its data, its review and its files)
 SWITCH = re.compile(r"\b(linked|LinkedSchema)\b")
 MOST_SWITCHES = 42
 

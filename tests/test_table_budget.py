@@ -338,7 +338,8 @@ def test_a_plan_of_releases_sets_the_total_the_book_holds_runs_to(tmp_path):
     book = TableBudgets(tmp_path / "budgets.json")
     plan = [Release("a quick look", 0.1), Release("the release", 1.0), Release("a refresh", 0.5)]
     assert left_after(plan) == pytest.approx([1.5, 0.5, 0.0])
-    # against the total the steward chose (issue 61: the planner counted from its own sum): over it, said so
+    # against the total the steward chose (issue 61: the planner counted from its own sum): over it,
+    # said so
     assert left_after(plan, 1.0) == pytest.approx([0.9, -0.1, -0.6])
     account = book.set_plan("t1", plan)
     assert account.total_epsilon == pytest.approx(1.6) and [r.name for r in account.plan] == ["a quick look",

@@ -76,7 +76,8 @@ def test_every_family_writes_only_declared_values_and_points_exactly(family, tmp
     assert "3.2600000" not in text and "17.500000" not in text  # as the steward wrote them
     if family != "dp-llmtgen":  # a language model of one epoch writes few rows of a point
         assert (table["amount"] == 0).any()
-        assert (table["amount"] == FEE).mean() > 0.05  # the inner point exactly, not 6.1092 nor 6.1093
+        # the inner point exactly, not 6.1092 nor 6.1093
+        assert (table["amount"] == FEE).mean() > 0.05
 
 
 def test_linked_tables_write_only_declared_values(tmp_path):
@@ -106,11 +107,13 @@ def test_a_draft_proposes_value_sets_and_point_masses_with_a_categorys_protectio
     schema = draft_schema(table)
     assert schema["rate"].values == RATES and schema["rate"].upper >= 4.56
     assert schema["age"].values == BRACKETS and schema["item"].values == list(range(1, 8))
-    # the fee as the data hold it (6.109248, not 6.10925), the single precision it was stored at dropped
+    # the fee as the data hold it (6.109248, not 6.10925), the single precision it was stored at
+    # dropped
     assert schema["amount"].values is None and schema["amount"].points == [0, FEE]
     assert schema.drafted_from_data and not schema.confirmed
     rows, report = validate_table(table, schema)
-    assert (rows["amount"] == FEE).mean() > 0.15  # validated rows sit on the point exactly: its bin holds them
+    # validated rows sit on the point exactly: its bin holds them
+    assert (rows["amount"] == FEE).mean() > 0.15
     assert set(rows["rate"]) <= set(RATES) and report.columns["rate"].snapped == 5
     assert any("put on the nearest" in line for line in report.summary())
 

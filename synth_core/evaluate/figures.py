@@ -156,8 +156,8 @@ class Figure:
 
 
 def verdict(name: str, value: float, floor: float | None = None) -> str:
-    """'good' / 'fair' / 'poor' against THRESHOLDS[name] (a k-way TVD's raised by how far the table's
-    own `floor` lies above OWN_NOISE's); 'n/a' for an unknown name or a NaN value."""
+    """'good' / 'fair' / 'poor' against THRESHOLDS[name] (a k-way TVD's raised by how far the
+    table's own `floor` lies above OWN_NOISE's); 'n/a' for an unknown name or a NaN value."""
     if name not in THRESHOLDS or value is None or not np.isfinite(value):
         return "n/a"
     better, good, fair = thresholds(name, floor)
@@ -207,8 +207,8 @@ def overall_verdict(verdicts: list[str], family: str | None = None,
 
 
 def make_figure(name: str, value: float, details: dict | None = None, meaning: str | None = None) -> Figure:
-    """A figure; `details["floor"]`, where given, is what the table's own real rows score on the same
-    comparison (its thresholds follow it: `thresholds`)."""
+    """A figure; `details["floor"]`, where given, is what the table's own real rows score on the
+    same comparison (its thresholds follow it: `thresholds`)."""
     d = dict(details or {})
     floor = d.get("floor")
     better, good, fair = thresholds(name, floor) if name in THRESHOLDS else ("lower", np.nan, np.nan)

@@ -73,8 +73,9 @@ def run_delta(asked: float | None, rows: int, count_epsilon: float | None) -> fl
 
 
 def delta_may_differ(asked: float | None, rows: int, count_epsilon: float | None) -> float | None:
-    """Where a preview's `run_delta` from the exact count may not be the run's (its noisy count, within
-    five noise scales, may cross a power of ten): the δ it may use instead; None where it cannot."""
+    """Where a preview's `run_delta` from the exact count may not be the run's (its noisy count,
+    within five noise scales, may cross a power of ten): the δ it may use instead; None where it
+    cannot."""
     if asked is not None or count_epsilon is None:
         return None
     reach = math.ceil(5 / count_epsilon)

@@ -65,8 +65,8 @@ def plan_total(releases: list[Release]) -> float:
 
 
 def left_after(releases: list[Release], total: float | None = None) -> list[float]:
-    """What the table's total leaves after each release in turn: the total the steward chose, else the
-    plan's own; below 0 where the plan goes beyond it (by that much)."""
+    """What the table's total leaves after each release in turn: the total the steward chose, else
+    the plan's own; below 0 where the plan goes beyond it (by that much)."""
     total = plan_total(releases) if total is None else float(total)
     out, used = [], 0.0
     for release in releases:

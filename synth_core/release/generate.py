@@ -77,8 +77,8 @@ SHARE_SHIFT = 0.02  # a group's share of the rows moved by more than this is sai
 
 
 def _share_note(result: FairGeneration) -> str | None:
-    """Said when fairness control moved the groups' shares of the rows (it adds rows group by group):
-    each group that moved by more than SHARE_SHIFT, before and after."""
+    """Said when fairness control moved the groups' shares of the rows (it adds rows group by
+    group): each group that moved by more than SHARE_SHIFT, before and after."""
     before = sum(d["rows_before"] for d in result.groups.values())
     after = sum(d["rows_after"] for d in result.groups.values())
     if not before or not after:

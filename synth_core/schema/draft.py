@@ -41,7 +41,8 @@ _LEADING_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
 
 
 # rating scales a survey writes in words, lowest first: a column whose categories all lie on one is
-# drafted in its order (poor, fair, good, very good), not alphabetically (fair, good, poor, very good)
+# drafted in its order (poor, fair, good, very good), not alphabetically (fair, good, poor, very
+# good)
 SCALES = tuple(tuple(scale.split(", ")) for scale in (
     "very poor, poor, fair, good, very good, excellent",
     "strongly disagree, disagree, somewhat disagree, neither agree nor disagree, neutral, somewhat agree, "
