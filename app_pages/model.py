@@ -16,7 +16,8 @@ from synth_core.api import preview_plan
 from synth_core.benchmark_model import compares, floor
 from synth_core.forecast import curve, forecast_for, pairs_text
 from synth_core.privacy import BudgetError, delta_warning
-from synth_core.privacy.split import before_training, default_bounds_epsilon, epsilon_left, planned_delta
+from synth_core.privacy.split import (before_training, default_bounds_epsilon, epsilon_left,
+                                      planned_delta)
 from synth_core.privacy.value_sets import searchable
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
 from synth_core.schema import Schema, SchemaError, validate_table
@@ -33,7 +34,8 @@ st.title("3 · Model and privacy budget")
 
 table, schema = state.require_table()
 linked = state.linked()  # two tables, one person a unit: the families that model linked tables
-shape = shape_of(schema)  # what the table's shape allows: its unit, its parts, DP bounds, the forecast
+# what the table's shape allows: its unit, its parts, DP bounds, the forecast
+shape = shape_of(schema)
 
 
 def family_class(f: str):
@@ -217,7 +219,8 @@ if missing_bounds and shape.dp_bounds:  # else the request's check asks for ever
     bounds_epsilon, bounds_problem = state.typed_epsilon("bounds_epsilon", "the ε for the bounds", zero_ok=True)
     if bounds_problem:
         epsilon_problem, bounds_epsilon = epsilon_problem or bounds_problem, 0.0
-values_epsilon, without_values = 0.0, [c.name for c in searchable(schema)] if shape.dp_value_sets else []
+without_values = [c.name for c in searchable(schema)] if shape.dp_value_sets else []
+values_epsilon = 0.0
 if without_values:  # numbers written as codes, brackets or steps of a scale: their values found with DP
     with st.expander("Find the values of number columns with DP (codes, brackets, the 0 of amounts)"):
         st.write(f"Number columns without declared values: **{', '.join(without_values)}**. Part of ε can count, "

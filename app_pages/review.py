@@ -134,7 +134,8 @@ with st.expander("What each figure means"):
     st.markdown("\n".join(f"- **{r['figure']}** ({r['technical name']}): {r['meaning']} "
                           f"{r['better'].capitalize()}." for r in tables[names[primary]].to_dict("records")))
 measured = dict(zip(tables[names[primary]]["technical name"], tables[names[primary]]["value"]))
-level, message = overall_verdict(list(tables[names[primary]]["verdict"]), by_id[primary].get("model"),
+level, message = overall_verdict(list(tables[names[primary]]["verdict"]),
+                                 by_id[primary].get("model"),
                                  against(kept_forecast, measured))
 {"poor": st.warning, "fair": st.info, "good": st.success}[level](message)
 
@@ -174,7 +175,8 @@ shown = as_read(by_id[primary]["path"], real, schema)
 cols = st.columns(2)
 for k, spec in enumerate(schema.columns):
     with cols[k % 2]:
-        st.plotly_chart(marginal_chart(spec, shown[spec.name], {n: s[spec.name] for n, s in synthetic.items()}),
+        drawn = {n: s[spec.name] for n, s in synthetic.items()}
+        st.plotly_chart(marginal_chart(spec, shown[spec.name], drawn),
                         key=f"marginal_{spec.name}")
 
 

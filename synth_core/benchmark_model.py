@@ -23,7 +23,8 @@ from .schema import Schema
 # the figure the model forecasts, as evaluate/protocol.py measures it for the review and the
 # benchmarks
 BINS = 20                # quantile bins of a numeric column, fitted on the training rows
-COMPARED_SHARE = 0.25    # real rows compared per training row: the benchmarks' 20% test split of a table
+# real rows compared per training row: the benchmarks' 20% test split of a table
+COMPARED_SHARE = 0.25
 MAX_COMBINATIONS = 1000  # sets of k columns a figure averages over, at most
 MAX_ROWS = 50000         # training rows a comparison reads at most (the rest in proportion)
 

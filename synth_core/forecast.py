@@ -83,7 +83,8 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
     try:
         shape = shape_of(schema)
     except SchemaError:
-        raise SchemaError(f"the forecast needs a table's Schema, not {type(schema).__name__}") from None
+        raise SchemaError(f"the forecast needs a table's Schema, not "
+                          f"{type(schema).__name__}") from None
     if not shape.forecast:
         raise SchemaError(f"{shape.no_forecast} (forecast the persons' table alone with its "
                           "own schema, if it helps)")
@@ -105,7 +106,8 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
     try:
         std, source, cells = _count_noise(schema, resolved, rows, split, delta, accountant)
     except BudgetError as e:  # the run would be refused: said, beside what the benchmarks expect
-        return Forecast(resolved.model, epsilon, delta, rows, None, f"nothing: the run would be refused ({e})",
+        return Forecast(resolved.model, epsilon, delta, rows, None,
+                        f"nothing: the run would be refused ({e})",
                         (), figures, note, beyond)
     if std is None:
         return Forecast(resolved.model, epsilon, delta, rows, None, "nothing: the run measures no counts (DP-SGD "
@@ -118,8 +120,8 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
                     beyond)
 
 
-def _count_noise(schema: Schema, resolved: FitRequest, rows: int, split, delta: float, accountant: str
-                 ) -> tuple[float | None, str, dict]:
+def _count_noise(schema: Schema, resolved: FitRequest, rows: int, split, delta: float,
+                 accountant: str) -> tuple[float | None, str, dict]:
     """(the σ of each count the run releases or None, what releases them, the cells each column is
     counted in); BudgetError where no noise reaches the run's ε at its δ."""
     modelled = schema.modelled()
@@ -132,7 +134,8 @@ def _count_noise(schema: Schema, resolved: FitRequest, rows: int, split, delta: 
                      "the count leaves"), cells
     synth = get_model_class(resolved.model)(schema, preset=resolved.preset, device="cpu", seed=0,
                                             **(resolved.options or {}))
-    plan = synth.plan_privacy(rows, split.left, delta, accountant, split.alongside(delta, schema, accountant))
+    alongside = split.alongside(delta, schema, accountant)
+    plan = synth.plan_privacy(rows, split.left, delta, accountant, alongside)
     return (synth.count_noise(plan), f"the first measurement of every column ({synth.label})",
             dict(getattr(synth, "sizes", {}) or {}))
 

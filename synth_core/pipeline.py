@@ -141,7 +141,8 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
                                     of=shape_of(admitted.schema).unit)
     # below 1/n for every n the count leaves plausible (privacy.run_delta: what the page and
     # forecast show)
-    delta = run_delta(request.delta, ledger.n_rows, None if ledger.rows_public else admitted.count_epsilon)
+    count_epsilon_paid = None if ledger.rows_public else admitted.count_epsilon
+    delta = run_delta(request.delta, ledger.n_rows, count_epsilon_paid)
     ledger.target_delta = delta
     schema = admitted.schema
     if shape_of(schema).dp_bounds:  # else every bound is declared (FitRequest.check)

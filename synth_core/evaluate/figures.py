@@ -211,7 +211,8 @@ def make_figure(name: str, value: float, details: dict | None = None, meaning: s
     same comparison (its thresholds follow it: `thresholds`)."""
     d = dict(details or {})
     floor = d.get("floor")
-    better, good, fair = thresholds(name, floor) if name in THRESHOLDS else ("lower", np.nan, np.nan)
+    better, good, fair = (thresholds(name, floor) if name in THRESHOLDS
+                          else ("lower", np.nan, np.nan))
     if name in THRESHOLDS:
         d.setdefault("thresholds", {"good": good, "fair": fair, "better": better})
     return Figure(name=name, value=float(value) if value is not None else float("nan"),
@@ -331,7 +332,8 @@ def quick_figures(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, t
     ks = tuple(k for k in ks if k <= len(schema.columns))
     made = protocol.comparison(real_c, syn_c, seed=seed)
     tvd = protocol.tvd(made, schema.numeric_columns, ks=ks, seed=seed)
-    own = protocol.floor(made, schema.numeric_columns, ks=[k for k in ks if f"{k}-way TVD" in OWN_NOISE],
+    own = protocol.floor(made, schema.numeric_columns,
+                         ks=[k for k in ks if f"{k}-way TVD" in OWN_NOISE],
                          seed=seed)
     figs = [make_figure(f"{k}-way TVD", v, {"compares": made.words(), "sample_sizes": made.sizes,
                                              "combinations": f"all (at most {protocol.MAX_COMBINATIONS:,}, "

@@ -53,7 +53,8 @@ def generate(model, rows: int, conditions: dict | None = None, fairness: dict | 
     if fairness:
         result = fair_sample(model, rows, seed=seed, pilot_rows=FAIR_PILOT_ROWS, **fairness)
         info = {"method": "fairness control", **fairness, **result.summary(), "seed": seed}
-        notes = [n for n in (_gap_note(result, fairness.get("target_gap")), _share_note(result)) if n]
+        notes = [n for n in (_gap_note(result, fairness.get("target_gap")), _share_note(result))
+                 if n]
         return Generated(result.table, info, result, " ".join(notes) or None)
     table = model.sample(rows, conditions=conditions or None, seed=seed)
     calibrated = calibration_summary(model.last_sample_info.get("calibration"), len(table))
@@ -83,7 +84,8 @@ def _share_note(result: FairGeneration) -> str | None:
     after = sum(d["rows_after"] for d in result.groups.values())
     if not before or not after:
         return None
-    moved = [(g, d["rows_before"] / before, d["rows_after"] / after) for g, d in result.groups.items()
+    moved = [(g, d["rows_before"] / before, d["rows_after"] / after)
+             for g, d in result.groups.items()
              if abs(d["rows_after"] / after - d["rows_before"] / before) > SHARE_SHIFT]
     if not moved:
         return None

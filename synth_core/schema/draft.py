@@ -120,7 +120,8 @@ def _value_set(numeric: pd.Series, is_int: bool, min_count: int) -> tuple[list |
         if is_int:
             return int(v)
         v = float(v)
-        return next((round(v, d) for d in range(9) if abs(round(v, d) - v) <= 1e-7 * max(1.0, abs(v))), v)
+        return next((round(v, d) for d in range(9)
+                     if abs(round(v, d) - v) <= 1e-7 * max(1.0, abs(v))), v)
     if numeric.nunique() <= MAX_VALUE_SET and len(common) >= 2:
         return sorted(written(v) for v in common.index), None
     heavy = common[common >= POINT_SHARE * len(numeric)]
