@@ -48,16 +48,20 @@ def _points(run: dict) -> str:
     return f"{sum(gaps) / len(gaps):.1%} ({len(gaps)})" if gaps else ""
 
 
+def _floors():
+    """(file-name table, its floor's figures) for each table whose floor was measured."""
+    for table in TABLES:
+        name = table_args(table)[0]
+        path = RESULTS / "floor" / f"{name}.json"
+        if path.exists():
+            yield name, json.loads(path.read_text())
+
+
 def against_floor() -> list[str]:
     lines = ["| table | train / test rows | value sets / point masses | ε | floor 2-way | auto picks | auto 2-way | "
              "× floor | AIM | MST | independent | floor 1-way | auto 1-way | × floor |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for table in TABLES:
-        name = table_args(table)[0]
-        floor_path = RESULTS / "floor" / f"{name}.json"
-        if not floor_path.exists():
-            continue
-        floor = json.loads(floor_path.read_text())
+    for name, floor in _floors():
         for eps in EPSILONS:
             auto = _run(RESULTS / "grid", name, eps, "auto")
             if auto is None:
@@ -79,15 +83,13 @@ def before_after() -> list[str]:
     lines = ["| table | ε | auto 2-way: value sets / none | × floor | auto 1-way | detection | TSTR AUC | "
              "picks | synthetic rows on no real value: value sets / none | point-mass share gap: value sets / none |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for table in TABLES:
-        name = table_args(table)[0]
-        floor_path = RESULTS / "floor" / f"{name}.json"
+    for name, floor in _floors():
         for eps in EPSILONS:
-            with_, without = _run(RESULTS / "grid", name, eps, "auto"), _run(RESULTS / "codes", name, eps,
-                                                                             "auto-novalues")
-            if with_ is None or without is None or not floor_path.exists():
+            with_ = _run(RESULTS / "grid", name, eps, "auto")
+            without = _run(RESULTS / "codes", name, eps, "auto-novalues")
+            if with_ is None or without is None:
                 continue
-            f2 = json.loads(floor_path.read_text())["tvd"]["2"]
+            f2 = floor["tvd"]["2"]
             w, n = with_["synthetic"], without["synthetic"]
             lines.append(
                 f"| {name} | {eps:g} | {w['tvd']['2']:.3f} / {n['tvd']['2']:.3f} | "
