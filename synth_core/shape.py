@@ -27,6 +27,7 @@ class SingleTable:
     quantiles: bool = True       # a share of ε may measure the numeric columns' quantiles
     forecast: bool = True        # the benchmark runs the forecast rests on are single tables
     no_forecast: str = ""        # why there is none, where there is none
+    chunks: bool = True          # a large draw may be made in chunks, joined (rows are independent)
 
     @staticmethod
     def parts(schema: Schema) -> list[Schema]:
@@ -46,6 +47,7 @@ class PersonTables:
     dp_value_sets: bool = False
     quantiles: bool = False
     forecast: bool = False
+    chunks: bool = False  # one draw: persons' keys are numbered across it
     no_forecast: str = ("the forecast covers single tables, not linked ones: the benchmark runs it "
                         "rests on are single tables")
 

@@ -67,10 +67,13 @@ def wait_idle(page) -> None:
     page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=WAIT_MS)
 
 
-def choose(page, label: str, option: str) -> None:
-    """Pick `option` in the Streamlit selectbox labelled `label`; a rerun may close an open list, so retry."""
+def choose(page, label: str, option: str, exact: bool = False) -> None:
+    """Pick `option` in the Streamlit selectbox labelled `label` (exact: the label is all its text);
+    a rerun may close an open list, so retry."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label)
+    box = page.locator('[data-testid="stSelectbox"]')
+    box = (box.filter(has=page.get_by_text(label, exact=True)) if exact
+           else box.filter(has_text=label))
     for attempt in range(3):
         wait_idle(page)
         box.click()
@@ -251,4 +254,129 @@ def test_two_real_tables_one_after_the_other_in_a_real_browser(server, tmp_path)
             with page.expect_download() as got:
                 page.get_by_role("button", name="Privacy report (markdown)").click()
             assert "Privacy report" in Path(got.value.path()).read_text()
+        browser.close()
+
+
+def test_two_tabs_draw_side_by_side_and_the_long_fair_draw_is_cancelled(server, tmp_path,
+                                                                         monkeypatch):
+    """Issue 61 item 1: a long fairness-controlled draw in one tab, an ordinary draw in another (two
+    browser sessions); the second ends while the first draws, and the first, cancelled, says so."""
+    from playwright.sync_api import expect, sync_playwright
+    from conftest import wait_until
+    from synth_core.demo import demo_schema
+    from synth_core.runs import jobs
+    expect.set_options(timeout=WAIT_MS)
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))  # the app's home
+    run = jobs.start_fit_job(tmp_path / "home" / "runs", demo_table(300, seed=5), demo_schema(),
+                             {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0,
+                              "accountant": "rdp", "options": {"epochs": 1}, "seed": 0,
+                              "public_table": True, "holdout_share": 0.0, "name": "tiny"})
+    wait_until(lambda: jobs.job_state(run)["state"] not in ("created", "running"), "training")
+    assert jobs.job_state(run)["state"] == "completed", run.status()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        # two contexts: two sessions, as two browsers
+        long_tab, short_tab = (browser.new_context(viewport={"width": 1280, "height": 1000})
+                               .new_page() for _ in range(2))
+        for page in (long_tab, short_tab):
+            page.set_default_timeout(WAIT_MS)
+            page.goto(server)
+            page.get_by_role("link", name="6 · Generate and export").click()
+            expect(page.get_by_role("button", name="Generate", exact=True)).to_be_visible()
+            no_exception(page)
+
+        # the long one: a million rows with fairness control, its bound said before it starts
+        long_tab.get_by_label("Rows to generate", exact=True).fill("1000000")
+        long_tab.get_by_label("Rows to generate", exact=True).press("Enter")
+        wait_idle(long_tab)
+        long_tab.get_by_text("Reduce the demographic-parity gap").click()
+        wait_idle(long_tab)
+        choose(long_tab, "Favourable target value", ">50K")
+        expect(long_tab.get_by_text("tried and candidate rows included")).to_be_visible()
+        long_tab.get_by_role("button", name="Generate", exact=True).click()
+        expect(long_tab.get_by_text("Sampling 1,000,000 rows")).to_be_visible()
+
+        # the short one, in the other session: drawn and shown while the long one still draws
+        short_tab.get_by_label("Rows to generate", exact=True).fill("200")
+        short_tab.get_by_label("Rows to generate", exact=True).press("Enter")
+        wait_idle(short_tab)
+        short_tab.get_by_role("button", name="Generate", exact=True).click()
+        expect(short_tab.get_by_text("200 synthetic rows (unconditional)")).to_be_visible(
+            timeout=PATIENCE_S * 1000)
+        no_exception(short_tab)
+        expect(long_tab.get_by_text("Sampling 1,000,000 rows")).to_be_visible()  # still drawing
+        expect(short_tab.get_by_text("started in another tab")).to_be_visible()  # seen from there
+
+        long_tab.get_by_role("button", name="Cancel this draw").click()
+        expect(long_tab.get_by_text("Cancelled: no rows were written")).to_be_visible()
+        no_exception(long_tab)
+        long_tab.screenshot(path=str(tmp_path / "cancelled.png"), full_page=True)
+        browser.close()
+
+
+def test_schema_work_survives_a_reload_and_a_new_session(server, tmp_path):
+    """Issue 61 item 2: upload, edit the schema (a role, a left-out column, a rule), reload, and
+    the edits are there; the same in a new session (another browser) that uploads the file again."""
+    import json
+    from playwright.sync_api import expect, sync_playwright
+    expect.set_options(timeout=WAIT_MS)
+    csv = tmp_path / "people.csv"
+    demo_table(300, seed=3).to_csv(csv, index=False)
+
+    def schema_file(page) -> dict:
+        with page.expect_download() as got:
+            page.get_by_role("button", name="Download schema JSON").click()
+        return json.loads(Path(got.value.path()).read_text())
+
+    def edited(schema: dict) -> bool:
+        income = next(c for c in schema["columns"] if c["name"] == "income")
+        return (income.get("role") is None and schema.get("rules") == ["age >= 17"]
+                and schema.get("excluded", {}).get("hours-per-week") == "left out by you")
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_context(viewport={"width": 1280, "height": 1000},
+                                   accept_downloads=True).new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(server)
+        page.locator('input[type="file"]').first.set_input_files(str(csv))
+        expect(page.get_by_text("Loaded people.csv: 300 rows")).to_be_visible()
+        page.get_by_role("link", name="2 · Public schema").click()
+        expect(page.get_by_text("were drafted by reading your private table")).to_be_visible()
+        # a role: income, the draft's target, is given none
+        page.get_by_text("Edit one column in detail").click()
+        choose(page, "Column", "income", exact=True)
+        choose(page, "Role", "—", exact=True)
+        page.get_by_role("button", name="Apply to this column").click()
+        wait_idle(page)
+        # a column left out
+        page.get_by_text("Leave a column out of the model").click()
+        choose(page, "Column to leave out", "hours-per-week", exact=True)
+        page.get_by_role("button", name="Leave it out").click()
+        expect(page.get_by_text("left out by you")).to_be_visible()
+        # a rule
+        page.get_by_label("Add a rule").fill("age >= 17")
+        page.get_by_label("Add a rule").press("Enter")
+        wait_idle(page)
+        page.get_by_role("button", name="Add the rule").click()
+        wait_idle(page)
+        no_exception(page)
+        assert edited(schema_file(page))
+
+        page.reload()  # ten minutes of step 2 are not lost
+        expect(page.get_by_text("Restored people.csv")).to_be_visible()
+        no_exception(page)
+        assert edited(schema_file(page))
+
+        other = browser.new_context(viewport={"width": 1280, "height": 1000},
+                                    accept_downloads=True).new_page()  # another session
+        other.set_default_timeout(WAIT_MS)
+        other.goto(server)
+        other.locator('input[type="file"]').first.set_input_files(str(csv))
+        expect(other.get_by_text("Loaded people.csv: 300 rows")).to_be_visible()
+        other.get_by_role("link", name="2 · Public schema").click()
+        other.get_by_role("button", name="Continue with").click()
+        wait_idle(other)
+        no_exception(other)
+        assert edited(schema_file(other))
         browser.close()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -118,6 +120,24 @@ def test_a_killed_draw_is_seen_to_have_ended(trained):
     finally:
         job.cancel()
     assert state(job)["state"] == "failed" and "stopped unexpectedly" in state(job)["message"]
+
+
+def test_the_draws_an_app_started_end_when_it_stops(trained):
+    """Stopping the app (Streamlit turns Ctrl-C and SIGTERM into a normal exit) cancels the draws
+    it started that still run: a process that starts a long draw and exits leaves none drawing."""
+    script = ("import sys, time\n"
+              "from synth_core.api import load_model\n"
+              "from synth_core.release.generate import SamplingJob\n"
+              "from synth_core.runs import RunDir\n"
+              "run = RunDir(sys.argv[1])\n"
+              f"job = SamplingJob.start(run, load_model(run.path), {LONG}, seed=4)\n"
+              "while not job.progress()['drawn']:\n"
+              "    time.sleep(0.2)\n")
+    subprocess.run([sys.executable, "-c", script, str(trained.path)], check=True,
+                   timeout=PATIENCE_S, cwd=str(Path(__file__).resolve().parent.parent))
+    [draw] = DrawDir.all(trained)
+    wait_until(lambda: gone(draw), "the draw's process to exit")
+    assert draw.read("status")["state"] == "cancelled", draw.read("status")
 
 
 def test_a_fairness_draw_says_its_bound_and_stops_at_it(trained, monkeypatch):

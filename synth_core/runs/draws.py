@@ -4,13 +4,15 @@ was asked, how far it got, what it made and how it ended live in the run folder 
 so a reload finds it.
 
 The process is `python -m synth_core.worker --draw RUN DRAW`; it draws through release.generate,
-metered here (`DrawMeter`: progress, cancel, a bound on the rows drawn). Like a training job, a
-draw runs in a session of its own: it outlives the page and the app that started it, which
-neither wait for it nor stop it; a cancel (the page's button, or SIGTERM) stops it at once, and
-then nothing of it is written but its state.
+metered here (`DrawMeter`: progress, cancel, a bound on the rows drawn). A draw runs in a session
+of its own: it outlives the page that started it (a reload finds it), and a cancel (the page's
+button, or SIGTERM) stops it at once, then nothing of it is written but its state. Unlike a
+training run, whose budget is spent, a draw costs nothing to start again: when the app that
+started it stops (Ctrl-C, SIGTERM), the draws it started and that still run are cancelled.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -22,10 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pandas as pd
+
+from ..shape import shape_of
 from . import process
 from .rundir import DRAW_FILES, LIVE_STATES, DrawDir, RunDir, RunError
 
 WRITE_S = 0.5  # a draw's progress is written at most this often
+# a model's draw of more rows than this is made in chunks of this many (single tables: rows are
+# independent), so that its progress moves and a cancel is seen between them: a million rows with
+# a calibration pool were one draw of three million, its progress at 0 for about a minute
+CHUNK_ROWS = 20_000
 
 
 class DrawError(RuntimeError):
@@ -73,7 +82,23 @@ def start_draw(run: RunDir, request: dict, python: str | None = None) -> DrawDir
         raise
     threading.Thread(target=proc.wait, daemon=True).start()  # reaped when it ends: no zombie
     draw.write("worker", process.record(proc.pid))
+    _STARTED.append(draw)
     return draw
+
+
+_STARTED: list[DrawDir] = []  # the draws this process started: cancelled when it exits
+
+
+@atexit.register
+def _cancel_started() -> None:
+    """Cancel the draws this process started that still run (the app stopped: Streamlit turns
+    Ctrl-C and SIGTERM into a normal exit, which runs this)."""
+    for draw in _STARTED:
+        try:
+            if draw.read("status", {}).get("state") in LIVE_STATES:
+                cancel_draw(draw)
+        except (OSError, RunError, ValueError):
+            continue
 
 
 def _alive(draw: DrawDir) -> bool | None:
@@ -182,20 +207,28 @@ class DrawMeter:
         self.write()
 
     def install(self, model):
-        """Meter `model.draw`, which every sample, pool and condition goes through; the model."""
+        """Meter `model.draw`, which every sample, pool and condition goes through (in chunks of
+        CHUNK_ROWS where the table's shape allows); the model."""
         real = model.draw
 
-        def metered(n, *args, **kwargs):
+        def one(n, conditions, seed, **options):
             self.check()
             before, out = model.last_sample_info, None
             try:
-                out = real(n, *args, **kwargs)
+                out = real(n, conditions, seed, **options)
                 return out
             finally:
                 info = model.last_sample_info
                 fresh = info is not before and isinstance(info, dict)  # this draw's own
                 tried = info.get("rows_tried") if fresh else None
                 self.count(tried if tried is not None else len(out) if out is not None else n)
+
+        def metered(n, conditions=None, seed=None, **options):
+            if n <= CHUNK_ROWS or not shape_of(model.schema).chunks:
+                return one(n, conditions, seed, **options)
+            sizes = [CHUNK_ROWS] * (n // CHUNK_ROWS) + ([n % CHUNK_ROWS] if n % CHUNK_ROWS else [])
+            return pd.concat([one(size, conditions, None if seed is None else seed + 7919 * i,
+                                  **options) for i, size in enumerate(sizes)], ignore_index=True)
         model.draw = metered
         return model
 
