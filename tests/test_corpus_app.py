@@ -6,6 +6,8 @@ one is in the slow suite."""
 from __future__ import annotations
 
 import io
+import json
+import re
 import time
 import warnings
 
@@ -88,6 +90,7 @@ def _walk(package: str, item: str, target: str | None, missing: str) -> dict:
     no_exceptions(at)
     assert not at.error, texts(at.error)
     assert "None" not in at.dataframe[0].value.to_string()
+    dated = dates_charted_as_dates(at, schema)
     # 6. generate and export: the CSV downloaded holds the schema's columns, the report says what was spent
     at.switch_page("app_pages/generate.py").run()
     no_exceptions(at)
@@ -106,9 +109,40 @@ def _walk(package: str, item: str, target: str | None, missing: str) -> dict:
     summary = {"table": f"{package}/{item}", "rows": len(pd.read_csv(io.BytesIO(_csv(package, item, missing)))),
                "modelled": len(schema.names), "left out": len(schema.excluded), "model": run.config()["model"],
                "size": run.config().get("size"), "state": state, "exported": len(exported),
+               "dates": dated,
                "walk_s": round(time.time() - started)}
     print(f"\nCORPUS {summary}")
     return summary
+
+
+def _numbers(y) -> list[float]:
+    """A trace's numbers as plotly writes them: a list, or typed binary ({dtype, bdata})."""
+    if isinstance(y, dict):
+        import base64
+        import numpy as np
+        return np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"]).tolist()
+    return list(y)
+
+
+def dates_charted_as_dates(at, schema) -> int:
+    """Issue 61 item 4: each date column's review chart has real bars beside the synthetic ones, on
+    an axis of whole years ("2011", "1961–1962"), never "2.01k"; how many date columns it has."""
+    figures = {}
+    for chart in at.get("plotly_chart"):
+        figure = json.loads(chart.proto.spec)
+        title = figure.get("layout", {}).get("title", {})
+        figures[title.get("text") if isinstance(title, dict) else title] = figure
+    dated = [c for c in schema.columns if c.date is not None]
+    for spec in dated:
+        figure = figures[spec.name]
+        bars = {t["name"]: t for t in figure["data"] if t.get("type") == "bar" and t.get("x")}
+        labels = [x for t in bars.values() for x in t["x"] if x not in ("(missing)",)]
+        assert labels and all(re.fullmatch(r"\d{4}(–\d{4})?", x) for x in labels), labels
+        assert "real" in bars and sum(_numbers(bars["real"]["y"])) > 0, spec.name  # real bars
+        assert any(name != "real" for name in bars), spec.name
+        assert any("(year)" in json.dumps(v) for k, v in figure["layout"].items()
+                   if k.startswith("xaxis")), spec.name
+    return len(dated)
 
 
 @pytest.mark.parametrize("package, item", list(CORPUS), ids=[f"{p}/{i}" for p, i in CORPUS])

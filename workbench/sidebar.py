@@ -21,8 +21,11 @@ def render_sidebar() -> None:
             if planned is not None:
                 st.metric("ε planned", f"{planned:g}")
                 st.caption("Nothing spent yet: the budget is spent only while training.")
-            else:
+            elif st.session_state.get("table_name") or not state.any_runs():
                 st.caption("No run yet. Choose a model and ε on step 3.")
+            else:  # a fresh tab: another tab's run is not this one's
+                st.caption("No run chosen in this tab: load a table on step 1, or open a run on "
+                           "step 4, 5 or 6.")
         st.divider()
         name = st.session_state.get("table_name")
         st.caption(f"Data: **{name}**" if name else "No data loaded.")

@@ -275,16 +275,19 @@ def _restore_kept() -> None:
 
 def current_run() -> RunDir | None:
     """The run the steward is looking at: the one chosen in this session, else the newest run of the
-    session's table (of any table if none is loaded), so the sidebar and every page name the same run."""
+    session's table, so the sidebar and every page name the same run. A session with no table and no
+    run chosen has none (a fresh tab does not show whichever run another tab started last)."""
     path = st.session_state.get("run_path")
     if path and table() is not None and not st.session_state.get("all_tables") \
             and _table_of(path) not in (None, *table_ids()):
         path = None  # another table's run, chosen before this table was loaded: not the one in use
     if not path:
         from synth_core.runs.jobs import list_runs
-        mine = table_ids()  # none loaded: every table's
+        mine = table_ids()
+        if not mine:
+            return None
         runs = [r for r in list_runs(runs_root()) if r.get("state") != "unreadable"
-                and (not mine or r.get("table") in mine)]
+                and r.get("table") in mine]
         if not runs:
             return None
         path = runs[0]["path"]
@@ -295,6 +298,12 @@ def current_run() -> RunDir | None:
         st.warning(f"The run at {path} no longer exists (its folder was deleted or moved).")
         return None
     return run
+
+
+def any_runs() -> bool:
+    """Whether the workbench home holds a run of any table."""
+    root = runs_root()
+    return root.is_dir() and any(RunDir(p).exists() for p in root.iterdir() if p.is_dir())
 
 
 def _table_of(path) -> str | None:
