@@ -145,7 +145,7 @@ if table is None:
     st.stop()
 
 st.subheader(st.session_state["table_name"])
-what = "persons" if state.linked() else "rows"
+what = state.shape().unit
 if len(table) < state.FEW_ROWS:
     st.warning(f"The table has {len(table):,} {what}. Differential privacy hides each {what[:-1]} behind noise, so "
                "small tables give rough synthetic data; expect coarse marginals and weak correlations.")
@@ -177,17 +177,16 @@ def show(frame: pd.DataFrame) -> None:
         st.dataframe(readable(column_summary(frame)), hide_index=True)
 
 
-if state.linked():
+shape = state.shape()
+if shape.links:  # how the two tables are linked, said once
     link = state.schema()
     st.write(f"Two linked tables: **{len(table.parents):,} persons** and **{len(table.children):,} rows** of theirs, "
              f"linked by **{link.key}**. A person contributes at most {link.max_children} rows"
              + (f", in the order of {link.order}" if link.order else "") + "; privacy protects each person with "
              "all their rows.")
-    persons_tab, rows_tab = st.tabs(["Persons", "Their rows"])
-    with persons_tab:
-        show(table.parents)
-    with rows_tab:
-        show(table.children)
-else:
-    show(table)
+frames = shape.frames(table)
+places = st.tabs(list(frames)) if len(frames) > 1 else [st.container()]
+for place, frame in zip(places, frames.values()):
+    with place:
+        show(frame)
 st.page_link("app_pages/schema.py", label="Next: declare what is public about this table", icon=":material/arrow_forward:")

@@ -9,13 +9,13 @@ import streamlit as st
 from synth_core.api import load_model
 from synth_core.evaluate.charts import group_rates_chart
 from synth_core.privacy.measurements import rows_to_draw
-from synth_core.release.export import LINKED_FILES, to_csv
+from synth_core.release.export import to_csv
 from synth_core.release.fair_sampling import MIN_GROUP_ROWS
 from synth_core.release.generate import SamplingJob, draw_plan
 from synth_core.release.privacy_report import privacy_report, report_json, report_markdown
 from synth_core.runs import RunDir, RunError
 from synth_core.runs.draws import DrawError
-from synth_core.schema.linked import LinkedSchema
+from synth_core.shape import shape_of
 from workbench import state
 from workbench.display import past_estimate, readable
 from synth_core.format import duration
@@ -42,21 +42,21 @@ except (RunError, OSError, FileNotFoundError) as e:
     st.error(f"The model of this run cannot be loaded: {e}")
     st.stop()
 schema = model.schema
-linked = isinstance(schema, LinkedSchema)  # persons, each drawn with their child rows
-facts = schema.parent if linked else schema  # the columns a value may be fixed in: a person's own
+shape = shape_of(schema)  # rows, or persons each drawn with their child rows
+facts = shape.fixable_schema(schema)  # the columns a value may be fixed in: a person's own
 
 try:  # as many rows as the run released: the public row count, or its noisy count made precise by its statistics
     default_rows = rows_to_draw(int(run.ledger().n_rows), model.calibration)
 except RunError:
     default_rows = 1000
-rows = int(st.number_input("Persons to generate (each with their rows)" if linked else "Rows to generate", min_value=1,
+rows = int(st.number_input(f"{shape.unit.capitalize()} to generate{shape.each}", min_value=1,
                            max_value=1_000_000, value=min(max(default_rows, 1), 1_000_000), step=100, key="rows",
-                           help=f"The default is the {'person' if linked else 'row'} count the run released "
+                           help=f"The default is the {shape.one} count the run released "
                                 "(declared public, or a noisy count paid from ε and narrowed by the statistics the "
                                 "run measured), never the exact count of your table."))
 
 st.subheader("Fix values of some columns (optional)")
-fixed = st.multiselect("Columns of the persons to fix" if linked else "Columns to fix", facts.names,
+fixed = st.multiselect(f"{shape.fixable.capitalize()} to fix", facts.names,
                        key="fixed_columns")
 conditions = {}
 for name in fixed:
@@ -68,15 +68,15 @@ for name in fixed:
         conditions[name] = st.number_input(f"{name} =", min_value=lo, max_value=hi, value=lo, key=f"cond_{name}")
 
 st.subheader("Fairness control (optional)")
-categorical = [c.name for c in schema.columns if c.kind == "categorical"] if not linked else []
-if linked:
-    st.caption("Not offered for linked tables yet.")
-use_fairness = not linked and st.checkbox("Reduce the demographic-parity gap of a target across groups", key="use_fairness",
-                           disabled=len(categorical) < 2,
-                           help="Some rows are generated with value-specified conditions aimed at the gap: the "
-                                "favourable value for the group that has it least often, the other values "
-                                "for the group that has it most, until the rates meet. The fewest such rows "
-                                "that reach the gap you accept are used.")
+categorical = [c.name for c in facts.columns if c.kind == "categorical"]
+if not shape.fairness:
+    st.caption(shape.no_fairness)
+use_fairness = shape.fairness and st.checkbox(
+    "Reduce the demographic-parity gap of a target across groups", key="use_fairness",
+    disabled=len(categorical) < 2,
+    help="Some rows are generated with value-specified conditions aimed at the gap: the favourable value "
+         "for the group that has it least often, the other values for the group that has it most, until "
+         "the rates meet. The fewest such rows that reach the gap you accept are used.")
 fair = None
 if use_fairness:
     default_s = next((c.name for c in schema.columns if c.role == "sensitive" and c.kind == "categorical"),
@@ -124,7 +124,7 @@ if st.button("Generate", type="primary", key="generate", disabled=busy or (bool(
 
 def draw_line(shown: SamplingJob, own: bool) -> None:
     """One draw's progress, as its process writes it into the run folder, and its cancel button."""
-    p, unit = shown.progress(), "persons" if linked else "rows"
+    p, unit = shown.progress(), shape.unit
     text = f"Sampling {shown.rows:,} {unit}: " + (
         past_estimate(p["elapsed_s"], p["expected_s"]) if p["overdue"] and p["expected_s"] else
         f"{duration(p['elapsed_s'])} so far"
@@ -196,9 +196,7 @@ if not generated or generated["run"] != str(run.path):
     st.stop()
 
 table, info = generated["table"], generated["info"]
-st.success(f"{len(table.parents):,} synthetic persons with {len(table.children):,} rows of theirs "
-           f"({info.get('method', 'unconditional')})." if linked else
-           f"{len(table):,} synthetic rows ({info.get('method', 'unconditional')}).")
+st.success(f"{shape.drawn(table)} ({info.get('method', 'unconditional')}).")
 if info.get("acceptance_rate") is not None and info.get("method") == "rejection":
     st.caption(f"Conditions met by rejection sampling; {info['acceptance_rate']:.1%} of tried rows were kept.")
 if info.get("calibration"):  # what calibration did, in the core's words
@@ -232,31 +230,24 @@ if info.get("method") == "fairness control" and fair_result is not None and fair
     if fair_result.lost:
         st.warning(f"No row of {', '.join(fair_result.lost)} is in the output: the model drew too few of "
                    "them. Ask for more rows, or lower the smallest group to judge.", icon=":material/warning:")
-if linked:
-    persons_tab, rows_tab = st.tabs(["Persons", "Their rows"])
-    persons_tab.dataframe(readable(table.parents.head(50)), hide_index=True)
-    rows_tab.dataframe(readable(table.children.head(50)), hide_index=True)
-else:
-    st.dataframe(readable(table.head(50)), hide_index=True)
+frames = shape.frames(table)  # a table, or the persons and their rows
+places = st.tabs(list(frames)) if len(frames) > 1 else [st.container()]
+for place, frame in zip(places, frames.values()):
+    place.dataframe(readable(frame.head(50)), hide_index=True)
 
 report = privacy_report(run, sampling=info, synthetic_rows=len(table), budgets=state.budgets())
 stem = generated["file"].removesuffix(".csv")
-if linked:  # the two tables, linked by fresh keys
-    c1, c2 = st.columns(2)
-    for column, (which, name) in zip((c1, c2), LINKED_FILES.items()):
-        column.download_button(f"Download {'the persons' if which == 'parents' else 'their rows'} ({name})",
-                               to_csv(getattr(table, which)), file_name=f"{stem}-{name}", mime="text/csv",
-                               key=f"download_{which}", type="primary")
-    st.caption(f"Both files have the key column {schema.key}: new keys 1, 2, 3, … that link each row to its "
-               "synthetic person (never a real key).")
-c1, c2, c3 = st.columns(3)
-if not linked:
-    c1.download_button("Download the synthetic table (CSV)", to_csv(table), file_name=f"{stem}.csv",
-                       mime="text/csv", key="download_csv", type="primary")
+files = shape.files(table, stem)
+*c1, c2, c3 = st.columns(len(files) + 2)
+for column, (key, what, name, frame) in zip(c1, files):
+    column.download_button(f"Download {what} (CSV)", to_csv(frame), file_name=name, mime="text/csv",
+                           key=f"download_{key}", type="primary")
 c2.download_button("Privacy report (JSON)", report_json(report), file_name=f"{stem}-privacy-report.json",
                    mime="application/json", key="download_report_json")
 c3.download_button("Privacy report (markdown)", report_markdown(report), file_name=f"{stem}-privacy-report.md",
                    mime="text/markdown", key="download_report_md")
+if shape.files_note(schema):  # how the files link, where they do
+    st.caption(shape.files_note(schema))
 for warning in report["warnings"]:
     st.warning(warning, icon=":material/warning:")
 with st.expander("Read the privacy report"):

@@ -8,9 +8,9 @@ import streamlit as st
 
 from synth_core.privacy.table_budget import check_within, remaining, spends_the_rest
 from synth_core.cli_args import parse_options
-from synth_core.request import LINKED_AUTO, FitRequest, check_rows, review_rows_for
+from synth_core.request import FitRequest, check_rows, review_rows_for
 from synth_core.runs.jobs import start_fit_job
-from synth_core.models import LINKED_MODELS, MODELS, get_model_class, model_class_for
+from synth_core.models import families_for, get_model_class, model_class_for
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
 from synth_core.api import preview_plan
 from synth_core.benchmark_model import compares, floor
@@ -20,8 +20,8 @@ from synth_core.privacy.split import (before_training, default_bounds_epsilon, e
                                       planned_delta)
 from synth_core.privacy.value_sets import searchable
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
-from synth_core.schema import Schema, SchemaError, validate_table
-from synth_core.schema.linked import link_tables, schema_from_json
+from synth_core.schema import Schema, SchemaError
+from synth_core.schema.linked import schema_from_json
 from synth_core.shape import shape_of
 from synth_core.training.device import AUTOMATIC, available_devices, device_label
 from synth_core.training.distributed import offered_processes
@@ -33,7 +33,6 @@ from synth_core.format import duration, epsilon as epsilon_text, runs
 st.title("3 · Model and privacy budget")
 
 table, schema = state.require_table()
-linked = state.linked()  # two tables, one person a unit: the families that model linked tables
 # what the table's shape allows: its unit, its parts, DP bounds, the forecast
 shape = shape_of(schema)
 
@@ -45,29 +44,30 @@ def family_class(f: str):
 # --- model ------------------------------------------------------------------------------------------
 st.subheader("Model")
 MORE = "more"  # the families auto never picks, behind one choice
-families = [AUTO, *sorted(LINKED_MODELS)] if linked else [AUTO, *CANDIDATES, MORE]
+offered = families_for(schema)  # the families that train tables of this shape
+others = [f for f in offered if f not in CANDIDATES]
+families = [AUTO, *(f for f in CANDIDATES if f in offered), *([MORE] if others else [])]
 family = st.radio("Model family", families, index=0, key="family",
                   format_func=lambda f: ("Recommended for this table · auto" if f == AUTO else
                                          "More models…" if f == MORE else f"{family_class(f).label} · {f}"),
-                  captions=[("The family that models linked tables" if linked else
-                             "Picked from the table's public facts, its size and ε") if f == AUTO else
+                  captions=[("Picked from the table's public facts, its size and ε" if others else
+                             f"The family that models {shape.name}") if f == AUTO else
                             "Diffusion, GAN and language-model families, for comparison and special needs"
                             if f == MORE else family_class(f).summary() for f in families],
                   help="The plain name first, the technical one after the dot. Each model's line says what it "
                        "does; 'auto' picks between the first two for a table like yours, by how they did on our "
                        "benchmark tables.")
 if family == MORE:
-    others = [f for f in sorted(MODELS) if f not in CANDIDATES]
     family = st.selectbox("More models", others, key="more_family",
                           format_func=lambda f: f"{get_model_class(f).label} · {f}",
                           help="Families auto does not pick: each one's line below says when it helps.")
 auto = family == AUTO
 auto_note = st.empty()  # auto's choice and why, once ε is chosen below
-klass = family_class((LINKED_AUTO if linked else recommend(schema, len(table), 1.0).family) if auto else family)
+klass = family_class(recommend(schema, len(table), 1.0).family if auto else family)
 st.caption(f"**What it is.** {klass.description}")
 if klass.when_to_pick:
     st.caption(f"**Pick it for.** {klass.when_to_pick}")
-if linked:
+if shape.links:  # a unit of several rows
     st.info(f"**A person is the unit.** One training example is a person: their row with all their rows (at most "
             f"{schema.max_children}), so the noise and ε protect a whole person, however many rows they have.",
             icon=":material/person:")
@@ -200,14 +200,11 @@ if warning:
     st.warning(warning, icon=":material/warning:")
 
 # auto's choice, for a usable ε only (at ε = 0 it would explain a choice no run can make, beside the refusal)
-choice = recommend(schema, n_train, epsilon) if auto and not linked and epsilon and epsilon > 0 else None
+choice = recommend(schema, n_train, epsilon) if auto and epsilon and epsilon > 0 else None
 if choice is not None:
-    klass = get_model_class(choice.family)
+    klass = family_class(choice.family)
     auto_note.info(f"**Auto's choice.** {choice.reason} The run makes the same choice from the row count it "
                    "releases, and records it.", icon=":material/auto_awesome:")
-elif auto and linked:
-    auto_note.info(f"**Auto's choice.** {klass.label}: the family that models linked tables, a person written as "
-                   "one sequence.", icon=":material/auto_awesome:")
 
 parts = shape.parts(schema)
 missing_bounds = [c.name for part in parts for c in part.columns if c.is_numeric and not c.has_bounds]
@@ -475,7 +472,7 @@ if st.button("Start training", type="primary", key="start_training",
              disabled=plan is None or not accepted or table_total is None
              or bool(found.resembles and found.account is None and same_table is None)):
     try:
-        link_tables(table, schema) if linked else validate_table(table, schema)
+        shape.admit(table, schema)
         book.set_total(table_key, table_total)
         run = start_fit_job(state.runs_root(), table, schema, request.replace(new_table=same_table is not None))
         state.forget_table_identity()

@@ -18,7 +18,7 @@ from synth_core.request import review_rows_for
 from synth_core.runs.jobs import read_private
 from synth_core.runs import RunDir, RunError
 from synth_core.schema import SchemaError
-from synth_core.schema.linked import LinkedSchema
+from synth_core.shape import shape_of
 from workbench import linked_review, state
 from workbench.display import readable
 from synth_core.format import duration, markdown_text
@@ -77,9 +77,10 @@ names = ({primary: "synthetic"} if len(chosen) == 1 else
          else {i: f"synthetic {k + 1}" for k, i in enumerate(chosen)})
 st.caption(" · ".join(f"**{names[i]}**: rows drawn by the run {markdown_text(full_names[i])}" for i in chosen))
 synthetic = {names[i]: loaded[i][3] for i in chosen}
-if isinstance(schema, LinkedSchema):  # persons and their rows: the figures of both levels and of the link
+if shape_of(schema).links:  # persons and their rows: the figures of both levels and of the link
     if any(loaded[i][0].to_dict() != schema.to_dict() for i in chosen):
-        st.error("Runs on linked tables are compared only with runs on the same tables and schema.")
+        st.error(f"Runs on {shape_of(schema).name} are compared only with runs on the same "
+                 "tables and schema.")
         st.stop()
     linked_review.render(schema, real, holdout, synthetic, {names[i]: by_id[i]["path"] for i in chosen},
                          key="|".join(by_id[i]["path"] for i in chosen))

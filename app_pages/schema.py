@@ -1,13 +1,12 @@
 """Step 2: the public schema, what may be known about the table without spending privacy."""
 from __future__ import annotations
 
-import dataclasses
-
 import streamlit as st
 
 from synth_core.format import markdown_text
-from synth_core.schema import SchemaError, validate_table
-from synth_core.schema.linked import link_tables, schema_from_json
+from synth_core.schema import SchemaError
+from synth_core.schema.linked import schema_from_json
+from synth_core.shape import shape_of
 from workbench import kept, link_editor, rules_editor, state
 from workbench.schema_editor import render_columns
 from workbench.schema_table import clear_drafted_bounds, fitted_to
@@ -20,9 +19,8 @@ st.write("The model may use only facts that are **public**: the range of each nu
 
 table, schema = state.require_table()
 kept.render()  # work kept for this table before, offered back; or restored by a reload
-linked = state.linked()
-parts = [schema.parent, schema.child] if linked else [schema]
-drafted = any(p.drafted_from_data for p in parts)
+shape = shape_of(schema)  # one table, or persons and their rows
+drafted = any(p.drafted_from_data for p in shape.parts(schema))
 
 if schema.provenance["warning"]:
     st.warning("**These bounds, category lists, value sets and decimals were drafted by reading your private table.** The draft "
@@ -31,9 +29,10 @@ if schema.provenance["warning"]:
                "identify people or hold free text, but what remains still describes your data. "
                "Edit it into public facts (list every possible category, use bounds from "
                "documentation) and confirm below"
-               + ("." if linked else ", or clear the numeric bounds and pay part of ε to estimate them privately."),
+               + (", or clear the numeric bounds and pay part of ε to estimate them privately."
+                  if shape.dp_bounds else "."),
                icon=":material/warning:")
-    if linked and schema.time_index:
+    if shape.time_index(schema):
         st.caption("The link's time index and the changes along it were proposed only where every "
                    "person's rows show them: facts about all persons, to confirm like the rest.")
 elif drafted:
@@ -42,14 +41,13 @@ else:
     st.success("Declared schema (imported or from the demo table's documentation).")
 
 
-def put_part(part: str):
-    """How the editor of one of the linked tables puts its changed schema: a change the link refuses
+def put_part(i: int):
+    """How the editor of the schema's i-th part puts its changed schema: a change the link refuses
     (a time index made a decimal column, its range cut below the rows a person may have) is said
     here from the grid, and raised to the form that asked (it says it)."""
     def put(new, remount: bool) -> None:
         try:
-            state.set_schema(dataclasses.replace(state.schema(), **{part: new}),
-                             remount_editor=remount)
+            state.set_schema(shape.with_part(state.schema(), i, new), remount_editor=remount)
         except SchemaError as e:
             if remount:
                 raise
@@ -57,22 +55,22 @@ def put_part(part: str):
     return put
 
 
-if linked:
+if shape.links:  # the key, the most rows a person has, their order
     schema = link_editor.render(schema)
 
 st.subheader("Columns")
-if linked:
-    for tab, part in zip(st.tabs(["Persons: one row each", "Their rows"]), ("parent", "child")):
-        with tab:
-            render_columns(getattr(schema, part), put_part(part), prefix=f"{part}_", rules=False)
-else:
-    render_columns(schema, lambda new, remount: state.set_schema(new, remount_editor=remount))
+several = len(shape.part_labels) > 1  # a tab each; one table's widgets keep their plain keys
+places = st.tabs(list(shape.part_labels)) if several else [st.container()]
+for i, (place, part) in enumerate(zip(places, shape.parts(schema))):
+    with place:
+        render_columns(part, put_part(i), prefix=f"{('parent', 'child')[i]}_" if several else "",
+                       rules=shape.rules)
 
 schema = state.schema()
-if not linked:
+if shape.rules:
     rules_editor.render(table, schema)
     schema = state.schema()
-parts = [schema.parent, schema.child] if linked else [schema]
+parts = shape.parts(schema)
 st.subheader("Confirm")
 missing_bounds = [c.name for p in parts for c in p.columns if c.is_numeric and not c.has_bounds]
 c1, c2 = st.columns(2)
@@ -85,28 +83,28 @@ with c1:
     else:
         st.caption("Confirmed." if drafted else "Nothing to confirm: the schema was declared.")
 with c2:
-    numeric = [c.name for c in schema.columns if c.is_numeric] if not linked else []
+    numeric = [c.name for c in schema.columns if c.is_numeric] if shape.dp_bounds else []
     if numeric and st.button("Clear the numeric bounds and estimate them with DP", key="clear_bounds",
                              help="Part of ε is then spent at training time on a private estimate of each "
                                   "number's range (round bounds from a noisy histogram), recorded in the ledger."):
         state.set_schema(clear_drafted_bounds(schema))
         st.rerun()
-if missing_bounds and linked:
-    st.error(f"No public bounds for {', '.join(missing_bounds)}: linked tables need every number's public minimum "
-             "and maximum. Fill them in above.")
+if missing_bounds and not shape.dp_bounds:
+    st.error(f"No public bounds for {', '.join(missing_bounds)}: {shape.name} need every "
+             "number's public minimum and maximum. Fill them in above.")
 elif missing_bounds:
     st.info(f"No public bounds for {', '.join(missing_bounds)}: on step 3, set how much of ε to spend estimating "
             "them privately.")
 
-st.subheader("Does the table fit the schema?" if not linked else "Do the tables fit the schema?")
+st.subheader(f"{shape.does.capitalize()} {shape.the} fit the schema?")
 try:
-    report = link_tables(table, schema)[1] if linked else validate_table(table, schema)[1]
+    report = shape.admit(table, schema)[1]
 except SchemaError as e:
-    st.error(f"The {'tables do' if linked else 'table does'} not fit this schema: {e}")
+    st.error(f"{shape.the.capitalize()} {shape.does} not fit this schema: {e}")
 else:
     lines = report.summary()
     if lines:
-        st.write("Training will use the " + ("tables" if linked else "table") + " with these changes (counts seen "
+        st.write(f"Training will use {shape.the} with these changes (counts seen "
                  "only by you):")
         for line in lines:
             st.markdown(f"- {markdown_text(line)}")  # a rule's backticks and signs shown as typed
@@ -124,7 +122,7 @@ with c2:
         st.session_state["imported_schema_id"] = imported.file_id
         try:
             new = fitted_to(table, schema_from_json(imported.getvalue().decode("utf-8")))
-            link_tables(table, new) if linked else validate_table(table, new)
+            shape_of(new).admit(table, new)
         except (SchemaError, UnicodeDecodeError, KeyError, TypeError) as e:
             st.error(f"This schema cannot be used: {e}")
         else:

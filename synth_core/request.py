@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .models.recommend import AUTO, CANDIDATES, Recommendation, recommend
+from .models.recommend import AUTO, CANDIDATES, LINKED_AUTO, Recommendation, recommend
 from .privacy.accounting import ACCOUNTANTS
 from .privacy.budget import (DEFAULT_CALIBRATION_SHARE, BudgetError, check_calibration_share, check_quantile_share,
                              check_run_budget, plain_number)
@@ -20,8 +20,6 @@ from .schema import Schema, SchemaError
 from .schema.linked import LinkedSchema
 from .shape import shape_of
 
-# what auto trains on linked tables (schema.linked): the one family that models them
-LINKED_AUTO = "dp-tbart"
 # review_rows: as many rows as the run releases it trained on (its noisy count, never the exact one)
 REVIEW_RELEASED = "released"
 # the most rows a review sample holds (a background job draws one after training)

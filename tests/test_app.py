@@ -450,6 +450,10 @@ def test_a_second_tab_on_the_review_page_while_a_run_trains(workspace):
     run.set_status("failed", "stopped")
     at.switch_page("app_pages/review.py").run()
     assert "No trained run yet" in texts(at.info)
+    # its sidebar does not name another tab's run as this one's (issue 61 item 7)
+    fresh = new_app()
+    assert "patients + visits" not in texts(fresh.sidebar.caption)
+    assert "No run chosen in this tab" in texts(fresh.sidebar.caption)
 
 
 def test_the_readme_demo_flag_preloads_the_builtin_table(workspace, monkeypatch):

@@ -8,7 +8,6 @@ synth_core/schema/derived.py). Pure functions: no Streamlit here, so they are te
 from __future__ import annotations
 
 import copy
-import dataclasses
 import csv
 import io
 import math
@@ -17,7 +16,8 @@ import pandas as pd
 
 from synth_core.schema import KINDS, ColumnSpec, Schema, SchemaError
 from synth_core.schema.derived import describe
-from synth_core.schema.linked import LinkedSchema, LinkedTables
+from synth_core.schema.linked import LinkedSchema
+from synth_core.shape import shape_of, shape_of_data
 
 EDITOR_COLUMNS = ["column", "kind", "lower", "upper", "categories", "values", "points", "nullable", "role",
                   "binning", "decimals", "derived", "source"]
@@ -216,22 +216,21 @@ def _facts(schema: Schema) -> list:
 
 
 def fitted_to(table, new: Schema | LinkedSchema) -> Schema | LinkedSchema:
-    """An imported schema checked against the steward's table (linked tables: each against its table, the key
+    """An imported schema checked against the steward's data (each part against its table, the key
     apart), columns in the table's order then derived columns the table lacks; SchemaError naming
     what differs. A column the schema leaves out (`excluded`: the draft's or the steward's) is no
     difference."""
-    if isinstance(new, LinkedSchema) != isinstance(table, LinkedTables):
-        raise SchemaError("the schema describes " + ("two linked tables" if isinstance(new, LinkedSchema) else
-                                                     "one table") + ", but the data loaded on step 1 is "
-                          + ("two linked tables" if isinstance(table, LinkedTables) else "one table"))
-    if isinstance(new, LinkedSchema):
-        parts = []
-        for label, frame, part in (("persons'", table.parents, new.parent), ("their rows'", table.children, new.child)):
+    shape, have = shape_of(new), shape_of_data(table)
+    if shape is not have:
+        raise SchemaError(f"the schema describes {shape.counted}, but the data loaded on step 1 is "
+                          f"{have.counted}")
+    if len(shape.part_owners) > 1:
+        for i, (frame, part) in enumerate(zip(shape.part_frames(table, new), shape.parts(new))):
             try:
-                parts.append(fitted_to(frame.drop(columns=[new.key], errors="ignore"), part))
+                new = shape.with_part(new, i, fitted_to(frame, part))
             except SchemaError as e:
-                raise SchemaError(f"the {label} table: {e}") from None
-        return dataclasses.replace(new, parent=parts[0], child=parts[1])
+                raise SchemaError(f"{shape.part_owners[i]}: {e}") from None
+        return new
     missing = [str(n) for n in table.columns if n not in new and str(n) not in new.excluded]
     extra = [c.name for c in new.columns if c.name not in table.columns and not c.derived]
     if missing or extra:

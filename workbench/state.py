@@ -12,8 +12,8 @@ from synth_core import home, schema_work
 from synth_core.files import OutputError
 from synth_core.privacy.budget import BudgetError, parse_epsilon
 from synth_core.privacy.table_budget import BookError, TableBudgets, identity_key
-from synth_core.schema import SchemaError, validate_table
-from synth_core.schema.linked import link_tables
+from synth_core.schema import SchemaError
+from synth_core.shape import SINGLE, shape_of
 from synth_core.request import FEW_ROWS, MIN_ROWS  # noqa: F401 - the core's rules, for the pages
 from synth_core.runs import LIVE_STATES, RunDir, RunError
 from workbench.schema_table import fitted_to
@@ -84,11 +84,8 @@ def set_dataset(table, name: str, source: str, schema, about: str = "", files=()
     reset. It is kept in the home for a reload (an upload's `files` [(name, bytes)], read with
     `markers`), and schema work kept for the same table before is offered back."""
     _use_table(table, name, source, schema, about)
-    link = None
-    if linked():
-        link = {"key": schema.key, "max_children": schema.max_children, "order": schema.order}
     try:
-        schema_work.keep_table(source, name, files, markers, link)
+        schema_work.keep_table(source, name, files, markers, shape_of(schema).link(schema))
     except (OSError, OutputError) as e:
         _note("warning", f"This table could not be kept in the workbench home for a reload: {e}")
     _offer_work()
@@ -132,10 +129,10 @@ def schema():
     return st.session_state.get("schema")
 
 
-def linked() -> bool:
-    """Whether the session holds two linked tables (a person's row and their child rows) and their linked schema."""
-    from synth_core.schema.linked import LinkedSchema
-    return isinstance(schema(), LinkedSchema)
+def shape():
+    """The shape of the session's data (synth_core.shape: one table, or persons and their rows);
+    one table when none is loaded."""
+    return SINGLE if schema() is None else shape_of(schema())
 
 
 def set_schema(new_schema, remount_editor: bool = True) -> None:
@@ -214,7 +211,7 @@ def _apply(work) -> bool:
     """Use kept work on the session's table (checked against it as an imported schema is)."""
     try:
         fitted = fitted_to(table(), copy.deepcopy(work.schema))
-        link_tables(table(), fitted) if linked() else validate_table(table(), fitted)
+        shape_of(fitted).admit(table(), fitted)
     except SchemaError as e:
         _note("warning", f"The schema work kept for this table does not fit it ({e}): it is "
                          "ignored.")

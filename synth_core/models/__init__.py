@@ -9,7 +9,8 @@ import importlib
 # tablediffusion-masked; dtgan-d, dtgan-g, dp-wgan; dp-llmtgen; aim; and on linked tables (LINKED_MODELS) dp-tbart
 FAMILY_MODULES = ("tbart", "diffusion", "masked_diffusion", "gan", "llm", "aim", "persons")
 
-__all__ = ["LINKED_MODELS", "MODELS", "SamplingError", "SynthModel", "get_model_class", "model_class_for", "register"]
+__all__ = ["LINKED_MODELS", "MODELS", "SamplingError", "SynthModel", "families_for",
+           "get_model_class", "model_class_for", "register"]
 
 
 def __getattr__(name: str):

@@ -87,6 +87,11 @@ def get_model_class(name: str, linked: bool = False) -> type["SynthModel"]:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}") from None
 
 
+def families_for(schema) -> list[str]:
+    """The families that train tables of `schema`'s shape (one table, or linked ones), by name."""
+    return sorted(LINKED_MODELS if isinstance(schema, LinkedSchema) else MODELS)
+
+
 def model_class_for(name: str, schema) -> type["SynthModel"]:
     """The class that trains the family `name` on tables of `schema`'s shape (one table, or linked ones)."""
     return get_model_class(name, linked=isinstance(schema, LinkedSchema))

@@ -40,9 +40,13 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 
 from .. import benchmark_model
+from ..privacy.budget import DEFAULT_CALIBRATION_SHARE
 from ..schema import Schema
+from ..schema.linked import LinkedSchema
 
 AUTO = "auto"
+# auto on linked tables: the family that models them, at its standard size
+LINKED_AUTO, LINKED_PRESET = "dp-tbart", "cpu"
 CANDIDATES = ("dp-tbart", "aim")  # the families `recommend` may choose (every size of one is a size of the other)
 TITLES = {"aim": "AIM", "dp-tbart": "DP-TBART"}
 # where `auto` picks DP-TBART, half of ε measures the marginals its rows are calibrated to: against 0.3 (the
@@ -227,7 +231,12 @@ def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
     """The family, preset and shares `auto` runs for a table of `rows` rows (public or noisy) with this public
     schema at this ε: of its candidates, each configured as `auto` runs it, the one with the lowest expected 2-way
     TVD by the model of the project's benchmark results (`benchmark_model.rank`, issue 44), its reason quoting
-    the forecast; the rule (`by_rule`) where the model cannot rank them."""
+    the forecast; the rule (`by_rule`) where the model cannot rank them. Linked tables: the one
+    family that models them (the benchmark runs are single tables)."""
+    if isinstance(schema, LinkedSchema):
+        return Recommendation(LINKED_AUTO, LINKED_PRESET, DEFAULT_CALIBRATION_SHARE,
+                              reason=f"{TITLES[LINKED_AUTO]}: the family that models linked "
+                                     "tables, a person written as one sequence.")
     rows, epsilon = max(int(rows), 0), float(epsilon)
     options = candidates(schema, rows, epsilon)
     rule = _by_rule(options, schema, rows, epsilon)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..files import OutputError, atomic_output, check_output_folder
+from ..shape import PERSONS
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -46,7 +47,7 @@ def to_csv(table: pd.DataFrame, target=None) -> str | None:
 
 
 # the files a linked sample (schema.linked) is written as, in the folder the steward names
-LINKED_FILES = {"parents": "parents.csv", "children": "children.csv"}
+LINKED_FILES = dict(PERSONS.part_files)
 
 
 def write_linked(tables, folder) -> dict[str, str]:
