@@ -74,9 +74,9 @@ if not shape.fairness:
 use_fairness = shape.fairness and st.checkbox(
     "Reduce the demographic-parity gap of a target across groups", key="use_fairness",
     disabled=len(categorical) < 2,
-    help="Some rows are generated with value-specified conditions aimed at the gap: the favourable value "
-         "for the group that has it least often, the other values for the group that has it most, until "
-         "the rates meet. The fewest such rows that reach the gap you accept are used.")
+    help="Some rows are generated with value-specified conditions aimed at the gap: the favourable "
+         "value for the group that has it least often, the other values for the group that has it "
+         "most, until the rates meet. The fewest such rows that reach the gap you accept are used.")
 fair = None
 if use_fairness:
     default_s = next((c.name for c in schema.columns if c.role == "sensitive" and c.kind == "categorical"),
