@@ -245,7 +245,8 @@ def test_a_probe_extends_a_steps_cost_along_the_rows_its_poisson_batches_drew(mo
             return None
 
     def probe(drawn: dict) -> float:
-        def timed(model, schema, preset, batch, options, device, steps, fixed_too=False):
+        def timed(model, schema, preset, batch, options, device, steps, fixed_too=False,
+                  run_plan=None):
             return Drawn(), 0.5 + 0.1 * drawn[batch], drawn[batch], 0.0  # a step: 0.5 s, and 0.1 s a row
         monkeypatch.setattr(timing, "_timed_steps", timed)
         costs, _ = timing.probe_costs("dp-llmtgen", demo_schema(), "cpu", 64, {"backbone": "/models/any"})

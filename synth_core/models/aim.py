@@ -171,6 +171,11 @@ class AIM(SynthModel):
             low, high = (mid, high) if cls._fewest_left(left, cost, 4.0 ** mid, most=rounds + 1) > rounds else (low, mid)
         return (low + high) / 2
 
+    @classmethod
+    def forget_compiled(cls) -> None:
+        import jax
+        jax.clear_caches()
+
     def expected_steps(self, plan: RhoPlan) -> int:
         """The fewest rounds times what runs took beyond them, at most those planned. Runs took 1 to 5.5 times the
         fewest (4 to 33 rounds of 64 to 1,376 planned, on 12 tables: benchmarks/history/2026-11-27.md, "AIM on wide

@@ -78,6 +78,12 @@ class Timed:
         return ""
 
     @classmethod
+    def forget_compiled(cls) -> None:
+        """Drop what this process compiled for the family, so that the estimate's probe times a step
+        as the run's fresh worker process takes it (AIM's rounds compile JAX programs: warm, a round
+        took 0.02 s where the worker's took 0.5-0.8 s)."""
+
+    @classmethod
     def probe_batch_limit(cls, options: dict) -> int:
         """The largest batch the time estimate's probe steps should hold."""
         return 1 << 30

@@ -202,6 +202,21 @@ def measured_marginals(schema: Schema, n_bins: int = MARGINAL_BINS,
     return out
 
 
+def public_marginals(table: pd.DataFrame, schema: Schema, n_bins: int = MARGINAL_BINS) -> Marginals:
+    """The marginals a measurement would release, counted exactly on a table that is public (rows
+    drawn from the public schema alone, to time a calibrated draw): no noise, no ledger."""
+    schema = schema.modelled()
+    chosen = measured_marginals(schema, n_bins)
+    encoders = {b: TokenEncoder(schema, b) for b in {bins for _, bins in chosen}}
+    out = Marginals(n_bins=n_bins, noise_std=1.0, rows=len(table))
+    for columns, bins in chosen:
+        cells, shape = encoders[bins].cells(table, columns)
+        counts = np.bincount(cells, minlength=int(np.prod(shape))).astype(float)
+        out.marginals.append(Marginal(columns, shape, counts,
+                                      n_bins=None if bins == n_bins else bins))
+    return out
+
+
 def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
                       rows: int, accountant: str = "prv", n_bins: int = MARGINAL_BINS,
                       fine_bins: int | None = FINE_BINS) -> tuple[Marginals, Gaussian]:

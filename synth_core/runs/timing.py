@@ -23,14 +23,16 @@ from .. import home
 from ..files import write_atomic
 from ..models import get_model_class, model_class_for
 from ..models.calibration import MIN_POOL, pool_size
+from ..privacy.measurements import public_marginals
 from ..privacy.contribution import bound_children
 from ..schema import Schema, random_table
 from ..schema.linked import LinkedSchema, link_tables, random_tables
+from ..shape import shape_of
 
-# starting the worker process before api.fit begins: 2.3-2.9 s measured on a quiet 2-core machine (12 runs of AIM
-# and DP-TBART on 6 tables; torch and Opacus are imported where they are needed); what the last run of the same
-# key measured replaces it
-STARTUP_S = 2.5
+# starting the worker process before api.fit begins: 2.6-3.0 s measured on a quiet 2-core machine
+# (17 runs of AIM and DP-TBART on 8 tables, benchmarks/bench_estimates.py; 2.3-2.9 s on 12 runs
+# before); what the last run of the same key measured replaces it
+STARTUP_S = 2.8
 # setting up before the first step when no run was measured yet (PRV planning with the marginals composed,
 # the noisy count and marginals, building the model): 0.8-1.5 s on the same runs
 SETUP_S = 1.5
@@ -45,6 +47,8 @@ DRAW_ROW_S = 2e-4
 # rows the probe draws: the next size only while a draw takes under PROBE_DRAW_S (a language model is slow)
 PROBE_DRAW_ROWS = (100, 400, 4000)
 PROBE_DRAW_S = 0.3
+# a calibrated review sample is timed at most this size (its pool then holds MIN_POOL rows)
+PROBE_SAMPLE_ROWS = 1500
 
 
 @dataclass
@@ -122,14 +126,19 @@ def random_rows(schema: Schema | LinkedSchema, n: int):
 
 
 def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: dict | None, device: str | None,
-                 steps: int, fixed_too: bool = False):
-    """(the fitted probe model, seconds per step after the first, the rows those steps drew on average, fixed
-    seconds it times itself): `steps` + 1 DP-SGD steps of `batch` expected rows drawn from the public schema."""
+                 steps: int, fixed_too: bool = False, run_plan=None):
+    """(the fitted probe model, seconds per step after the first, the rows those steps drew on
+    average, fixed seconds it times itself): `steps` + 1 DP-SGD steps of `batch` expected rows drawn
+    from the public schema. run_plan: a family with its own mechanism runs the run's own plan on as
+    many random rows, stopped after `steps` + 1 rounds, so that it selects and measures what the run
+    would at its ρ a round (ρ = 1 over 3 rounds picked larger marginals, 1.6 times as slow)."""
     synth = model_class_for(model, schema)(schema, preset=preset, device=device, seed=0, **(options or {}))
-    # a small sampling rate keeps the probe's own accounting cheap; σ does not change a step's cost
-    probe_rows = max(20 * batch, 100)
+    if run_plan is not None:
+        probe_rows, plan = max(int(run_plan.population), 100), run_plan
+    else:  # a small sampling rate keeps the probe's accounting cheap; σ does not change a step
+        probe_rows = max(20 * batch, 100)
+        plan = synth.probe_plan(probe_rows, batch, steps + 1)
     probe = random_rows(schema, probe_rows)
-    plan = synth.probe_plan(probe_rows, batch, steps + 1)
     time_fixed = getattr(synth, "time_fixed_costs", None) if fixed_too else None
     fixed = float(time_fixed(steps)) if time_fixed is not None else 0.0
     stamps: list[float] = []
@@ -140,7 +149,8 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
         rows.append(int(event.get("batch_size") or batch))
 
     start = time.perf_counter()
-    synth.fit(probe, plan.epsilon, plan.delta, "rdp", plan=plan, on_event=seen)
+    synth.fit(probe, plan.epsilon, plan.delta, "rdp", plan=plan, on_event=seen,
+              should_stop=lambda: len(stamps) > steps)
     if len(stamps) >= 2:  # the first step pays for warm-up; time the ones after it
         timed = rows[1:]
         return synth, (stamps[-1] - stamps[0]) / len(timed), sum(timed) / len(timed), fixed
@@ -148,17 +158,25 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
 
 
 def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: dict | None = None,
-                device: str | None = None, probe_steps: int = 2) -> tuple[Costs, float]:
+                device: str | None = None, probe_steps: int = 2, run_plan=None,
+                review_rows: int = 0, calibrated: bool = False) -> tuple[Costs, float]:
     """Costs timed now on rows from the public schema: DP-SGD steps at the plan's batch, or, for a batch
     above PROBE_MAX_BATCH, at two smaller batches and extended along the line through them (a step costs a
     fixed part plus a part per row: scaling one small batch in proportion overestimated Adult's standard
     size by 40%); then rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format
     learning). A family whose steps take seconds per row (DP-LLMTGen on a pretrained backbone) probes
-    smaller batches (`SynthModel.probe_batch_limit`), extended the same way."""
+    smaller batches (`SynthModel.probe_batch_limit`), extended the same way. A family with its own
+    mechanism times three rounds of the run's plan (`run_plan`; its rounds differ more). Drawing is
+    timed as the review's draw will be: calibrated to marginals where the run measures them
+    (`calibrated`, `review_rows`). What the process compiled for the family is forgotten first: a
+    fresh worker compiles it again."""
     klass = model_class_for(model, schema)
+    klass.forget_compiled()
     small = min(batch, PROBE_MAX_BATCH, klass.probe_batch_limit(options or {}))
-    synth, per_step, drew, fixed = _timed_steps(model, schema, preset, small, options, device, probe_steps,
-                                                fixed_too=True)
+    own = None if klass.uses_dp_sgd else run_plan
+    synth, per_step, drew, fixed = _timed_steps(model, schema, preset, small, options, device,
+                                                probe_steps + (own is not None), fixed_too=True,
+                                                run_plan=own)
     if batch > small and klass.step_cost_grows_with_rows:
         # along the line through the rows the probes' Poisson batches drew, not the rows they expected: over
         # two timed steps those vary by ~15%, and SmolLM2's first estimate extended a nearly flat line (3.6 s a
@@ -169,8 +187,23 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
             per_step += per_row * (batch - drew)
         else:  # the two probes drew about as many rows: scale the larger one in proportion (an overestimate)
             per_step *= batch / max(drew, 1.0)
-    draw_row_s = float("inf")
+    return Costs(per_step_s=per_step, batch=batch,
+                 draw_row_s=_draw_row_seconds(synth, schema, review_rows, calibrated)), fixed
+
+
+def _draw_row_seconds(synth, schema: Schema, review_rows: int, calibrated: bool) -> float:
+    """A drawn row's seconds, per row of the pool a review sample draws: a calibrated sample of up
+    to PROBE_SAMPLE_ROWS rows, weighed to marginals counted on random rows (weighing cost 1.4 to
+    9.6 times the draw itself on five tables, the most on the widest), else the fastest of a few
+    draws."""
     synth.draw(PROBE_DRAW_ROWS[0], seed=0)  # the first draw pays for warm-up (AIM's compiles: 1.2 s for 100 rows)
+    if calibrated and review_rows and not synth.measures_marginals and not shape_of(schema).links:
+        n = min(int(review_rows), PROBE_SAMPLE_ROWS)
+        synth.calibration = public_marginals(random_rows(schema, max(n, 1000)), schema)
+        start = time.perf_counter()
+        synth.sample(n, seed=0)
+        return (time.perf_counter() - start) / rows_drawn(n, True, synth.min_pool)
+    draw_row_s = float("inf")
     for rows in PROBE_DRAW_ROWS:  # a fast sampler draws in large chunks: time it at a size where it does
         start = time.perf_counter()
         synth.draw(rows, seed=0)
@@ -178,7 +211,7 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
         draw_row_s = min(draw_row_s, took / rows)
         if took > PROBE_DRAW_S:
             break
-    return Costs(per_step_s=per_step, batch=batch, draw_row_s=draw_row_s), fixed
+    return draw_row_s
 
 
 def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, epsilon: float, delta: float,
@@ -199,7 +232,8 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
     fixed = 0.0
     # a stored run's setup already holds a model's fixed work (DP-LLMTGen's format learning runs inside its fit)
     if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO:
-        costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps)
+        costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps, plan,
+                                   review_rows, calibrated)
     per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
     # an adaptive mechanism's rounds: what the model expects (the count its run starts from, so that the model
     # page, the train page and the report say one number); else the steps a past run of the model took, as a
