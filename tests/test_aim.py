@@ -220,7 +220,7 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"one_way_share": 0.5}, public_table=True)
     fewest = result.model.fewest_rounds(result.model.plan)
     assert 2 <= fewest <= result.model.train_result.steps_done
-    assert estimate["steps"] == math.ceil(1.5 * fewest)  # a small signal: 5 columns × 600 rows × ε = 1
+    assert estimate["steps"] == math.ceil(1.25 * fewest)  # small signal: 5 columns × 600 rows × ε 1
     large = plan_rho(1.0, 1e-5, rounds=result.model.plan.rounds, rows=20_000)  # 100,000 columns × rows × ε
     assert result.model.expected_steps(large) == 4 * result.model.fewest_rounds(large)
 

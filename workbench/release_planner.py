@@ -10,6 +10,7 @@ import streamlit as st
 
 from synth_core.format import epsilon as epsilon_text
 from synth_core.forecast import forecast_for, pairs_text
+from synth_core.models import get_model_class
 from synth_core.privacy import BudgetError
 from synth_core.privacy.table_budget import Release, check_plan, left_after, plan_total
 from synth_core.request import FitRequest
@@ -19,13 +20,16 @@ FIRST_PLAN = [Release("a quick look", 0.1), Release("the release", 1.0), Release
 
 
 @st.cache_data(show_spinner="Forecasting each release…", max_entries=32)
-def _forecasts(request_json: str, schema_json: str, n: int, plan_json: str) -> list[tuple[str, str]]:
+def _forecasts(request_json: str, schema_json: str, n: int, plan_json: str) -> list[tuple]:
+    """Each release's (pairs forecast, shares' width, the model auto picks at its ε, the width)."""
     request, schema = FitRequest.from_dict(json.loads(request_json)), Schema.from_json(schema_json)
     out = []
     for release in json.loads(plan_json):
         made = forecast_for(request, schema, n, release["epsilon"])
+        width = made.columns[0].half_width if made.columns else None
         out.append((pairs_text(made) or "no benchmark runs of this model yet",
-                    f"±{100 * made.columns[0].half_width:.2g} points" if made.columns else "not measured"))
+                    f"±{100 * width:.2g} points" if width is not None else "not measured",
+                    get_model_class(made.model).label or made.model, width))
     return out
 
 
@@ -52,15 +56,22 @@ def render(book, table_key: str, account, request: FitRequest, schema: Schema, n
                            json.dumps([{"name": r.name, "epsilon": r.epsilon} for r in releases]))
     except (BudgetError, SchemaError, ValueError) as e:
         st.caption(f"No forecast: {e}")
-        shown = [("", "")] * len(releases)
+        shown = [("", "", "", None)] * len(releases)
     chosen = getattr(account, "total_epsilon", None) if account is not None else None
     lefts = left_after(releases, chosen)
-    st.dataframe(pd.DataFrame([{"release": r.name, "ε": r.epsilon, "pairs of columns: mismatch expected (80%)": pairs,
+    st.dataframe(pd.DataFrame([{"release": r.name, "ε": r.epsilon, "model": model,
+                                "pairs of columns: mismatch expected (80%)": pairs,
                                 "each column's shares, 9 times in 10": shares,
                                 "left of the total after it": epsilon_text(left) if left >= 0
                                 else f"over it by {epsilon_text(-left)}"}
-                               for r, (pairs, shares), left in zip(releases, shown, lefts)]),
+                               for r, (pairs, shares, model, _), left
+                               in zip(releases, shown, lefts)]),
                  hide_index=True)
+    widths = sorted((r.epsilon, w) for r, (*_, w) in zip(releases, shown) if w is not None)
+    if any(a[1] < b[1] for a, b in zip(widths, widths[1:]) if a[0] < b[0]):
+        st.caption("A release with more ε can show wider shares where auto picks another model at "
+                   "that ε (the model column): its counts are released by that model's own "
+                   "measurement.")
     st.caption(f"Left of the table's total of ε = {epsilon_text(chosen)}, the one you chose; making this plan "
                f"the budget sets it to the plan's sum." if chosen is not None else
                "Left of the plan's own sum: this table has no total yet.")

@@ -34,8 +34,9 @@ from ..shape import shape_of
 # before); what the last run of the same key measured replaces it
 STARTUP_S = 2.8
 # setting up before the first step when no run was measured yet (PRV planning with the marginals composed,
-# the noisy count and marginals, building the model): 0.8-1.5 s on the same runs
-SETUP_S = 1.5
+# the noisy count and marginals, building the model): 0.8-1.5 s on the same runs; a family says its own
+# (`SynthModel.setup_s`) for a probe
+SETUP_S = 1.6
 # a stored per-step cost is scaled to the plan's batch only within this factor; beyond it, time anew
 BATCH_RATIO = 2.0
 # the probe's steps hold at most this many rows (and half as many, to extend the cost to the plan's batch
@@ -187,7 +188,7 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
             per_step += per_row * (batch - drew)
         else:  # the two probes drew about as many rows: scale the larger one in proportion (an overestimate)
             per_step *= batch / max(drew, 1.0)
-    return Costs(per_step_s=per_step, batch=batch,
+    return Costs(per_step_s=per_step, batch=batch, setup_s=klass.setup_s,
                  draw_row_s=_draw_row_seconds(synth, schema, review_rows, calibrated)), fixed
 
 
