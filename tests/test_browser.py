@@ -183,10 +183,12 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
     assert outside == [], f"the page asked for addresses outside this machine: {sorted(set(outside))[:5]}"
 
 
+@pytest.mark.slow
 def test_two_real_tables_one_after_the_other_in_a_real_browser(server, tmp_path):
     """Issue 41 item 3: two tables of the corpus (tests/test_corpus_app.py) walked in a 1280-pixel window, the
     second uploaded after the first was exported, as a steward does: upload, the draft confirmed, auto at the
-    tiny size, training, review, and both downloads (the CSV and the privacy report)."""
+    tiny size, training, review, and both downloads (the CSV and the privacy report). In the slow suite (71 s
+    of the fast suite's): the corpus walk in AppTest and the three other browser tests cover its steps."""
     from playwright.sync_api import expect, sync_playwright
     from test_corpus_app import CORPUS, _csv
     expect.set_options(timeout=WAIT_MS)
