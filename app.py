@@ -1,4 +1,5 @@
-"""The data steward's workbench: from a sensitive table to a reviewed, exportable DP synthetic table.
+"""The data steward's workbench: from a sensitive table to a reviewed, exportable DP synthetic
+table.
 
     streamlit run app.py             # start with your own table
     streamlit run app.py -- --demo   # start with the built-in demo table already loaded
@@ -30,7 +31,8 @@ PAGES = [
 ]
 
 if "--demo" in sys.argv[1:] and "demo_preloaded" not in st.session_state:
-    st.session_state["demo_preloaded"] = True  # once per browser session: the steward may replace it
+    # once per browser session: the steward may replace it
+    st.session_state["demo_preloaded"] = True
     state.load_builtin_demo()
 
 page = st.navigation(PAGES)
@@ -39,7 +41,8 @@ state.keep_widget_values()  # steps 3 and 6 keep their values when the steward v
 # state: that is the point here, not a fault
 logging.getLogger("streamlit.elements.lib.policies").setLevel(logging.ERROR)
 book_problem = state.book_problem()
-if book_problem:  # said on every page; nothing that reads or spends the budget runs until it is repaired
+# said on every page; nothing that reads or spends the budget runs until it is repaired
+if book_problem:
     st.error(f"The privacy budget book needs repair: {book_problem}", icon=":material/gpp_bad:")
     if page.title != PAGES[0].title:
         st.stop()

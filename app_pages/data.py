@@ -22,7 +22,8 @@ st.write("Start from the sensitive table you want a synthetic version of, or fro
 
 
 def loaded(message: str) -> None:
-    """A new table is in: run the app again so the sidebar (drawn before this page) shows it, and say so then."""
+    """A new table is in: run the app again so the sidebar (drawn before this page) shows it, and
+    say so then."""
     st.session_state["data_notice"] = (st.session_state["table_name"], message)
     st.rerun()
 
@@ -36,7 +37,8 @@ limit_mb = st.get_option("server.maxUploadSize")
 upload_tab, demo_tab = st.tabs(["Upload a file", "Use a demo table"])
 
 def read_upload(uploaded, markers: list[str]):
-    """The uploaded file as a table with text column names, and how it was read (encoding, separator)."""
+    """The uploaded file as a table with text column names, and how it was read (encoding,
+    separator)."""
     table = read_table_bytes(uploaded.getvalue(), uploaded.name, missing_markers=markers)
     table.columns = [str(c) for c in table.columns]
     return table, table.attrs.get("read_as")
@@ -105,7 +107,8 @@ def two_tables(markers: list[str]) -> None:
             check_rows(len(tables.parents), parents_file.name)
             draft = draft_linked(tables, key, max_children=max_children, missing_markers=markers,
                                  order=None if order == orders[0] else order)
-            link_tables(tables, draft)  # a swapped pair, repeated or mismatched keys: said now, in one line
+            # a swapped pair, repeated or mismatched keys: said now, in one line
+            link_tables(tables, draft)
         except (SchemaError, BudgetError) as e:
             st.error(f"These tables cannot be used: {e}")
             return

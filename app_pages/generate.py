@@ -1,4 +1,5 @@
-"""Step 6: sample the synthetic table (optionally with fixed values or fairness control) and export it."""
+"""Step 6: sample the synthetic table (optionally with fixed values or fairness control) and export
+it."""
 from __future__ import annotations
 
 import time
@@ -45,7 +46,9 @@ schema = model.schema
 shape = shape_of(schema)  # rows, or persons each drawn with their child rows
 facts = shape.fixable_schema(schema)  # the columns a value may be fixed in: a person's own
 
-try:  # as many rows as the run released: the public row count, or its noisy count made precise by its statistics
+# as many rows as the run released: the public row count, or its noisy count made precise by its
+# statistics
+try:
     default_rows = rows_to_draw(int(run.ledger().n_rows), model.calibration)
 except RunError:
     default_rows = 1000
@@ -118,8 +121,10 @@ if st.button("Generate", type="primary", key="generate", disabled=busy or (bool(
     except (ValueError, OSError, RunError) as e:
         st.error(f"Could not start drawing: {e}")
         st.stop()
-    st.session_state.pop("generated", None)  # the old table is replaced, not shown beside the new request
-    st.rerun()  # drawn again at once, so the button shows it waits (the progress fragment redraws only itself)
+    # the old table is replaced, not shown beside the new request
+    st.session_state.pop("generated", None)
+    # drawn again at once, so the button shows it waits (the progress fragment redraws only itself)
+    st.rerun()
 
 
 def draw_line(shown: SamplingJob, own: bool) -> None:

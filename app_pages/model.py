@@ -1,4 +1,5 @@
-"""Step 3: model family, privacy budget (ε, δ), size; what the accountant computed; start training."""
+"""Step 3: model family, privacy budget (ε, δ), size; what the accountant computed; start
+training."""
 from __future__ import annotations
 
 import json
@@ -72,7 +73,8 @@ if shape.links:  # a unit of several rows
             f"{schema.max_children}), so the noise and ε protect a whole person, however many rows they have.",
             icon=":material/person:")
 
-# options whose values are found on this machine (a pretrained model): offered as the family describes them
+# options whose values are found on this machine (a pretrained model): offered as the family
+# describes them
 options: dict = {}
 local_problem = None
 for local in klass.local_choices():
@@ -112,7 +114,8 @@ if epsilon is None:
 
 # the table's budget across all its runs: every run draws from it; the first run asks for it
 book, found = state.budgets(), state.table_identity()
-same_table = None  # a file that resembles a known table: the steward says which it is before a budget opens
+# a file that resembles a known table: the steward says which it is before a budget opens
+same_table = None
 if found.account is None and found.resembles:
     known = found.resembles[0]
     known_account = book.account(known.table_id)
@@ -125,7 +128,8 @@ if found.account is None and found.resembles:
         book.attach(found, known.table_id)
         state.forget_table_identity()
         st.rerun()
-elif found.account is None and book.accounts():  # a new file the steward knows is a table trained on before
+# a new file the steward knows is a table trained on before
+elif found.account is None and book.accounts():
     with st.expander("Is this file a new version of a table you trained on before?"):
         known_tables = {tid: f"{a.label or tid[:8]}: ε {epsilon_text(a.spent_epsilon)} of "
                              f"{epsilon_text(a.total_epsilon)} spent" for tid, a in book.accounts().items()}
@@ -153,7 +157,8 @@ elif account is None:
     if total_choice is not None and table_total is None:
         st.text_input("Total ε for this table", value="", key="table_total", placeholder="type the total")
         table_total, total_problem = state.typed_epsilon("table_total", "the total")
-        if total_problem and st.session_state.get("table_total", "").strip():  # nothing typed yet: asked below
+        # nothing typed yet: asked below
+        if total_problem and st.session_state.get("table_total", "").strip():
             st.error(total_problem)
         else:
             total_problem = None
@@ -199,7 +204,8 @@ warning = delta_warning(delta, n_train) if delta > 0 else None
 if warning:
     st.warning(warning, icon=":material/warning:")
 
-# auto's choice, for a usable ε only (at ε = 0 it would explain a choice no run can make, beside the refusal)
+# auto's choice, for a usable ε only (at ε = 0 it would explain a choice no run can make, beside the
+# refusal)
 choice = recommend(schema, n_train, epsilon) if auto and epsilon and epsilon > 0 else None
 if choice is not None:
     klass = family_class(choice.family)
@@ -218,7 +224,8 @@ if missing_bounds and shape.dp_bounds:  # else the request's check asks for ever
         epsilon_problem, bounds_epsilon = epsilon_problem or bounds_problem, 0.0
 without_values = [c.name for c in searchable(schema)] if shape.dp_value_sets else []
 values_epsilon = 0.0
-if without_values:  # numbers written as codes, brackets or steps of a scale: their values found with DP
+# numbers written as codes, brackets or steps of a scale: their values found with DP
+if without_values:
     with st.expander("Find the values of number columns with DP (codes, brackets, the 0 of amounts)"):
         st.write(f"Number columns without declared values: **{', '.join(without_values)}**. Part of ε can count, "
                  "with noise, the rows at each value a column can take (its whole numbers, or its declared "
@@ -231,7 +238,8 @@ if without_values:  # numbers written as codes, brackets or steps of a scale: th
         if values_problem:
             epsilon_problem, values_epsilon = epsilon_problem or values_problem, 0.0
 
-if klass.measures_marginals:  # its training is measuring the statistics: measuring them again would repeat it
+# its training is measuring the statistics: measuring them again would repeat it
+if klass.measures_marginals:
     calibrate = False
     st.caption("This model is built from the table's overall statistics, measured with noise as it trains: "
                "no separate measurement is needed.")
@@ -251,7 +259,8 @@ SIZE_HELP = {"quick": "a first look", "standard": "the default", "best": "the la
 
 
 def _size_clicked() -> None:
-    """The size clicked is the size trained: the Advanced preset follows it (and may then be changed there)."""
+    """The size clicked is the size trained: the Advanced preset follows it (and may then be changed
+    there)."""
     st.session_state["preset"] = sizes[st.session_state["size"]]
 
 
@@ -306,7 +315,8 @@ with st.expander("Advanced"):
     device_choice = st.selectbox("Train on", devices, key="device_choice",
                                  help="'automatic' takes the GPU when this machine has one, else the CPU.")
 
-# the options the run will train with: auto's choice sets its own (a run of `auto` takes none from the page)
+# the options the run will train with: auto's choice sets its own (a run of `auto` takes none from
+# the page)
 options = {**options, **family_options}
 model_options = {**options, **choice.options_for(preset)} if choice is not None else options
 request = FitRequest(model=family, preset=preset, options=options, epsilon=float(epsilon or 1.0),
@@ -342,7 +352,8 @@ def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: floa
                         rows_public=schema.rows is not None, quantile_share=quantile_share)
     summary = model.plan_summary(plan, n, epsilon, accountant, bounds=bounds_epsilon > 0,
                                  statistics=calibration_share > 0)
-    # the steps or rounds to expect: the number the estimate, the train page and the report start from
+    # the steps or rounds to expect: the number the estimate, the train page and the report start
+    # from
     return plan.to_dict(), summary, model.expected_steps(plan)
 
 
@@ -373,8 +384,9 @@ else:
 
 @st.cache_data(show_spinner="Forecasting what ε buys…", max_entries=64)
 def shares_by_level(request_json: str, schema_json: str, n: int) -> list[tuple]:
-    """Each harm level's forecast (synth_core.forecast): (level, ε, a share's 90% half-width or None, what
-    releases the counts, the family, the expected pairs mismatch with its 80% interval or "")."""
+    """Each harm level's forecast (synth_core.forecast): (level, ε, a share's 90% half-width or
+    None, what releases the counts, the family, the expected pairs mismatch with its 80% interval or
+    "")."""
     request, schema = FitRequest.from_dict(json.loads(request_json)), Schema.from_json(schema_json)
     out = []
     for level, eps in HARM.items():
@@ -399,7 +411,8 @@ if plan is not None and not shape.forecast:
 elif plan is not None:
     st.subheader("What each level buys on this table")
     try:
-        # auto picks its family and shares at each level's ε, unless the statistics are switched off above
+        # auto picks its family and shares at each level's ε, unless the statistics are switched off
+        # above
         asked = request.replace(calibration_share=None if calibrate or klass.measures_marginals else 0.0,
                                 quantile_share=None) if family == AUTO else request
         levels = shares_by_level(json.dumps(asked.to_dict(), sort_keys=True), schema.to_json(), n_train)

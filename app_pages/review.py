@@ -1,4 +1,5 @@
-"""Step 5: the synthetic table against the real one, column by column and as a whole; two runs side by side."""
+"""Step 5: the synthetic table against the real one, column by column and as a whole; two runs side
+by side."""
 from __future__ import annotations
 
 import json
@@ -53,7 +54,8 @@ def load_run(path: str, stamp: float):
     train = read_private(run, "train")
     holdout = read_private(run, "holdout")
     synthetic = run.read_review_sample(schema)
-    if synthetic is None:  # an older or cancelled run without a review sample: make one now (sampling costs no privacy)
+    # an older or cancelled run without a review sample: make one now (sampling costs no privacy)
+    if synthetic is None:
         from synth_core.api import load_model
         synthetic = load_model(path).sample(review_rows_for(len(train)) if train is not None else 5000, seed=0)
     return schema, train, holdout, synthetic
@@ -68,8 +70,8 @@ schema, real, holdout, _ = loaded[primary]
 if real is None:
     st.error("The run's private rows are gone, so there is nothing to compare with.")
     st.stop()
-# the synthetic tables' labels in every chart and table: short, so that legends fit beside the titles; the runs
-# they stand for are named once, here
+# the synthetic tables' labels in every chart and table: short, so that legends fit beside the
+# titles; the runs they stand for are named once, here
 full_names = {i: by_id[i].get("name") or i for i in chosen}
 models = [by_id[i].get("model") or "" for i in chosen]
 names = ({primary: "synthetic"} if len(chosen) == 1 else
@@ -142,7 +144,8 @@ level, message = overall_verdict(list(tables[names[primary]]["verdict"]),
 
 
 def per_column(t: pd.DataFrame) -> pd.DataFrame:
-    """The per-column figures with headers and cells a person reads (blank where a figure does not apply)."""
+    """The per-column figures with headers and cells a person reads (blank where a figure does not
+    apply)."""
     p = t["chi_square_p"]
     return pd.DataFrame({
         "column": t["column"], "kind": t["kind"],

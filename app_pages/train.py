@@ -27,7 +27,8 @@ index = ids.index(current.path.name) if current is not None and current.path.nam
 
 def label(run_id: str) -> str:
     r = by_id[run_id]
-    return r.get("name") or run_id  # its state is on the page below, kept current (a label would go stale)
+    # its state is on the page below, kept current (a label would go stale)
+    return r.get("name") or run_id
 
 
 chosen = st.selectbox("Run", ids, index=index, format_func=label, key="train_run_choice")
@@ -109,7 +110,8 @@ initial = by_id[chosen].get("state")  # as the picker lists it: a change since t
 
 def runs_table() -> None:
     st.subheader("All runs")
-    rows = [r for r in list_runs(state.runs_root()) if r["id"] in by_id]  # the runs the picker offers
+    # the runs the picker offers
+    rows = [r for r in list_runs(state.runs_root()) if r["id"] in by_id]
 
     def row(r: dict) -> dict:
         done, planned = r.get("steps") or 0, r.get("steps_planned")
@@ -132,7 +134,8 @@ def live_view() -> None:
     runs_table()
     now = job_state(run).get("state")
     if now != initial:
-        st.rerun()  # started or finished: redraw the whole page (sidebar too); polling stops once it is done
+        # started or finished: redraw the whole page (sidebar too); polling stops once it is done
+        st.rerun()
 
 
 live_view()

@@ -1,9 +1,9 @@
 """How soon does the app answer after `streamlit run app.py`? (issue 41 item 9)
 
-Starts the app on a free localhost port with a throw-away workbench home, then measures, in Debian's chromium
-driven by Playwright: the seconds from starting the server until its health check answers, until the first
-page's title is drawn in a fresh browser tab, and the first page drawn again in a second tab (the modules then
-imported). Prints each of `--runs` starts, then the median.
+Starts the app on a free localhost port with a throw-away workbench home, then measures, in Debian's
+chromium driven by Playwright: the seconds from starting the server until its health check answers,
+until the first page's title is drawn in a fresh browser tab, and the first page drawn again in a
+second tab (the modules then imported). Prints each of `--runs` starts, then the median.
 
     python benchmarks/bench_app_start.py --runs 3
 """

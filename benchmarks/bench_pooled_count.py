@@ -1,5 +1,5 @@
-"""The row count calibration aims at: the released (noisy) count of persons alone, or pooled with the measured
-marginals' sums (`privacy.measurements.pooled_rows`), on linked tables.
+"""The row count calibration aims at: the released (noisy) count of persons alone, or pooled with
+the measured marginals' sums (`privacy.measurements.pooled_rows`), on linked tables.
 
     count      60 measurements of the persons' count and marginals at ε as a run makes them (the count at its share,
                the marginals at the default calibration share of what is left): the error of the released count and of the pooled one, mean ± sd
@@ -43,7 +43,8 @@ def count_errors(table: str, epsilon: float, draws: int = 60) -> None:
     for _ in range(draws):
         ledger = PrivacyLedger(target_epsilon=epsilon, target_delta=DELTA, n_rows=None, rows_public=False)
         count = noisy_count(n, count_epsilon(epsilon), ledger, of="persons")
-        split = planned_split(epsilon, DELTA, calibration_share=DEFAULT_CALIBRATION_SHARE)  # as a run splits it
+        # as a run splits it
+        split = planned_split(epsilon, DELTA, calibration_share=DEFAULT_CALIBRATION_SHARE)
         marginals, _ = measure_person_marginals(rows, schema, split.marginals, DELTA, ledger, count)
         released.append(count - n)
         pooled.append(marginals.persons.total - n)

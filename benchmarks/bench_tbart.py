@@ -1,11 +1,11 @@
 """DP-TBART on UCI Adult: time, memory, DP vs non-private throughput, and fidelity.
 
-Protocol (issue 2): adult.csv split 80/20 with seed 0; fit on the 80% with the declared public schema
-benchmarks/adult.schema.json (category lists from the UCI documentation, round public bounds; nothing
-drafted from the data); sample as many rows as the training split; compare with the 20% test split:
-mean k-way TVD for k = 1, 2, 3 (numeric columns in 20 quantile bins fitted on the training split),
-detection ROC-AUC (gradient boosting, 5-fold), and train-on-synthetic / test-on-real for `income`.
-The same figures for the real training split itself are the floor.
+Protocol (issue 2): adult.csv split 80/20 with seed 0; fit on the 80% with the declared public
+schema benchmarks/adult.schema.json (category lists from the UCI documentation, round public bounds;
+nothing drafted from the data); sample as many rows as the training split; compare with the 20% test
+split: mean k-way TVD for k = 1, 2, 3 (numeric columns in 20 quantile bins fitted on the training
+split), detection ROC-AUC (gradient boosting, 5-fold), and train-on-synthetic / test-on-real for
+`income`. The same figures for the real training split itself are the floor.
 
     python benchmarks/bench_tbart.py --epsilon 1 [--preset cpu] [--data ../shared/datasets/adult.csv]
 """
@@ -60,8 +60,8 @@ def fidelity(real_test, synth, train_split, schema, target):
 
 
 def load_split(data: str | Path, schema: Schema):
-    """The protocol's split: the table validated against the public schema, shuffled with seed 0, the first
-    80% for training and the rest (index reset) for testing."""
+    """The protocol's split: the table validated against the public schema, shuffled with seed 0,
+    the first 80% for training and the rest (index reset) for testing."""
     table, _ = validate_table(read_table(data, schema), schema)
     shuffled = table.sample(frac=1.0, random_state=0).reset_index(drop=True)
     n_train = int(round(0.8 * len(shuffled)))

@@ -1,11 +1,11 @@
 """How close is the model page's time estimate to the run it predicts? (issue 16, item 5)
 
-The app's own path, in a fresh workbench home: the estimate the model page shows (timed now on rows from the
-public schema, since no run was measured yet), then a background job as the app starts it (10% kept aside,
-ε = 1, the statistics measured with the default share, a review sample drawn after training), timed from
-start_fit_job to its final status. Then the estimate again (now a lookup of the costs that run stored) and a
-second run with the same request. Prints each estimate's seconds and how long it took, each run's seconds and
-the ratio estimate / actual (the aim: within 0.7-1.3).
+The app's own path, in a fresh workbench home: the estimate the model page shows (timed now on rows
+from the public schema, since no run was measured yet), then a background job as the app starts it
+(10% kept aside, ε = 1, the statistics measured with the default share, a review sample drawn after
+training), timed from start_fit_job to its final status. Then the estimate again (now a lookup of
+the costs that run stored) and a second run with the same request. Prints each estimate's seconds
+and how long it took, each run's seconds and the ratio estimate / actual (the aim: within 0.7-1.3).
 
     python benchmarks/bench_time_estimate.py --dataset demo --preset cpu
     python benchmarks/bench_time_estimate.py --dataset adult --preset quick
@@ -34,7 +34,8 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=2)
     args = ap.parse_args()
-    os.environ["SYNTH_WORKBENCH_HOME"] = tempfile.mkdtemp(prefix="bench-home-")  # no stored costs yet
+    # no stored costs yet
+    os.environ["SYNTH_WORKBENCH_HOME"] = tempfile.mkdtemp(prefix="bench-home-")
 
     from synth_core.privacy import default_delta
     from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE
@@ -60,7 +61,8 @@ def main() -> None:
         start = time.time()
         run = jobs.start_fit_job(Path(os.environ["SYNTH_WORKBENCH_HOME"]) / "runs", train, schema,
                                  {**request, "name": f"run {i + 1}"})
-        said = []  # (seconds since start, the time left the train page shows, steps done, steps planned)
+        # (seconds since start, the time left the train page shows, steps done, steps planned)
+        said = []
         while jobs.job_state(run)["state"] in ("created", "running"):
             p = jobs.progress(run)
             if p["remaining_s"] is not None:
@@ -70,7 +72,8 @@ def main() -> None:
         actual = run.status_time() - start  # when the status was written (private/)
         print(f"  run {i + 1}: {status['state']} in {actual:.0f} s -> estimate / actual = "
               f"{est['seconds'] / actual:.2f}", flush=True)
-        # the train page's time left against the time that was left, at a quarter, half and three quarters
+        # the train page's time left against the time that was left, at a quarter, half and three
+        # quarters
         for share in (0.25, 0.5, 0.75):
             near = min(said, key=lambda x: abs(x[0] - share * actual), default=None)
             if near is not None:

@@ -1,11 +1,12 @@
-"""RESULTS.md's "Tables whose numbers are codes" (issue 59), made from the result files, never typed: `auto` and the
-references on tables whose numbers are codes or mostly 0, each against the table's real-data floor, and `auto` with
-and without the drafted schema's value sets and point masses.
+"""RESULTS.md's "Tables whose numbers are codes" (issue 59), made from the result files, never
+typed: `auto` and the references on tables whose numbers are codes or mostly 0, each against the
+table's real-data floor, and `auto` with and without the drafted schema's value sets and point
+masses.
 
     python benchmarks/codes_table.py        # print the section's tables (paste them into RESULTS.md)
 
-Reads results/grid (bench_grid.py: auto, AIM, MST, independent at ε = 1 and 0.25), results/floor (bench_floor.py)
-and results/codes (bench_grid.py --methods auto-novalues at ε = 1).
+Reads results/grid (bench_grid.py: auto, AIM, MST, independent at ε = 1 and 0.25), results/floor
+(bench_floor.py) and results/codes (bench_grid.py --methods auto-novalues at ε = 1).
 """
 from __future__ import annotations
 

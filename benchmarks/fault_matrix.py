@@ -1,15 +1,16 @@
-"""The fault matrix of issue 40 item 3: a fit of 300 demo rows that runs every phase (noisy count, DP bounds,
-quantiles, marginals, planning, training, saving, the review sample) is made to fail in each phase by an exception,
-a full disk, Ctrl-C, or SIGKILL; prints, for each, the run's status as the next reader finds it, the kinds its
-ledger lists, the ε its ledger charges and the ε the table's budget charges, whether a temporary file was left, and
-whether `--overwrite` then reuses the folder. Each fault runs in its own process and its own workbench home.
+"""The fault matrix of issue 40 item 3: a fit of 300 demo rows that runs every phase (noisy count,
+DP bounds, quantiles, marginals, planning, training, saving, the review sample) is made to fail in
+each phase by an exception, a full disk, Ctrl-C, or SIGKILL; prints, for each, the run's status as
+the next reader finds it, the kinds its ledger lists, the ε its ledger charges and the ε the table's
+budget charges, whether a temporary file was left, and whether `--overwrite` then reuses the folder.
+Each fault runs in its own process and its own workbench home.
 
     python benchmarks/fault_matrix.py [--phases count,training] [--faults exception,sigkill]
     python benchmarks/fault_matrix.py --linked     # the same on linked tables: PBC's patients and their visits
 
-With --linked the fit is of the demo's linked tables (312 patients, their 1,945 visits; the persons' count,
-both levels' marginals, DP-SGD over persons, the review sample's persons): there are no DP bounds or quantiles
-(a linked schema declares its bounds), so those phases are left out.
+With --linked the fit is of the demo's linked tables (312 patients, their 1,945 visits; the persons'
+count, both levels' marginals, DP-SGD over persons, the review sample's persons): there are no DP
+bounds or quantiles (a linked schema declares its bounds), so those phases are left out.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PHASES = ["count", "bounds", "quantiles", "marginals", "planning", "training", "saving", "review sample"]
 FAULTS = ["exception", "disk full", "ctrl-c", "sigkill"]
 
-# the table each fit reads (both scripts): 300 demo rows whose hours-per-week has no bounds (so that DP bounds
-# run) and quantiles measured, or the demo's linked tables
+# the table each fit reads (both scripts): 300 demo rows whose hours-per-week has no bounds (so that
+# DP bounds run) and quantiles measured, or the demo's linked tables
 TABLE = r"""
 def TABLE(linked):
     if linked:
@@ -106,7 +107,8 @@ print(json.dumps({"state": state, "kinds": [e.kind for e in ledger.entries], "le
 
 
 def script(text: str) -> str:
-    """A script as its process runs it: the checkout on its path, TABLE defined before its first use."""
+    """A script as its process runs it: the checkout on its path, TABLE defined before its first
+    use."""
     return text.replace("ROOT", repr(str(ROOT))).replace("TABLE_HERE", TABLE)
 
 

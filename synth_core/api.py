@@ -1,8 +1,8 @@
 """The synthesis core's front door, used by the CLI and the app: fit a run, sample from a run.
 
-fit: one FitRequest (synth_core.request) run through the stages of synth_core.pipeline: admit it, pay for what
-precedes training, build the model and its plan, train, save, settle the table's budget; everything is kept in a
-run directory. sample: load a run's model and write synthetic rows.
+fit: one FitRequest (synth_core.request) run through the stages of synth_core.pipeline: admit it,
+pay for what precedes training, build the model and its plan, train, save, settle the table's
+budget; everything is kept in a run directory. sample: load a run's model and write synthetic rows.
 """
 from __future__ import annotations
 
@@ -46,24 +46,27 @@ def fit(table: pd.DataFrame, schema: Schema, request: FitRequest | str | None = 
         run_dir: str | Path | RunDir | None = None, overwrite: bool = False,
         on_event: Callable[[dict], None] | None = None, should_stop: Callable[[], bool] | None = None,
         table_charge: TableCharge | None = None, **options) -> FitResult:
-    """Train a model on the private `table` within the request's budget (ε, δ) and return it with its ledger.
+    """Train a model on the private `table` within the request's budget (ε, δ) and return it with
+    its ledger.
 
-    request: what to fit (synth_core.request.FitRequest: the model or "auto", ε, δ, shares, …; its defaults
-    are the only ones), or a model's name; `options` change single fields of it (`fit(table, schema, "aim",
-    epsilon=1)`).
+    request: what to fit (synth_core.request.FitRequest: the model or "auto", ε, δ, shares, …; its
+    defaults are the only ones), or a model's name; `options` change single fields of it
+    (`fit(table, schema, "aim", epsilon=1)`).
     run_dir: a path for a new run directory, or a RunDir already created (by a background job).
-    The table's budget across runs (privacy.table_budget): every fit draws from it. The whole ε is reserved
-    first, under a charge of the run's own (refused if the table has less left), and what the ledger spent is
-    settled however the run ends. table_charge: the charge to draw (reserved already by a background job);
-    by default the workbench home's book. The stages are synth_core.pipeline's.
-    If the run folder is deleted during training, training stops after the step and RunGone is raised;
-    the folder is never re-created."""
+    The table's budget across runs (privacy.table_budget): every fit draws from it. The whole ε is
+    reserved first, under a charge of the run's own (refused if the table has less left), and what
+    the ledger spent is settled however the run ends. table_charge: the charge to draw (reserved
+    already by a background job); by default the workbench home's book. The stages are
+    synth_core.pipeline's.
+    If the run folder is deleted during training, training stops after the step and RunGone is
+    raised; the folder is never re-created."""
     if isinstance(request, str):
         request = FitRequest(model=request)
     if request is not None and not isinstance(request, FitRequest):
         raise TypeError(f"a fit request is a FitRequest or a model's name, not {type(request).__name__}")
     request = (request or FitRequest()).replace(**options)
-    group = distributed.current()  # several processes under torchrun: rank 0 alone writes and pays what precedes training
+    # several processes under torchrun: rank 0 alone writes and pays what precedes training
+    group = distributed.current()
     admitted = pipeline.admit(table, schema, request, group.world_size)
     ledger = pipeline.open_ledger(admitted)
     table_charge = pipeline.charge(admitted, table, table_charge, run_dir, group.is_main)
@@ -71,12 +74,14 @@ def fit(table: pd.DataFrame, schema: Schema, request: FitRequest | str | None = 
         run = open_run(run_dir, overwrite, table_charge, writes=group.is_main)
         keep_ledger(run, ledger)
         prepared = isinstance(run_dir, RunDir)  # by a background job, with its schema and request
-        clock = RunClock(run.request().get("created") if prepared and run is not None else None)  # its phases
+        # its phases
+        clock = RunClock(run.request().get("created") if prepared and run is not None else None)
         try:
             paid, rows, report = _pay(admitted, ledger, group)
             ledger = paid.ledger
             built = pipeline.build(paid, group.share)
-            if run is not None:  # the schema the run trains with, unless a job wrote it and no bounds changed it
+            # the schema the run trains with, unless a job wrote it and no bounds changed it
+            if run is not None:
                 say_training(run, pipeline.run_config(dataclasses.replace(admitted, report=report), paid, built,
                                                       charged=table_charge is not None), ledger,
                              schema=paid.schema if not prepared or paid.schema is not schema else None)
@@ -89,12 +94,13 @@ def fit(table: pd.DataFrame, schema: Schema, request: FitRequest | str | None = 
                          warnings=pipeline.warnings_after(admitted, paid), table_charge=table_charge)
     finally:
         if table_charge is not None:
-            table_charge.settle(ledger)  # what the run spent, from the ledger in memory, however it ended
+            # what the run spent, from the ledger in memory, however it ended
+            table_charge.settle(ledger)
 
 
 def _pay(admitted: pipeline.Admitted, ledger: PrivacyLedger, group) -> tuple:
-    """pipeline.pay on rank 0 (alone, under torchrun: it sends what was paid to the others, whose rows are then
-    validated against the same bounds)."""
+    """pipeline.pay on rank 0 (alone, under torchrun: it sends what was paid to the others, whose
+    rows are then validated against the same bounds)."""
     mine: dict = {}
 
     def compute() -> pipeline.Paid:
@@ -112,15 +118,16 @@ def _pay(admitted: pipeline.Admitted, ledger: PrivacyLedger, group) -> tuple:
 def preview_plan(model: SynthModel, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
                  bounds_epsilon: float = 0.0, calibration_share: float = 0.0, rows_public: bool = False,
                  quantile_share: float = 0.0) -> NoisePlan:
-    """The noise plan a run of `model` would train with on about n_rows rows, ε split as `fit` splits it
-    (privacy.split): for a page to show before anything is spent."""
+    """The noise plan a run of `model` would train with on about n_rows rows, ε split as `fit`
+    splits it (privacy.split): for a page to show before anything is spent."""
     split = planned_split(epsilon, delta, bounds_epsilon, rows_public, calibration_share, quantile_share)
     return model.plan_privacy(n_rows, split.left, delta, accountant,
                               split.alongside(delta, model.full_schema, accountant))
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:
-    """The trained model of a run that completed or was cancelled (a cancelled run keeps what it learned)."""
+    """The trained model of a run that completed or was cancelled (a cancelled run keeps what it
+    learned)."""
     run = RunDir(run_dir).require()
     state = run.status().get("state")
     if state not in ("completed", "cancelled"):
@@ -132,7 +139,8 @@ def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:
 
 
 def parse_conditions(schema: Schema | LinkedSchema, pairs: list[str]) -> dict:
-    """"col=value" strings to a conditions dict, with numbers for numeric columns (linked tables: the parents')."""
+    """"col=value" strings to a conditions dict, with numbers for numeric columns (linked tables:
+    the parents')."""
     if isinstance(schema, LinkedSchema):
         schema.check_conditions({pair.split("=", 1)[0].strip(): None for pair in pairs if "=" in pair
                                  and pair.split("=", 1)[0].strip() in schema.child})  # a child column: refused
@@ -155,18 +163,20 @@ def parse_conditions(schema: Schema | LinkedSchema, pairs: list[str]) -> dict:
                 raise SchemaError(f"column {name!r} is numeric; {value!r} is not a number") from None
         else:
             conditions[name] = value
-    return schema.check_conditions(conditions)  # values the columns can hold, before a model is loaded
+    # values the columns can hold, before a model is loaded
+    return schema.check_conditions(conditions)
 
 
 def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed: int | None = None,
            out: str | Path | None = None, device: str | None = None,
            on_draw: Callable[[SynthModel], None] | None = None) -> tuple[pd.DataFrame | LinkedTables, dict]:
-    """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table, info). A run on
-    linked tables draws `rows` persons with their child rows (LinkedTables), and `out` is a folder that receives
-    parents.csv and children.csv. `on_draw(model)`: called once the request is found sound, before the draw (a
-    caller that says what is being drawn)."""
+    """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table,
+    info). A run on linked tables draws `rows` persons with their child rows (LinkedTables), and
+    `out` is a folder that receives parents.csv and children.csv. `on_draw(model)`: called once the
+    request is found sound, before the draw (a caller that says what is being drawn)."""
     run = RunDir(run_dir)
-    linked = run.exists() and isinstance(run.schema(), LinkedSchema)  # a missing run: load_model says so
+    # a missing run: load_model says so
+    linked = run.exists() and isinstance(run.schema(), LinkedSchema)
     if out is not None and linked:
         check_output_folder(out, "folder for the two tables")
     elif out is not None:

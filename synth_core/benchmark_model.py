@@ -1,11 +1,13 @@
-"""The model of the project's benchmark results (issue 44): what `evaluate` would report for a run, from public facts.
+"""The model of the project's benchmark results (issue 44): what `evaluate` would report for a run,
+from public facts.
 
-`benchmarks/fit_forecast.py` fits it on the result files kept in `benchmarks/results/` (ridge least squares of
-log 1-way and 2-way TVD and the logit of the train-on-synthetic AUC's lift, on each run's public facts and the
-family it trained) and writes `forecast_model.json` beside this module: coefficients only, no data. The forecast
-(`forecast.py`) shows its figures; `auto` (`models/recommend.py`) ranks its candidate families by them. A row of
-the model: an intercept, the facts (`features`), one indicator per family after the first, and for the families
-the model lets vary with the table (`interacting`) their indicator times each fact (`design_row`).
+`benchmarks/fit_forecast.py` fits it on the result files kept in `benchmarks/results/` (ridge least
+squares of log 1-way and 2-way TVD and the logit of the train-on-synthetic AUC's lift, on each run's
+public facts and the family it trained) and writes `forecast_model.json` beside this module:
+coefficients only, no data. The forecast (`forecast.py`) shows its figures; `auto`
+(`models/recommend.py`) ranks its candidate families by them. A row of the model: an intercept, the
+facts (`features`), one indicator per family after the first, and for the families the model lets
+vary with the table (`interacting`) their indicator times each fact (`design_row`).
 """
 from __future__ import annotations
 
@@ -28,15 +30,16 @@ COMPARED_SHARE = 0.25
 MAX_COMBINATIONS = 1000  # sets of k columns a figure averages over, at most
 MAX_ROWS = 50000         # training rows a comparison reads at most (the rest in proportion)
 
-MOST_VALUES = 100  # a numeric column counts as at most this many values (the bins the families cut it in)
+# a numeric column counts as at most this many values (the bins the families cut it in)
+MOST_VALUES = 100
 
 
 def features(schema: Schema, rows: int, epsilon: float, rule_pick: str | None = None) -> dict[str, float]:
-    """The public facts a forecast of fidelity rests on: the signal (rows × ε), the rows (a smaller table is
-    further from its own population, whatever ε), the columns, their values (the mean of log10 of each column's
-    categories or public values, at most MOST_VALUES), the numeric share and, where given, the family `auto`'s
-    hand-set rule picks for these facts (models.recommend.by_rule: what the earlier benchmarks taught, which the
-    model weighs against the paired runs since)."""
+    """The public facts a forecast of fidelity rests on: the signal (rows × ε), the rows (a smaller
+    table is further from its own population, whatever ε), the columns, their values (the mean of
+    log10 of each column's categories or public values, at most MOST_VALUES), the numeric share and,
+    where given, the family `auto`'s hand-set rule picks for these facts (models.recommend.by_rule:
+    what the earlier benchmarks taught, which the model weighs against the paired runs since)."""
     columns = schema.modelled().columns
     sizes = [min(c.n_values() or MOST_VALUES, MOST_VALUES) if c.is_numeric else len(c.vocabulary()) + c.nullable
              for c in columns]
@@ -70,7 +73,8 @@ FIGURES = {"tvd1": "1-way TVD", "tvd2": "2-way TVD", "tstr": "train-on-synthetic
 
 
 def to_scale(what: str, values):
-    """A figure on the scale the model is fitted on: log TVD; the AUC's lift over chance on a logit scale."""
+    """A figure on the scale the model is fitted on: log TVD; the AUC's lift over chance on a logit
+    scale."""
     values = np.asarray(values, dtype=float)
     if what == "tstr":
         p = np.clip(values, 0.51, 0.99)
@@ -94,8 +98,8 @@ class Interval:
 
 
 def installed() -> dict | None:
-    """The fitted model shipped with the package (None where it is missing or unreadable); read once per
-    version of the file."""
+    """The fitted model shipped with the package (None where it is missing or unreadable); read once
+    per version of the file."""
     try:
         return _read(MODEL_FILE, MODEL_FILE.stat().st_mtime_ns)
     except OSError:
@@ -120,9 +124,10 @@ def design_row(model: dict, facts: dict[str, float], family: str) -> list[float]
 
 def fidelity(schema: Schema, rows: int, epsilon: float, family: str, *, rule_pick: str
              ) -> tuple[dict[str, Interval], str | None]:
-    """The figures `evaluate` would report for a run of `family`, each expected with its 80% interval, from the
-    model of the project's benchmark results (benchmarks/fit_forecast.py), and a note where there is none;
-    `rule_pick`: the family auto's hand-set rule picks for these facts (`features`)."""
+    """The figures `evaluate` would report for a run of `family`, each expected with its 80%
+    interval, from the model of the project's benchmark results (benchmarks/fit_forecast.py), and a
+    note where there is none; `rule_pick`: the family auto's hand-set rule picks for these facts
+    (`features`)."""
     model = installed()
     if model is None:
         return {}, "no model of benchmark results is installed"
@@ -191,8 +196,8 @@ def _number(x: float) -> str:
 
 
 def floor(schema: Schema, rows: int) -> dict[str, Interval]:
-    """How far the table's own rows would be from unseen rows of it (1-way and 2-way TVD): where more ε stops
-    buying fidelity."""
+    """How far the table's own rows would be from unseen rows of it (1-way and 2-way TVD): where
+    more ε stops buying fidelity."""
     model = installed() or {}
     facts = features(schema, rows, 1.0)
     return {f"tvd{k}": _interval(model[f"floor{k}"], [1.0, *(facts[n] for n in model["floor_features"])], f"tvd{k}")
@@ -204,11 +209,11 @@ def _categorical_target(schema: Schema) -> bool:
 
 
 def rank(schema: Schema, rows: int, epsilon: float, families, *, rule_pick: str) -> list[tuple[str, Interval]]:
-    """`families` with an expected 2-way TVD, best (lowest) first; empty where the model cannot rank them table
-    by table (none installed, a family without runs, or one whose figures the model does not let vary with the
-    table's facts: its order would be the same on every table; or a tie for the best, as where
-    the table's own floor or the TVD's top, 1, bounds them all), so the caller falls back on its
-    own rule."""
+    """`families` with an expected 2-way TVD, best (lowest) first; empty where the model cannot rank
+    them table by table (none installed, a family without runs, or one whose figures the model does
+    not let vary with the table's facts: its order would be the same on every table; or a tie for
+    the best, as where the table's own floor or the TVD's top, 1, bounds them all), so the caller
+    falls back on its own rule."""
     model = installed()
     if model is None or any(f != model["families"][0] and f not in model.get("interacting", ()) for f in families):
         return []

@@ -6,8 +6,8 @@
     python -m synth_core evaluate --real train.csv --holdout test.csv --run runs/adult --target income --out review
     python -m synth_core audit --epsilon 1 [--broken noise-off]
 
-Errors in the input are reported as one plain line (exit code 2), never as a traceback. Ctrl-C during
-`fit` stops between steps and keeps the model trained so far (the run is marked cancelled).
+Errors in the input are reported as one plain line (exit code 2), never as a traceback. Ctrl-C
+during `fit` stops between steps and keeps the model trained so far (the run is marked cancelled).
 """
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-# Only what every command needs is imported here: the commands that train or sample import the models (and so
-# torch and Opacus) when they run, so that --help, `runs` and the schema commands answer at once.
+# Only what every command needs is imported here: the commands that train or sample import the
+# models (and so torch and Opacus) when they run, so that --help, `runs` and the schema commands
+# answer at once.
 from .cli_args import FAMILY_COMMANDS, build_parser, parse_options
 from .cli_schema import read_tables, schema_command
 from .errors import ProcessLost, SamplingError
@@ -42,7 +43,8 @@ def _fit(args) -> int:
     from .training import distributed
     schema = load_schema(args.schema)
     table = read_tables(args, schema)
-    group = distributed.init_from_env()  # under torchrun: one run across its processes (training.distributed)
+    # under torchrun: one run across its processes (training.distributed)
+    group = distributed.init_from_env()
     try:
         return _fit_table(args, table, schema, _request(args), overwrite=args.overwrite)
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError):
@@ -101,8 +103,8 @@ def _request(args) -> FitRequest:
 
 
 class _Progress:
-    """The terminal's progress bar over a run's events: the mechanism's steps or rounds, as the events call them
-    (a plan whose steps adapt, AIM's rounds, changes its total as it goes)."""
+    """The terminal's progress bar over a run's events: the mechanism's steps or rounds, as the
+    events call them (a plan whose steps adapt, AIM's rounds, changes its total as it goes)."""
 
     def __init__(self):
         self.bar = None
@@ -136,7 +138,8 @@ def _fit_table(args, table, schema, request: FitRequest, overwrite: bool = False
         tqdm.write("stopping after this step; the model trained so far is kept (Ctrl-C again to abort)")
 
     group = distributed.current()
-    request.check(schema, group.world_size)  # every problem at once, before anything is said or spent
+    # every problem at once, before anything is said or spent
+    request.check(schema, group.world_size)
     if group.is_main:
         processes = f" across {group.world_size} processes" if group.active else ""
         if request.model == AUTO:
@@ -145,8 +148,8 @@ def _fit_table(args, table, schema, request: FitRequest, overwrite: bool = False
             print(f"{get_model_class(request.model).planning_note(request.epsilon, request.accountant)}{processes}…",
                   flush=True)
     previous = signal.signal(signal.SIGINT, on_sigint)
-    # SIGTERM (kill, a service manager, torchrun stopping its processes) as a Ctrl-C: the run ends cancelled,
-    # its ledger and the table's budget saying what it spent
+    # SIGTERM (kill, a service manager, torchrun stopping its processes) as a Ctrl-C: the run ends
+    # cancelled, its ledger and the table's budget saying what it spent
     previous_term = signal.signal(signal.SIGTERM, on_sigint)
     progress = _Progress()
     try:
@@ -162,8 +165,8 @@ def _fit_table(args, table, schema, request: FitRequest, overwrite: bool = False
 
 
 def _say_fitted(result, request: FitRequest) -> None:
-    """What a finished fit says on the terminal: warnings, notes, the steps, the privacy spent, auto's choice,
-    the marginals, the table's budget, where the run is."""
+    """What a finished fit says on the terminal: warnings, notes, the steps, the privacy spent,
+    auto's choice, the marginals, the table's budget, where the run is."""
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     for line in result.validation.summary():
@@ -220,8 +223,9 @@ def _sample(args) -> int:
 
 
 def _drawing(model, rows: int, what: str, run) -> float:
-    """Says what is being drawn and, where this machine timed a run of the model, about how long it takes (a
-    model draws for seconds to minutes, a calibrated one a pool first); returns the clock."""
+    """Says what is being drawn and, where this machine timed a run of the model, about how long it
+    takes (a model draws for seconds to minutes, a calibrated one a pool first); returns the
+    clock."""
     from .runs.timing import sampling_seconds
     try:
         seconds = sampling_seconds(model, str(RunDir(run).public_config().get("preset", "")), rows)
@@ -233,7 +237,8 @@ def _drawing(model, rows: int, what: str, run) -> float:
 
 
 class _Sections:
-    """The terminal's progress bar over an evaluation's sections (`evaluate`'s progress: share done, section)."""
+    """The terminal's progress bar over an evaluation's sections (`evaluate`'s progress: share done,
+    section)."""
 
     def __init__(self):
         self.bar = tqdm(total=100, desc="evaluating", unit="%", dynamic_ncols=True)
@@ -274,7 +279,8 @@ def _evaluate(args) -> int:
     for name, what in ((args.target, "target"), (args.sensitive, "sensitive column")):
         if name is not None and name not in schema:
             raise EvaluationError(f"the {what} {name!r} is not a column of the schema")
-    real, dropped = schema_columns(read_table(args.real, schema), schema)  # the file as the steward has it
+    # the file as the steward has it
+    real, dropped = schema_columns(read_table(args.real, schema), schema)
     holdout = schema_columns(read_table(args.holdout, schema), schema)[0] if args.holdout else None
     if left_out(dropped):
         print(f"note: {left_out(dropped)}")
@@ -309,8 +315,9 @@ def _evaluate(args) -> int:
 
 
 def _evaluate_linked(args, schema, runs: list, files: list) -> int:
-    """`evaluate` of linked tables: each run draws as many persons as the real table holds (--seed), each
-    --synthetic folder holds parents.csv and children.csv; report.html and report.json in --out."""
+    """`evaluate` of linked tables: each run draws as many persons as the real table holds (--seed),
+    each --synthetic folder holds parents.csv and children.csv; report.html and report.json in
+    --out."""
     from . import api
     from .evaluate.linked import canonical, review_linked, write_linked_report
     from .release.export import LINKED_FILES
@@ -374,7 +381,8 @@ def _runs(args) -> int:
         raise ValueError("give a run folder (runs RUN), or --book to see every table's budget")
     run = RunDir(args.run).require()
     from .runs.jobs import run_summary
-    summary = run_summary(run)  # first: a run whose process died is marked so, and charged in its ledger
+    # first: a run whose process died is marked so, and charged in its ledger
+    summary = run_summary(run)
     ledger = run.ledger()
     out = {"summary": summary, "ledger": ledger.to_dict()}
     book = TableBudgets(budgets_path())
@@ -383,7 +391,8 @@ def _runs(args) -> int:
     if record is not None:
         try:
             book.charge_of(run.path, record)
-        except NotThisRun as e:  # a copy, a move, an edited charge.json: said, and it settles nothing
+        # a copy, a move, an edited charge.json: said, and it settles nothing
+        except NotThisRun as e:
             out["not_its_charge"] = str(e)
     if table_id is not None:
         account = book.account(table_id)
@@ -415,7 +424,8 @@ def _runs(args) -> int:
 def _forecast(args) -> int:
     from .benchmark_model import floor
     from .forecast import check_forecast_rows, forecast
-    rows = None if args.rows is None else check_forecast_rows(args.rows)  # before the schema is read
+    # before the schema is read
+    rows = None if args.rows is None else check_forecast_rows(args.rows)
     schema = load_schema(args.schema)  # a linked one too, which `forecast` refuses in words
     if rows is None and isinstance(schema, Schema):
         rows = schema.rows
@@ -474,10 +484,12 @@ def main(argv: list[str] | None = None) -> int:
     except ProcessLost as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # the reader went away (`| head`): nothing to say, and nowhere to say it
+    # the reader went away (`| head`): nothing to say, and nowhere to say it
+    except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except OSError as e:  # a file that cannot be read or written: permissions, a full disk, a missing folder
+    # a file that cannot be read or written: permissions, a full disk, a missing folder
+    except OSError as e:
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
         print(f"error: {e.strerror or e}{where}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
-"""The command line's words: `build_parser` (every command and option of `python -m synth_core`, with its help)
-and `parse_options` (the repeatable KEY=VALUE options); cli.py carries the commands out."""
+"""The command line's words: `build_parser` (every command and option of `python -m synth_core`,
+with its help) and `parse_options` (the repeatable KEY=VALUE options); cli.py carries the commands
+out."""
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,9 @@ FAMILY_COMMANDS = ("fit", "audit")
 
 
 def build_parser(families: bool = True) -> argparse.ArgumentParser:
-    """The whole parser. families=False: `fit` and `audit` take any --model word (their own parsers, built with
-    families=True, check it): for a command that trains nothing, nothing imports torch."""
+    """The whole parser. families=False: `fit` and `audit` take any --model word (their own parsers,
+    built with families=True, check it): for a command that trains nothing, nothing imports
+    torch."""
     if families:
         from .models import MODELS
     else:
@@ -193,7 +195,8 @@ def _review_commands(sub, MODELS: dict, families: bool) -> None:
 
 
 def parse_options(pairs: list[str]) -> dict:
-    """KEY=VALUE pairs to a dict; VALUE read as JSON when it parses (numbers, true/false), else as text."""
+    """KEY=VALUE pairs to a dict; VALUE read as JSON when it parses (numbers, true/false), else as
+    text."""
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -1,6 +1,6 @@
-"""`python -m synth_core runs --book | --rebuild-book`: the budget book of the workbench home read back, each
-table's charges with the runs that made them and the journal of its changes; the book made again from its
-journal when it was lost or emptied. Imports neither torch nor Opacus."""
+"""`python -m synth_core runs --book | --rebuild-book`: the budget book of the workbench home read
+back, each table's charges with the runs that made them and the journal of its changes; the book
+made again from its journal when it was lost or emptied. Imports neither torch nor Opacus."""
 from __future__ import annotations
 
 import json

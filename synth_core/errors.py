@@ -1,5 +1,6 @@
-"""Errors that cross layers and that the entry points answer in one line, defined where importing them costs
-nothing (no torch): the CLI catches them before it has imported the modules that raise them."""
+"""Errors that cross layers and that the entry points answer in one line, defined where importing
+them costs nothing (no torch): the CLI catches them before it has imported the modules that raise
+them."""
 from __future__ import annotations
 
 

@@ -1,9 +1,10 @@
-"""Writing files safely: a reader sees the old content or the new one, never half of either; and a target that
-is not a regular file (a device such as /dev/null or /dev/full, a FIFO, a socket, a folder) is never replaced.
+"""Writing files safely: a reader sees the old content or the new one, never half of either; and a
+target that is not a regular file (a device such as /dev/null or /dev/full, a FIFO, a socket, a
+folder) is never replaced.
 
-Every file the workbench writes goes through `atomic_output`: a temporary file created owner-only in the
-target's own folder (so the rename cannot cross file systems), flushed to disk, renamed over the target, and
-removed if anything fails (a full disk, Ctrl-C).
+Every file the workbench writes goes through `atomic_output`: a temporary file created owner-only in
+the target's own folder (so the rename cannot cross file systems), flushed to disk, renamed over the
+target, and removed if anything fails (a full disk, Ctrl-C).
 
 Every file a steward names for the workbench to read (a table, a schema) goes through
 `read_input`: a regular file only (a device such as /dev/zero, a FIFO or a folder is refused
@@ -22,7 +23,8 @@ from pathlib import Path
 
 
 class OutputError(ValueError):
-    """A path the workbench was asked to write that it must not write: the message says why, in one line."""
+    """A path the workbench was asked to write that it must not write: the message says why, in one
+    line."""
 
 
 MB = 1024 * 1024
@@ -77,8 +79,8 @@ def _size(n: int) -> str:
 
 
 def check_output_file(path: str | os.PathLike, what: str = "file") -> Path:
-    """`path` as a file to (re)write: refused when empty, a folder, or anything that exists and is not a regular
-    file (a device, a FIFO, a socket; a link is followed). Returns it as a Path."""
+    """`path` as a file to (re)write: refused when empty, a folder, or anything that exists and is
+    not a regular file (a device, a FIFO, a socket; a link is followed). Returns it as a Path."""
     if path is None or not str(path).strip():
         raise OutputError(f"give the name of the {what} to write (the path is empty)")
     path = Path(path)
@@ -97,7 +99,8 @@ def check_output_file(path: str | os.PathLike, what: str = "file") -> Path:
 
 
 def check_output_folder(path: str | os.PathLike, what: str = "folder") -> Path:
-    """`path` as a folder to write into: refused when empty, or when it exists and is not a folder."""
+    """`path` as a folder to write into: refused when empty, or when it exists and is not a
+    folder."""
     if path is None or not str(path).strip():
         raise OutputError(f"give the {what} to write (the path is empty)")
     path = Path(path)
@@ -107,7 +110,8 @@ def check_output_folder(path: str | os.PathLike, what: str = "folder") -> Path:
 
 
 def _umask() -> int:
-    """The process's umask, read without changing it (os.umask would, for every thread, for a moment)."""
+    """The process's umask, read without changing it (os.umask would, for every thread, for a
+    moment)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
@@ -119,11 +123,13 @@ def _umask() -> int:
 
 @contextmanager
 def atomic_output(path: str | os.PathLike, mode: str = "w", *, make_parent: bool = True, private: bool = False):
-    """A file object to write `path` through; the target is replaced only when the block ends without error.
+    """A file object to write `path` through; the target is replaced only when the block ends
+    without error.
 
-    make_parent: create missing folders (False: a missing folder is an error, FileNotFoundError; a run's files
-    use this so that a deleted run folder is never re-created). private: the file stays readable by its owner
-    only (it holds statistics of a private table); otherwise it gets the usual permissions (umask)."""
+    make_parent: create missing folders (False: a missing folder is an error, FileNotFoundError; a
+    run's files use this so that a deleted run folder is never re-created). private: the file stays
+    readable by its owner only (it holds statistics of a private table); otherwise it gets the usual
+    permissions (umask)."""
     path = check_output_file(path)
     if make_parent:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +152,8 @@ def atomic_output(path: str | os.PathLike, mode: str = "w", *, make_parent: bool
 
 
 def write_atomic(path: str | os.PathLike, text: str, *, make_parent: bool = True, private: bool = False) -> None:
-    """Write a text file so that a reader sees the old or the new content, never half of one (atomic_output)."""
+    """Write a text file so that a reader sees the old or the new content, never half of one
+    (atomic_output)."""
     if Path(path).is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
     with atomic_output(path, make_parent=make_parent, private=private) as f:
@@ -155,7 +162,8 @@ def write_atomic(path: str | os.PathLike, text: str, *, make_parent: bool = True
 
 @contextmanager
 def locked(path: Path):
-    """Hold an exclusive lock on the file `path` (created owner-only) across processes until the block ends."""
+    """Hold an exclusive lock on the file `path` (created owner-only) across processes until the
+    block ends."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     with os.fdopen(fd, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -1,15 +1,16 @@
 """What a run would buy, before anything is spent: a forecast from public facts only (issue 44).
 
-First part, the closed form: what the run's measurements alone guarantee of each column. A run that calibrates
-to measured marginals (privacy/measurements.py) releases every column's counts with Gaussian noise of a standard
-deviation σ fixed by the public schema, ε and δ; a family that measures marginals itself (AIM) releases them in its
-first round with the σ its plan gives (`SynthModel.count_noise`). A share read from a noisy count then errs by
-N(0, (σ/n)²) for n released rows: within ±1.645·σ/n nine times in ten, whatever the table holds. The row count is
-the one the run would release (declared public, or an upper bound the steward states), never the exact one of
-a private table unless the steward's own screen asks with it (the figure stays on that screen).
+First part, the closed form: what the run's measurements alone guarantee of each column. A run that
+calibrates to measured marginals (privacy/measurements.py) releases every column's counts with
+Gaussian noise of a standard deviation σ fixed by the public schema, ε and δ; a family that measures
+marginals itself (AIM) releases them in its first round with the σ its plan gives
+(`SynthModel.count_noise`). A share read from a noisy count then errs by N(0, (σ/n)²) for n released
+rows: within ±1.645·σ/n nine times in ten, whatever the table holds. The row count is the one the
+run would release (declared public, or an upper bound the steward states), never the exact one of a
+private table unless the steward's own screen asks with it (the figure stays on that screen).
 
-The forecast reads no private value: the same schema, ε, δ, model and row count give the same forecast for any
-table (tests/test_forecast.py).
+The forecast reads no private value: the same schema, ε, δ, model and row count give the same
+forecast for any table (tests/test_forecast.py).
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ class Forecast:
     noise_std: float | None   # on each released count; None: the run measures no counts
     source: str               # what releases the counts, in words
     columns: tuple[ColumnForecast, ...]
-    figures: dict = dataclasses.field(default_factory=dict)  # "tvd1", "tvd2", "tstr" → Interval (`fidelity`)
+    # "tvd1", "tvd2", "tstr" → Interval (`fidelity`)
+    figures: dict = dataclasses.field(default_factory=dict)
     figures_note: str | None = None  # why a figure is missing
     # where the facts lie beyond the benchmark runs' (benchmark_model.extrapolation), in words
     extrapolation: str | None = None
@@ -78,8 +80,9 @@ class Forecast:
 
 def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", delta: float | None = None,
              accountant: str = "prv", **fields) -> Forecast:
-    """The closed-form forecast of a run of `model` at (ε, δ) on a table of `rows` rows with this public schema;
-    `fields`: any other FitRequest field (a calibration share, a preset). Costs no ε and reads no row."""
+    """The closed-form forecast of a run of `model` at (ε, δ) on a table of `rows` rows with this
+    public schema; `fields`: any other FitRequest field (a calibration share, a preset). Costs no ε
+    and reads no row."""
     try:
         shape = shape_of(schema)
     except SchemaError:
@@ -152,13 +155,14 @@ def check_forecast_rows(rows) -> int:
 
 
 def _fidelity(schema: Schema, rows: int, epsilon: float, family: str) -> tuple[dict, str | None]:
-    """benchmark_model.fidelity, told which family auto's hand-set rule picks for these facts (one of its facts)."""
+    """benchmark_model.fidelity, told which family auto's hand-set rule picks for these facts (one
+    of its facts)."""
     return fidelity(schema, rows, epsilon, family, rule_pick=by_rule(schema, rows, epsilon).family)
 
 
 def forecast_for(request: FitRequest, schema: Schema, rows: int, epsilon: float | None = None) -> Forecast:
-    """The forecast of a fit request as a page holds it (its family, δ, accountant, size and shares), at its own ε
-    or at `epsilon` (a harm level's, a planned release's)."""
+    """The forecast of a fit request as a page holds it (its family, δ, accountant, size and
+    shares), at its own ε or at `epsilon` (a harm level's, a planned release's)."""
     return forecast(schema, request.epsilon if epsilon is None else epsilon, rows, request.model, request.delta,
                     request.accountant, preset=request.preset, options=request.options,
                     bounds_epsilon=request.bounds_epsilon, values_epsilon=request.values_epsilon,
@@ -166,8 +170,9 @@ def forecast_for(request: FitRequest, schema: Schema, rows: int, epsilon: float 
 
 
 def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict:
-    """What a run's config keeps of its forecast (public facts only: the schema, the released row count, ε and the
-    family): each figure's interval, for the review and the report to set beside the measured figures."""
+    """What a run's config keeps of its forecast (public facts only: the schema, the released row
+    count, ε and the family): each figure's interval, for the review and the report to set beside
+    the measured figures."""
     figures, note = _fidelity(schema, rows, epsilon, family)
     beyond = extrapolation(schema, rows, epsilon) if figures else None
     return {**{what: interval.to_dict() for what, interval in figures.items()},
@@ -175,7 +180,8 @@ def run_forecast(schema: Schema, rows: int, epsilon: float, family: str) -> dict
             **({"note": note} if note else {}), **({"extrapolation": beyond} if beyond else {})}
 
 
-MEASURED = {"tvd1": "1-way TVD", "tvd2": "2-way TVD"}  # the review's names of the figures a forecast gives
+# the review's names of the figures a forecast gives
+MEASURED = {"tvd1": "1-way TVD", "tvd2": "2-way TVD"}
 
 
 def forecast_column(kept: dict | None) -> dict[str, str]:
@@ -227,13 +233,15 @@ def findings(kept: dict | None, measured: dict[str, float]) -> list[str]:
             for where, shown in against(kept, measured) if where != "inside"]
 
 
-CURVE_EPSILONS = tuple(float(f"{10 ** (k / 8):.3g}") for k in range(-10, 9))  # 0.056 … 10, evenly on a log scale
+# 0.056 … 10, evenly on a log scale
+CURVE_EPSILONS = tuple(float(f"{10 ** (k / 8):.3g}") for k in range(-10, 9))
 
 
 def curve(schema: Schema, rows: int, model: str = "auto", what: str = "tvd2",
           epsilons: tuple = CURVE_EPSILONS) -> list[tuple[float, str, Interval]]:
-    """The expected figure (2-way TVD unless `what` says) against ε, with the family the run would train at each
-    (auto's pick where asked); with `floor`, it shows where more ε stops buying fidelity."""
+    """The expected figure (2-way TVD unless `what` says) against ε, with the family the run would
+    train at each (auto's pick where asked); with `floor`, it shows where more ε stops buying
+    fidelity."""
     out = []
     for eps in epsilons:
         family = FitRequest(model=model, epsilon=eps).resolved(schema, rows).model

@@ -1,5 +1,5 @@
-"""Numbers as the CLI, the pages and the reports write them for a person (the core decides the figures; this
-only writes them)."""
+"""Numbers as the CLI, the pages and the reports write them for a person (the core decides the
+figures; this only writes them)."""
 from __future__ import annotations
 
 
@@ -14,8 +14,8 @@ def duration(seconds: float | None) -> str:
 
 
 def epsilon(value: float) -> str:
-    """An amount of ε to three significant digits: '0.25', '1', '0.123', '12.3'; what is left below 0.0001 (a
-    run that spent 0.9999998 of 1 leaves 2e-07) is '0'."""
+    """An amount of ε to three significant digits: '0.25', '1', '0.123', '12.3'; what is left below
+    0.0001 (a run that spent 0.9999998 of 1 leaves 2e-07) is '0'."""
     value = float(value)
     return f"{value:.3g}" if abs(value) >= 1e-4 else "0"
 
@@ -30,6 +30,7 @@ _MARKDOWN = str.maketrans({**{c: f"\\{c}" for c in "\\`*_[]{}()#+-!|~"}, "<": "&
 
 
 def markdown_text(value) -> str:
-    """Text quoted in markdown (column names, categories, run names: a steward's, or a file's) so that it shows
-    as written: no HTML, no links or emphasis, no line break or `|` that breaks a table."""
+    """Text quoted in markdown (column names, categories, run names: a steward's, or a file's) so
+    that it shows as written: no HTML, no links or emphasis, no line break or `|` that breaks a
+    table."""
     return str(value).translate(_MARKDOWN)

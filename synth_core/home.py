@@ -1,4 +1,5 @@
-"""Where the steward's work lives on this machine: $SYNTH_WORKBENCH_HOME, or ~/.synth-workbench (owner-only).
+"""Where the steward's work lives on this machine: $SYNTH_WORKBENCH_HOME, or ~/.synth-workbench
+(owner-only).
 
     runs/          one folder per run (runs.rundir)
     budgets.json   the privacy budget of each table across its runs (privacy.table_budget), with its key

@@ -1,4 +1,5 @@
-"""A fit as a short sequence of named stages, each with a typed result; `api.fit` runs them in this order.
+"""A fit as a short sequence of named stages, each with a typed result; `api.fit` runs them in this
+order.
 
     admit     the request and the table checked against the public schema; nothing is spent   -> Admitted
     charge    the run's ε reserved from its table's budget (privacy.table_budget)              -> TableCharge
@@ -9,7 +10,8 @@
     save      the model, the ledger, the training record and the review sample; the status
     settle    what the ledger spent, charged to the table's budget however the run ended (api.fit's finally)
 
-Under torchrun rank 0 alone pays and plans, and sends the results to the other ranks (training.distributed).
+Under torchrun rank 0 alone pays and plans, and sends the results to the other ranks
+(training.distributed).
 """
 from __future__ import annotations
 
@@ -44,7 +46,8 @@ from .runs.timing import RunClock, rows_drawn, sampling_seconds, step_seconds
 
 @dataclass
 class Admitted:
-    """A request and a table that may be trained on: the rows validated against the public schema."""
+    """A request and a table that may be trained on: the rows validated against the public
+    schema."""
     request: FitRequest
     schema: Schema | LinkedSchema
     rows: pd.DataFrame | LinkedRows    # linked tables: persons, each with their child rows bounded
@@ -58,12 +61,13 @@ class Admitted:
 
 
 def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: int = 1) -> Admitted:
-    """Every problem with the request and the schema at once, then the table against the schema (columns,
-    types, categories; declared bounds clip); nothing is spent."""
+    """Every problem with the request and the schema at once, then the table against the schema
+    (columns, types, categories; declared bounds clip); nothing is spent."""
     if not isinstance(schema, (Schema, LinkedSchema)):
         raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
     request.check(schema, world_size)
-    if isinstance(schema, LinkedSchema):  # persons: linked, then each one's child rows bounded (secret draws)
+    # persons: linked, then each one's child rows bounded (secret draws)
+    if isinstance(schema, LinkedSchema):
         rows, report = bound_children(*link_tables(table, schema), schema.max_children)
         check_rows(len(rows), "the parents' table")
     else:
@@ -72,7 +76,8 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
                               "(`schema draft --data PARENTS --child CHILDREN --key COLUMN`)")
         rows, report = validate_table(table, schema)
         check_rows(len(rows))
-    # the public count is the table's as the steward holds it: the rows a rule drops are counted on their screen
+    # the public count is the table's as the steward holds it: the rows a rule drops are counted on
+    # their screen
     if schema.rows is not None and schema.rows != len(rows) + report.dropped_for_rules:
         unit = shape_of(schema).unit
         raise SchemaError(f"the schema declares {schema.rows} {unit} as public, but the table has "
@@ -83,9 +88,9 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
 
 
 def open_ledger(admitted: Admitted) -> PrivacyLedger:
-    """The run's ledger: the exact count only where it is public, as declared (the rows a rule drops are not
-    taken off it: their number is the steward's alone; the ledger is written to the run folder from its first
-    entry on); a draft accepted unconfirmed says so first."""
+    """The run's ledger: the exact count only where it is public, as declared (the rows a rule drops
+    are not taken off it: their number is the steward's alone; the ledger is written to the run
+    folder from its first entry on); a draft accepted unconfirmed says so first."""
     schema, request = admitted.schema, admitted.request
     provenance = {**schema.provenance, **({"accepted_unconfirmed": True} if schema.provenance["warning"] else {})}
     public = schema.rows is not None
@@ -96,11 +101,11 @@ def open_ledger(admitted: Admitted) -> PrivacyLedger:
 
 def charge(admitted: Admitted, table: pd.DataFrame, given: TableCharge | None, run_dir, is_main: bool
            ) -> TableCharge | None:
-    """The charge the run draws on its table's budget, its whole ε reserved (refused if the table has less left):
-    the one given (a background job reserved it), or one of its own in the workbench home's book, on the table
-    the file is (privacy.table_identity: its validated rows, however written; a file that resembles a known
-    table is asked about, SameTable); none for a table the steward declares public, or on a torchrun rank
-    other than 0."""
+    """The charge the run draws on its table's budget, its whole ε reserved (refused if the table
+    has less left): the one given (a background job reserved it), or one of its own in the workbench
+    home's book, on the table the file is (privacy.table_identity: its validated rows, however
+    written; a file that resembles a known table is asked about, SameTable); none for a table the
+    steward declares public, or on a torchrun rank other than 0."""
     request = admitted.request
     if given is not None and (request.public_table or request.table_epsilon is not None):
         raise ValueError("a run draws from the table_charge it is given: public_table and table_epsilon are for a "
@@ -119,22 +124,26 @@ def charge(admitted: Admitted, table: pd.DataFrame, given: TableCharge | None, r
 
 @dataclass
 class Paid:
-    """What the mechanisms before training released, and the request they resolve (auto's choice applied)."""
+    """What the mechanisms before training released, and the request they resolve (auto's choice
+    applied)."""
     ledger: PrivacyLedger
     request: FitRequest        # resolved: every default filled in
     delta: float
-    schema: Schema             # with DP bounds and quantiles where they were measured: the run's schema
+    # with DP bounds and quantiles where they were measured: the run's schema
+    schema: Schema
     calibration: Marginals | None
-    alongside: tuple           # the measurements' mechanisms, for the accountant to compose with training
+    # the measurements' mechanisms, for the accountant to compose with training
+    alongside: tuple
     left: float                # what the count and bounds left: for training and the measurements
     spent_before: float        # what the count and bounds spent
 
 
 def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple[Paid, pd.DataFrame, ValidationReport]:
-    """The mechanisms before training, and the choices that follow from their results: the noisy count (unless
-    public), δ from the count it leaves plausible, DP bounds the schema lacks, auto's choice (from the declared
-    schema and the released count), then the quantiles and the marginals at their shares of what is left.
-    Returns the rows and their report validated against the bounds as well."""
+    """The mechanisms before training, and the choices that follow from their results: the noisy
+    count (unless public), δ from the count it leaves plausible, DP bounds the schema lacks, auto's
+    choice (from the declared schema and the released count), then the quantiles and the marginals
+    at their shares of what is left. Returns the rows and their report validated against the bounds
+    as well."""
     request, rows, report = admitted.request, admitted.rows, admitted.report
     if not ledger.rows_public:
         ledger.n_rows = noisy_count(len(rows), admitted.count_epsilon, ledger,
@@ -153,12 +162,14 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
         schema = find_value_sets(rows, schema, request.values_epsilon, ledger, ledger.n_rows)
     if schema is not admitted.schema:  # new bounds or value sets: clip, snap and count against them
         rows, report = validate_table(rows, schema)
-    resolved = request.resolved(admitted.schema, ledger.n_rows)  # public facts and the released count only
+    # public facts and the released count only
+    resolved = request.resolved(admitted.schema, ledger.n_rows)
     model_class_for(resolved.model, schema).check_processes(world_size)
     left, spent = ledger.remaining_epsilon, ledger.spent_epsilon
     split = split_left(left, resolved.calibration_share, resolved.quantile_share)
     calibration, alongside = None, ()
-    if split.quantiles:  # the numeric columns' bins follow their quantiles from here on (the run's schema)
+    # the numeric columns' bins follow their quantiles from here on (the run's schema)
+    if split.quantiles:
         schema, mechanism = measure_quantiles(rows, schema, split.quantiles, delta, ledger, request.accountant)
         alongside += (mechanism,) if mechanism is not None else ()
     if split.marginals and isinstance(schema, LinkedSchema):  # both levels, protecting a person
@@ -180,8 +191,9 @@ class Built:
 
 
 def build(paid: Paid, share=lambda compute: compute()) -> Built:
-    """The model on the run's schema, and its noise plan calibrated to what the count and bounds left, composed
-    with the measurements (`share`: under torchrun, rank 0 plans and sends the plan)."""
+    """The model on the run's schema, and its noise plan calibrated to what the count and bounds
+    left, composed with the measurements (`share`: under torchrun, rank 0 plans and sends the
+    plan)."""
     request = paid.request
     synth = model_class_for(request.model, paid.schema)(paid.schema, preset=request.preset, device=request.device,
                                            seed=request.seed, **(request.options or {}))
@@ -196,7 +208,8 @@ def build(paid: Paid, share=lambda compute: compute()) -> Built:
 
 
 def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> dict:
-    """What the run's config.json says: the request as resolved, its plan, and what the next estimate needs."""
+    """What the run's config.json says: the request as resolved, its plan, and what the next
+    estimate needs."""
     request, synth = paid.request, built.model
     return {
         "model": request.model, "preset": request.preset, "size": type(synth).size_of(request.preset),
@@ -207,21 +220,22 @@ def run_config(admitted: Admitted, paid: Paid, built: Built, charged: bool) -> d
         "table_budget": charged,  # False: the steward declared the table public
         "calibration_share": request.calibration_share, "quantile_share": request.quantile_share,
         **({"auto": request.choice.to_dict()} if request.choice is not None else {}),
-        # counts of clipped or missing values describe the private table: the steward's, never exported
-        # (when the run was created is the run folder's own, in private/: RunDir.create)
+        # counts of clipped or missing values describe the private table: the steward's, never
+        # exported (when the run was created is the run folder's own, in private/: RunDir.create)
         "private_validation_counts": admitted.report.to_dict(),
         "plan": built.plan.to_dict(), "device": device_label(synth.device),
         "sampling_estimate_s": sampling_seconds(synth, request.preset, built.review_rows, guess=True),
         "step_estimate_s": step_seconds(synth, request.preset, built.plan.expected_batch_size),
-        # from public facts and the released count only (forecast.py): the review sets it beside what it measures
+        # from public facts and the released count only (forecast.py): the review sets it beside
+        # what it measures
         "forecast": run_forecast(paid.schema, paid.ledger.n_rows, request.epsilon, request.model)
         if shape_of(paid.schema).forecast else None,
     }
 
 
 def train(built: Built, rows: pd.DataFrame, paid: Paid, events: Events, clock: RunClock) -> None:
-    """DP-SGD (or the family's own mechanism) on the validated rows; the model charges the steps it starts to
-    the ledger, however it stops."""
+    """DP-SGD (or the family's own mechanism) on the validated rows; the model charges the steps it
+    starts to the ledger, however it stops."""
     clock.training_starts()
     built.model.fit(rows, paid.left, paid.delta, paid.request.accountant, ledger=paid.ledger, on_event=events.emit,
                     should_stop=events.stop, plan=built.plan)
@@ -230,8 +244,8 @@ def train(built: Built, rows: pd.DataFrame, paid: Paid, events: Events, clock: R
 
 
 def save(run: RunDir | None, built: Built, paid: Paid, clock: RunClock) -> None:
-    """The model, the ledger, the training record and the review sample in the run folder, then its status;
-    the review sample's time is stored for the next estimate."""
+    """The model, the ledger, the training record and the review sample in the run folder, then its
+    status; the review sample's time is stored for the next estimate."""
     if run is None:
         return
     synth, result = built.model, built.model.train_result

@@ -1,5 +1,5 @@
-"""One fit request: what a run is asked to do, the one shape that the API, the CLI, background jobs, the worker
-and the model page build, and the only place a fit's defaults and its checks live.
+"""One fit request: what a run is asked to do, the one shape that the API, the CLI, background jobs,
+the worker and the model page build, and the only place a fit's defaults and its checks live.
 
     request = FitRequest(model="auto", epsilon=1.0)
     request.check(schema)                    # every problem at once, before anything is spent
@@ -31,7 +31,8 @@ NUMBERS = ("epsilon", "delta", "bounds_epsilon", "values_epsilon", "calibration_
 MAX_HOLDOUT_SHARE = 0.5
 # the fewest rows a run trains on: fewer cannot be split, validated and trained on meaningfully
 MIN_ROWS = 10
-# below this, DP has so few rows per unit of noise that the synthetic table is mostly noise (said, not refused)
+# below this, DP has so few rows per unit of noise that the synthetic table is mostly noise (said,
+# not refused)
 FEW_ROWS = 1000
 
 
@@ -43,8 +44,8 @@ def check_rows(n: int, what: str = "the table") -> None:
 
 
 def review_rows_for(n_train: int) -> int:
-    """The review sample a background job draws after training on `n_train` rows (linked tables: persons, each
-    with their child rows)."""
+    """The review sample a background job draws after training on `n_train` rows (linked tables:
+    persons, each with their child rows)."""
     return min(int(n_train), REVIEW_ROWS)
 
 
@@ -52,20 +53,22 @@ def review_rows_for(n_train: int) -> int:
 class FitRequest:
     """A fit's options (never the rows, never where the run goes).
 
-    model: a family or "auto" (family, preset, options and shares recommended from public facts: the schema
-    and the row count the run releases). preset: None is the recommendation's for auto, "cpu" for a family.
-    calibration_share: the part of what the count and bounds leave of ε that measures the table's marginals
-    (composed with training; samples are then calibrated to them). None: the recommendation's for auto; 0 for
-    a family that measures marginals as it trains (AIM); DEFAULT_CALIBRATION_SHARE for the others.
-    quantile_share: likewise for the numeric columns' quantiles (their bins follow them); None: the
-    recommendation's for auto, else 0. review_rows: also draw a review sample of this many rows before the run
-    is marked done (REVIEW_RELEASED: as many as the run releases, at most REVIEW_ROWS). public_table: the
-    steward says the table is public or invented: it draws from no table's budget. table_epsilon: the total of
-    a table the budget book has never seen (default: this run's ε). values_epsilon: the part of ε that finds,
-    with DP, the value sets and point masses of numeric columns that declare none (privacy.value_sets). holdout_share, processes, name, table_name:
-    a background job's (rows kept aside for the review, training processes, how the run is listed).
-    book_table: the name of the table in the budget book this run counts on (a new file attached to it; a name
-    no table has yet names this one); new_table: a file that resembles a known table is another table."""
+    model: a family or "auto" (family, preset, options and shares recommended from public facts: the
+    schema and the row count the run releases). preset: None is the recommendation's for auto, "cpu"
+    for a family. calibration_share: the part of what the count and bounds leave of ε that measures
+    the table's marginals (composed with training; samples are then calibrated to them). None: the
+    recommendation's for auto; 0 for a family that measures marginals as it trains (AIM);
+    DEFAULT_CALIBRATION_SHARE for the others. quantile_share: likewise for the numeric columns'
+    quantiles (their bins follow them); None: the recommendation's for auto, else 0. review_rows:
+    also draw a review sample of this many rows before the run is marked done (REVIEW_RELEASED: as
+    many as the run releases, at most REVIEW_ROWS). public_table: the steward says the table is
+    public or invented: it draws from no table's budget. table_epsilon: the total of a table the
+    budget book has never seen (default: this run's ε). values_epsilon: the part of ε that finds,
+    with DP, the value sets and point masses of numeric columns that declare none
+    (privacy.value_sets). holdout_share, processes, name, table_name: a background job's (rows kept
+    aside for the review, training processes, how the run is listed). book_table: the name of the
+    table in the budget book this run counts on (a new file attached to it; a name no table has yet
+    names this one); new_table: a file that resembles a known table is another table."""
     model: str = "dp-tbart"
     epsilon: float = 1.0
     delta: float | None = None
@@ -73,8 +76,10 @@ class FitRequest:
     preset: str | None = None
     options: dict = field(default_factory=dict)
     bounds_epsilon: float = 0.0
-    values_epsilon: float = 0.0  # the part of ε finding the value sets numeric columns lack (privacy.value_sets)
-    coarse_range: tuple[float, float] | None = None  # where DP bounds are searched (None: privacy.bounds')
+    # the part of ε finding the value sets numeric columns lack (privacy.value_sets)
+    values_epsilon: float = 0.0
+    # where DP bounds are searched (None: privacy.bounds')
+    coarse_range: tuple[float, float] | None = None
     calibration_share: float | None = None
     quantile_share: float | None = None
     seed: int | None = 0
@@ -88,20 +93,21 @@ class FitRequest:
     name: str | None = None
     table_name: str | None = None
     book_table: str | None = None   # the name of the table in the budget book this run counts on
-    new_table: bool = False         # the steward says a file resembling a known table is another table
+    # the steward says a file resembling a known table is another table
+    new_table: bool = False
     # set by resolved(): auto's choice (None for a named family or before resolving)
     choice: Recommendation | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        """Numbers of any kind (np.float32(1.0), np.int64(2): a table's cell, a computation) held as Python's, so
-        that the checks take them and the run's config can be written as JSON."""
+        """Numbers of any kind (np.float32(1.0), np.int64(2): a table's cell, a computation) held as
+        Python's, so that the checks take them and the run's config can be written as JSON."""
         for name in NUMBERS:
             object.__setattr__(self, name, plain_number(getattr(self, name)))
 
     # --- checks -------------------------------------------------------------------------------------
     def problems(self, schema: Schema | None = None, world_size: int = 1) -> list[ValueError]:
-        """Every problem with the request (and the public schema, when given), each an error whose message is
-        one line for the steward; nothing is spent and the private table is not read."""
+        """Every problem with the request (and the public schema, when given), each an error whose
+        message is one line for the steward; nothing is spent and the private table is not read."""
         out: list[ValueError] = []
 
         def ask(check, *args, **kwargs) -> None:
@@ -119,7 +125,8 @@ class FitRequest:
         return out
 
     def check(self, schema: Schema | None = None, world_size: int = 1) -> "FitRequest":
-        """Raise one error naming every problem (of the first problem's kind), or return the request."""
+        """Raise one error naming every problem (of the first problem's kind), or return the
+        request."""
         found = self.problems(schema, world_size)
         if len(found) == 1:
             raise found[0]
@@ -155,7 +162,8 @@ class FitRequest:
                               "bound in the schema and leave the quantile share at 0")
 
     def _check_model(self, schema: Schema | None, world_size: int) -> None:
-        from .models import get_model_class, model_class_for  # the families, and torch, when a request is checked
+        # the families, and torch, when a request is checked
+        from .models import get_model_class, model_class_for
         if not isinstance(self.model, str) or not self.model:
             raise ValueError("the request names no model")
         if isinstance(schema, LinkedSchema):
@@ -167,7 +175,8 @@ class FitRequest:
             if self.options:
                 raise ValueError("options belong to a model family; with --model auto the family is chosen for "
                                  "you: name a family to set its options")
-            for family in CANDIDATES if self.preset else ():  # a size every family auto may pick has
+            # a size every family auto may pick has
+            for family in CANDIDATES if self.preset else ():
                 get_model_class(family).configure(self.preset, None, seed=self.seed, device=self.device)
             return
         klass = get_model_class(self.model)
@@ -181,7 +190,8 @@ class FitRequest:
         if self.accountant not in ACCOUNTANTS:
             raise BudgetError(f"unknown accountant {self.accountant!r}; choose one of {', '.join(ACCOUNTANTS)}")
         check_run_budget(self.epsilon, self.delta, self.bounds_epsilon, values_epsilon=self.values_epsilon)
-        if schema is None or getattr(schema, "rows", None) is None:  # a noisy count, and something left after it
+        # a noisy count, and something left after it
+        if schema is None or getattr(schema, "rows", None) is None:
             check_run_budget(self.epsilon, self.delta, self.bounds_epsilon, count_epsilon(self.epsilon),
                              values_epsilon=self.values_epsilon)
         if self.table_epsilon is not None:
@@ -220,17 +230,20 @@ class FitRequest:
 
     # --- defaults -----------------------------------------------------------------------------------
     def resolved(self, schema: Schema, rows: int) -> "FitRequest":
-        """The request with every default filled in and, for auto, the recommendation for the public `schema`
-        and the row count the run releases (`rows`: declared public or noisy, never the exact one) applied."""
+        """The request with every default filled in and, for auto, the recommendation for the public
+        `schema` and the row count the run releases (`rows`: declared public or noisy, never the
+        exact one) applied."""
         from .models import model_class_for
-        if isinstance(schema, LinkedSchema):  # one family models linked tables, its marginals measured at two levels
+        # one family models linked tables, its marginals measured at two levels
+        if isinstance(schema, LinkedSchema):
             share = DEFAULT_CALIBRATION_SHARE if self.calibration_share is None else self.calibration_share
             return dataclasses.replace(self, model=LINKED_AUTO if self.model == AUTO else self.model,
                                        preset=self.preset or DEFAULT_PRESET, calibration_share=share, quantile_share=0.0)
         if self.model != AUTO:
             klass = model_class_for(self.model, schema)
             share = self.calibration_share
-            if share is None:  # a family that measures marginals itself (AIM) gains nothing from measuring again
+            # a family that measures marginals itself (AIM) gains nothing from measuring again
+            if share is None:
                 share = 0.0 if klass.measures_marginals else DEFAULT_CALIBRATION_SHARE
             return dataclasses.replace(self, preset=self.preset or DEFAULT_PRESET, calibration_share=share,
                                        quantile_share=self.quantile_share or 0.0)
@@ -250,7 +263,8 @@ class FitRequest:
 
     # --- on disk ------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        """The request as JSON can hold it (auto's choice is the run config's, not the request's)."""
+        """The request as JSON can hold it (auto's choice is the run config's, not the
+        request's)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "choice"}
         out["options"] = dict(self.options or {})
         out["coarse_range"] = None if self.coarse_range is None else list(self.coarse_range)
@@ -258,8 +272,9 @@ class FitRequest:
 
     @classmethod
     def from_dict(cls, data: dict, extra_ok: bool = False) -> "FitRequest":
-        """A request from a dict (a job's request.json, a page's choices). Unknown keys are refused unless
-        extra_ok (a stored request also holds its job's own records: the table, when it was made, …)."""
+        """A request from a dict (a job's request.json, a page's choices). Unknown keys are refused
+        unless extra_ok (a stored request also holds its job's own records: the table, when it was
+        made, …)."""
         if not isinstance(data, dict):
             raise ValueError(f"a fit request is a mapping of options, not {type(data).__name__}")
         names = {f.name for f in dataclasses.fields(cls)} - {"choice"}

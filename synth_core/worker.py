@@ -1,15 +1,16 @@
-"""The background training process: `python -m synth_core.worker RUN_DIR` (started by synth_core.runs.jobs).
+"""The background training process: `python -m synth_core.worker RUN_DIR` (started by
+synth_core.runs.jobs).
 
-It reads the run's request and private rows and trains through `api.fit`, which writes the event log, the
-ledger, the model and a review sample, then the status. It never prints rows: its log holds progress and
-error messages only.
+It reads the run's request and private rows and trains through `api.fit`, which writes the event
+log, the ledger, the model and a review sample, then the status. It never prints rows: its log holds
+progress and error messages only.
 
-SIGTERM stops training after the current step, as a cancel does: the model trained so far is kept and the
-steps taken are charged (a second SIGTERM aborts at once). If the run folder is deleted, the worker stops
-and never re-creates it.
+SIGTERM stops training after the current step, as a cancel does: the model trained so far is kept
+and the steps taken are charged (a second SIGTERM aborts at once). If the run folder is deleted, the
+worker stops and never re-creates it.
 
-A request for several processes starts the worker through torchrun (runs.jobs); every rank runs this, rank 0
-alone writes the run (training.distributed).
+A request for several processes starts the worker through torchrun (runs.jobs); every rank runs
+this, rank 0 alone writes the run (training.distributed).
 
 `python -m synth_core.worker --draw RUN_DIR DRAW_ID` draws synthetic rows from the run's model
 instead (runs.draws, through release.generate.run_draw): SIGTERM stops it at once, and it writes
@@ -67,7 +68,8 @@ def main(argv: list[str]) -> int:
         if group.is_main:
             processes = f" in {group.world_size} processes" if group.active else ""
             print(f"{time.strftime('%H:%M:%S')} training {request.model}{processes}", flush=True)
-        # a job made before requests said so draws as many review rows (persons) as the run releases it trained on
+        # a job made before requests said so draws as many review rows (persons) as the run releases
+        # it trained on
         review = request.review_rows or REVIEW_RELEASED
         api.fit(table, schema, request.replace(review_rows=review,
                                                public_table=charge is None, table_epsilon=None),

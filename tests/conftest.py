@@ -18,25 +18,29 @@ from synth_core.schema import ColumnSpec, Schema
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # several test processes share the cores (pytest -n): one thread each, and for the workers and servers they
-    # start, or OpenMP's threads wait on each other (a tiny fit took 4 to 18 times as long on 2 cores)
+    # several test processes share the cores (pytest -n): one thread each, and for the workers and
+    # servers they start, or OpenMP's threads wait on each other (a tiny fit took 4 to 18 times as
+    # long on 2 cores)
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
-    threadpool_limits(limits=1)  # numpy's BLAS and scikit-learn's OpenMP in this process, from now on
+    # numpy's BLAS and scikit-learn's OpenMP in this process, from now on
+    threadpool_limits(limits=1)
 
 
-# JAX's compiled programs (models.aim_config.keep_compiled) shared by this run's test processes and the workers and
-# servers they start, rather than kept in each test's own home: set here in the first process, before pytest -n starts
-# the others (they inherit it), and removed when that process exits (also where a script imports this module)
+# JAX's compiled programs (models.aim_config.keep_compiled) shared by this run's test processes and
+# the workers and servers they start, rather than kept in each test's own home: set here in the
+# first process, before pytest -n starts the others (they inherit it), and removed when that process
+# exits (also where a script imports this module)
 COMPILED = None
 if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
     COMPILED = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="synth-tests-jax-")
     atexit.register(shutil.rmtree, COMPILED, ignore_errors=True)
 
 
-# the tests that drive the whole app (a real browser, a corpus of real tables, the headless walk-through) start
-# first: with two test processes (pytest.ini: -n 2 --dist worksteal) the one that starts a long test last runs it
-# alone while the other core idles; started first, the other process takes the short tests meanwhile
+# the tests that drive the whole app (a real browser, a corpus of real tables, the headless
+# walk-through) start first: with two test processes (pytest.ini: -n 2 --dist worksteal) the one
+# that starts a long test last runs it alone while the other core idles; started first, the other
+# process takes the short tests meanwhile
 FIRST = ("test_browser.py", "test_corpus_app.py", "test_app.py")
 
 
@@ -52,8 +56,9 @@ def isolated_home(tmp_path_factory, monkeypatch):
 
 @pytest.fixture
 def by_the_rule(tmp_path, monkeypatch):
-    """No model of benchmark results installed: `auto` picks by its hand-set rule (recommend.by_rule), as the
-    tests of the rule's thresholds through a whole fit need whatever the forecast's coefficients are."""
+    """No model of benchmark results installed: `auto` picks by its hand-set rule
+    (recommend.by_rule), as the tests of the rule's thresholds through a whole fit need whatever the
+    forecast's coefficients are."""
     from synth_core import benchmark_model
     monkeypatch.setattr(benchmark_model, "MODEL_FILE", tmp_path / "no-model.json")
 
@@ -100,8 +105,9 @@ def demo():
     return schema, table.iloc[:2000].reset_index(drop=True), table.iloc[2000:].reset_index(drop=True)
 
 
-# How long a test waits for background work (a worker training, the app rerunning) before it gives up. A
-# safety net for a hung test, not a speed check: a loaded 2-core CI machine once took 32 minutes for the suite.
+# How long a test waits for background work (a worker training, the app rerunning) before it gives
+# up. A safety net for a hung test, not a speed check: a loaded 2-core CI machine once took 32
+# minutes for the suite.
 PATIENCE_S = 1800
 
 
@@ -116,8 +122,8 @@ def wait_until(until, what: str = "background work", timeout_s: float = PATIENCE
 
 
 def end_workers(root: Path) -> None:
-    """End every training worker started for a run under `root` (a test that starts a process ends it,
-    pass or fail)."""
+    """End every training worker started for a run under `root` (a test that starts a process ends
+    it, pass or fail)."""
     pids = []
     for info in Path(root).rglob("worker.json"):
         try:

@@ -1,5 +1,6 @@
-"""Run by tests/test_distributed.py under torchrun (2 processes, gloo): one DP step with the noise off,
-across the processes and in one, on the same Poisson batch. Rank 0 writes what it found as JSON to argv[1]."""
+"""Run by tests/test_distributed.py under torchrun (2 processes, gloo): one DP step with the noise
+off, across the processes and in one, on the same Poisson batch. Rank 0 writes what it found as JSON
+to argv[1]."""
 from __future__ import annotations
 
 import json
@@ -27,17 +28,20 @@ def grads(module) -> list[torch.Tensor]:
 
 def one_step(group, batch, mode, data, plan) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """(the weights each rank starts from, the step's gradient) for this rank's part of `batch`."""
-    module = net(seed=group.rank)  # the ranks start apart: the wrapper must give every rank rank 0's weights
+    # the ranks start apart: the wrapper must give every rank rank 0's weights
+    module = net(seed=group.rank)
     model, optimizer, _ = private_parts(module, TrainConfig(grad_sample_mode=mode), plan, group, torch.device("cpu"))
     start = [p.detach().clone() for p in module.parameters()]
     mine = torch.as_tensor([i for i in batch if i % group.world_size == group.rank], dtype=torch.long)
-    _one_step(model, optimizer, data, mine, loss_fn, physical=3, mode=mode)  # chunks of 3: the skip path too
+    # chunks of 3: the skip path too
+    _one_step(model, optimizer, data, mine, loss_fn, physical=3, mode=mode)
     model.remove_hooks()
     return start, grads(module)
 
 
 def func_step(group, batch, data, plan) -> list[torch.Tensor]:
-    """The gradient FuncDPStep.step applied (plain SGD with rate 1: the weights moved by exactly it)."""
+    """The gradient FuncDPStep.step applied (plain SGD with rate 1: the weights moved by exactly
+    it)."""
     module = net(seed=group.rank)
     opt = torch.optim.SGD(module.parameters(), lr=1.0)
 
@@ -53,7 +57,8 @@ def func_step(group, batch, data, plan) -> list[torch.Tensor]:
 
 
 def by_hand(batch, data, plan) -> list[torch.Tensor]:
-    """The mean of clipped per-sample gradients, one row at a time: what a noiseless DP step must give."""
+    """The mean of clipped per-sample gradients, one row at a time: what a noiseless DP step must
+    give."""
     module = net(seed=0)
     total = [torch.zeros_like(p) for p in module.parameters()]
     for i in batch:

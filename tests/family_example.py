@@ -1,6 +1,7 @@
-"""A whole model family in a few lines, the example ARCHITECTURE.md's "Adding a family" walks through: every
-column drawn on its own from learned frequencies, trained by DP-SGD through the shared engine. It is what
-a newcomer writes; `tests/test_families.py` registers it for one test and walks it through the user's path."""
+"""A whole model family in a few lines, the example ARCHITECTURE.md's "Adding a family" walks
+through: every column drawn on its own from learned frequencies, trained by DP-SGD through the
+shared engine. It is what a newcomer writes; `tests/test_families.py` registers it for one test and
+walks it through the user's path."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ from synth_core.models.token import TokenModel
 
 
 @dataclass
-class ColumnsConfig:  # the options a run may set (checked: whole numbers ≥ 1, numbers finite and ≥ 0)
+# the options a run may set (checked: whole numbers ≥ 1, numbers finite and ≥ 0)
+class ColumnsConfig:
     n_bins: int = 10                  # TokenModel: bins per numeric column, from the public schema
     numeric_decoding: str = "uniform"
     random_order: bool = False
@@ -26,7 +28,8 @@ def _preset(epochs: float, batch: int) -> dict:
 
 
 class ColumnLogits(nn.Module):
-    """One vector of logits per column: its values' learned frequencies (nn.Linear: per-sample gradients)."""
+    """One vector of logits per column: its values' learned frequencies (nn.Linear: per-sample
+    gradients)."""
 
     def __init__(self, sizes: list[int]):
         super().__init__()
@@ -43,7 +46,8 @@ class IndependentColumns(TokenModel):
     config_class = ColumnsConfig
     presets = {"tiny": _preset(2, 64), "quick": _preset(3, 512), "cpu": _preset(5, 1024)}
 
-    def build(self) -> None:  # from the public schema only: the encoder's columns and their vocabularies
+    # from the public schema only: the encoder's columns and their vocabularies
+    def build(self) -> None:
         self.build_encoder()
         self.net = ColumnLogits([c.size for c in self.encoder.codecs])
 

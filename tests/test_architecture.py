@@ -16,7 +16,8 @@ def modules(folder: Path) -> list[Path]:
 
 
 def imported(path: Path) -> set[str]:
-    """Every module a file imports (absolute names; relative imports resolved against the file's package)."""
+    """Every module a file imports (absolute names; relative imports resolved against the file's
+    package)."""
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -51,7 +52,8 @@ def test_the_core_never_imports_streamlit():
 
 
 def test_every_epsilon_is_computed_in_the_privacy_layer():
-    """Opacus' accountants, the calibration and the ε arithmetic are reached only from synth_core/privacy."""
+    """Opacus' accountants, the calibration and the ε arithmetic are reached only from
+    synth_core/privacy."""
     privacy_only = {"epsilon_after", "plan_noise", "group_privacy", "member_budget", "get_noise_multiplier", "gaussian_for",
                     "calibrate_noise", "compose", "rho_for", "create_accountant", "RDPAccountant"}
     offenders = {}
@@ -91,7 +93,8 @@ def test_no_function_outgrows_a_screen_and_a_half():
     assert too_long == {}
 
 
-# the core's layers, lowest first: a module imports from its own layer and those below it, never from above
+# the core's layers, lowest first: a module imports from its own layer and those below it, never
+# from above
 LAYERS = [{"errors", "files", "home", "format"}, {"schema"},
           {"demo", "encoding", "benchmark_model", "shape"}, {"privacy"}, {"schema_work"}, {"training"},
           {"models"}, {"request"}, {"forecast"}, {"runs"}, {"evaluate"}, {"release"}, {"pipeline"}, {"api"},
@@ -130,8 +133,9 @@ def _budget_named(node) -> bool:
 
 
 def budget_arithmetic(path: Path) -> list[str]:
-    """Operations that compute an ε or a ρ: adding to or subtracting from one, an ε or ρ (or what was spent)
-    assigned the result of arithmetic on one, and an `epsilon=`/`rho=` argument computed from one."""
+    """Operations that compute an ε or a ρ: adding to or subtracting from one, an ε or ρ (or what
+    was spent) assigned the result of arithmetic on one, and an `epsilon=`/`rho=` argument computed
+    from one."""
     def on_budget(node) -> bool:
         return any(isinstance(n, ast.BinOp) and (_budget_named(n.left) or _budget_named(n.right)) for n in ast.walk(node))
 
@@ -151,8 +155,9 @@ def budget_arithmetic(path: Path) -> list[str]:
 
 
 def test_no_epsilon_or_rho_is_computed_outside_the_privacy_layer():
-    """By the operations, whatever the names of the functions called: ε ± something, an ε assigned arithmetic
-    on one, and `epsilon=` computed from one are the privacy layer's (benchmarks' baselines included)."""
+    """By the operations, whatever the names of the functions called: ε ± something, an ε assigned
+    arithmetic on one, and `epsilon=` computed from one are the privacy layer's (benchmarks'
+    baselines included)."""
     offenders = {str(p.relative_to(ROOT)): found for p in modules(CORE) + APP + BENCHMARKS
                  if CORE / "privacy" not in p.parents and (found := budget_arithmetic(p))}
     assert offenders == {}
@@ -168,8 +173,8 @@ def test_the_check_finds_epsilon_arithmetic_however_it_is_written(tmp_path):
 
 
 def test_pages_never_name_a_family():
-    """A page renders whatever family it is given: no family's name in its code (the families' own words come
-    from the family: label, description, local_choices, plan_summary)."""
+    """A page renders whatever family it is given: no family's name in its code (the families' own
+    words come from the family: label, description, local_choices, plan_summary)."""
     families = set(re.findall(r'@register\("([^"]+)"\)', "".join(p.read_text() for p in modules(CORE / "models"))))
     assert {"dp-tbart", "aim"} <= families
     offenders = {str(p.relative_to(ROOT)): sorted(strings(p) & families) for p in APP if strings(p) & families}

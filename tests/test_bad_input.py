@@ -1,9 +1,10 @@
-"""Bad and edge input across the CLI, the API and the app: one line naming the problem (never a traceback), no
-silent wrong result, and nothing written outside the command's own target.
+"""Bad and edge input across the CLI, the API and the app: one line naming the problem (never a
+traceback), no silent wrong result, and nothing written outside the command's own target.
 
-The CLI cases run `synth_core.cli.main` in-process (a subprocess per case would spend minutes importing torch);
-an exception escaping `main` fails the case, as a traceback would. Each case runs in its own working folder and
-compares every path under it before and after: only the case's target may appear.
+The CLI cases run `synth_core.cli.main` in-process (a subprocess per case would spend minutes
+importing torch); an exception escaping `main` fails the case, as a traceback would. Each case runs
+in its own working folder and compares every path under it before and after: only the case's target
+may appear.
 """
 from __future__ import annotations
 
@@ -152,7 +153,8 @@ def snapshot(folder: Path) -> set[str]:
 
 
 def cli(argv: list[str], cwd: Path, monkeypatch) -> tuple[int, str]:
-    """Run the CLI in-process in `cwd`; (exit code, stdout + stderr). An exception escaping it fails the test."""
+    """Run the CLI in-process in `cwd`; (exit code, stdout + stderr). An exception escaping it fails
+    the test."""
     monkeypatch.chdir(cwd)
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
@@ -164,7 +166,8 @@ def cli(argv: list[str], cwd: Path, monkeypatch) -> tuple[int, str]:
 
 
 # --- the CLI -------------------------------------------------------------------------------------------
-# (arguments with {in} for the inputs folder and {runs} for the trained runs, expected words in the message,
+# (arguments with {in} for the inputs folder and {runs} for the trained runs, expected words in the
+# message,
 #  the target a case may create, relative to its working folder)
 CLI_CASES = [
     # schema draft
@@ -299,7 +302,8 @@ CLI_CASES = [
     (["demo", "--preset", "bogus", "--out", "demo"], "unknown preset", None),
     (["demo", "--out", "{in}/good.csv"], "is a file", None),
     (["nonsense"], "invalid choice", None),
-    # schema files with fields of the wrong type: refused when read, never coerced (a string is truthy)
+    # schema files with fields of the wrong type: refused when read, never coerced (a string is
+    # truthy)
     *[(["fit", "--data", "{in}/good.csv", "--schema", f"{{in}}/{name}.json", "--epsilon", "1", "--out", "run"],
        words, None) for name, words in [
           ("confirmed-no", "confirmed must be true or false"), ("drafted-yes", "drafted_from_data must be true"),
@@ -418,7 +422,8 @@ def _charged() -> float:
 
 
 def test_devices_and_pipes_named_as_outputs_are_left_as_they_were(inputs, runs, tmp_path, monkeypatch):
-    """The atomic write renames over its target: before, `--out /dev/full` turned the device into a file."""
+    """The atomic write renames over its target: before, `--out /dev/full` turned the device into a
+    file."""
     for argv in (["schema", "draft", "--data", f"{inputs}/good.csv", "--out", "/dev/full"],
                  ["sample", "--run", f"{runs}/good", "--rows", "5", "--out", "/dev/full"],
                  ["sample", "--run", f"{runs}/good", "--rows", "5", "--out", f"{inputs}/fifo"]):
@@ -428,7 +433,8 @@ def test_devices_and_pipes_named_as_outputs_are_left_as_they_were(inputs, runs, 
 
 
 def test_exported_csv_cells_that_a_spreadsheet_would_run_are_written_as_text(tmp_path, monkeypatch):
-    """OWASP's CSV-injection rule: a text cell starting with = + - @ tab or CR gets a leading '; numbers do not."""
+    """OWASP's CSV-injection rule: a text cell starting with = + - @ tab or CR gets a leading ';
+    numbers do not."""
     from synth_core.release.export import spreadsheet_safe
     from synth_core.schema import ColumnSpec
     nasty = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "@SUM(1)", "-2+3", "=1+1", "-x", "plain"]
@@ -442,7 +448,8 @@ def test_exported_csv_cells_that_a_spreadsheet_would_run_are_written_as_text(tmp
     written = pd.read_csv(tmp_path / "x.csv", keep_default_na=False)
     risky = written["c"].str.startswith(("=", "+", "-", "@", "\t", "\r"))
     assert not risky.any() and written["c"].str.startswith("'").sum() > 100
-    assert pd.api.types.is_integer_dtype(written["n"]) and (written["n"] < 0).any()  # numbers as they were
+    # numbers as they were
+    assert pd.api.types.is_integer_dtype(written["n"]) and (written["n"] < 0).any()
     cells = nasty + ["\tx", "\rx", None]
     safe = spreadsheet_safe(pd.DataFrame({"c": cells, "n": [-1.5] * len(cells)}))
     assert safe["c"].tolist()[:-1] == [v if v == "plain" else "'" + v for v in cells[:-1]]
@@ -462,7 +469,8 @@ def test_the_markdown_report_shows_what_it_quotes_as_text(tmp_path):
     text = report_markdown(privacy_report(RunDir(tmp_path / "run"), sampling={"conditions": {"name | <b>": "a|b"}}))
     assert "<script>" not in text and "<b>" not in text and "](http" not in text
     rows = [line for line in text.splitlines() if line.startswith("| name")]
-    assert len(rows) == 1 and rows[0].count(" | ") == 4  # one row of five cells: nothing broke the table
+    # one row of five cells: nothing broke the table
+    assert len(rows) == 1 and rows[0].count(" | ") == 4
 
 
 # --- edge input that must work, and work right -----------------------------------------------------------
@@ -473,16 +481,18 @@ def test_odd_but_valid_tables_are_drafted_and_validated_right(tmp_path):
     csv = table.to_csv(index=False).encode()
     back = read_table_bytes(csv, "odd.csv")
     schema = draft_schema(back)
-    assert set(schema.excluded) == {"blank", "big", "n"}  # nothing invented, nothing overflowing, no row number
+    # nothing invented, nothing overflowing, no row number
+    assert set(schema.excluded) == {"blank", "big", "n"}
     assert schema["naïve, “quoted” name"].categories == ["x", "y"] and schema["one"].categories == ["same"]
     clean, report = validate_table(back, schema)
     assert clean["mostly"].isna().sum() == 1 and report.ignored_columns == ["n", "blank", "big"]
 
 
 def test_a_draft_accepts_the_table_it_was_drafted_from():
-    """Issue 41: a numeric column holding one value and blanks, read as text because of a missing marker ("0.0"
-    and "?"), was drafted as the category "0" and then refused: "has values outside its public category list:
-    '0.0'". The same for integers written "12.0", booleans, mixed markers, dates in two formats, NA strings."""
+    """Issue 41: a numeric column holding one value and blanks, read as text because of a missing
+    marker ("0.0" and "?"), was drafted as the category "0" and then refused: "has values outside
+    its public category list: '0.0'". The same for integers written "12.0", booleans, mixed markers,
+    dates in two formats, NA strings."""
     from synth_core.schema import draft_schema, read_table_bytes, validate_table
     import numpy as np
     rng, n = np.random.default_rng(0), 200
@@ -554,7 +564,8 @@ API_CASES = [
     ("check_budget ε 1e9", lambda: __import__("synth_core.privacy", fromlist=["x"]).check_budget(1e9, 1e-5),
      BudgetError, "above 100"),
     ("column value nan", lambda: demo_schema()["age"].check_value(float("nan")), SchemaError, "not nullable"),
-    # api.fit settings refused before anything is spent (each case also checks the book stayed empty)
+    # api.fit settings refused before anything is spent (each case also checks the book stayed
+    # empty)
     *[(f"fit {name}", (lambda kw: lambda: api.fit(demo_table(60), demo_schema(), **{"epsilon": 1.0,
                                                                                       "preset": "tiny", **kw}))(kwargs),
        error, words)
@@ -663,8 +674,8 @@ EPSILON_TEXTS = [("0", "above 0"), ("1e6", "above 100"), ("-1", "above 0"), ("ab
 
 @pytest.mark.parametrize("epsilon, words", EPSILON_TEXTS)
 def test_the_model_page_refuses_an_unusable_epsilon_in_one_message(epsilon, words, tmp_path, monkeypatch):
-    """Issue 41 item 8: text that is not an ε is refused and kept as typed (it became 1.000 silently), and
-    every unusable ε gets one message (−1 got two that contradicted each other)."""
+    """Issue 41 item 8: text that is not an ε is refused and kept as typed (it became 1.000
+    silently), and every unusable ε gets one message (−1 got two that contradicted each other)."""
     at = _app(tmp_path, monkeypatch)
     at.switch_page("app_pages/data.py").run()
     at.button(key="use_demo").click().run()
@@ -688,7 +699,8 @@ def test_the_model_page_reads_a_decimal_comma_and_refuses_a_bad_total(tmp_path, 
     at.text_input(key="epsilon_custom").set_value("0,5").run()
     at.radio(key="table_total_choice").set_value(next(k for k in at.radio(key="table_total_choice").options
                                                       if "own" in k)).run()
-    assert not at.error and at.button(key="start_training").disabled  # no total typed yet: asked, not refused
+    # no total typed yet: asked, not refused
+    assert not at.error and at.button(key="start_training").disabled
     at.text_input(key="table_total").set_value("three").run()
     assert [str(e.value) for e in at.error] == ["the total must be a number such as 0.5 or 2, not 'three'"]
     at.text_input(key="table_total").set_value("2").run()
@@ -698,8 +710,9 @@ def test_the_model_page_reads_a_decimal_comma_and_refuses_a_bad_total(tmp_path, 
 
 
 def test_there_are_at_least_three_hundred_cases():
-    """Issue 40 item 6: at least 300 distinct bad inputs across the CLI, the API, schema files, budget books and
-    ledgers, and the app, each answered in one line with nothing written or charged."""
+    """Issue 40 item 6: at least 300 distinct bad inputs across the CLI, the API, schema files,
+    budget books and ledgers, and the app, each answered in one line with nothing written or
+    charged."""
     from test_table_budget import BAD_BOOKS
     cases = len(CLI_CASES) + len(API_CASES) + len(UPLOADS) + len(EPSILON_TEXTS) + 2 * len(BAD_BOOKS)
     assert cases >= 300, cases

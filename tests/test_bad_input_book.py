@@ -1,8 +1,9 @@
-"""Issue 58 item 6: bad input on the budget book's files, the run folders that draw on it and the names a
-steward gives tables. Each case is answered in one line (never a traceback), and nothing is reset or lowered:
-the book's bytes are as they were, or its tables spend exactly what they did.
+"""Issue 58 item 6: bad input on the budget book's files, the run folders that draw on it and the
+names a steward gives tables. Each case is answered in one line (never a traceback), and nothing is
+reset or lowered: the book's bytes are as they were, or its tables spend exactly what they did.
 
-Each case starts from a copy of one home holding a table, a run charged to it and the book's journal."""
+Each case starts from a copy of one home holding a table, a run charged to it and the book's
+journal."""
 from __future__ import annotations
 
 import contextlib

@@ -1,6 +1,6 @@
-"""A real browser on the real server: `streamlit run app.py` on localhost, driven by Playwright in Debian's
-Chromium (Playwright's own browser download does not work offline). Walks the steps on a tiny table and
-saves screenshots of the train and review pages under the test's temp dir."""
+"""A real browser on the real server: `streamlit run app.py` on localhost, driven by Playwright in
+Debian's Chromium (Playwright's own browser download does not work offline). Walks the steps on a
+tiny table and saves screenshots of the train and review pages under the test's temp dir."""
 from __future__ import annotations
 
 import os
@@ -62,7 +62,8 @@ def server(tmp_path):
 
 
 def wait_idle(page) -> None:
-    """Wait until the script run triggered by the last interaction has finished (the status widget hides)."""
+    """Wait until the script run triggered by the last interaction has finished (the status widget
+    hides)."""
     page.wait_for_timeout(300)
     page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=WAIT_MS)
 
@@ -87,8 +88,9 @@ def choose(page, label: str, option: str, exact: bool = False) -> None:
 
 
 def choose_quick(page):
-    """Click the quick size until its radio shows it (a click that lands while the page is still being drawn can
-    be lost on a loaded machine: CI once trained the standard size), as a user would; returns the radio."""
+    """Click the quick size until its radio shows it (a click that lands while the page is still
+    being drawn can be lost on a loaded machine: CI once trained the standard size), as a user
+    would; returns the radio."""
     quick = page.get_by_role("radio", name="quick (a first look)")
     for _ in range(3):
         page.get_by_text("quick (a first look)").click()
@@ -106,7 +108,8 @@ def no_exception(page) -> None:
 
 def test_walk_through_in_a_real_browser(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
-    expect.set_options(timeout=WAIT_MS)  # the first page imports torch; a loaded 2-core CI machine is slow
+    # the first page imports torch; a loaded 2-core CI machine is slow
+    expect.set_options(timeout=WAIT_MS)
 
     csv = tmp_path / "people.csv"
     demo_table(300, seed=5).to_csv(csv, index=False)
@@ -114,7 +117,8 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(WAIT_MS)
-        outside = []  # the app promises to send nothing out: every request the page makes stays on this machine
+        # the app promises to send nothing out: every request the page makes stays on this machine
+        outside = []
         page.on("request", lambda r: outside.append(r.url) if urlsplit(r.url).scheme in ("http", "https", "ws", "wss")
                 and urlsplit(r.url).hostname not in ("localhost", "127.0.0.1") else None)
         page.goto(server)
@@ -135,7 +139,8 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         expect(choose_quick(page)).to_be_checked()
         page.get_by_text("Advanced").click()
         choose(page, "Accountant", "rdp")
-        # auto's choice for 270 training rows at ε = 1 (rows × ε below 1,000): AIM, whose rounds spend a ρ budget
+        # auto's choice for 270 training rows at ε = 1 (rows × ε below 1,000): AIM, whose rounds
+        # spend a ρ budget
         expect(page.get_by_text("Rounds, about")).to_be_visible()
         # the table's first run asks for its total; until then nothing can start
         expect(page.get_by_role("button", name="Start training")).to_be_disabled()
@@ -145,9 +150,11 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
 
         expect(page.get_by_text("4 · Train", exact=True).first).to_be_visible()
         expect(page.get_by_text("Privacy spent per round").first).to_be_visible(timeout=PATIENCE_S * 1000)
-        expect(page.get_by_text("size quick")).to_be_visible()  # request.json and this page say what was clicked
+        # request.json and this page say what was clicked
+        expect(page.get_by_text("size quick")).to_be_visible()
         sidebar = page.get_by_test_id("stSidebar")
-        expect(sidebar.get_by_text("ε spent")).to_be_visible()  # during training, beside the page's own figure
+        # during training, beside the page's own figure
+        expect(sidebar.get_by_text("ε spent")).to_be_visible()
         page.screenshot(path=str(tmp_path / "train.png"), full_page=True)
         expect(page.get_by_text("Next: review the synthetic table")).to_be_visible(timeout=PATIENCE_S * 1000)
         no_exception(page)
@@ -155,8 +162,9 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         on_page = page.get_by_test_id("stMain").get_by_test_id("stMetric").filter(has_text="ε spent")
         in_sidebar = sidebar.get_by_test_id("stMetric").filter(has_text="ε spent")
         expect(in_sidebar).to_have_count(1)
-        # the run's end reruns the whole page: until that rerun is drawn, one of the two may still show the live
-        # figure it had a second before (seen once on a loaded machine: '1 of 1' beside '0.908 of 1')
+        # the run's end reruns the whole page: until that rerun is drawn, one of the two may still
+        # show the live figure it had a second before (seen once on a loaded machine: '1 of 1'
+        # beside '0.908 of 1')
         wait_idle(page)
         expect(on_page.get_by_test_id("stMetricValue")).to_have_text(
             in_sidebar.get_by_test_id("stMetricValue").inner_text())
@@ -171,7 +179,8 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
         page.screenshot(path=str(tmp_path / "review.png"), full_page=True)
 
         page.get_by_role("link", name="6 · Generate and export").click()
-        wait_idle(page)  # a click while the page's first run is under way can be lost on a loaded machine
+        # a click while the page's first run is under way can be lost on a loaded machine
+        wait_idle(page)
         page.get_by_role("button", name="Generate", exact=True).click()
         expect(page.get_by_text("synthetic rows (unconditional)")).to_be_visible(timeout=PATIENCE_S * 1000)
         expect(page.get_by_role("button", name="Download the synthetic table (CSV)")).to_be_visible()
@@ -185,10 +194,11 @@ def test_walk_through_in_a_real_browser(server, tmp_path):
 
 @pytest.mark.slow
 def test_two_real_tables_one_after_the_other_in_a_real_browser(server, tmp_path):
-    """Issue 41 item 3: two tables of the corpus (tests/test_corpus_app.py) walked in a 1280-pixel window, the
-    second uploaded after the first was exported, as a steward does: upload, the draft confirmed, auto at the
-    tiny size, training, review, and both downloads (the CSV and the privacy report). In the slow suite (71 s
-    of the fast suite's): the corpus walk in AppTest and the three other browser tests cover its steps."""
+    """Issue 41 item 3: two tables of the corpus (tests/test_corpus_app.py) walked in a 1280-pixel
+    window, the second uploaded after the first was exported, as a steward does: upload, the draft
+    confirmed, auto at the tiny size, training, review, and both downloads (the CSV and the privacy
+    report). In the slow suite (71 s of the fast suite's): the corpus walk in AppTest and the three
+    other browser tests cover its steps."""
     from playwright.sync_api import expect, sync_playwright
     from test_corpus_app import CORPUS, _csv
     expect.set_options(timeout=WAIT_MS)
@@ -208,7 +218,8 @@ def test_two_real_tables_one_after_the_other_in_a_real_browser(server, tmp_path)
             page.get_by_role("link", name="2 · Public schema").click()
             expect(page.get_by_text("were drafted by reading your private table")).to_be_visible()
             no_exception(page)
-            # the schema editor fits the window: the grid (drawn on a canvas) scrolls no field out of sight
+            # the schema editor fits the window: the grid (drawn on a canvas) scrolls no field out
+            # of sight
             editor = page.get_by_test_id("stDataFrame").first
             editor.wait_for()
             page.wait_for_timeout(1000)
@@ -243,7 +254,8 @@ def test_two_real_tables_one_after_the_other_in_a_real_browser(server, tmp_path)
             assert page.get_by_test_id("stAlert").filter(has_text="cannot be compared").count() == 0
 
             page.get_by_role("link", name="6 · Generate and export").click()
-            wait_idle(page)  # a click while the page's first run is under way can be lost on a loaded machine
+            # a click while the page's first run is under way can be lost on a loaded machine
+            wait_idle(page)
             page.get_by_role("button", name="Generate", exact=True).click()
             expect(page.get_by_role("button", name="Download the synthetic table (CSV)")).to_be_visible(
                 timeout=PATIENCE_S * 1000)

@@ -1,7 +1,8 @@
-"""Issue 58 items 1-3: the budget book holds against copies, edits and re-exports. The total the book holds is
-never less than what the trained models' ledgers sum to: a charge belongs to its run folder (a copy, a move or
-an edited charge.json settles nothing), one table is one budget however its file is written, and a book that
-lost its key or its content is refused in one line, never reset."""
+"""Issue 58 items 1-3: the budget book holds against copies, edits and re-exports. The total the
+book holds is never less than what the trained models' ledgers sum to: a charge belongs to its run
+folder (a copy, a move or an edited charge.json settles nothing), one table is one budget however
+its file is written, and a book that lost its key or its content is refused in one line, never
+reset."""
 from __future__ import annotations
 
 import contextlib
@@ -49,17 +50,18 @@ def _ended() -> int:
 
 
 def _as_if_its_process_died(run: RunDir) -> None:
-    """The state a folder copied mid-training is in once the run it copies ends: 'running', and the process
-    it names gone."""
+    """The state a folder copied mid-training is in once the run it copies ends: 'running', and the
+    process it names gone."""
     run.set_status("running", "training")
     run.write_worker(_ended())
 
 
 # --- item 1: a charge belongs to its run ------------------------------------------------------------
 def test_a_folder_copied_while_its_run_trains_never_lowers_the_book(worker_root):
-    """The audit's sequence: a fit of ε 1 on a total of 1.5; the steward copies the run folder while it trains;
-    the run ends; `runs COPY` finds the copy's process gone. Before, it settled the original's charge down to
-    the copy's partial ledger (0.13), and the next fit of ε 1 was admitted."""
+    """The audit's sequence: a fit of ε 1 on a total of 1.5; the steward copies the run folder while
+    it trains; the run ends; `runs COPY` finds the copy's process gone. Before, it settled the
+    original's charge down to the copy's partial ledger (0.13), and the next fit of ε 1 was
+    admitted."""
     table, schema = demo_table(400, seed=21), demo_schema()
     book = _book()
     table_id = book.account_for(book.identify(table, schema), 1.0, total=1.5)
@@ -76,8 +78,10 @@ def test_a_folder_copied_while_its_run_trains_never_lowers_the_book(worker_root)
     assert book.account(table_id).spent_epsilon == pytest.approx(spent)
     code, out, _ = _cli("runs", str(copy.path))
     assert code == 0 and "is a copy" in out and str(run.path.resolve()) in out
-    assert copy.status()["state"] == "failed" and copy.ledger().spent_epsilon < spent  # its partial ledger
-    assert book.account(table_id).spent_epsilon == pytest.approx(spent)  # the original's charge, untouched
+    # its partial ledger
+    assert copy.status()["state"] == "failed" and copy.ledger().spent_epsilon < spent
+    # the original's charge, untouched
+    assert book.account(table_id).spent_epsilon == pytest.approx(spent)
     with pytest.raises(BudgetError, match="would exceed"):  # what is left, whatever the copy says
         api.fit(table, schema, epsilon=1.5 - spent + 0.05, **FIT)
 
@@ -88,7 +92,8 @@ def test_an_edited_charge_never_settles_another_runs_charge(tmp_path):
     a = api.fit(table, schema, epsilon=1.0, table_epsilon=4.0, run_dir=tmp_path / "a", **FIT)
     b = api.fit(table, schema, epsilon=1.0, run_dir=tmp_path / "b", **FIT)
     before = _spent(table)
-    (tmp_path / "b" / "charge.json").write_text(json.dumps(a.run.charge()))  # b now names a's charge
+    # b now names a's charge
+    (tmp_path / "b" / "charge.json").write_text(json.dumps(a.run.charge()))
     ledger = b.run.ledger()
     ledger.entries = ledger.entries[:1]  # and its ledger says it spent almost nothing
     b.run.write_ledger(ledger)
@@ -133,7 +138,8 @@ def test_a_run_folder_keeps_neither_the_books_path_nor_its_keys(tmp_path):
 
 
 def test_a_charge_file_of_an_older_run_never_makes_the_cli_write_where_it_points(tmp_path):
-    """charge.json held the book's path in clear; a listing followed it and made folders and a lock there."""
+    """charge.json held the book's path in clear; a listing followed it and made folders and a lock
+    there."""
     table, schema = demo_table(300, seed=25), demo_schema()
     fitted = api.fit(table, schema, epsilon=1.0, run_dir=tmp_path / "a", **FIT)
     elsewhere = tmp_path / "not-the-home" / "deep" / "budgets.json"
@@ -233,9 +239,11 @@ def test_a_table_sharing_most_rows_with_a_known_one_is_asked_about(tmp_path, mon
         code, _, err = _cli("fit", "--data", data, *common[2:], "--schema", schema_file, "--out", "x")
         assert code == 2 and err.count("\n") == 1 and "shares about" in err and "--table t.csv" in err, err
         assert "--new-table" in err and not Path("x").exists()
-    # the steward says it is that table: its runs count on that budget (0.5 + 0.5 of 1.2; a third is refused)
+    # the steward says it is that table: its runs count on that budget (0.5 + 0.5 of 1.2; a third is
+    # refused)
     assert _cli("fit", "--data", "fewer.csv", *common, "--table", "t.csv", "--out", "r2")[0] == 0
-    assert _cli("fit", "--data", "fewer.csv", *common, "--out", "r3")[0] == 2  # now known: over the total
+    # now known: over the total
+    assert _cli("fit", "--data", "fewer.csv", *common, "--out", "r3")[0] == 2
     assert len(_book().accounts()) == 1
     # or another table: a budget of its own
     assert _cli("fit", "--data", "more.csv", *common, "--new-table", "--out", "r4")[0] == 0
@@ -327,7 +335,8 @@ def test_a_book_lost_while_runs_charged_it_is_refused_and_rebuilt_from_its_journ
 def test_a_book_and_journal_lost_while_run_folders_charged_them_is_refused(tmp_path):
     table, _ = _one_run(tmp_path)
     run = RunDir(home() / "runs" / "a")
-    shutil.copytree(tmp_path / "a", run.path)  # a run in the home's runs/ folder, as the app makes them
+    # a run in the home's runs/ folder, as the app makes them
+    shutil.copytree(tmp_path / "a", run.path)
     budgets_path().unlink()
     _book().file.journal_path.unlink()
     _refused(table, "1 run folder(s)")
@@ -357,7 +366,8 @@ def test_the_model_page_asks_whether_a_resembling_upload_is_a_known_table(tmp_pa
     assert "survey 2024" in question.label and at.button(key="start_training").disabled
     at.radio(key="same_table").set_value(question.options[0]).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert not [r for r in at.radio if r.key == "same_table"]  # answered: the page now shows its budget
+    # answered: the page now shows its budget
+    assert not [r for r in at.radio if r.key == "same_table"]
     assert book.identify(table.iloc[:385], at.session_state["schema"]).account == known
     assert any("of 3 remains" in str(c.value) for c in at.caption)
 
@@ -379,7 +389,8 @@ def test_every_page_says_a_damaged_book_needs_repair_in_one_line(tmp_path, monke
 
 
 def test_the_model_page_attaches_a_new_file_to_a_table_the_steward_names(tmp_path, monkeypatch):
-    """A re-export changed beyond recognition (every row differs): the steward says which table it is."""
+    """A re-export changed beyond recognition (every row differs): the steward says which table it
+    is."""
     from streamlit.testing.v1 import AppTest
     monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
     table, schema = demo_table(400, seed=34), demo_schema()

@@ -1,4 +1,5 @@
-"""Marginal measurement, one accountant for the run's mechanisms, and calibration of a model's samples."""
+"""Marginal measurement, one accountant for the run's mechanisms, and calibration of a model's
+samples."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,8 @@ def _with_target(schema: Schema, name: str = "sex") -> Schema:
 # --- the accountant -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sigma,delta", [(0.8, 1e-5), (2.0, 1e-6), (13.4, 1e-6)])
 def test_one_gaussian_mechanism_costs_its_closed_form(sigma, delta):
-    """The Gaussian mechanism's exact (ε, δ) curve (Balle & Wang 2018): the accountant's ε is an upper bound on
-    it, and tight."""
+    """The Gaussian mechanism's exact (ε, δ) curve (Balle & Wang 2018): the accountant's ε is an
+    upper bound on it, and tight."""
     def delta_of(eps):
         return norm.cdf(1 / (2 * sigma) - eps * sigma) - math.exp(eps) * norm.cdf(-1 / (2 * sigma) - eps * sigma)
 
@@ -51,13 +52,15 @@ def test_composition_is_tighter_than_the_sum_and_plans_to_the_target():
     total = compose((Gaussian(together.noise_multiplier, together.sample_rate, together.steps), measurement), 1e-6)
     assert 0.98 <= total <= 1.0
     assert together.planned_epsilon + 0.3 > 1.0  # the sum of the parts would exceed the target ...
-    assert alone.noise_multiplier < together.noise_multiplier < split.noise_multiplier  # ... composition costs less
+    # ... composition costs less
+    assert alone.noise_multiplier < together.noise_multiplier < split.noise_multiplier
 
 
 @pytest.mark.parametrize("epsilon", [0.05, 0.08])
 def test_a_small_epsilon_with_measurements_alongside_plans_within_it(epsilon, toy_schema, toy_table):
-    """The app offers ε = 0.05: there RDP's bound on the measurement alone exceeds the whole budget (a Gaussian the
-    PRV accountant sets to 0.025 costs 0.10 by RDP), which once made every calibrated DP-SGD run fail to plan."""
+    """The app offers ε = 0.05: there RDP's bound on the measurement alone exceeds the whole budget
+    (a Gaussian the PRV accountant sets to 0.025 costs 0.10 by RDP), which once made every
+    calibrated DP-SGD run fail to plan."""
     measurement = gaussian_for(0.5 * epsilon, 1e-5)
     assert compose((measurement,), 1e-5, "rdp") > epsilon
     together = plan(SamplingShape(population=40_000, expected_batch=2048, epochs=10), epsilon, 1e-5,
@@ -100,12 +103,14 @@ def test_measured_marginals_follow_the_public_discretisation_only(toy_schema, to
     chosen = choose_marginals(schema)
     assert chosen[:4] == [("age",), ("sex",), ("job",), ("hours",)]
     assert len(chosen) == 10 and set(chosen[4:]) >= {("age", "sex"), ("age", "hours"), ("job", "hours")}
-    # a wider table: every column alone, and the pairs of the target and sensitive columns with the others
+    # a wider table: every column alone, and the pairs of the target and sensitive columns with the
+    # others
     wide = Schema(columns=[*schema.columns, *[ColumnSpec(f"c{i}", "categorical", categories=["a", "b"],
                                                          role="sensitive" if i == 0 else None) for i in range(6)]])
     pairs = choose_marginals(wide)[10:]
     assert len(pairs) == 9 + 8 and all({"sex", "c0"} & set(p) for p in pairs)
-    other = toy_table.assign(age=30, hours=55.5, job="clerk", sex="Male")  # other values, same schema
+    # other values, same schema
+    other = toy_table.assign(age=30, hours=55.5, job="clerk", sex="Male")
     shapes = []
     for table in (toy_table, other):
         ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=len(table))
@@ -123,9 +128,9 @@ def test_measured_marginals_follow_the_public_discretisation_only(toy_schema, to
 
 
 def test_numbers_alone_are_measured_again_on_finer_bins_and_calibration_reads_them_so(toy_schema, toy_table):
-    """Every numeric column alone a second time on finer bins (not one whose values the coarse bins already
-    hold one per bin): the sensitivity counts every marginal, the bins travel with the saved marginals, and
-    calibration moves a pool on the finer bins."""
+    """Every numeric column alone a second time on finer bins (not one whose values the coarse bins
+    already hold one per bin): the sensitivity counts every marginal, the bins travel with the saved
+    marginals, and calibration moves a pool on the finer bins."""
     schema = _with_target(toy_schema)
     ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-5, n_rows=len(toy_table))
     measured, mechanism = measure_marginals(toy_table, schema, 0.5, 1e-5, ledger, rows=len(toy_table), fine_bins=40)
@@ -147,14 +152,16 @@ def test_numbers_alone_are_measured_again_on_finer_bins_and_calibration_reads_th
     again = Marginals.from_dict(measured.to_dict())
     assert [(m.columns, m.shape, again.bins(m)) for m in again.marginals] == \
         [(m.columns, m.shape, measured.bins(m)) for m in measured.marginals]
-    # a pool spread evenly over [0, 40) is moved to the fine target: all its mass in the lowest of 40 bins
+    # a pool spread evenly over [0, 40) is moved to the fine target: all its mass in the lowest of
+    # 40 bins
     one = Schema(columns=[ColumnSpec("x", "continuous", lower=0, upper=40)])
     pool = pd.DataFrame({"x": np.linspace(0.01, 39.99, 4000)})
     counts = np.zeros(40)
     counts[0] = 1000.0
     target = Marginals(n_bins=10, noise_std=1.0, rows=1000, marginals=[Marginal(("x",), (40,), counts, n_bins=40)])
     weights, _ = calibrate_weights(pool, target, one)
-    assert weights[pool["x"].to_numpy() < 1].sum() > 0.95  # (the first of 10 bins would have allowed up to 4)
+    # (the first of 10 bins would have allowed up to 4)
+    assert weights[pool["x"].to_numpy() < 1].sum() > 0.95
 
 
 def test_measurement_noise_is_secret(toy_schema, toy_table):
@@ -192,9 +199,10 @@ def test_the_pool_grows_with_the_request():
 
 
 def test_a_pool_too_thin_for_the_measurements_grows_until_the_sample_need_not_repeat_rows():
-    """The model draws "a" one time in ten, the measurements say nine in ten: weights on a pool of 3 × the rows
-    asked hold fewer effective rows than asked (a sample would repeat few rows many times), so the pool doubles
-    with fresh rows, each further draw its own, until they hold enough; never past POOL_GROWTH × the first."""
+    """The model draws "a" one time in ten, the measurements say nine in ten: weights on a pool of 3
+    × the rows asked hold fewer effective rows than asked (a sample would repeat few rows many
+    times), so the pool doubles with fresh rows, each further draw its own, until they hold enough;
+    never past POOL_GROWTH × the first."""
     schema = Schema(columns=[ColumnSpec("g", "categorical", categories=["a", "b"])])
     n = 2000
     target = Marginals(n_bins=10, noise_std=1.0, rows=n, marginals=[Marginal(("g",), (2,), np.array([1800.0, 200.0]))])
@@ -215,7 +223,8 @@ def test_a_pool_too_thin_for_the_measurements_grows_until_the_sample_need_not_re
     picked = pool.iloc[resample(weights, n, np.random.default_rng(1))]
     assert picked["g"].eq("a").mean() == pytest.approx(0.9, abs=0.01)
     assert picked.index.value_counts().max() <= 2  # no candidate repeated more than twice
-    # a model that almost never draws "a": the pool stops at POOL_GROWTH × the first, and says how thin it is
+    # a model that almost never draws "a": the pool stops at POOL_GROWTH × the first, and says how
+    # thin it is
     more, asked = model(0.01)
     pool, weights, info = grow_and_calibrate(more(pool_size(n), 0), n, more, target, schema)
     assert len(pool) == POOL_GROWTH * pool_size(n) and info["effective_rows"] < n
@@ -247,8 +256,9 @@ def test_calibration_stops_at_the_noise_level():
 
 
 def test_saved_marginals_reload_to_the_very_counts_measured():
-    """A run's noisy counts are saved whole: rounded, a reloaded run calibrated to slightly different targets
-    and its samples for a seed differed from the fitted model's now and then (1 run in 8 of the test below)."""
+    """A run's noisy counts are saved whole: rounded, a reloaded run calibrated to slightly
+    different targets and its samples for a seed differed from the fitted model's now and then (1
+    run in 8 of the test below)."""
     rng = np.random.default_rng(0)
     counts = rng.normal(100, 7, 12) + rng.random(12) * 1e-7
     m = Marginals(n_bins=10, noise_std=7.0, rows=1200, marginals=[Marginal(("a", "b"), (3, 4), counts)])
@@ -257,8 +267,9 @@ def test_saved_marginals_reload_to_the_very_counts_measured():
 
 
 def test_a_calibrated_run_through_the_user_path(toy_schema, toy_table, tmp_path):
-    """fit with a calibration share -> run folder -> api.sample -> reload: the ledger lists the measurement, the
-    composed total stays within the target, samples are calibrated and conditions hold."""
+    """fit with a calibration share -> run folder -> api.sample -> reload: the ledger lists the
+    measurement, the composed total stays within the target, samples are calibrated and conditions
+    hold."""
     schema = _with_target(toy_schema)
     result = api.fit(toy_table, schema, model="dp-tbart", epsilon=2.0, preset="tiny", accountant="rdp",
                      options={"epochs": 1, "batch_size": 64}, run_dir=tmp_path / "run", calibration_share=0.3)
@@ -293,8 +304,9 @@ def test_a_bad_calibration_share_is_refused_before_anything_is_spent(share, toy_
 
 # --- auto's rule (where no forecast ranks its candidates) -------------------------------------------------------------------------------------------------------
 def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path, by_the_rule):
-    """Two tables with the same public schema and row count, but other values, get the same choice; the run
-    records it and why. (A number as the target: at 1,200 rows × ε, DP-TBART with calibration.)"""
+    """Two tables with the same public schema and row count, but other values, get the same choice;
+    the run records it and why. (A number as the target: at 1,200 rows × ε, DP-TBART with
+    calibration.)"""
     schema = dataclasses.replace(_with_target(toy_schema, "hours"), rows=len(toy_table))
     other = toy_table.assign(sex=toy_table["sex"].iloc[::-1].to_numpy(), age=45, hours=12.5)
     configs = []
@@ -315,8 +327,9 @@ def test_auto_chooses_from_public_facts_only(toy_schema, toy_table, tmp_path, by
 
 
 def test_auto_picks_aim_up_to_5000_rows_times_epsilon_unless_the_target_is_a_number(toy_schema):
-    """benchmarks/history (issue 15, tables new to the rule): from 1,000 to 5,000 rows × ε AIM's TVD was level with
-    DP-TBART's and its 1-way and TSTR better, except where the target is a number (King's price: R² ≈ 0)."""
+    """benchmarks/history (issue 15, tables new to the rule): from 1,000 to 5,000 rows × ε AIM's TVD
+    was level with DP-TBART's and its 1-way and TSTR better, except where the target is a number
+    (King's price: R² ≈ 0)."""
     for target, family in (("sex", "aim"), (None, "aim"), ("hours", "dp-tbart"), ("age", "dp-tbart")):
         schema = _with_target(toy_schema, target) if target else toy_schema
         mid = by_rule(schema, 4_000, 1.0)
@@ -329,7 +342,8 @@ def test_auto_picks_aim_up_to_5000_rows_times_epsilon_unless_the_target_is_a_num
 
 
 def test_auto_never_picks_aim_for_a_table_wider_than_it_can_measure_in_reasonable_time():
-    """AIM refuses more than AIM_MAX_COLUMNS modelled columns (its rounds would take hours): auto takes DP-TBART."""
+    """AIM refuses more than AIM_MAX_COLUMNS modelled columns (its rounds would take hours): auto
+    takes DP-TBART."""
     from synth_core.models import get_model_class
     from synth_core.models.recommend import AIM_MAX_COLUMNS
     from synth_core.schema import ColumnSpec, Schema
@@ -342,28 +356,35 @@ def test_auto_never_picks_aim_for_a_table_wider_than_it_can_measure_in_reasonabl
 
 
 def test_auto_picks_aim_with_a_compressed_domain_at_a_small_epsilon_from_5000_to_10000_rows_times_epsilon(toy_schema):
-    """benchmarks/history (issue 15): at ε ≤ 0.25 from 5,000 to 10,000 rows × ε AIM with MST's domain compression
-    had 2-way TVD lower or level and 1-way lower than DP-TBART's on six tables (three new to the rule); at ε = 1 in
-    the same band DP-TBART stayed ahead, and a number as the target keeps DP-TBART (TSTR)."""
+    """benchmarks/history (issue 15): at ε ≤ 0.25 from 5,000 to 10,000 rows × ε AIM with MST's
+    domain compression had 2-way TVD lower or level and 1-way lower than DP-TBART's on six tables
+    (three new to the rule); at ε = 1 in the same band DP-TBART stayed ahead, and a number as the
+    target keeps DP-TBART (TSTR)."""
     for target in ("sex", None):
         schema = _with_target(toy_schema, target) if target else toy_schema
         for rows, epsilon in ((30_000, 0.25), (20_000, 0.25), (39_000, 0.25), (40_000, 0.2)):
             choice = by_rule(schema, rows, epsilon)
             assert choice.family == "aim" and choice.options == {"one_way_share": 0.5, "compress": True}, (rows, epsilon)
             assert "pooled" in choice.reason and choice.calibration_share == 0.0
-        assert by_rule(schema, 19_000, 0.25).options == {"one_way_share": 0.5}  # below 5,000: AIM, not compressed
-        for rows, epsilon in ((40_000, 0.25), (8_000, 1.0), (20_000, 0.3)):  # 10,000 and up; ε above 0.25
+        # below 5,000: AIM, not compressed
+        assert by_rule(schema, 19_000, 0.25).options == {"one_way_share": 0.5}
+        # 10,000 and up; ε above 0.25
+        for rows, epsilon in ((40_000, 0.25), (8_000, 1.0), (20_000, 0.3)):
             assert by_rule(schema, rows, epsilon).family == "dp-tbart", (rows, epsilon)
-    assert by_rule(_with_target(toy_schema, "hours"), 30_000, 0.25).family == "dp-tbart"  # a number as the target
+    # a number as the target
+    assert by_rule(_with_target(toy_schema, "hours"), 30_000, 0.25).family == "dp-tbart"
 
 
 def test_auto_picks_aim_at_any_size_when_every_number_has_few_values(toy_schema, toy_table, tmp_path,
                                                                      by_the_rule):
-    """benchmarks/history (issue 15): above 5,000 rows × ε AIM's 2-way TVD was lower than DP-TBART's on SmokeBan, WVS,
-    GSSvocab and Fertility2, whose numbers have at most 100 values at their precision; DP-TBART's was lower on
-    Computers (prices of thousands of values), Adult, King and SLID."""
-    narrow = Schema(columns=[c for c in toy_schema.columns if c.name != "hours"])  # age 18-80: 63 values
-    for target in (None, "sex", "age"):  # a narrow number as the target too (Arrests' checks: level TVD)
+    """benchmarks/history (issue 15): above 5,000 rows × ε AIM's 2-way TVD was lower than DP-TBART's
+    on SmokeBan, WVS, GSSvocab and Fertility2, whose numbers have at most 100 values at their
+    precision; DP-TBART's was lower on Computers (prices of thousands of values), Adult, King and
+    SLID."""
+    # age 18-80: 63 values
+    narrow = Schema(columns=[c for c in toy_schema.columns if c.name != "hours"])
+    # a narrow number as the target too (Arrests' checks: level TVD)
+    for target in (None, "sex", "age"):
         schema = _with_target(narrow, target) if target else narrow
         assert {by_rule(schema, rows, 1.0).family for rows in (500, 4_000, 40_000)} == {"aim"}, target
     reason = by_rule(narrow, 40_000, 1.0).reason
@@ -374,7 +395,8 @@ def test_auto_picks_aim_at_any_size_when_every_number_has_few_values(toy_schema,
     for upper, family in ((9.9, "aim"), (10.0, "dp-tbart")):
         score = ColumnSpec("score", "continuous", lower=0.0, upper=upper, decimals=1)
         assert by_rule(Schema(columns=[*narrow.columns, score]), 40_000, 1.0).family == family, upper
-    # a number without declared bounds is not narrow, as the model page sees it before the run estimates them
+    # a number without declared bounds is not narrow, as the model page sees it before the run
+    # estimates them
     unbounded = Schema(columns=[dataclasses.replace(narrow.columns[0], lower=None, upper=None), *narrow.columns[1:]])
     assert by_rule(unbounded, 40_000, 1.0).family == "dp-tbart"
     # the run chooses it too, and says why (600 public rows at ε = 10: 6,000 rows × ε)
@@ -392,8 +414,9 @@ def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema,
     assert not (tmp_path / "r").exists()
     from synth_core.cli import main
     toy_table.to_csv(tmp_path / "t.csv", index=False)
-    # a number as the target at 1,200 rows × ε: DP-TBART. The row count is declared public: a noisy count (Laplace,
-    # scale 25 at ε = 2) falls below 500 about once in a hundred runs, and AIM would be the right choice there
+    # a number as the target at 1,200 rows × ε: DP-TBART. The row count is declared public: a noisy
+    # count (Laplace, scale 25 at ε = 2) falls below 500 about once in a hundred runs, and AIM would
+    # be the right choice there
     dataclasses.replace(_with_target(toy_schema, "hours"), rows=len(toy_table)).confirm().save(tmp_path / "s.json")
     monkeypatch.chdir(tmp_path)
     assert main(["fit", "--data", "t.csv", "--schema", "s.json", "--model", "auto", "--preset", "tiny",
@@ -403,7 +426,8 @@ def test_auto_takes_no_family_options_and_the_cli_says_what_it_chose(toy_schema,
 
 
 def test_the_live_epsilon_is_the_whole_runs_and_ends_where_the_ledger_does(toy_schema, toy_table):
-    """The count and the measurement are spent before the first step; the last step's ε is the ledger's total."""
+    """The count and the measurement are spent before the first step; the last step's ε is the
+    ledger's total."""
     result = api.fit(toy_table, toy_schema, model="dp-tbart", epsilon=2.0, preset="tiny",
                      options={"epochs": 1, "batch_size": 64}, calibration_share=0.3)
     events, ledger = result.model.train_result.events, result.ledger
@@ -415,8 +439,9 @@ def test_the_live_epsilon_is_the_whole_runs_and_ends_where_the_ledger_does(toy_s
 
 
 def test_the_marginals_sums_narrow_a_noisy_row_count_and_leave_a_public_one_as_it_is():
-    """privacy.measurements.pooled_rows: every marginal of the whole table sums to the row count; pooled with the
-    Laplace count by their noises' variances, a count far off comes back close, and a public count is kept."""
+    """privacy.measurements.pooled_rows: every marginal of the whole table sums to the row count;
+    pooled with the Laplace count by their noises' variances, a count far off comes back close, and
+    a public count is kept."""
     from synth_core.privacy.measurements import pooled_rows
     rng = np.random.default_rng(0)
     n, std = 300, 40.0
@@ -425,11 +450,13 @@ def test_the_marginals_sums_narrow_a_noisy_row_count_and_leave_a_public_one_as_i
         counts = rng.multinomial(n, np.full(cells, 1.0 / cells)).astype(float)
         marginals.append(Marginal(("x",), (cells,), counts + rng.normal(0, std, cells)))
     scale = 50.0  # the Laplace count's at ε = 1 (its share: 0.02)
-    estimates = [pooled_rows(n - 200, 2 * scale ** 2, marginals, lambda m: std)]  # a count four scales off
+    # a count four scales off
+    estimates = [pooled_rows(n - 200, 2 * scale ** 2, marginals, lambda m: std)]
     assert abs(estimates[0] - n) < 100  # the count alone is 200 off
     assert pooled_rows(n, 0.0, marginals, lambda m: std) == n  # public: exact, nothing pooled
     errors = []
-    for seed in range(200):  # unbiased, and about three times narrower than the count's noise (sd 71)
+    # unbiased, and about three times narrower than the count's noise (sd 71)
+    for seed in range(200):
         r = np.random.default_rng(seed)
         noisy = [Marginal(m.columns, m.shape, r.multinomial(n, np.full(m.counts.size, 1 / m.counts.size))
                           + r.normal(0, std, m.counts.size)) for m in marginals]

@@ -1,5 +1,6 @@
-"""The review's numeric marginals on skewed columns: bins from the public scale (ColumnSpec.chart_bins), a bar of
-its own for the spike at zero or the lower bound, whole numbers per bin, and no bar cut off."""
+"""The review's numeric marginals on skewed columns: bins from the public scale
+(ColumnSpec.chart_bins), a bar of its own for the spike at zero or the lower bound, whole numbers
+per bin, and no bar cut off."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -70,7 +71,8 @@ def test_a_count_column_gets_whole_numbers_per_bar():
     for lower, upper in ((0, 20), (0, 500), (17, 90), (-5, 70)):
         point, edges = ColumnSpec("c", "integer", lower=lower, upper=upper).chart_bins()
         assert len(edges) - 1 <= 20 and (np.diff(edges) >= 1).all()
-        assert np.allclose(edges % 1, 0.5)  # edges between whole numbers: every bin holds whole integers
+        # edges between whole numbers: every bin holds whole integers
+        assert np.allclose(edges % 1, 0.5)
         assert edges[0] == (lower + 0.5 if point is not None else lower - 0.5) and edges[-1] == upper + 0.5
     assert_no_bar_cut_off(fig)
 
@@ -103,7 +105,8 @@ def test_a_continuous_log_column_has_a_bar_at_its_lower_bound():
     spec = ColumnSpec("wage", "continuous", lower=0.0, upper=20000.0, binning="log")
     point, edges = spec.chart_bins(n_bins=20)
     assert point == 0 and len(edges) == 21 and edges[0] == 0 and edges[-1] == pytest.approx(20000)
-    assert (np.diff(np.diff(np.log1p(edges))) < 1e-9).all()  # even steps of log1p: the schema's own scale
+    # even steps of log1p: the schema's own scale
+    assert (np.diff(np.diff(np.log1p(edges))) < 1e-9).all()
     uniform = ColumnSpec("share", "continuous", lower=0.1, upper=3.0)
     point, edges = uniform.chart_bins(n_bins=10)
     assert point is None and np.allclose(edges, np.linspace(0.1, 3.0, 11))

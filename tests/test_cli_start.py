@@ -1,6 +1,7 @@
-"""The command line answers at once where nothing is trained (issue 41 item 9): `--help`, `runs` and the schema
-commands import neither torch nor Opacus (about 8 s of imports on a loaded 2-core machine); the commands that
-train or sample import them when they run. No wall-clock limit here: what is checked is what gets imported."""
+"""The command line answers at once where nothing is trained (issue 41 item 9): `--help`, `runs` and
+the schema commands import neither torch nor Opacus (about 8 s of imports on a loaded 2-core
+machine); the commands that train or sample import them when they run. No wall-clock limit here:
+what is checked is what gets imported."""
 from __future__ import annotations
 
 import json

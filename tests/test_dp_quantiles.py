@@ -294,7 +294,8 @@ def test_empirical_privacy_ratio(d1, d2):
 
 # --- bounds a schema lacks: a noisy histogram over round bins ---------------------------------------------
 def _ages() -> np.ndarray:
-    """UCI Adult's ages when the shared data sets are at hand, else the demo table's (drawn like them)."""
+    """UCI Adult's ages when the shared data sets are at hand, else the demo table's (drawn like
+    them)."""
     import pathlib
     import pandas as pd
     adult = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "adult.csv"
@@ -305,13 +306,15 @@ def _ages() -> np.ndarray:
 
 
 def test_dp_range_of_ages_at_small_epsilon_is_usable():
-    """The review's case: ε = 0.1 for the ages gave [−730209, 16602] with the interval mechanism over ±1e6."""
+    """The review's case: ε = 0.1 for the ages gave [−730209, 16602] with the interval mechanism
+    over ±1e6."""
     from synth_core.privacy.bounds import bound_candidates, dp_range
     ages, edges = _ages(), bound_candidates()
     found = [dp_range(ages, 0.1, edges) for _ in range(50)]
     inside = [r for r in found if r is not None and 0 <= r[0] < r[1] <= 150]
     assert len(inside) >= 48  # an empty bin passes the threshold with chance ≤ 0.1% per draw
-    assert all(lo <= 20 and hi >= 80 for lo, hi in inside)  # round, and outside the bulk of the ages
+    # round, and outside the bulk of the ages
+    assert all(lo <= 20 and hi >= 80 for lo, hi in inside)
 
 
 def test_missing_bounds_of_three_columns_from_a_small_epsilon_are_round_and_recorded():
@@ -326,7 +329,8 @@ def test_missing_bounds_of_three_columns_from_a_small_epsilon_are_round_and_reco
     out = estimate_missing_bounds(table, schema, 0.6, ledger)
     assert 0 <= out["age"].lower <= 17 and 90 <= out["age"].upper <= 200
     assert 0 <= out["hours-per-week"].lower <= 20 and 99 <= out["hours-per-week"].upper <= 200
-    assert out["capital-gain"].lower == 0 and 10000 <= out["capital-gain"].upper <= 200000  # a thin tail is clipped
+    # a thin tail is clipped
+    assert out["capital-gain"].lower == 0 and 10000 <= out["capital-gain"].upper <= 200000
     (entry,) = ledger.entries
     assert entry.kind == "dp-bounds" and entry.epsilon == 0.6 and entry.details["estimates"]["age"] == [
         out["age"].lower, out["age"].upper]

@@ -1,5 +1,5 @@
-"""Phase-1 evaluation figures on small cases with known answers: input checks, marginals (checked against
-hand-computed references), projections, distance to closest record, fairness."""
+"""Phase-1 evaluation figures on small cases with known answers: input checks, marginals (checked
+against hand-computed references), projections, distance to closest record, fairness."""
 from collections import Counter
 
 import numpy as np
@@ -29,7 +29,8 @@ def test_bad_input_names_the_problem(demo):
     schema, real, _ = demo
     with pytest.raises(EvaluationError, match=r"synthetic table lacks .*'income'"):
         check_comparable(real, real.drop(columns=["income"]), schema)
-    # a column the schema does not declare (an identifier) is left out of the comparison, in either table
+    # a column the schema does not declare (an identifier) is left out of the comparison, in either
+    # table
     real_c, synth_c = check_comparable(real.assign(person_id=range(len(real))), real.assign(extra=1), schema)
     assert list(real_c.columns) == list(synth_c["synthetic"].columns) == schema.names
     with pytest.raises(EvaluationError, match=r"synthetic table does not fit .*'age'.*non-numeric"):
@@ -92,7 +93,8 @@ def test_identical_tables_score_perfectly_but_for_the_compared_rows_own_noise(de
 
 
 def test_one_way_figures_match_hand_computed_reference(demo):
-    """Independent reference: KS from ECDFs on a grid and TV from Counter, not scipy/pandas code paths."""
+    """Independent reference: KS from ECDFs on a grid and TV from Counter, not scipy/pandas code
+    paths."""
     schema, real, other = demo
     synth = other.copy()
     synth["age"] = np.clip(synth["age"] + 5, 17, 90)
@@ -164,7 +166,8 @@ def test_pca_shares_axes_fitted_on_real(demo):
     pts = same.points
     assert set(pts.source) == {"real", "synthetic"} and same.sample_sizes == {"real": 500, "synthetic": 500}
     r, s = pts[pts.source == "real"], pts[pts.source == "synthetic"]
-    # identical tables, sampled with different seeds: the same cloud (means agree), not the same rows
+    # identical tables, sampled with different seeds: the same cloud (means agree), not the same
+    # rows
     assert abs(r.x.mean() - s.x.mean()) < 0.1
     assert 0 < same.explained_variance[1] <= same.explained_variance[0] < 1
     # fitted on real only: the real points do not move when the synthetic set changes
@@ -207,7 +210,8 @@ def test_dcr_of_fresh_rows_from_the_same_population(demo):
 
 
 def test_dcr_distance_scale():
-    """Squared distance = squared range-scaled numeric differences + number of differing categories."""
+    """Squared distance = squared range-scaled numeric differences + number of differing
+    categories."""
     schema = Schema(columns=[ColumnSpec("x", "continuous", lower=0.0, upper=10.0),
                              ColumnSpec("c", "categorical", categories=["a", "b"])])
     train = pd.DataFrame({"x": [0.0, 10.0], "c": ["a", "a"]})
@@ -250,10 +254,10 @@ def test_fairness_known_answers():
 
 
 def test_one_way_figures_match_sdmetrics_when_installed(demo):
-    """Cross-check against sdmetrics' KSComplement / TVComplement. sdmetrics is NOT in requirements.txt:
-    it pins pandas < 3, and this project runs pandas 3; the check was run in a separate virtual
-    environment (max difference 2e-12 on the demo table and on Adult) and runs here when sdmetrics is
-    importable. The hand-computed reference above always runs."""
+    """Cross-check against sdmetrics' KSComplement / TVComplement. sdmetrics is NOT in
+    requirements.txt: it pins pandas < 3, and this project runs pandas 3; the check was run in a
+    separate virtual environment (max difference 2e-12 on the demo table and on Adult) and runs here
+    when sdmetrics is importable. The hand-computed reference above always runs."""
     single = pytest.importorskip("sdmetrics.single_column")
     schema, real, other = demo
     cols = column_figures(real, other, schema).set_index("column")
@@ -275,5 +279,6 @@ def test_the_review_says_one_verdict_with_the_forecast_in_it():
     level, text = overall_verdict(["good", "fair"], "aim", [("below", "2-way TVD 0.04, forecast 0.08")])
     assert level == "fair" and "Better than forecast: 2-way TVD 0.04" in text
     level, text = overall_verdict(["good", "good"], "aim", [("above", "2-way TVD 0.2, forecast 0.08")])
-    assert level == "fair" and "worse than forecast" in text  # never "good" beside a missed forecast
+    # never "good" beside a missed forecast
+    assert level == "fair" and "worse than forecast" in text
     assert overall_verdict(["good"], "aim", [])[1].startswith("Good:")

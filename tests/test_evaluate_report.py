@@ -136,7 +136,8 @@ def test_report_html_and_json(demo, tmp_path):
     assert data["ledgers"]["copy"]["spent_epsilon"] == pytest.approx(0.99) and data["ledgers"]["fresh"] is None
     assert data["schema"]["provenance"]["confirmed"] is True
     figs = {lab: {f["name"]: f for f in sec["figures"]} for lab, sec in data["results"].items()}
-    copied = figs["copy"]["2-way TVD"]  # the real rows again: the compared sample's own noise, "good"
+    # the real rows again: the compared sample's own noise, "good"
+    copied = figs["copy"]["2-way TVD"]
     assert copied["value"] < 1.2 * copied["details"]["floor"] and copied["verdict"] == "good"
     assert figs["copy"]["DCR: share closer to training"]["verdict"] == "poor"
     assert figs["copy"]["Membership-inference ROC-AUC"]["verdict"] == "poor"
@@ -146,7 +147,8 @@ def test_report_html_and_json(demo, tmp_path):
         assert name in figs["fresh"], name
     assert data["reference"] is not None and data["projections"]["pca"]["sample_sizes"]["real"] == 2000
     text = html_path.read_text()
-    assert "<script src" not in text and "<script type='text/javascript'>" in text  # offline: plotly.js inlined
+    # offline: plotly.js inlined
+    assert "<script src" not in text and "<script type='text/javascript'>" in text
     assert text.count("Plotly.newPlot") >= 5
     assert "private_validation_counts" not in text and "private_validation_counts" not in json_path.read_text()
 
@@ -209,7 +211,8 @@ def test_audit_statistics():
 
 
 def test_audit_correct_below_and_broken_above_the_claim():
-    """Tiny DP-TBART claiming ε = 1: the correct run stays below, the run without noise goes far above."""
+    """Tiny DP-TBART claiming ε = 1: the correct run stays below, the run without noise goes far
+    above."""
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
     ok = run_audit(epsilon=1.0, seed=0)

@@ -1,8 +1,8 @@
-"""Every registered family through the path a steward takes: fit into a run folder, sample through the API
-(what the CLI and the Generate page call), reload the run, sample again with a condition. A family
-that offers a backbone found on this machine (DP-LLMTGen) also runs with a pretrained one from a
-local directory (saved as a LoRA adapter only). Options follow what a family declares, never its
-name."""
+"""Every registered family through the path a steward takes: fit into a run folder, sample through
+the API (what the CLI and the Generate page call), reload the run, sample again with a condition. A
+family that offers a backbone found on this machine (DP-LLMTGen) also runs with a pretrained one
+from a local directory (saved as a LoRA adapter only). Options follow what a family declares, never
+its name."""
 from __future__ import annotations
 
 import dataclasses
@@ -39,7 +39,8 @@ def _offers_local_choices(klass: type[SynthModel]) -> bool:
 
 
 def _local_backbone(schema, directory):
-    """A tiny GPT-2 saved like a downloaded pretrained model: config, weights and tokenizer in a directory."""
+    """A tiny GPT-2 saved like a downloaded pretrained model: config, weights and tokenizer in a
+    directory."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from synth_core.encoding.text import build_schema_tokenizer
@@ -54,8 +55,8 @@ CASES = sorted(MODELS) + [f"{name} with a local backbone" for name in sorted(MOD
                            if _offers_local_choices(MODELS[name])]
 
 
-# a declared rule the toy table obeys (pilots are men) and a computed column: every family's rows obey the one
-# and agree with the other (schema/rules.py, schema/derived.py)
+# a declared rule the toy table obeys (pilots are men) and a computed column: every family's rows
+# obey the one and agree with the other (schema/rules.py, schema/derived.py)
 PILOTS = "not (job == 'pilot') or sex == 'Male'"
 
 
@@ -81,9 +82,9 @@ def test_fit_run_folder_api_sample_reload_condition(case, toy_schema, toy_table,
 
 
 def walk_the_users_path(family: str, options: dict, toy_schema, toy_table, tmp_path) -> None:
-    """fit into a run folder (the request's defaults: marginals measured where the family does not measure them
-    itself), the review sample, the API's sample and CSV, a reload that samples the same rows, a condition; with
-    a rule declared, every row obeys it."""
+    """fit into a run folder (the request's defaults: marginals measured where the family does not
+    measure them itself), the review sample, the API's sample and CSV, a reload that samples the
+    same rows, a condition; with a rule declared, every row obeys it."""
     run_dir = tmp_path / "run"
     result = api.fit(toy_table, toy_schema, model=family, epsilon=4.0, preset="tiny", accountant="rdp",
                      options=options, run_dir=run_dir, review_rows=20)  # the review sample, as the app asks
@@ -110,7 +111,8 @@ def walk_the_users_path(family: str, options: dict, toy_schema, toy_table, tmp_p
 
 @pytest.fixture
 def example_family():
-    """tests/family_example.py registered for one test, as a newcomer's family would be in models/."""
+    """tests/family_example.py registered for one test, as a newcomer's family would be in
+    models/."""
     from family_example import IndependentColumns
     klass = register("independent-columns")(IndependentColumns)
     try:

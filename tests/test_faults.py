@@ -1,7 +1,8 @@
-"""Honest records after any fault (issue 40 item 3): an exception, a full disk, Ctrl-C or SIGKILL in any phase of a
-fit (the count, the bounds, the quantiles, the marginals, planning, training, saving, the review sample) leaves a
-run whose status is failed or cancelled, whose ledger lists every mechanism that ran, no temporary file, a table
-budget charged at least what the ledger says, and a folder `--overwrite` can reuse."""
+"""Honest records after any fault (issue 40 item 3): an exception, a full disk, Ctrl-C or SIGKILL in
+any phase of a fit (the count, the bounds, the quantiles, the marginals, planning, training, saving,
+the review sample) leaves a run whose status is failed or cancelled, whose ledger lists every
+mechanism that ran, no temporary file, a table budget charged at least what the ledger says, and a
+folder `--overwrite` can reuse."""
 from __future__ import annotations
 
 import errno
@@ -52,7 +53,8 @@ def _inject(monkeypatch, phase: str, fault):
     if phase in ("count", "bounds", "quantiles", "marginals"):
         name = {"count": "noisy_count", "bounds": "estimate_missing_bounds", "quantiles": "measure_quantiles",
                 "marginals": "measure_marginals"}[phase]
-        monkeypatch.setattr(pipeline, name, after(getattr(pipeline, name)))  # the stage that pays before training
+        # the stage that pays before training
+        monkeypatch.setattr(pipeline, name, after(getattr(pipeline, name)))
     elif phase == "planning":
         monkeypatch.setattr(get_model_class("dp-tbart"), "plan_privacy", instead)
     elif phase in ("saving", "disk full"):
@@ -101,14 +103,16 @@ def _check_honest(run: RunDir, phase: str, states: tuple) -> None:
     if phase in ("training", "saving", "review sample"):
         assert ledger.has_training(), kinds
     assert ledger.spent_epsilon <= EPSILON * 1.0001
-    assert _charged(run) >= ledger.spent_epsilon - 1e-9  # the book charges at least what the ledger says
+    # the book charges at least what the ledger says
+    assert _charged(run) >= ledger.spent_epsilon - 1e-9
     assert not [p for p in run.path.rglob("*") if ".tmp" in p.name], list(run.path.rglob("*"))
     (count,) = [e for e in ledger.entries if e.kind == COUNT]
     assert ledger.n_rows == count.details["count"]  # the released count, never the exact one
 
 
-# an exception and a full disk in every phase; Ctrl-C in one phase before training and one after. A full disk
-# before training takes the path an exception takes (the same handler): those in the slow suite
+# an exception and a full disk in every phase; Ctrl-C in one phase before training and one after. A
+# full disk before training takes the path an exception takes (the same handler): those in the slow
+# suite
 MATRIX = [pytest.param(p, f, marks=pytest.mark.slow) if f == "disk full" and p not in ("training", "saving")
           else (p, f) for p in PHASES for f in ("exception", "disk full")] + [("marginals", "ctrl-c"),
                                                                                ("saving", "ctrl-c")]
@@ -167,7 +171,8 @@ def test_a_process_killed_in_any_phase_is_found_dead_charged_and_its_folder_reus
     assert jobs.job_state(run)["state"] == "failed"  # any reader finds the process gone
     _check_honest(run, "saving" if phase == "disk full" else phase, ("failed",))
     ledger = run.ledger()
-    if phase == "marginals":  # what it was measuring when it died is unknown: the rest of its ε is charged
+    # what it was measuring when it died is unknown: the rest of its ε is charged
+    if phase == "marginals":
         assert ledger.entries[-1].kind == UNFINISHED and ledger.spent_epsilon == pytest.approx(EPSILON, rel=1e-3)
     else:  # the steps it logged and the one it may have begun
         entry = ledger.training_entry()

@@ -1,5 +1,5 @@
-"""The forecast (synth_core/forecast.py): what a run's measurements guarantee of each column, from public facts
-only, checked against the mechanism itself."""
+"""The forecast (synth_core/forecast.py): what a run's measurements guarantee of each column, from
+public facts only, checked against the mechanism itself."""
 import json
 import subprocess
 
@@ -24,7 +24,8 @@ def test_the_closed_form_holds_nine_draws_in_ten_of_the_mechanism_it_forecasts()
     split = planned_split(0.5, 1e-5, 0.0, False, 0.3, 0.0)
     marginals, _ = measure_marginals(table, schema, split.marginals, 1e-5, PrivacyLedger(0.5, 1e-5, rows), rows)
     assert marginals.noise_std == pytest.approx(made.noise_std)
-    # 1,000 draws of the mechanism's noise on every column's true counts: shares within the half-width 9 in 10
+    # 1,000 draws of the mechanism's noise on every column's true counts: shares within the
+    # half-width 9 in 10
     inside = []
     for m in marginals.marginals:
         if len(m.columns) != 1:
@@ -42,7 +43,8 @@ def test_the_closed_form_holds_nine_draws_in_ten_of_the_mechanism_it_forecasts()
 def test_the_forecast_reads_no_row_and_aims_comes_from_its_first_round():
     schema = demo_schema()
     one, two = forecast(schema, 1.0, 3200, "aim"), forecast(schema, 1.0, 3200, "aim")
-    assert one.to_dict() == two.to_dict()  # a function of the public facts alone: it is never given the rows
+    # a function of the public facts alone: it is never given the rows
+    assert one.to_dict() == two.to_dict()
     from synth_core.models import get_model_class
     model = get_model_class("aim")(schema, preset="cpu", device="cpu", seed=0)
     assert one.source.startswith("the first measurement of every column")
@@ -73,10 +75,12 @@ def test_the_forecast_command_prints_each_column_and_refuses_bad_input_in_one_li
     assert done.returncode == 0, done.stderr
     made = json.loads(done.stdout)
     assert made["model"] == "dp-tbart" and [c["column"] for c in made["columns"]] == demo_schema().names
-    for what in ("tvd1", "tvd2", "tstr"):  # the fidelity a run would reach, from the benchmark results' model
+    # the fidelity a run would reach, from the benchmark results' model
+    for what in ("tvd1", "tvd2", "tstr"):
         assert made[what]["low"] <= made[what]["expected"] <= made[what]["high"]
     assert made["tvd1"]["expected"] < made["tvd2"]["expected"] and 0.5 < made["tstr"]["expected"] < 1
-    assert made["floor"]["tvd2"]["expected"] <= made["tvd2"]["expected"]  # no run beats the table's own rows
+    # no run beats the table's own rows
+    assert made["floor"]["tvd2"]["expected"] <= made["tvd2"]["expected"]
     for args, says in [(("--schema", str(tmp_path / "none.json"), "--epsilon", "1", "--rows", "10"), "cannot read"),
                        (("--schema", str(path), "--epsilon", "0", "--rows", "3200"), "ε must be"),
                        (("--schema", str(path), "--epsilon", "1", "--rows", "3200", "--model", "gpt"), "unknown model"),
@@ -103,7 +107,8 @@ def test_the_model_page_shows_what_each_harm_level_buys(tmp_path, monkeypatch):
     assert "What each level buys on this table" in [str(h.value) for h in at.subheader]
     levels = next(d.value for d in at.dataframe if "harm level" in d.value.columns)
     widths = [float(text.split("±")[1].split()[0]) for text in levels["each column's shares, 9 times in 10"]]
-    assert len(widths) == 4 and widths == sorted(widths)  # less ε, wider: the steward sees what each level costs
+    # less ε, wider: the steward sees what each level costs
+    assert len(widths) == 4 and widths == sorted(widths)
 
 
 def test_a_run_keeps_its_forecast_and_the_review_flags_a_figure_outside_it(tmp_path):
@@ -130,8 +135,10 @@ def test_the_curve_falls_with_epsilon_and_stops_at_the_tables_own_floor():
     bottom = floor(schema, 400)["tvd2"]
     assert [p[0] for p in points] == sorted(p[0] for p in points) and points[0][0] < 0.1 and points[-1][0] == 10
     assert points[0][2].expected > points[-1][2].expected  # more ε buys fidelity ...
-    assert all(p[2].expected >= bottom.expected for p in points)  # ... down to the real rows' own distance
-    assert floor(schema, 40000)["tvd2"].expected < bottom.expected  # a larger table is closer to its population
+    # ... down to the real rows' own distance
+    assert all(p[2].expected >= bottom.expected for p in points)
+    # a larger table is closer to its population
+    assert floor(schema, 40000)["tvd2"].expected < bottom.expected
 
 
 def test_the_steward_plans_releases_and_the_book_takes_the_plans_total(tmp_path, monkeypatch):
@@ -141,8 +148,10 @@ def test_the_steward_plans_releases_and_the_book_takes_the_plans_total(tmp_path,
     at = _model_page(tmp_path, monkeypatch)
     planned = next(d.value for d in at.dataframe if "left of the total after it" in d.value.columns)
     assert list(planned["release"]) == ["a quick look", "the release", "a later refresh"]
-    assert list(planned["left of the total after it"]) == ["1.5", "0.5", "0"]  # no total chosen yet: the plan's
-    assert all("(" in text for text in planned["pairs of columns: mismatch expected (80%)"])  # each forecast
+    # no total chosen yet: the plan's
+    assert list(planned["left of the total after it"]) == ["1.5", "0.5", "0"]
+    # each forecast
+    assert all("(" in text for text in planned["pairs of columns: mismatch expected (80%)"])
     at.button(key="set_release_plan").click().run()
     no_exceptions(at)
     account = TableBudgets(budgets_path()).account(at.session_state["table_identity"].table_id)
@@ -157,9 +166,10 @@ def _installed(tmp_path, monkeypatch, model: dict):
 
 
 def test_auto_takes_the_candidate_the_forecast_expects_best_and_says_so(tmp_path, monkeypatch):
-    """Issue 44 item 4: auto ranks its candidates, each as auto runs it, by the model of benchmark results. A
-    model in which DP-TBART's 2-way TVD falls faster with the signal than AIM's: AIM below the crossing (rows × ε
-    = 10,000 here), DP-TBART above, the reason quoting both figures; the same public facts, the same choice."""
+    """Issue 44 item 4: auto ranks its candidates, each as auto runs it, by the model of benchmark
+    results. A model in which DP-TBART's 2-way TVD falls faster with the signal than AIM's: AIM
+    below the crossing (rows × ε = 10,000 here), DP-TBART above, the reason quoting both figures;
+    the same public facts, the same choice."""
     from synth_core.benchmark_model import rank
     from synth_core.models.recommend import recommend
     names = ["log_signal", "log_rows", "log_columns", "log_values", "numeric_share"]
@@ -181,9 +191,11 @@ def test_auto_takes_the_candidate_the_forecast_expects_best_and_says_so(tmp_path
 def test_without_a_model_to_rank_them_auto_falls_back_on_its_rule(tmp_path, monkeypatch):
     from synth_core.models.recommend import by_rule, recommend
     schema = demo_schema()
-    _installed(tmp_path, monkeypatch, {"features": [], "families": ["aim"]})  # no runs of DP-TBART: no ranking
+    # no runs of DP-TBART: no ranking
+    _installed(tmp_path, monkeypatch, {"features": [], "families": ["aim"]})
     assert recommend(schema, 40_000, 1.0) == by_rule(schema, 40_000, 1.0)
-    # DP-TBART with runs but one fixed offset from AIM: the same order on every table, no ranking either
+    # DP-TBART with runs but one fixed offset from AIM: the same order on every table, no ranking
+    # either
     fixed = {"coefficients": [-2.0, 0.1], "spread": 0.2}
     _installed(tmp_path, monkeypatch, {"features": [], "families": ["aim", "dp-tbart"], "tvd2": fixed})
     assert recommend(schema, 40_000, 1.0) == by_rule(schema, 40_000, 1.0) != recommend(schema, 600, 1.0)
@@ -192,8 +204,9 @@ def test_without_a_model_to_rank_them_auto_falls_back_on_its_rule(tmp_path, monk
 
 
 def test_the_shipped_model_ranks_autos_candidates_and_the_reason_quotes_it():
-    """The model fitted on the benchmark results (synth_core/forecast_model.json) lets auto's candidates differ
-    table by table, so auto's reason is the forecast's; its LOTO check is benchmarks/fit_forecast.py's."""
+    """The model fitted on the benchmark results (synth_core/forecast_model.json) lets auto's
+    candidates differ table by table, so auto's reason is the forecast's; its LOTO check is
+    benchmarks/fit_forecast.py's."""
     from synth_core.benchmark_model import installed
     from synth_core.models.recommend import CANDIDATES, recommend
     model = installed()

@@ -1,4 +1,5 @@
-"""DTGAN_D, DTGAN_G, DP-WGAN: the torch.func DP step, the gradient penalty inside clipping, accounting."""
+"""DTGAN_D, DTGAN_G, DP-WGAN: the torch.func DP step, the gradient penalty inside clipping,
+accounting."""
 import math
 
 import numpy as np
@@ -66,7 +67,8 @@ def test_func_dp_step_matches_opacus_clipping_on_a_plain_loss():
 
 
 def _penalty_only_reference(critic, real, fake, cond, alpha, clip):
-    """Per-sample gradients one at a time with autograd (create_graph for the penalty), clipped, averaged."""
+    """Per-sample gradients one at a time with autograd (create_graph for the penalty), clipped,
+    averaged."""
     out = []
     for i in range(len(real)):
         critic.zero_grad()
@@ -78,9 +80,10 @@ def _penalty_only_reference(critic, real, fake, cond, alpha, clip):
 
 
 def test_gradient_penalty_is_inside_the_clipped_per_sample_gradient():
-    """The critic's DP step must clip each real row's WHOLE loss, penalty included. The applied gradient is
-    compared with per-sample gradients computed one at a time and clipped by hand; it would differ if the
-    penalty were added outside the clipping, and its norm would exceed the clipping bound."""
+    """The critic's DP step must clip each real row's WHOLE loss, penalty included. The applied
+    gradient is compared with per-sample gradients computed one at a time and clipped by hand; it
+    would differ if the penalty were added outside the clipping, and its norm would exceed the
+    clipping bound."""
     torch.manual_seed(1)
     cfg = GANConfig(critic_width=16, critic_layers=2)
     critic = Critic(cfg, dim=6, cond_dim=6)
@@ -139,13 +142,15 @@ def test_every_critic_iteration_is_an_accounted_poisson_step(toy_schema, toy_tab
                      options={"n_critic": 3, "epochs": 3}, on_event=events.append, public_table=True)
     model = result.model
     p = model.plan
-    assert len(events) == p.steps == model.train_result.steps_done  # one event and one DP step per critic iteration
+    # one event and one DP step per critic iteration
+    assert len(events) == p.steps == model.train_result.steps_done
     assert result.ledger.training_entry().details["steps"] == p.steps
     assert result.ledger.training_entry().epsilon == pytest.approx(epsilon_after(p.noise_multiplier, p.sample_rate, p.steps,
                                                                       p.delta, "rdp"))
     assert p.sample_rate < 1 and len({e["batch_size"] for e in events}) > 1   # Poisson batches
     generator_steps = [e["step"] for e in events if e["generator_loss"] is not None]
-    assert generator_steps[0] == 3                                           # after n_critic critic iterations
+    # after n_critic critic iterations
+    assert generator_steps[0] == 3
     assert all({"step", "epoch", "loss", "epsilon", "samples_per_s"} <= set(e) for e in events)
 
 
@@ -165,7 +170,8 @@ def test_dtgan_g_accounting_is_group_privacy_over_the_critic_subsampled_gaussian
 def test_dtgan_g_saves_the_generator_only(toy_schema, toy_table, tmp_path):
     fit_tiny(toy_schema, toy_table, model="dtgan-g", tmp_path=tmp_path)
     weights = torch.load(tmp_path / "run" / "model" / "model.pt", weights_only=True)
-    assert weights and all(k.startswith("body.") for k in weights)  # no critic: they never leave training
+    # no critic: they never leave training
+    assert weights and all(k.startswith("body.") for k in weights)
 
 
 # --- conditions and sampling ---------------------------------------------------------------------------------
@@ -176,7 +182,8 @@ def test_generator_conditions_are_uniform_over_public_categories(toy_schema):
     job = model.encoder.block("job")
     j = model.row_blocks.index((job.start, job.stop))
     share = np.bincount(slots[blocks == j].numpy(), minlength=4) / int((blocks == j).sum())
-    assert np.allclose(share, 0.25, atol=0.02)  # clerk, nurse, pilot, missing: uniform, no data involved
+    # clerk, nurse, pilot, missing: uniform, no data involved
+    assert np.allclose(share, 0.25, atol=0.02)
     assert torch.equal(cond.sum(dim=1), torch.ones(40000))
 
 
@@ -239,7 +246,8 @@ def test_cancel_and_crash_are_paid_for(toy_schema, toy_table, tmp_path, family):
     failed = RunDir(tmp_path / "failed")
     entry = failed.ledger().training_entry()
     assert entry.mechanism == "DP-SGD (interrupted)" and entry.details["steps"] == 2
-    # what the model's own accounting says two steps cost (for dtgan-g: group privacy, twice the inner ε)
+    # what the model's own accounting says two steps cost (for dtgan-g: group privacy, twice the
+    # inner ε)
     model = get_model_class(family)(toy_schema, preset="tiny")
     model.plan = NoisePlan.from_dict(failed.config()["plan"])
     assert (entry.epsilon, entry.delta) == pytest.approx(model.plan.spent(2))

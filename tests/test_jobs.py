@@ -1,5 +1,5 @@
-"""Background training jobs, the exported privacy report, fairness-controlled sampling, the schema table the
-app edits, and the training-time estimate."""
+"""Background training jobs, the exported privacy report, fairness-controlled sampling, the schema
+table the app edits, and the training-time estimate."""
 from __future__ import annotations
 
 import dataclasses
@@ -67,13 +67,16 @@ def test_private_rows_stay_owner_only_and_the_holdout_never_trains(worker_root):
     tmp_path = worker_root
     table = demo_table(200)
     schema = demo_schema()
-    schema.rows = 200  # declared public: the training rows' count follows from it and the public share
+    # declared public: the training rows' count follows from it and the public share
+    schema.rows = 200
     run = jobs.start_fit_job(tmp_path, table, schema, {**SLOW_REQUEST, "options": {}, "holdout_share": 0.25})
-    # the review sample is written right after training, and the run is marked completed just after it
+    # the review sample is written right after training, and the run is marked completed just after
+    # it
     wait(run, lambda: run.review_sample.exists() and jobs.job_state(run)["state"] != "running")
     train, hold = jobs.read_private(run, "train"), jobs.read_private(run, "holdout")
     assert (len(train), len(hold)) == (150, 50)
-    assert run.ledger().n_rows == 150 and run.ledger().rows_public  # the accountant saw only the training rows
+    # the accountant saw only the training rows
+    assert run.ledger().n_rows == 150 and run.ledger().rows_public
     for name in ("train", "holdout"):
         assert oct(os.stat(run.path / "private" / f"{name}.parquet").st_mode & 0o777) == "0o600"
     assert oct(os.stat(run.path).st_mode & 0o777) == "0o700"
@@ -107,7 +110,8 @@ def test_the_report_carries_the_ledger_and_provenance_but_no_private_counts(tmp_
                                            "confirmed": False}
     md = report_markdown(report)
     assert "never confirmed" in md and "Drafted from the data: **yes**" in md
-    assert md.startswith("**The schema of this table was read from the private data")  # the first line says so
+    # the first line says so
+    assert md.startswith("**The schema of this table was read from the private data")
     assert "δ =" in md and result.run.path.name in md
 
 
@@ -117,9 +121,11 @@ def test_conditioned_rows_go_where_they_close_the_gap():
     counts, positives = {"a": 300, "b": 700}, {"a": 30, "b": 210}
     add_pos, add_neg = plan_conditioned_rows(counts, positives, 100)
     assert sum(add_pos.values()) + sum(add_neg.values()) == 100
-    assert add_pos["a"] >= 85 and add_neg["b"] <= 10      # (30 + 86) / (300 + 86) = 0.30: then the rest in proportion
+    # (30 + 86) / (300 + 86) = 0.30: then the rest in proportion
+    assert add_pos["a"] >= 85 and add_neg["b"] <= 10
     assert planned_gap(counts, positives, 100) < 0.02     # 10% more rows: 0.20 -> about 0
-    # spread in proportion at the overall rate the same 100 rows would only have scaled the gap by 0.9
+    # spread in proportion at the overall rate the same 100 rows would only have scaled the gap by
+    # 0.9
     many_pos, many_neg = plan_conditioned_rows(counts, positives, 1000)
     assert planned_gap(counts, positives, 1000) < 0.01 and many_neg["a"] + many_neg["b"] > 0
     assert plan_conditioned_rows(counts, positives, 0) == ({}, {})
@@ -133,8 +139,8 @@ def test_demographic_parity_gap_of_a_known_table():
 
 
 class BiasedModel:
-    """A stand-in sampler with a known bias, to test the mixing arithmetic exactly (the app tests run the
-    same function on a trained model)."""
+    """A stand-in sampler with a known bias, to test the mixing arithmetic exactly (the app tests
+    run the same function on a trained model)."""
 
     def __init__(self):
         self.schema = demo_schema()
@@ -158,7 +164,8 @@ def test_fair_sample_reaches_the_asked_gap():
     assert 0 < result.share < 0.6
     assert len(result.table) == 20000 and sum(result.conditioned_rows.values()) == round(result.share * 20000)
     tenth = fair_sample(BiasedModel(), 20000, "sex", "income", ">50K", share=0.1, seed=0, pilot_rows=20000)
-    assert tenth.conditioned_rows == {"Female / >50K": 2000}     # positives for the group with the lower rate
+    # positives for the group with the lower rate
+    assert tenth.conditioned_rows == {"Female / >50K": 2000}
     assert tenth.gap_after < 0.8 * tenth.gap_before              # the proportional rule: 0.9
     everything = fair_sample(BiasedModel(), 2000, "sex", "income", ">50K", share=1.0, seed=0)
     assert len(everything.table) == 2000 and everything.gap_after < 0.1
@@ -179,17 +186,20 @@ def test_schema_table_round_trip_and_reconfirmation():
     frame = schema_to_frame(schema)
     assert frame_to_schema(frame, schema).to_dict() == schema.to_dict()
     assert set(frame["source"]) == {"drafted from the data, confirmed by you"}
-    # no cell the grid would write "None" in: empty bounds and decimals are empty text, no role is a dash
+    # no cell the grid would write "None" in: empty bounds and decimals are empty text, no role is a
+    # dash
     assert not frame.drop(columns=["derived"]).isna().any().any() and "—" in set(frame["role"])
     assert number_text(2_000_000.0) == "2000000" and number_text(0.25) == "0.25" and number_text(None) == ""
     frame.loc[frame["column"] == "age", "upper"] = "120"  # as the grid's text cell gives it
     edited = frame_to_schema(frame, schema)
-    assert edited["age"].upper == 120 and not edited.confirmed  # a changed fact needs confirming again
+    # a changed fact needs confirming again
+    assert edited["age"].upper == 120 and not edited.confirmed
     assert text_to_categories('a, "b, c", d') == ["a", "b, c", "d"]
     frame.loc[frame["column"] == "age", "lower"] = "500"
     with pytest.raises(SchemaError, match="age"):
         frame_to_schema(frame, schema)
-    frame.loc[frame["column"] == "age", "lower"] = "ten"  # text in a number's cell: said, not applied
+    # text in a number's cell: said, not applied
+    frame.loc[frame["column"] == "age", "lower"] = "ten"
     with pytest.raises(SchemaError, match="'ten' is not a number"):
         frame_to_schema(frame, schema)
 
@@ -212,23 +222,25 @@ def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path,
     assert first["steps"] > 0 and first["per_step_s"] > 0 and first["device"].startswith(("CPU", "GPU"))
     assert first["seconds"] == pytest.approx(sum(phases.values()))
     assert phases["training"] == pytest.approx(first["per_step_s"] * first["steps"]) and phases["sampling"] > 0
-    assert timing.rows_drawn(500, calibrated=True) > 2 * timing.rows_drawn(500, calibrated=False)  # a pool
+    # a pool
+    assert timing.rows_drawn(500, calibrated=True) > 2 * timing.rows_drawn(500, calibrated=False)
 
-    # a run measures its phases and stores them; the next estimate of that model is a lookup, not a probe
-    # (the row count declared public: a noisy count 150 rows off would make the run's batch too unlike the
-    # estimate's for its costs to stand in, and the estimate would rightly time the model again)
+    # a run measures its phases and stores them; the next estimate of that model is a lookup, not a
+    # probe (the row count declared public: a noisy count 150 rows off would make the run's batch
+    # too unlike the estimate's for its costs to stand in, and the estimate would rightly time the
+    # model again)
     fit(demo_table(300), dataclasses.replace(schema, rows=300), model="dp-tbart", epsilon=1.0, accountant="rdp",
         preset="tiny", run_dir=tmp_path / "run", review_rows=100, calibration_share=0.0)
     monkeypatch.setattr(timing, "probe_costs", lambda *a, **k: pytest.fail("timed again"))
     again = estimate_fit_seconds("dp-tbart", schema, "tiny", 300, 1.0, 1e-4, review_rows=100)
     assert again["measured"].startswith("measured on a run") and again["seconds"] > 0
-    # nothing was stored before it: its review sample's draw (100 rows) was guessed at DRAW_ROW_S a row, and no
-    # round or step time was known
+    # nothing was stored before it: its review sample's draw (100 rows) was guessed at DRAW_ROW_S a
+    # row, and no round or step time was known
     config = RunDir(tmp_path / "run").config()
     assert config["sampling_estimate_s"] == pytest.approx(timing.DRAW_ROW_S * timing.rows_drawn(100, False))
     assert config["step_estimate_s"] is None and "sampling_estimate_s" not in RunDir(tmp_path / "run").public_config()
-    # a pretrained language model costs another order of magnitude per row: its costs are kept apart, and
-    # its probe steps are small
+    # a pretrained language model costs another order of magnitude per row: its costs are kept
+    # apart, and its probe steps are small
     key = timing.costs_key("dp-llmtgen", "cpu", "CPU", schema)
     assert timing.costs_key("dp-llmtgen", "cpu", "CPU", schema, {"backbone": "smollm2"}) == key + "|backbone smollm2"
     assert timing.costs_key("dp-llmtgen", "cpu", "CPU", schema, {"backbone": None}) == key
@@ -236,8 +248,9 @@ def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path,
 
 
 def test_a_probe_extends_a_steps_cost_along_the_rows_its_poisson_batches_drew(monkeypatch):
-    """SmolLM2's first estimate was 40% short: its probes of 32 and 16 expected rows drew about as many rows
-    each over their two timed steps, and the line through the expected sizes came out nearly flat."""
+    """SmolLM2's first estimate was 40% short: its probes of 32 and 16 expected rows drew about as
+    many rows each over their two timed steps, and the line through the expected sizes came out
+    nearly flat."""
     from synth_core.runs import timing
 
     class Drawn:
@@ -247,7 +260,8 @@ def test_a_probe_extends_a_steps_cost_along_the_rows_its_poisson_batches_drew(mo
     def probe(drawn: dict) -> float:
         def timed(model, schema, preset, batch, options, device, steps, fixed_too=False,
                   run_plan=None):
-            return Drawn(), 0.5 + 0.1 * drawn[batch], drawn[batch], 0.0  # a step: 0.5 s, and 0.1 s a row
+            # a step: 0.5 s, and 0.1 s a row
+            return Drawn(), 0.5 + 0.1 * drawn[batch], drawn[batch], 0.0
         monkeypatch.setattr(timing, "_timed_steps", timed)
         costs, _ = timing.probe_costs("dp-llmtgen", demo_schema(), "cpu", 64, {"backbone": "/models/any"})
         assert costs.batch == 64
@@ -255,7 +269,8 @@ def test_a_probe_extends_a_steps_cost_along_the_rows_its_poisson_batches_drew(mo
 
     truth = 0.5 + 0.1 * 64
     assert probe({32: 24, 16: 10}) == pytest.approx(truth)  # the line through what was drawn
-    # drawn about as many (the expected sizes' line: 3.7 s): the larger probe scaled in proportion, over
+    # drawn about as many (the expected sizes' line: 3.7 s): the larger probe scaled in proportion,
+    # over
     assert truth <= probe({32: 24, 16: 20}) <= 1.15 * truth
 
 
@@ -346,8 +361,9 @@ def _pairs(value) -> list[tuple]:
 
 @pytest.mark.parametrize("model", ["aim", "dp-tbart"])
 def test_the_shareable_run_folder_holds_nothing_the_budget_did_not_pay_for(worker_root, model):
-    """Issue 40 item 4: no exact row count, batch sizes, non-private losses or rows seen outside private/; the
-    review sample sized by the released count (pooled with the released marginals); dates, not times, in the ledger; a keyed table fingerprint."""
+    """Issue 40 item 4: no exact row count, batch sizes, non-private losses or rows seen outside
+    private/; the review sample sized by the released count (pooled with the released marginals);
+    dates, not times, in the ledger; a keyed table fingerprint."""
     from synth_core.privacy.table_identity import legacy_fingerprint
     table = demo_table(347, seed=3)
     options = {} if model == "aim" else {"epochs": 2}
@@ -362,25 +378,29 @@ def test_the_shareable_run_folder_holds_nothing_the_budget_did_not_pay_for(worke
     assert not {k for k, _ in pairs} & {"holdout_rows", "samples_seen", "loss", "private_validation_counts"}
     ledger = run.ledger()
     (count,) = [e for e in ledger.entries if e.kind == "noisy-count"]
-    assert {v for k, v in pairs if k in ("rows", "n_rows")} <= {count.details["count"]}  # the released count
+    # the released count
+    assert {v for k, v in pairs if k in ("rows", "n_rows")} <= {count.details["count"]}
     assert ledger.n_rows == count.details["count"]
-    # the released count, narrowed by the released marginals where the run measured them (post-processing)
+    # the released count, narrowed by the released marginals where the run measured them
+    # (post-processing)
     from synth_core.api import load_model
     from synth_core.privacy.measurements import rows_to_draw
     drawn = rows_to_draw(count.details["count"], load_model(run.path).calibration)
     assert len(pd.read_csv(run.review_sample)) == min(drawn, jobs.REVIEW_ROWS)
     assert all(len(e.time) == 10 for e in ledger.entries)  # YYYY-MM-DD
     assert run.request()["table"] != legacy_fingerprint(table)
-    assert run.request()["rows"] == 347 and run.config()["rows"] == 347  # the steward's own view still has them
+    # the steward's own view still has them
+    assert run.request()["rows"] == 347 and run.config()["rows"] == 347
     assert jobs.list_runs(worker_root)[0]["rows"] == 347 and run.events()
     assert oct(run.private_dir.stat().st_mode & 0o777) == "0o700"
 
 
 def test_columns_the_schema_leaves_out_never_reach_the_run_and_the_review_and_evaluate_take_the_upload(worker_root,
                                                                                                      monkeypatch):
-    """Issue 41 item 1: a steward's table with an identifier and a case-number column the schema leaves out
-    trains, and its review and `evaluate --real FILE` work on the table as uploaded (before: a dead end after
-    the budget was spent, 'the real table has column(s) the schema does not declare')."""
+    """Issue 41 item 1: a steward's table with an identifier and a case-number column the schema
+    leaves out trains, and its review and `evaluate --real FILE` work on the table as uploaded
+    (before: a dead end after the budget was spent, 'the real table has column(s) the schema does
+    not declare')."""
     import contextlib
     import io
     from synth_core.cli import main
@@ -396,7 +416,8 @@ def test_columns_the_schema_leaves_out_never_reach_the_run_and_the_review_and_ev
     for which in ("train", "holdout"):  # the private copy holds only what the schema names
         assert list(pd.read_parquet(run.private_path(which)).columns) == schema.names
     assert run.request()["left_out"] == ["person_id", "case_number"]
-    assert "left_out" not in json.loads((run.path / "request.json").read_text())  # the steward's own, in private/
+    # the steward's own, in private/
+    assert "left_out" not in json.loads((run.path / "request.json").read_text())
     real, synthetic = check_comparable(jobs.read_private(run, "train"), pd.read_csv(run.review_sample), schema)
     assert len(real) == 240 and len(synthetic["synthetic"]) > 0
     # evaluate takes the file the steward has, and says once what it leaves out
@@ -412,9 +433,9 @@ def test_columns_the_schema_leaves_out_never_reach_the_run_and_the_review_and_ev
 
 
 def test_fairness_control_leaves_groups_too_small_to_judge_out_of_the_gap_and_names_them():
-    """Issue 41 item 7: a group of one or two rows decided the gap ('before' 1.0) and could vanish unsaid. A
-    group expected below `min_group_rows` is kept as sampled, out of the gap and the plan, and named; every
-    group's rows before and after are given."""
+    """Issue 41 item 7: a group of one or two rows decided the gap ('before' 1.0) and could vanish
+    unsaid. A group expected below `min_group_rows` is kept as sampled, out of the gap and the plan,
+    and named; every group's rows before and after are given."""
     class TinyGroupModel:
         schema = Schema(columns=[ColumnSpec("race", "categorical", categories=["a", "b", "tiny"]),
                                  ColumnSpec("outcome", "categorical", categories=["good", "bad"])])
@@ -431,7 +452,8 @@ def test_fairness_control_leaves_groups_too_small_to_judge_out_of_the_gap_and_na
 
     out = fair_sample(TinyGroupModel(), 2000, "race", "outcome", "good", target_gap=0.02, seed=1, pilot_rows=20000)
     assert out.too_small == ["tiny"] and out.groups["tiny"]["rows_before"] < 30
-    assert abs(out.gap_before - 0.3) < 0.05 and out.gap_after <= 0.05  # a and b only: tiny's rate of 1 is left out
+    # a and b only: tiny's rate of 1 is left out
+    assert abs(out.gap_before - 0.3) < 0.05 and out.gap_after <= 0.05
     assert not any(k.startswith("tiny") for k in out.conditioned_rows)  # no row aimed at it
     assert sum(d["rows_after"] for d in out.groups.values()) == 2000
     assert out.summary()["groups_too_small_to_judge"] == ["tiny"]
@@ -440,9 +462,9 @@ def test_fairness_control_leaves_groups_too_small_to_judge_out_of_the_gap_and_na
 
 
 def test_the_train_page_says_when_the_review_draw_outlasts_its_estimate(tmp_path):
-    """A calibrated review sample may draw up to four pools where the estimate counted one (a wide linked table:
-    28,128 persons drawn for 2,344): once the draw passes its estimate, the time left is unknown, not 0 s, and
-    the page says how long the draw has taken."""
+    """A calibrated review sample may draw up to four pools where the estimate counted one (a wide
+    linked table: 28,128 persons drawn for 2,344): once the draw passes its estimate, the time left
+    is unknown, not 0 s, and the page says how long the draw has taken."""
     from synth_core.runs.jobs import progress
     from workbench.display import drawing_text
     run = RunDir.create(tmp_path / "run")
@@ -460,8 +482,8 @@ def test_the_train_page_says_when_the_review_draw_outlasts_its_estimate(tmp_path
 
 
 def test_a_generate_request_past_its_estimate_has_no_time_left_to_show():
-    """The export page's background draw: 'about 0 s left' while a calibrated pool grows was wrong; past its
-    estimate the job is overdue and says how long it has taken."""
+    """The export page's background draw: 'about 0 s left' while a calibrated pool grows was wrong;
+    past its estimate the job is overdue and says how long it has taken."""
     from concurrent.futures import Future
     from synth_core.release.generate import SamplingJob
     from workbench.display import past_estimate
@@ -470,4 +492,5 @@ def test_a_generate_request_past_its_estimate_has_no_time_left_to_show():
     job.started -= 40
     assert job.overdue and job.left() is None
     assert past_estimate(job.elapsed(), job.expected_s).startswith("40 s so far, longer than the 30 s estimated")
-    assert SamplingJob(key="run", rows=100, future=Future()).left() is None  # nothing timed: no estimate
+    # nothing timed: no estimate
+    assert SamplingJob(key="run", rows=100, future=Future()).left() is None

@@ -1,6 +1,7 @@
-"""Linked tables with person-level privacy (schema.linked, privacy.contribution, encoding.persons, models.persons):
-declaring the link, bounding each person's contribution with secret randomness, DP-SGD over persons, sampling both
-tables with fresh keys, and one-line refusals of bad input with nothing charged."""
+"""Linked tables with person-level privacy (schema.linked, privacy.contribution, encoding.persons,
+models.persons): declaring the link, bounding each person's contribution with secret randomness,
+DP-SGD over persons, sampling both tables with fresh keys, and one-line refusals of bad input with
+nothing charged."""
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,9 @@ K = 4  # max_children in these tests
 
 
 def patients(n: int = 120, seed: int = 0) -> LinkedTables:
-    """Invented patients (age, sex, a treatment) and their visits (day, a lab value, a stage); the older a patient,
-    the more visits and the higher the stage. Key: `pid`, a text code; one patient in ten has more than K visits."""
+    """Invented patients (age, sex, a treatment) and their visits (day, a lab value, a stage); the
+    older a patient, the more visits and the higher the stage. Key: `pid`, a text code; one patient
+    in ten has more than K visits."""
     rng = np.random.default_rng(seed)
     age = rng.integers(20, 80, n)
     parents = pd.DataFrame({"pid": [f"P{i:04d}" for i in range(n)], "age": age,
@@ -55,10 +57,11 @@ def public_schema() -> LinkedSchema:
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
-    """One run on the invented patients (ε = 2, the tiny model), through the API the CLI and the app call, with a
-    review sample drawn after training as the app's jobs draw one."""
+    """One run on the invented patients (ε = 2, the tiny model), through the API the CLI and the app
+    call, with a review sample drawn after training as the app's jobs draw one."""
     tmp = tmp_path_factory.mktemp("linked")
-    with pytest.MonkeyPatch.context() as mp:  # a module's fixture starts before each test's own home is set
+    # a module's fixture starts before each test's own home is set
+    with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SYNTH_WORKBENCH_HOME", str(tmp / "home"))
         result = api.fit(patients(), public_schema(), "dp-tbart", epsilon=2.0, preset="tiny", run_dir=tmp / "run",
                          options={"epochs": 6}, review_rows=REVIEW_RELEASED)
@@ -72,15 +75,17 @@ def test_a_person_with_all_their_rows_is_one_sample_and_the_ledger_says_so(fitte
     training = next(e for e in ledger["entries"] if e["kind"] == "dp-sgd")
     assert training["details"]["unit"] == "person" and training["details"]["max_children"] == K
     plan = result.model.plan
-    # Poisson sampling over persons: the sampling rate is the expected batch over the persons released
+    # Poisson sampling over persons: the sampling rate is the expected batch over the persons
+    # released
     assert plan.sample_rate == pytest.approx(plan.expected_batch_size / ledger["n_rows"], rel=1e-6)
-    # the count released is of persons (120), not of visits (about 400): what the noisy count is given
+    # the count released is of persons (120), not of visits (about 400): what the noisy count is
+    # given
     from synth_core import pipeline
     admitted = pipeline.admit(patients(), public_schema(), FitRequest(epsilon=2.0, preset="tiny"))
     assert len(admitted.rows) == 120 and len(admitted.rows.children) > 300
     assert any(e["kind"] == "noisy-count" for e in ledger["entries"])
-    # one loss per person, and a person's loss reads their rows alone: changing one person's visits changes
-    # nobody else's (per-sample clipping then bounds a whole person)
+    # one loss per person, and a person's loss reads their rows alone: changing one person's visits
+    # changes nobody else's (per-sample clipping then bounds a whole person)
     model = result.model
     rows, report = bound_children(*link_tables(patients(), public_schema()), K)
     data = model.encode(rows)[:8]
@@ -96,8 +101,8 @@ def test_a_person_with_all_their_rows_is_one_sample_and_the_ledger_says_so(fitte
 
 
 def test_a_linked_run_stores_its_costs_so_the_next_estimate_is_a_lookup(fitted, monkeypatch):
-    """The run's steps and its review sample's draw are stored for the model page's next estimate of the same
-    model (no probe, no button), as after a single table's run."""
+    """The run's steps and its review sample's draw are stored for the model page's next estimate of
+    the same model (no probe, no button), as after a single table's run."""
     from synth_core.runs.timing import estimate_fit_seconds, stored_costs
     result, tmp = fitted
     monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp / "home"))
@@ -105,7 +110,8 @@ def test_a_linked_run_stores_its_costs_so_the_next_estimate_is_a_lookup(fitted, 
     assert costs is not None and costs.measured.startswith("measured on a run")
     assert costs.per_step_s > 0 and costs.draw_row_s > 0 and costs.steps_share == 1.0
     plan = result.model.plan
-    # the persons the run released (a noisy count): the model page plans with it too, so its batch is the run's
+    # the persons the run released (a noisy count): the model page plans with it too, so its batch
+    # is the run's
     estimate = estimate_fit_seconds("dp-tbart", public_schema(), "tiny", result.ledger.n_rows, plan.epsilon, plan.delta,
                                     options={"epochs": 6}, review_rows=0)
     assert estimate["measured"] == costs.measured and estimate["phases"]["sampling"] == 0
@@ -118,7 +124,8 @@ def test_sampling_writes_both_tables_with_fresh_consistent_keys_and_bounded_chil
     children = pd.read_csv(tmp_path / "synthetic" / "children.csv")
     assert list(parents.columns) == ["pid", "age", "sex", "trt"] and len(parents) == 200
     assert list(children.columns) == ["pid", "day", "bili", "stage"]
-    assert parents["pid"].tolist() == list(range(1, 201))  # fresh keys: no real key leaves the machine
+    # fresh keys: no real key leaves the machine
+    assert parents["pid"].tolist() == list(range(1, 201))
     assert set(children["pid"]) <= set(parents["pid"])
     assert children.groupby("pid").size().max() <= K
     assert not set(patients().parents["pid"]) & set(parents["pid"].astype(str))
@@ -140,7 +147,8 @@ def test_each_person_keeps_a_secret_random_subset_of_at_most_max_children_rows()
     assert bounded.children_per_person().max() == K
     assert bounded_report.truncated_persons == int((counts > K).sum()) == 12
     assert bounded_report.dropped_children == 12 * 3
-    # persons within the bound keep every row; the others a subset that differs from one run to the next
+    # persons within the bound keep every row; the others a subset that differs from one run to the
+    # next
     assert (bounded.children_per_person()[counts <= K] == counts[counts <= K]).all()
     again, _ = bound_children(rows, report, K)
     assert not bounded.children.equals(again.children)
@@ -162,7 +170,8 @@ def _refused(tables, schema, match, **options):
     with pytest.raises((SchemaError, ValueError), match=match) as e:
         api.fit(tables, schema, "dp-tbart", epsilon=1.0, preset="tiny", **options)
     assert "\n" not in str(e.value)
-    assert not budgets_path().exists() or "spent" not in budgets_path().read_text()  # nothing charged
+    # nothing charged
+    assert not budgets_path().exists() or "spent" not in budgets_path().read_text()
     return str(e.value)
 
 
@@ -219,7 +228,8 @@ def test_the_cli_drafts_confirms_fits_and_samples_linked_tables(tmp_path):
     assert code == 0, said
     assert len(pd.read_csv(tmp_path / "synthetic" / "parents.csv")) == 25
     assert "child rows" in said
-    assert "drawing 25 persons with their child rows from" in said  # said before the draw, its time after
+    # said before the draw, its time after
+    assert "drawing 25 persons with their child rows from" in said
     assert said.strip().splitlines()[-1].split(" in ")[-1].endswith(" s")
     held = patients(40, seed=5)
     held.parents.to_csv(tmp_path / "held.csv", index=False)
@@ -252,11 +262,13 @@ def test_the_flat_families_list_is_unchanged_and_dp_tbart_is_the_linked_one():
 
 
 def test_a_person_moves_each_measured_marginal_by_at_most_one(monkeypatch):
-    """The marginals of both levels are released by one Gaussian mechanism of L2 sensitivity √m for m marginals:
-    adding a person (with max_children rows, all in one cell) moves each marginal by at most 1 in L2."""
+    """The marginals of both levels are released by one Gaussian mechanism of L2 sensitivity √m for
+    m marginals: adding a person (with max_children rows, all in one cell) moves each marginal by at
+    most 1 in L2."""
     from synth_core.privacy import PrivacyLedger
     from synth_core.privacy import person_marginals
-    monkeypatch.setattr(person_marginals, "noisy_counts", lambda counts, std: counts)  # the exact counts
+    # the exact counts
+    monkeypatch.setattr(person_marginals, "noisy_counts", lambda counts, std: counts)
     schema = public_schema()
     rows, _ = bound_children(*link_tables(patients(40), schema), K)
 
@@ -273,7 +285,8 @@ def test_a_person_moves_each_measured_marginal_by_at_most_one(monkeypatch):
     after, _ = measured(more)
     moves = [np.linalg.norm(a.counts - b.counts) for a, b in zip(after.marginals, before.marginals)]
     assert len(moves) == len(before.marginals) > 10 and max(moves) <= 1 + 1e-9
-    # released, a child marginal is scaled by CHILD_WEIGHT: the sensitivity the noise is calibrated to covers it
+    # released, a child marginal is scaled by CHILD_WEIGHT: the sensitivity the noise is calibrated
+    # to covers it
     w, m = person_marginals.CHILD_WEIGHT, len(before.persons.marginals)
     released = np.sqrt(sum(d ** 2 for d in moves[:m]) + sum((w * d) ** 2 for d in moves[m:]))
     entry = next(e for e in ledger.to_dict()["entries"] if e["kind"] == "marginals")
@@ -288,22 +301,25 @@ def test_a_calibrated_linked_run_resamples_persons_towards_both_levels(fitted):
     result, tmp = fitted
     ledger = json.loads((tmp / "run" / "ledger.json").read_text())
     assert {e["kind"] for e in ledger["entries"]} >= {"marginals", "dp-sgd"}
-    assert ledger["spent_epsilon"] <= 2.0 + 1e-9  # the measurement composed with training within the target
+    # the measurement composed with training within the target
+    assert ledger["spent_epsilon"] <= 2.0 + 1e-9
     tables, info = api.sample(tmp / "run", 150, seed=4)
     assert info["calibration"]["pool_rows"] >= 150 * 3 and info["calibration"]["marginals"] > 0
-    # a person is a long sequence to draw: a small request's first pool holds MIN_PERSON_POOL persons, not the
-    # 5,000 rows a table's sampler draws
+    # a person is a long sequence to draw: a small request's first pool holds MIN_PERSON_POOL
+    # persons, not the 5,000 rows a table's sampler draws
     assert info["calibration"]["pool_rows"] in {MIN_PERSON_POOL * 2 ** k for k in range(3)}
     assert len(tables.parents) == 150 and set(tables.children["pid"]) <= set(range(1, 151))
     assert tables.children.groupby("pid").size().max() <= K
     own, _ = api.sample(tmp / "run", 150, seed=4)
-    pd.testing.assert_frame_equal(own.children, tables.children)  # a reloaded run calibrates to the same counts
+    # a reloaded run calibrates to the same counts
+    pd.testing.assert_frame_equal(own.children, tables.children)
 
 
 def test_a_person_count_far_off_does_not_collapse_calibration_onto_a_few_persons(tmp_path, monkeypatch):
-    """The released count of persons is noisy (Laplace, a small share of ε): one four times too low once made
-    calibration put a sample's weight on 11 persons. The total calibration aims at pools the count with the persons'
-    marginals (privacy.measurements.pooled_rows), so the sample keeps about as many persons as it asks for."""
+    """The released count of persons is noisy (Laplace, a small share of ε): one four times too low
+    once made calibration put a sample's weight on 11 persons. The total calibration aims at pools
+    the count with the persons' marginals (privacy.measurements.pooled_rows), so the sample keeps
+    about as many persons as it asks for."""
     from synth_core import pipeline
     real_count = pipeline.noisy_count
 
@@ -324,8 +340,9 @@ def test_a_person_count_far_off_does_not_collapse_calibration_onto_a_few_persons
 
 
 def test_the_review_sees_what_synthesizing_the_tables_apart_loses():
-    """evaluate.linked: the real tables against themselves score 0; the same rows with every child row given to a
-    random person keep both levels' marginals (0) and lose the link (parent × child) and the counts per person."""
+    """evaluate.linked: the real tables against themselves score 0; the same rows with every child
+    row given to a random person keep both levels' marginals (0) and lose the link (parent × child)
+    and the counts per person."""
     from synth_core.evaluate.linked import canonical, linked_fidelity
     schema = public_schema()
     real = canonical(patients(), schema)
@@ -366,8 +383,9 @@ def test_the_privacy_report_says_a_person_is_protected_and_keeps_the_draft_s_rea
 
 
 def test_a_background_job_trains_linked_tables_and_keeps_held_out_persons_whole(worker_root):
-    """The app's path: the job stores both tables (the columns the schema names, a share of the persons kept
-    aside with all their rows), its worker trains on persons, and the run samples both tables."""
+    """The app's path: the job stores both tables (the columns the schema names, a share of the
+    persons kept aside with all their rows), its worker trains on persons, and the run samples both
+    tables."""
     from conftest import PATIENCE_S, wait_until
     from synth_core.runs import jobs
     tables = patients(100)
@@ -378,7 +396,8 @@ def test_a_background_job_trains_linked_tables_and_keeps_held_out_persons_whole(
     assert jobs.job_state(run)["state"] == "completed", run.worker_log.read_text()[-500:]
     train, held = jobs.read_private(run, "train"), jobs.read_private(run, "holdout")
     assert (len(train), len(held)) == (80, 20) and "note" not in train.parents.columns
-    assert not set(train.parents["pid"]) & set(held.parents["pid"])  # a person is on one side, with all their rows
+    # a person is on one side, with all their rows
+    assert not set(train.parents["pid"]) & set(held.parents["pid"])
     assert set(held.children["pid"]) == set(held.parents["pid"])
     assert len(train.children) + len(held.children) == len(tables.children)
     ledger = run.ledger()
@@ -399,8 +418,8 @@ def test_a_grown_pool_of_persons_keeps_each_person_s_rows_with_them():
 
 
 def test_random_persons_from_the_public_schema_link_within_max_children():
-    """What the model page's time estimate times DP-SGD steps over (test_linked_app clicks it): persons drawn
-    from the public schema alone, 1 to max_children rows each, keys that link."""
+    """What the model page's time estimate times DP-SGD steps over (test_linked_app clicks it):
+    persons drawn from the public schema alone, 1 to max_children rows each, keys that link."""
     from synth_core.demo import pbcseq_schema
     from synth_core.schema.linked import random_tables
     schema = pbcseq_schema()
@@ -410,8 +429,9 @@ def test_random_persons_from_the_public_schema_link_within_max_children():
 
 
 def test_a_persons_rows_are_ordered_by_their_dates_not_only_by_the_year_the_schema_keeps():
-    """An order column of dates (validation keeps each date's year) orders a person's rows by the dates: visits
-    within one year written in scrambled order come out in time order; a missing date goes last."""
+    """An order column of dates (validation keeps each date's year) orders a person's rows by the
+    dates: visits within one year written in scrambled order come out in time order; a missing date
+    goes last."""
     parents = pd.DataFrame({"pid": [1, 2], "age": [40, 60]})
     children = pd.DataFrame({"pid": [1, 1, 1, 2, 2, 1],
                              "seen": ["2020-11-03", "2020-02-17", "2021-01-05", "2020-06-01", "2020-03-09", None],
@@ -423,7 +443,9 @@ def test_a_persons_rows_are_ordered_by_their_dates_not_only_by_the_year_the_sche
                                         ColumnSpec("lab", "integer", lower=0, upper=10)]),
                           key="pid", max_children=5, order="seen")
     rows, _ = link_tables(tables, schema)
-    assert rows.children["seen"].dropna().tolist() == [2020, 2020, 2021, 2020, 2020]  # the year is what is modelled
+    # the year is what is modelled
+    assert rows.children["seen"].dropna().tolist() == [2020, 2020, 2021, 2020, 2020]
     first = rows.children[rows.person == 0]
-    assert first["lab"].tolist() == [1, 3, 4, 9]  # 17 Feb, 3 Nov 2020, 5 Jan 2021, then the undated row
+    # 17 Feb, 3 Nov 2020, 5 Jan 2021, then the undated row
+    assert first["lab"].tolist() == [1, 3, 4, 9]
     assert rows.children[rows.person == 1]["lab"].tolist() == [1, 2]

@@ -1,6 +1,7 @@
-"""Linked tables in the app (issue 45's pages): two uploads and the key, both tables' schemas, the families that
-model them with a person as the unit, training in the background, the review of both levels, and the export of
-both CSVs with the privacy report; a swapped pair of files refused in one line."""
+"""Linked tables in the app (issue 45's pages): two uploads and the key, both tables' schemas, the
+families that model them with a person as the unit, training in the background, the review of both
+levels, and the export of both CSVs with the privacy report; a swapped pair of files refused in one
+line."""
 from __future__ import annotations
 
 import io
@@ -46,15 +47,18 @@ def test_linked_tables_go_from_two_uploads_to_both_csvs_with_a_person_as_the_uni
     assert "drafted by reading your private table" in texts(at.warning)
     assert "Each row of the second table belongs to the person whose **pid**" in texts(at.markdown)
     assert [t.label for t in at.tabs][:2] == ["Persons: one row each", "Their rows"]
-    assert "more than 6 child rows" in texts(at.markdown)  # what bounding will do, for the steward's eyes
+    # what bounding will do, for the steward's eyes
+    assert "more than 6 child rows" in texts(at.markdown)
     at.button(key="confirm_schema").click().run()
     no_exceptions(at)
     schema = at.session_state["schema"]
     assert not schema.provenance["warning"] and "pid" not in schema.parent and "pid" not in schema.child
-    assert "Download schema JSON" in [b.label for b in at.get("download_button")]  # one file: both tables, the link
+    # one file: both tables, the link
+    assert "Download schema JSON" in [b.label for b in at.get("download_button")]
     assert json.loads(schema.to_json())["linked"] == {"key": "pid", "max_children": 6, "order": "day"}
 
-    # 3. only the families that model linked tables, a person the unit; tiny, started in the background
+    # 3. only the families that model linked tables, a person the unit; tiny, started in the
+    # background
     at.switch_page("app_pages/model.py").run()
     no_exceptions(at)
     assert at.radio(key="family").options == ["Recommended for this table · auto", "Column-by-column writer, person "
@@ -63,8 +67,8 @@ def test_linked_tables_go_from_two_uploads_to_both_csvs_with_a_person_as_the_uni
     assert {"Persons per step (batch)", "Share of persons per step (q)"} <= {m.label for m in at.metric}
     at.radio(key="table_total_choice").set_value("Moderate harm: ε = 3 in all (about three runs at ε = 1)").run()
     at.selectbox(key="preset").set_value("tiny").run()
-    # the time before the start: DP-SGD steps over random persons from the public schema, then the review's
-    # persons drawn after training
+    # the time before the start: DP-SGD steps over random persons from the public schema, then the
+    # review's persons drawn after training
     at.button(key="estimate_button").click().run(timeout=RUN_S)
     no_exceptions(at)
     steps = next(m.value for m in at.metric if m.label == "Training steps")
@@ -80,8 +84,8 @@ def test_linked_tables_go_from_two_uploads_to_both_csvs_with_a_person_as_the_uni
     assert ledger["spent_epsilon"] <= 1.0 + 1e-9
     assert any(e["details"].get("unit") == "person" and e["details"].get("max_children") == 6
                for e in ledger["entries"])
-    # the review's persons are drawn by the job after training (as many as it released it trained on), not by
-    # the review page while the steward waits
+    # the review's persons are drawn by the job after training (as many as it released it trained
+    # on), not by the review page while the steward waits
     review = run.read_review_sample(schema)
     assert review is not None and len(review.parents) >= 10 and len(review.children) > 0
     assert set(review.children["pid"]) <= set(review.parents["pid"])
@@ -133,7 +137,8 @@ def test_the_linked_demo_loads_with_a_schema_declared_from_its_documentation(wor
     no_exceptions(at)
     assert "**312 persons** and **1,945 rows**" in texts(at.markdown)
     schema = at.session_state["schema"]
-    assert schema.key == "id" and not schema.provenance["warning"]  # declared, nothing read from the rows
+    # declared, nothing read from the rows
+    assert schema.key == "id" and not schema.provenance["warning"]
     at.switch_page("app_pages/schema.py").run()
     no_exceptions(at)
     assert not at.error, texts(at.error)

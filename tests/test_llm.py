@@ -1,6 +1,6 @@
-"""DP-LLMTGen: text encoding, two-stage training (stage 1 from the public schema only, stage 2 DP-SGD on
-LoRA only), the numerical loss, value-specified and constrained sampling, save/load, fairness by prompts.
-Everything runs offline: nothing may be downloaded."""
+"""DP-LLMTGen: text encoding, two-stage training (stage 1 from the public schema only, stage 2
+DP-SGD on LoRA only), the numerical loss, value-specified and constrained sampling, save/load,
+fairness by prompts. Everything runs offline: nothing may be downloaded."""
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -83,12 +83,15 @@ def test_rows_round_trip_through_text():
 
 
 def test_compact_rows_are_a_csv_line_after_a_header_read_once():
-    """The compact format: the header names the columns once, each row is its values in schema order."""
+    """The compact format: the header names the columns once, each row is its values in schema
+    order."""
     schema = schema_()
     codec = row_text.TextCodec(schema, row_text.build_schema_tokenizer(schema), "compact")
     decode = codec.tok.decode
-    assert decode(codec.prefix_ids + [codec.bos]) == "age,sex,job,hours,income:"  # no line break in its tokens
-    ids = codec.encode_row([39, "Male", None, 40.5, ">50K"], [4, 3, 2, 1, 0])[0].tolist()  # order ignored
+    # no line break in its tokens
+    assert decode(codec.prefix_ids + [codec.bos]) == "age,sex,job,hours,income:"
+    # order ignored
+    ids = codec.encode_row([39, "Male", None, 40.5, ">50K"], [4, 3, 2, 1, 0])[0].tolist()
     assert ids[0] == codec.bos and ids[-1] == codec.eos and decode(ids[1:-1]) == "39,Male,N/A,40.5,>50K"
     assert codec.parse("39,Male,N/A,40.5,>50K") == ([39.0, "Male", None, 40.5, ">50K"], None)
     assert codec.parse("39,Male,N/A,40.5") == (None, "column missing")
@@ -174,9 +177,10 @@ def test_number_automaton_keeps_values_inside_the_public_bounds():
     (18, 80, 0), pytest.param(0, 99_999, 0, marks=pytest.mark.slow), (-5, 5, 0), (-3.5, 12.25, 1), (-1, 1, 2), (0.5, 0.7, 1), (100, 100, 0),
     (-200, -10, 0), (0, 0, 0), (0, 0, 2), (-0.5, -0.1, 1), (3, 2, 0), (7, 1234, 1), (-7.3, 88.04, 2)])
 def test_number_automaton_takes_exactly_the_prefixes_of_the_values_in_bounds(lower, upper, decimals):
-    """Against every value inside the bounds written at the precision (as TextCodec.format_value writes it):
-    a text is viable exactly when it is a prefix of one, complete exactly when it is one. Prefixes with the
-    same futures share a state: the states stay few however many values a column has."""
+    """Against every value inside the bounds written at the precision (as TextCodec.format_value
+    writes it): a text is viable exactly when it is a prefix of one, complete exactly when it is
+    one. Prefixes with the same futures share a state: the states stay few however many values a
+    column has."""
     import itertools
     from synth_core.models.llm.numbers import NumberAutomaton
     s = 10 ** decimals
@@ -200,7 +204,8 @@ def test_number_automaton_takes_exactly_the_prefixes_of_the_values_in_bounds(low
 
 # --- stage 1: the public schema only -------------------------------------------------------------
 def test_stage1_reads_only_the_public_schema(monkeypatch):
-    """Stage 1's rows come from random_table(schema); the private table is first touched by stage 2."""
+    """Stage 1's rows come from random_table(schema); the private table is first touched by stage
+    2."""
     model = new_model()
     # a private table random rows could never look like: every row the same person
     private = pd.DataFrame({"age": [42.0] * 300, "sex": ["Female"] * 300, "job": ["nurse"] * 300,
@@ -278,7 +283,8 @@ def test_stage2_trains_only_lora_parameters_within_the_budget():
 
 
 def test_stage2_trains_every_weight_of_the_untrained_default_but_the_position_embeddings():
-    """The structure of stage 2 on the default backbone, fast (the learning itself: the slow test below)."""
+    """The structure of stage 2 on the default backbone, fast (the learning itself: the slow test
+    below)."""
     model = new_model(stage1_rows=64, stage1_epochs=1, epochs=1)
     assert not model.pretrained and model.stage2_full
     model.learn_format()
@@ -293,17 +299,20 @@ def test_stage2_trains_every_weight_of_the_untrained_default_but_the_position_em
     assert ledger.entries[-1].details["trained_parameters"].startswith("every weight but the position embeddings")
 
 
-@pytest.mark.slow  # ~45 s: 469 DP-SGD steps, enough to learn a link between columns through the noise
+# ~45 s: 469 DP-SGD steps, enough to learn a link between columns through the noise
+@pytest.mark.slow
 def test_untrained_default_backbone_learns_links_between_columns_in_stage2():
-    """The default backbone knows nothing a LoRA could protect, and after stage 1 its LoRA learned no link
-    between columns (this table's P(>50K | Male) − P(>50K | Female) = 0.5 came out as 0.03); stage 2 trains
-    its weights instead, every one with a per-row clipped gradient, except the position embeddings, which
-    have no per-row gradient and keep what stage 1 learned from the public schema."""
-    # With the DP noise secret (not replayed from the seed), the gap learned varies from fit to fit; this test
-    # asks for 0.1 of the table's 0.5. Measured over fits on one thread: ε = 8, 10 epochs: 0.02-0.11 (3 of 5
-    # below); ε = 30, 10 epochs: 0.03-0.53 (2 of 12 below); ε = 100, 10 epochs: 0.11-0.47 (12); ε = 100,
-    # 15 epochs (469 steps of 64 rows): 0.33-0.54 (8 of 8, ~40 s each); batches of 256 (80 steps) learned no
-    # link at all. Learning the link takes steps; less noise only helps
+    """The default backbone knows nothing a LoRA could protect, and after stage 1 its LoRA learned
+    no link between columns (this table's P(>50K | Male) − P(>50K | Female) = 0.5 came out as 0.03);
+    stage 2 trains its weights instead, every one with a per-row clipped gradient, except the
+    position embeddings, which have no per-row gradient and keep what stage 1 learned from the
+    public schema."""
+    # With the DP noise secret (not replayed from the seed), the gap learned varies from fit to fit;
+    # this test asks for 0.1 of the table's 0.5. Measured over fits on one thread: ε = 8, 10 epochs:
+    # 0.02-0.11 (3 of 5 below); ε = 30, 10 epochs: 0.03-0.53 (2 of 12 below); ε = 100, 10 epochs:
+    # 0.11-0.47 (12); ε = 100, 15 epochs (469 steps of 64 rows): 0.33-0.54 (8 of 8, ~40 s each);
+    # batches of 256 (80 steps) learned no link at all. Learning the link takes steps; less noise
+    # only helps
     eps = 100.0
     model = new_model(stage1_rows=400, stage1_epochs=3, epochs=15)
     assert not model.pretrained and model.stage2_full
@@ -347,10 +356,11 @@ def test_lora_gradients_only_and_numerical_loss_has_a_gradient():
 
 
 def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monkeypatch):
-    """Value and digit tokens weigh α, format tokens 1 − α. At a column name (ORDER) stage 1 learns which
-    column comes next; stage 2 only that one does, −log Σ_names p(name): the order is random per row, so the
-    choice says nothing about the table."""
-    model = new_model(beta=0.0, alpha=0.7, constrained_loss=False)  # over every output (the next test: masked)
+    """Value and digit tokens weigh α, format tokens 1 − α. At a column name (ORDER) stage 1 learns
+    which column comes next; stage 2 only that one does, −log Σ_names p(name): the order is random
+    per row, so the choice says nothing about the table."""
+    # over every output (the next test: masked)
+    model = new_model(beta=0.0, alpha=0.7, constrained_loss=False)
     rows = model.encode(table_(6))
     ids, kinds = rows[:, 0], rows[:, 1]
     C = len(model.schema.names)
@@ -376,7 +386,8 @@ def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monk
         assert torch.allclose(stage2, expected(False), atol=1e-5)
         model.order_choice_now = True
         assert torch.allclose(model.loss_fn(model.net, rows), expected(True), atol=1e-5)
-        assert (stage2 < model.loss_fn(model.net, rows)).all()  # the choice's log(columns left) is gone
+        # the choice's log(columns left) is gone
+        assert (stage2 < model.loss_fn(model.net, rows)).all()
     model.order_choice_now = False
     seen = []
     monkeypatch.setattr(llm.model, "train", lambda *a, **k: seen.append(model.order_choice_now) or llm.model.TrainResult(
@@ -388,21 +399,24 @@ def test_token_weights_alpha_on_values_and_the_column_choice_only_in_stage1(monk
 
 @pytest.mark.parametrize("options", [{}, {"row_format": "compact"}])
 def test_stage2_loss_is_over_the_tokens_constrained_decoding_allows(options, monkeypatch):
-    """With constrained_loss, stage 2's cross-entropy at each token is over what the row grammar allows
-    there (the choice the model makes when it samples): a token with one choice costs nothing, so the noisy
-    steps go into the values, not into a format constrained decoding imposes anyway. The mask at a token is the
-    grammar's after the row's own tokens before it: the same whichever rows are encoded with it. Stage 1,
-    which teaches the format itself, and constrained_loss=False keep the loss over every output. It is on by
-    default for a pretrained backbone sampled with constraints (the next test), off for the default backbone."""
+    """With constrained_loss, stage 2's cross-entropy at each token is over what the row grammar
+    allows there (the choice the model makes when it samples): a token with one choice costs
+    nothing, so the noisy steps go into the values, not into a format constrained decoding imposes
+    anyway. The mask at a token is the grammar's after the row's own tokens before it: the same
+    whichever rows are encoded with it. Stage 1, which teaches the format itself, and
+    constrained_loss=False keep the loss over every output. It is on by default for a pretrained
+    backbone sampled with constraints (the next test), off for the default backbone."""
     model = new_model(beta=0.0, constrained_loss=True, **options)
     table = table_(40)
     rows = model.encode(table)
     where = rows[:, 4]
-    assert (where[:, 0] == 0).all() and (where[:, 1:][rows[:, 0, 1:] >= 0] > 0).all()  # a mask at every token
+    # a mask at every token
+    assert (where[:, 0] == 0).all() and (where[:, 1:][rows[:, 0, 1:] >= 0] > 0).all()
     book = model._loss_masks
     grammar = llm.grammar.Grammar(model.codec, "cpu", model.outputs)
     C = len(model.schema.names)
-    alone = model.encode(table.iloc[[7]])  # one row alone: its masks are the grammar's on its own tokens too
+    # one row alone: its masks are the grammar's on its own tokens too
+    alone = model.encode(table.iloc[[7]])
     for row in (rows[0], rows[7], alone[0]):
         ids = [t for t in row[0].tolist() if t >= 0]
         state = grammar._enter_name(tuple(range(C)), ())
@@ -420,7 +434,8 @@ def test_stage2_loss_is_over_the_tokens_constrained_decoding_allows(options, mon
     assert forced.any()  # e.g. the separator after a category: nothing to learn there
     assert (model.encode(table, masks=False)[:, 4] == 0).all()
     assert not new_model().constrained_loss and (new_model().encode(table)[:, 4] == 0).all()
-    # a gradient with the masks is finite (the name and digit terms read positions where none is allowed)
+    # a gradient with the masks is finite (the name and digit terms read positions where none is
+    # allowed)
     model._trainable(False)
     ce, num = model.row_losses(model.net, rows[:8])
     (ce + num).sum().backward()
@@ -447,7 +462,8 @@ def test_default_embeddings_are_one_matrix_in_stage1_and_two_in_stage2(monkeypat
     model.learn_format()
     out, emb = model._output_layer().weight, model.net.get_input_embeddings().weight
     assert seen == [True]                                   # stage 1: tied
-    assert out is not emb and torch.equal(out, emb)         # then apart, starting from the same values
+    # then apart, starting from the same values
+    assert out is not emb and torch.equal(out, emb)
     assert {n for n, _ in model.net.named_parameters() if "lm_head" in n and "lora" not in n}
 
 
@@ -458,7 +474,8 @@ def test_uniform_next_column_keeps_the_chance_a_value_ends_and_spreads_it_evenly
     first, second, third = starts.nonzero().squeeze(1)[:3].tolist()
     other = int((~starts).nonzero()[0])
     probs = torch.zeros(2, V)
-    probs[0, [first, second, other]] = torch.tensor([0.5, 0.1, 0.4])   # the model prefers one column
+    # the model prefers one column
+    probs[0, [first, second, other]] = torch.tensor([0.5, 0.1, 0.4])
     probs[1, [first, third]] = torch.tensor([0.9, 0.1])
     mask = torch.zeros(2, V, dtype=torch.bool)
     mask[0, [first, second, other]] = True
@@ -484,9 +501,9 @@ def test_constrained_sampling_is_always_well_formed(fitted):
 
 
 def test_decoding_states_are_let_go_past_their_bound_between_batches(fitted, monkeypatch):
-    """The numbered decoding states are kept between batches up to a bound (the sentence format reaches a few
-    dozen new ones a row: a large sample would otherwise hold millions); past it a batch starts afresh, and
-    the rows drawn are the same as with every state kept."""
+    """The numbered decoding states are kept between batches up to a bound (the sentence format
+    reaches a few dozen new ones a row: a large sample would otherwise hold millions); past it a
+    batch starts afresh, and the rows drawn are the same as with every state kept."""
     model, _ = fitted
     monkeypatch.setattr(model.config, "sample_batch_size", 16)
     model._automaton = None
@@ -501,7 +518,8 @@ def test_decoding_states_are_let_go_past_their_bound_between_batches(fitted, mon
 
     monkeypatch.setattr(llm.sampling, "Automaton", Counted)
     pd.testing.assert_frame_equal(kept, model.sample(48, seed=3))
-    assert len(built) == 3  # three constrained batches of 16 rows, each past the bound: each starts afresh
+    # three constrained batches of 16 rows, each past the bound: each starts afresh
+    assert len(built) == 3
 
 def test_value_specified_prompts_satisfy_the_conditions(fitted):
     model, _ = fitted
@@ -539,22 +557,25 @@ def test_fairness_prompts_lower_the_demographic_parity_gap(fitted):
 
 # --- backbones, the API ----------------------------------------------------------------------------
 def test_a_pretrained_backbone_on_the_gpu_preset_trains_its_last_blocks_in_batches_of_256_rows():
-    """The pretrained recipe on the gpu preset (measured on full Adult on an H200, ahead of the default): LoRA
-    r = 8 on the last 4 blocks, 2 epochs of Poisson batches of 256 at 2e-2, in physical chunks of 256 (SmolLM2
-    at 1,024-row chunks ran out of an H100's memory), no stage 1; options given still win."""
+    """The pretrained recipe on the gpu preset (measured on full Adult on an H200, ahead of the
+    default): LoRA r = 8 on the last 4 blocks, 2 epochs of Poisson batches of 256 at 2e-2, in
+    physical chunks of 256 (SmolLM2 at 1,024-row chunks ran out of an H100's memory), no stage 1;
+    options given still win."""
     cls = get_model_class("dp-llmtgen")
     model_cfg, train_cfg = cls.configure("gpu", {"backbone": "/models/any"})
     assert train_cfg.physical_batch_size == 256 and train_cfg.batch_size == 256 and train_cfg.epochs == 2
     assert train_cfg.lr == 2e-2 and model_cfg.lora_r == 8 and model_cfg.lora_alpha == 16
     assert model_cfg.stage1_rows == 0 and model_cfg.lora_targets == "all-linear" and model_cfg.lora_last_layers == 4
     _, default_train = cls.configure("gpu", {})
-    assert default_train.physical_batch_size > default_train.batch_size  # the default backbone: one chunk
+    # the default backbone: one chunk
+    assert default_train.physical_batch_size > default_train.batch_size
     _, asked = cls.configure("gpu", {"backbone": "/models/any", "physical_batch_size": 64})
     assert asked.physical_batch_size == 64  # an option given wins over the recipe
 
 
 def tiny_backbone(directory, schema, n_layer: int = 1) -> str:
-    """A small GPT-2 (n_layer blocks) saved like a downloaded pretrained model (config, weights, tokenizer)."""
+    """A small GPT-2 (n_layer blocks) saved like a downloaded pretrained model (config, weights,
+    tokenizer)."""
     from transformers import GPT2Config, GPT2LMHeadModel
     tok = row_text.build_schema_tokenizer(schema)
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=n_layer, n_head=2,
@@ -564,17 +585,21 @@ def tiny_backbone(directory, schema, n_layer: int = 1) -> str:
 
 
 def test_a_pretrained_backbone_on_the_cpu_preset_takes_four_times_the_dp_steps(tmp_path):
-    """SmolLM2 moves with the updates: on a 2,000-row table the preset's batches (n/8 = 250 rows) gave it 16
-    steps at ε = 1; its CPU recipe takes Poisson batches of 64, so ~60 steps for the same rows seen and ε."""
+    """SmolLM2 moves with the updates: on a 2,000-row table the preset's batches (n/8 = 250 rows)
+    gave it 16 steps at ε = 1; its CPU recipe takes Poisson batches of 64, so ~60 steps for the same
+    rows seen and ε."""
     cls = get_model_class("dp-llmtgen")
     pretrained = cls(schema_(), preset="cpu", seed=0, backbone=tiny_backbone(tmp_path / "lm", schema_(), n_layer=2))
     default = cls(schema_(), preset="cpu", seed=0)
     mine, theirs = (m.plan_privacy(2000, 1.0, DELTA) for m in (pretrained, default))
     assert pretrained.train_config.lr == 1e-2 and mine.expected_batch_size == 64 and theirs.expected_batch_size == 250
-    # LoRA on every linear layer of the last 2 blocks: GPT-2's are Conv1D (none were found, and peft refused)
+    # LoRA on every linear layer of the last 2 blocks: GPT-2's are Conv1D (none were found, and peft
+    # refused)
     assert {n.split(".h.")[1].split(".")[0] for n in pretrained.lora_names} == {"0", "1"}
-    assert mine.steps >= 3.5 * theirs.steps and mine.planned_epsilon <= 1.0  # the same budget, more (noisier) steps
-    assert mine.noise_multiplier < theirs.noise_multiplier * 0.7  # each step samples fewer rows: less σ per step
+    # the same budget, more (noisier) steps
+    assert mine.steps >= 3.5 * theirs.steps and mine.planned_epsilon <= 1.0
+    # each step samples fewer rows: less σ per step
+    assert mine.noise_multiplier < theirs.noise_multiplier * 0.7
     quick = cls(schema_(), preset="quick", seed=0, backbone=tiny_backbone(tmp_path / "lm", schema_(), n_layer=2))
     assert (quick.train_config.batch_size, quick.train_config.lr, quick.train_config.epochs) == (64, 1e-2, 1)
 
@@ -598,11 +623,13 @@ def test_local_backbone_directory_loads_offline_and_saves_the_adapter_only(tmp_p
         alone = model.net(input_ids=rows[:, 0].clamp(min=0)).logits
     assert torch.allclose(cached, inline, atol=1e-5) and not torch.allclose(cached, alone, atol=1e-3)
     model.fit(table_(200), EPS, DELTA, "rdp")
-    assert model._loss_masks is None  # the grammar states the private rows reached are let go after training
+    # the grammar states the private rows reached are let go after training
+    assert model._loss_masks is None
     model.save(tmp_path / "run")
     saved = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
     assert saved and all("lora_" in k or k in model.head_names for k in saved) and model.head_names <= set(saved)
-    assert model.head_names and model.head_names <= model.stage2_names()  # the small output layer trains too
+    # the small output layer trains too
+    assert model.head_names and model.head_names <= model.stage2_names()
     loaded = get_model_class("dp-llmtgen").load(tmp_path / "run")
     pd.testing.assert_frame_equal(model.sample(10, seed=3), loaded.sample(10, seed=3))
     # conditions: a leading column in the prompt, a later one by rejection
@@ -647,14 +674,16 @@ def test_time_estimate_times_a_few_stage1_steps_instead_of_running_it():
     assert est["seconds"] > est["per_step_s"] * est["steps"]  # stage 1's estimate is included
     model = new_model(stage1_rows=64000)
     seconds = model.time_fixed_costs(probe_steps=2)
-    assert model.stage1_result.steps_done == 2 and model.stage1_result.steps_planned == 4000  # 64,000 rows, batch 32, 2 epochs
+    # 64,000 rows, batch 32, 2 epochs
+    assert model.stage1_result.steps_done == 2 and model.stage1_result.steps_planned == 4000
     assert seconds > 0 and model.format_learned
 
 
 @pytest.mark.parametrize("row_format, capacity", [("sentence", 64), ("compact", 64), ("compact", 3)])
 def test_decoding_cache_gives_the_logits_of_transformers_cache(row_format, capacity):
-    """Sampling's KV cache (buffers allocated once, written in place; grown when a row outruns them) gives
-    the same next-token logits as transformers' DynamicCache, the compact format's header included."""
+    """Sampling's KV cache (buffers allocated once, written in place; grown when a row outruns them)
+    gives the same next-token logits as transformers' DynamicCache, the compact format's header
+    included."""
     model = new_model(row_format=row_format)
     net = model.net.eval()
     kw = model.cache_keyword

@@ -1,4 +1,5 @@
-"""Masked TableDiffusion: the absorbing-state loss, privacy plumbing, step-wise sampling, exact conditions."""
+"""Masked TableDiffusion: the absorbing-state loss, privacy plumbing, step-wise sampling, exact
+conditions."""
 import time
 
 import numpy as np
@@ -31,9 +32,9 @@ def link(synth: pd.DataFrame) -> float:
 
 @pytest.mark.parametrize("copies,weighting", [(1, "flat"), (3, "flat"), (2, "elbo")])
 def test_loss_is_the_cross_entropy_of_the_masked_columns_given_the_others(toy_schema, toy_table, copies, weighting):
-    """Each noised copy hides m ≥ 1 columns behind [MASK]; the network never sees a hidden column's value, and
-    the row's loss is the hidden columns' cross-entropy (summed over C, or their mean for the ELBO's
-    weighting), averaged over the copies."""
+    """Each noised copy hides m ≥ 1 columns behind [MASK]; the network never sees a hidden column's
+    value, and the row's loss is the hidden columns' cross-entropy (summed over C, or their mean for
+    the ELBO's weighting), averaged over the copies."""
     model = get_model_class(FAMILY)(toy_schema, preset="tiny", copies=copies, loss_weighting=weighting)
     clean, _ = validate_table(toy_table.iloc[:50], toy_schema)
     rows = model.encode(clean)
@@ -49,9 +50,11 @@ def test_loss_is_the_cross_entropy_of_the_masked_columns_given_the_others(toy_sc
     B, C = rows.shape
     tokens = seen["tokens"].view(B, copies, C)
     hidden = tokens == model.net.mask_id
-    assert hidden.any(-1).all()                                          # at least one column hidden per copy
+    # at least one column hidden per copy
+    assert hidden.any(-1).all()
     visible = rows.unsqueeze(1).expand(B, copies, C)
-    assert torch.equal(tokens[~hidden], visible[~hidden])                # the others are the row's own tokens
+    # the others are the row's own tokens
+    assert torch.equal(tokens[~hidden], visible[~hidden])
     assert 0 < hidden.float().mean() < 1
     local = rows - model.offsets
     ce = torch.stack([F.cross_entropy(lg.reshape(B * copies, -1), local[:, c].repeat_interleave(copies),
@@ -80,13 +83,15 @@ def test_tiny_fit_and_sample_take_seconds_within_budget_with_poisson_batches(toy
     assert len(synth) == 300 and list(synth.columns) == toy_schema.names
     assert result.ledger.spent_epsilon <= 2.0 and result.model.train_result.epsilon_spent <= 2.0
     assert result.ledger.training_entry().mechanism.startswith("DP-SGD")
-    assert result.model.plan.sample_rate < 1.0 and len(set(sizes)) > 1  # Poisson: the batch size varies
+    # Poisson: the batch size varies
+    assert result.model.plan.sample_rate < 1.0 and len(set(sizes)) > 1
 
 
 @pytest.mark.parametrize("network", ["mlp", "transformer"])
 def test_revealing_columns_step_by_step_keeps_their_links(toy_schema, toy_table, network):
-    """With one column per step each is drawn knowing those before it and the learned link survives; with a
-    single step every column is drawn at once from its marginal and the link is gone: the steps matter."""
+    """With one column per step each is drawn knowing those before it and the learned link survives;
+    with a single step every column is drawn at once from its marginal and the link is gone: the
+    steps matter."""
     model = fit_tiny(toy_schema, toy_table, epochs=20, n_embd=32, network=network).model
     real = link(toy_table)
     model.config.diffusion_steps = 0
@@ -168,4 +173,5 @@ def test_reveal_schedule_reveals_every_column_once_the_first_ones_alone():
                 plan = reveal_steps(columns, steps, schedule)
                 assert len(plan) == columns and plan == sorted(plan)
                 assert set(plan) == set(range(steps))  # every step reveals at least one column
-    assert reveal_steps(15, 5) == [0, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]  # 1, 2, 3, 4, 5 columns
+    # 1, 2, 3, 4, 5 columns
+    assert reveal_steps(15, 5) == [0, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]

@@ -192,8 +192,8 @@ def test_the_review_shows_the_share_of_persons_whose_sequence_is_valid(tmp_path)
 
 
 def test_a_panel_on_declared_values_keeps_to_them():
-    """A biennial panel whose years are declared values (1980, 1982, …, 1990): without gaps means the
-    next wave, and experience +1 a year moves by 2 a wave, on its own declared values (0 to 20,
+    """A biennial panel whose years are declared values (1980, 1982, …, 1990): without gaps means
+    the next wave, and experience +1 a year moves by 2 a wave, on its own declared values (0 to 20,
     evenly spaced); a change along values not evenly spaced is refused in one line."""
     waves = [1980, 1982, 1984, 1986, 1988, 1990]
     child = Schema(columns=[ColumnSpec("year", "integer", values=waves),

@@ -119,8 +119,8 @@ def test_ghost_clipping_norms_match_per_sample_gradients_one_at_a_time():
 
 @pytest.mark.parametrize("mode", ["ghost", "hooks"])
 def test_each_sample_is_clipped_before_noise(mode):
-    """With zero noise, one DP step moves parameters by lr·Adam(mean of clipped grads); a huge-gradient
-    sample must not dominate: compare with the clipped average computed by hand."""
+    """With zero noise, one DP step moves parameters by lr·Adam(mean of clipped grads); a
+    huge-gradient sample must not dominate: compare with the clipped average computed by hand."""
     torch.manual_seed(0)
     rows = torch.tensor([[1, 2, 3], [4, 5, 6]])
     net = TinyNet()
@@ -173,7 +173,8 @@ def test_training_stops_between_steps_when_asked_and_reports_what_was_spent():
 
 
 def test_seeded_training_cannot_be_replayed():
-    """The same initial weights, data and seed: DP-SGD still ends elsewhere (secret noise and batches)."""
+    """The same initial weights, data and seed: DP-SGD still ends elsewhere (secret noise and
+    batches)."""
     data = torch.randint(0, 7, (300, 3))
     plan = plan_noise(300, 30, 1, 1.0, 1e-4, accountant="rdp")
     starts, outs = [], []
@@ -188,7 +189,8 @@ def test_seeded_training_cannot_be_replayed():
 
 
 class NetWithSideBranch(nn.Module):
-    """A layer whose input does not depend on the embeddings: the fast first pass cannot reach it."""
+    """A layer whose input does not depend on the embeddings: the fast first pass cannot reach
+    it."""
 
     def __init__(self):
         super().__init__()
@@ -211,8 +213,8 @@ def test_ghost_clipping_refuses_to_clip_with_a_missing_norm():
 
 # --- where ε is decided: the privacy layer, from a model's sampling shape and the steps it started --------
 def test_a_step_that_fails_midway_is_charged(toy_schema, toy_table):
-    """The ledger charges every step that touched the rows, the one that failed included, from the count the
-    loop keeps in memory (not from a log on disk)."""
+    """The ledger charges every step that touched the rows, the one that failed included, from the
+    count the loop keeps in memory (not from a log on disk)."""
     from synth_core.models import get_model_class
     from synth_core.schema import validate_table
     model = get_model_class("dp-tbart")(toy_schema, preset="tiny")
@@ -259,7 +261,8 @@ def test_a_dead_worker_is_charged_by_its_saved_plan_and_an_old_plan_in_full():
     ledger = PrivacyLedger(1.0, 1e-5, 1000)
     charge_interrupted(ledger, p.to_dict(), steps=p.steps)  # never more than the plan's steps
     assert ledger.entries[0].details["steps"] == p.steps
-    old = {k: v for k, v in p.to_dict().items() if k != "group_size"}  # saved before group sizes existed
+    # saved before group sizes existed
+    old = {k: v for k, v in p.to_dict().items() if k != "group_size"}
     ledger = PrivacyLedger(1.0, 1e-5, 1000)
     charge_interrupted(ledger, old, steps=5)
     assert ledger.entries[0].epsilon == 1.0

@@ -1,5 +1,6 @@
-"""Numeric bins at DP quantiles (issue 15, item 5): quantiles released by a Gaussian mechanism on public
-histograms, paid from ε and recorded, carried by the run's schema, followed by every model's bins."""
+"""Numeric bins at DP quantiles (issue 15, item 5): quantiles released by a Gaussian mechanism on
+public histograms, paid from ε and recorded, carried by the run's schema, followed by every model's
+bins."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,13 +34,16 @@ def test_released_quantiles_follow_the_data_and_are_paid_for():
     table, schema = _skewed()
     ledger = PrivacyLedger(target_epsilon=1.0, target_delta=1e-6, n_rows=len(table))
     out, mechanism = measure_quantiles(table, schema, 0.3, 1e-6, ledger)
-    assert quantile_columns(schema) == ["gain", "ratio"]  # a column with few values keeps one bin per value
-    assert out["kids"].quantiles is None and schema["ratio"].quantiles is None  # the steward's schema untouched
+    # a column with few values keeps one bin per value
+    assert quantile_columns(schema) == ["gain", "ratio"]
+    # the steward's schema untouched
+    assert out["kids"].quantiles is None and schema["ratio"].quantiles is None
     levels = np.arange(1, QUANTILE_LEVELS) / QUANTILE_LEVELS
     error = np.abs(np.array(out["ratio"].quantiles) - np.quantile(table["ratio"], levels))
     uniform = np.abs(schema["ratio"].from_unit(levels) - np.quantile(table["ratio"], levels))
-    # The noise is secret, so the bounds hold for every draw (1,000 draws: median error at most 0.03, mean at
-    # most 0.12; the top level moves most, with the noisy total): evenly spread levels are 1.1 off on average.
+    # The noise is secret, so the bounds hold for every draw (1,000 draws: median error at most
+    # 0.03, mean at most 0.12; the top level moves most, with the noisy total): evenly spread levels
+    # are 1.1 off on average.
     assert np.median(error) < 0.06 and error.mean() < 0.3 < uniform.mean()
     assert out["gain"].quantiles[:10] == [0.0] * 10  # the spike
     entry = ledger.entries[-1]
@@ -58,7 +62,8 @@ def test_bins_at_quantiles_give_a_spike_its_own_bin_and_lower_the_binning_floor(
     assert np.all(np.diff(edges) > 0) and edges[-1] == 99_999.5 and np.all((edges % 1) == 0.5)
     assert out["kids"].edges(50).tolist() == [-0.5, 0.5, 1.5, 2.5, 3.5, 4.5]
     # the real rows through the bins and back: closer to themselves with bins at the quantiles
-    # on average over independent releases: one draw's floor ranges 0.02-0.07 (150 draws), uniform bins' is 0.089
+    # on average over independent releases: one draw's floor ranges 0.02-0.07 (150 draws), uniform
+    # bins' is 0.089
     def floor(spec):
         enc = TokenEncoder(Schema(columns=[spec]), n_bins=20)
         back = enc.decode(enc.encode(table[[spec.name]]), np.random.default_rng(0))
@@ -94,10 +99,12 @@ def test_a_run_with_quantile_bins_stays_within_its_budget_and_reloads_the_same_b
 
 
 def test_a_number_with_few_values_at_its_precision_gets_a_bin_per_value():
-    """Public facts alone (bounds and decimals): a rating 1.0-5.0 written to one decimal has 41 values, so with 50
-    bins each has its own, and the real rows come back through the bins unchanged (no binning floor)."""
+    """Public facts alone (bounds and decimals): a rating 1.0-5.0 written to one decimal has 41
+    values, so with 50 bins each has its own, and the real rows come back through the bins unchanged
+    (no binning floor)."""
     spec = ColumnSpec("rating", "continuous", lower=1.0, upper=5.0, decimals=1)
-    assert len(spec.edges(50)) == 42 and len(spec.edges(20)) == 21  # 20 bins: too few, evenly cut as before
+    # 20 bins: too few, evenly cut as before
+    assert len(spec.edges(50)) == 42 and len(spec.edges(20)) == 21
     encoder = TokenEncoder(Schema(columns=[spec]), n_bins=50)
     table = pd.DataFrame({"rating": np.round(np.random.default_rng(0).uniform(1, 5, 500), 1)})
     back = encoder.decode(encoder.encode(table), np.random.default_rng(1))

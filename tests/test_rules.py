@@ -1,5 +1,6 @@
-"""Declared rules (schema/rules.py, schema/expressions.py): a safe parser, the private table held to them (rows
-that break one dropped and counted), every synthetic row obeying them, and computed columns."""
+"""Declared rules (schema/rules.py, schema/expressions.py): a safe parser, the private table held to
+them (rows that break one dropped and counted), every synthetic row obeying them, and computed
+columns."""
 import json
 
 import numpy as np
@@ -113,15 +114,16 @@ def test_rows_that_break_a_rule_are_dropped_and_counted_and_a_mostly_broken_rule
                                         "Married-AF-spouse", "Married-civ-spouse", "Married-civ-spouse"],
                      "capital-gain": [0, 0, 10, 5, 0, 0], "capital-loss": [0, 0, None, 7, 1, 0]})
     clean, report = validate_table(table, adultish())
-    # the Wife never married breaks MARRIED; gain 5 with loss 7 breaks ONE_OF, and so does gain 10 with its loss
-    # missing (a missing loss is not 0: the convention of schema/expressions.py)
+    # the Wife never married breaks MARRIED; gain 5 with loss 7 breaks ONE_OF, and so does gain 10
+    # with its loss missing (a missing loss is not 0: the convention of schema/expressions.py)
     assert report.rule_breaks == {MARRIED: 1, ONE_OF: 2}
     assert len(clean) == 3 and report.rows == 3 and report.dropped_for_rules == 3
     assert clean["relationship"].tolist() == ["Husband"] * 3 and clean["capital-loss"].tolist() == [0, 1, 0]
     assert any("3 rows that break a declared rule were dropped" in line for line in report.summary())
     with pytest.raises(SchemaError, match="probably mistyped"):
         validate_table(table, adultish(rules=["relationship == 'Own-child'"]))
-    # issue 58: the rules together are held to what one rule is held to: 3 of 5 rows, each rule under half
+    # issue 58: the rules together are held to what one rule is held to: 3 of 5 rows, each rule
+    # under half
     with pytest.raises(SchemaError, match=r"the rules together drop 3 of the table's 5 rows \(60%\)"):
         validate_table(table.iloc[:5], adultish())
 
@@ -151,7 +153,8 @@ def test_a_computed_column_gets_its_bounds_from_its_sources_and_every_row_agrees
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    """The demo table with two rules and a computed column, fitted once by DP-TBART at the tiny preset (one epoch)."""
+    """The demo table with two rules and a computed column, fitted once by DP-TBART at the tiny
+    preset (one epoch)."""
     data = demo_schema().to_dict()
     data["rules"] = ["`hours-per-week` >= 30 or income == '<=50K'", "age >= 25 or `capital-gain` == 0"]
     data["columns"].append({"name": "weekly-minutes", "kind": "integer", "derived": {"expr": "`hours-per-week` * 60"}})
@@ -224,7 +227,8 @@ def test_calibration_sets_the_cells_a_rule_forbids_to_zero():
     zero = forbidden(encoder, columns, shape, schema.rule_checks).reshape(shape)
     # rows: Husband, Wife, Own-child; columns: the two married states, then Never-married
     assert zero.tolist() == [[False, False, True], [False, False, True], [False, False, False]]
-    assert forbidden(encoder, ("relationship", "capital-gain"), (3, 4), schema.rule_checks) is None  # not judged
+    # not judged
+    assert forbidden(encoder, ("relationship", "capital-gain"), (3, 4), schema.rule_checks) is None
 
 
 def test_a_rule_most_rows_break_because_of_missing_values_says_how_to_allow_them():
@@ -246,10 +250,11 @@ def test_a_value_in_quotes_is_kept_as_typed_and_a_rule_may_span_lines():
 
 
 def test_a_value_a_rule_names_gets_a_bin_of_its_own_so_holding_rows_to_it_keeps_their_shares():
-    """King's renovation year is 0 ("never") on most rows: in 100 even bins over 0-2015 the first, 0-20, decodes
-    to 0 one time in 21, so holding rows to `yr_renovated == 0 or …` kept few of the never-renovated ones and the
-    renovated houses' share grew tenfold; a GAN or a diffusion model put it near 0, rarely at 0. The rule's 0 (and
-    a threshold's edge) are now in the public scale, and a vector model draws the 0 exactly."""
+    """King's renovation year is 0 ("never") on most rows: in 100 even bins over 0-2015 the first,
+    0-20, decodes to 0 one time in 21, so holding rows to `yr_renovated == 0 or …` kept few of the
+    never-renovated ones and the renovated houses' share grew tenfold; a GAN or a diffusion model
+    put it near 0, rarely at 0. The rule's 0 (and a threshold's edge) are now in the public scale,
+    and a vector model draws the 0 exactly."""
     rng = np.random.default_rng(0)
     n = 1500
     built = rng.integers(1900, 2015, n)
@@ -275,7 +280,9 @@ def test_a_value_a_rule_names_gets_a_bin_of_its_own_so_holding_rows_to_it_keeps_
         result = api.fit(table, schema, model=family, epsilon=5.0, preset="tiny", public_table=True)
         rows = result.model.sample(3000, seed=1)
         assert ((rows["yr_renovated"] == 0) | (rows["yr_renovated"] >= rows["yr_built"])).all()
-        assert abs((rows["yr_renovated"] == 0).mean() - 0.9) < 0.1, family  # the renovated share not inflated
+        # the renovated share not inflated
+        assert abs((rows["yr_renovated"] == 0).mean() - 0.9) < 0.1, family
         assert result.model.last_sample_info["rules"]["acceptance"] > 0.5, family
-        # the public count is released as declared: the rows a rule dropped (a private count) are not taken off
+        # the public count is released as declared: the rows a rule dropped (a private count) are
+        # not taken off
         assert result.ledger.n_rows == n

@@ -172,7 +172,8 @@ def test_read_table_keeps_categorical_codes_as_strings(tmp_path):
 
 
 def test_draft_schema_is_marked_as_read_from_data_until_confirmed():
-    table = pd.concat([small_table()] * 15, ignore_index=True)  # 60 rows: "a" 30, "b" 15, the ages 15 each
+    # 60 rows: "a" 30, "b" 15, the ages 15 each
+    table = pd.concat([small_table()] * 15, ignore_index=True)
     schema = draft_schema(table)
     assert schema.drafted_from_data and not schema.confirmed
     assert schema.provenance["warning"] and "drafted" in schema.provenance["warning"]
@@ -186,8 +187,9 @@ def test_draft_schema_is_marked_as_read_from_data_until_confirmed():
 
 
 def test_a_draft_protects_by_default():
-    """Identifiers and empty columns are left out with the reason, rare categories are never proposed, a date
-    becomes its year, roles are suggested by name: a draft discloses as little as it can."""
+    """Identifiers and empty columns are left out with the reason, rare categories are never
+    proposed, a date becomes its year, roles are suggested by name: a draft discloses as little as
+    it can."""
     rng = np.random.default_rng(0)
     n = 300
     table = pd.DataFrame({
@@ -211,8 +213,8 @@ def test_a_draft_protects_by_default():
     assert set(clean["visit"]) == {2019.0} and report.ignored_columns == sorted(schema.excluded, key=list(table).index)
     assert clean["city"].isin(["Leeds", "York", "(other)"]).all()
     assert Schema.from_json(schema.to_json()).excluded == schema.excluded
-    # yes/no values stored as objects beside a missing value (openintro's ucla_textbooks_f18) are categories
-    # the table is then read with, not the numbers 0 and 1
+    # yes/no values stored as objects beside a missing value (openintro's ucla_textbooks_f18) are
+    # categories the table is then read with, not the numbers 0 and 1
     flags = pd.DataFrame({"seminar": [False] * 40 + [True] * 20 + [None]}, dtype=object)
     flag = draft_schema(flags)["seminar"]
     assert flag.kind == "categorical" and flag.categories == ["False", "True"] and flag.nullable
@@ -220,9 +222,10 @@ def test_a_draft_protects_by_default():
 
 
 def test_a_drafted_bound_is_not_stretched_by_a_few_outliers():
-    """One diamond 59 mm wide among thousands of 4-10 mm would stretch drafted bounds (and every bin between
-    them) over a range no other row lies in: the draft leaves out the 10 most extreme values at each end (1 %
-    of a small table), the table is clipped to the bounds, and the clipping is counted for the steward."""
+    """One diamond 59 mm wide among thousands of 4-10 mm would stretch drafted bounds (and every bin
+    between them) over a range no other row lies in: the draft leaves out the 10 most extreme values
+    at each end (1 % of a small table), the table is clipped to the bounds, and the clipping is
+    counted for the steward."""
     rng = np.random.default_rng(0)
     width = np.r_[rng.uniform(4.0, 10.0, 2000), [58.9, 31.8, 0.0]]
     schema = draft_schema(pd.DataFrame({"width": width.round(2)}))
@@ -236,7 +239,8 @@ def test_a_drafted_bound_is_not_stretched_by_a_few_outliers():
     # beside an x, a y is a size or a coordinate, not the target; alone it is the usual name of one
     sizes = draft_schema(pd.DataFrame({"x": width, "y": width, "price": np.arange(len(width)) % 7}))
     assert sizes["y"].role is None and draft_schema(pd.DataFrame({"y": width}))["y"].role == "target"
-    # a column nearly always one value keeps its whole range: without its few other values it would be no range
+    # a column nearly always one value keeps its whole range: without its few other values it would
+    # be no range
     gain = draft_schema(pd.DataFrame({"gain": np.r_[np.zeros(2000, int), [5, 700, 99999]]}))["gain"]
     assert (gain.lower, gain.upper) == (0, 100000)
     # a table of 60 rows keeps its extremes inside: 1 % of it is less than one value
@@ -245,9 +249,10 @@ def test_a_drafted_bound_is_not_stretched_by_a_few_outliers():
 
 
 def test_a_draft_proposes_the_precision_values_are_written_at():
-    """A rate written at one decimal (and stored in single precision, as tables from R often are: 1.7999999523
-    for 1.8) is drafted with decimals 1, read back at exactly that precision without counting a value as
-    rounded, and a model decodes its rows at it; a measurement with many digits gets no precision."""
+    """A rate written at one decimal (and stored in single precision, as tables from R often are:
+    1.7999999523 for 1.8) is drafted with decimals 1, read back at exactly that precision without
+    counting a value as rounded, and a model decodes its rows at it; a measurement with many digits
+    gets no precision."""
     from synth_core.encoding import TokenEncoder
 
     rng = np.random.default_rng(0)
@@ -290,8 +295,8 @@ def test_random_table_uses_only_the_public_schema(toy_schema):
 
 
 def test_the_column_owns_its_public_scale():
-    """One log rule: to_unit / from_unit invert each other, edges are even on the column's scale, and the
-    encoders, the evaluation's encoder and random rows all go through the column."""
+    """One log rule: to_unit / from_unit invert each other, edges are even on the column's scale,
+    and the encoders, the evaluation's encoder and random rows all go through the column."""
     from synth_core.encoding import VectorEncoder
     from synth_core.evaluate.features import PublicEncoder
     from synth_core.schema import random_table
@@ -299,7 +304,8 @@ def test_the_column_owns_its_public_scale():
     age = ColumnSpec("age", "integer", lower=17, upper=90)
     x = np.array([0.0, 1.0, 10.0, 5000.0, 99999.0, 2e6])
     u = gain.to_unit(x)
-    assert u[0] == 0 and u[-1] == 1 and np.all(np.diff(u) >= 0) and u[1] > 0.05  # fine near the bound
+    # fine near the bound
+    assert u[0] == 0 and u[-1] == 1 and np.all(np.diff(u) >= 0) and u[1] > 0.05
     assert np.allclose(gain.from_unit(u[:-1]), x[:-1])
     assert np.allclose(gain.to_unit(gain.edges(10)), np.linspace(0, 1, 11))
     assert np.array_equal(age.edges(100), np.arange(16.5, 91.0, 1.0))
@@ -308,7 +314,8 @@ def test_the_column_owns_its_public_scale():
     vec = VectorEncoder(schema, numeric="scalar")
     assert np.allclose(vec.scale(gain, x), 2 * gain.to_unit(x) - 1)
     table = random_table(schema, 4000, seed=0)
-    assert abs(float(np.median(gain.to_unit(table["gain"]))) - 0.5) < 0.05  # uniform on the log scale
+    # uniform on the log scale
+    assert abs(float(np.median(gain.to_unit(table["gain"]))) - 0.5) < 0.05
     enc = PublicEncoder(schema).fit(table)
     assert np.allclose(enc.scale_numeric("gain", x), u)
 
@@ -343,7 +350,8 @@ def test_files_holding_statistics_of_the_private_table_are_owner_only(tmp_path, 
     ("name|city|n\nJosé|Zürich|1\nAnna|Köln|2\n", "latin-1", "Windows-1252 (Excel) text, columns separated by vertical bars"),
 ])
 def test_common_csv_dialects_and_encodings_are_read_and_said(content, encoding, detected):
-    """Excel's semicolons and Windows-1252, UTF-16 and byte-order marks: read right, and the steward is told how."""
+    """Excel's semicolons and Windows-1252, UTF-16 and byte-order marks: read right, and the steward
+    is told how."""
     table = read_table_bytes(content.encode(encoding), "people.csv")
     assert list(table.columns) == ["name", "city", "n"]
     assert table["city"].tolist() == ["Zürich", "Köln"] and table["n"].tolist() == [1, 2]
@@ -351,8 +359,8 @@ def test_common_csv_dialects_and_encodings_are_read_and_said(content, encoding, 
 
 
 def test_dates_written_with_and_without_a_time_zone_are_read_as_their_years():
-    """A column of dates some of which carry a time zone (an export from two systems) once stopped the draft and
-    the validation with pandas' "Mixed timezones detected"; they are read in UTC."""
+    """A column of dates some of which carry a time zone (an export from two systems) once stopped
+    the draft and the validation with pandas' "Mixed timezones detected"; they are read in UTC."""
     when = [f"2013-0{i % 9 + 1}-01 10:00:00+01:00" if i % 2 else f"2014-0{i % 9 + 1}-02 09:30:00" for i in range(60)]
     table = pd.DataFrame({"when": when, "x": np.arange(60) % 3})
     schema = draft_schema(table).confirm()

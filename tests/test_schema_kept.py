@@ -113,7 +113,8 @@ def test_the_same_table_re_exported_is_offered_its_work_back_or_a_fresh_start(ho
     no_exceptions(tab)
     restored = tab.session_state["schema"]
     assert_edited(restored)
-    assert restored.names == [c for c in reversed(TABLE.columns) if c in restored]  # this file's order
+    # this file's order
+    assert restored.names == [c for c in reversed(TABLE.columns) if c in restored]
     assert not [b for b in tab.button if b.key == "work_continue"]
 
     again = new_app()  # another tab: this time the steward starts over

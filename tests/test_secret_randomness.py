@@ -3,8 +3,8 @@
 The attack this guards against (issue 13): the seed is 0 by default and stored in the run folder. An
 attacker who knows the code, the seed and every row but one replays training with and without the
 target row and compares with what was released. With seeded noise the replay with the row is
-bit-identical to the real run, so membership is read off with certainty, whatever ε says. With secret
-noise the replays differ from the real run however much the attacker knows.
+bit-identical to the real run, so membership is read off with certainty, whatever ε says. With
+secret noise the replays differ from the real run however much the attacker knows.
 """
 import numpy as np
 import pandas as pd
@@ -100,9 +100,11 @@ def test_secure_mode_noise_has_the_planned_scale():
 
 
 def test_dp_bounds_are_not_replayable_from_the_seed():
-    """A bin holding about as many rows as the threshold passes or not by its secret noise, whatever seeds."""
+    """A bin holding about as many rows as the threshold passes or not by its secret noise, whatever
+    seeds."""
     schema = Schema(columns=[ColumnSpec("x", "continuous")])
-    table = pd.DataFrame({"x": [50.0] * 300 + [700.0] * 21})  # ~21 rows in [500, 1000): τ ≈ 21 at ε = 0.5
+    # ~21 rows in [500, 1000): τ ≈ 21 at ε = 0.5
+    table = pd.DataFrame({"x": [50.0] * 300 + [700.0] * 21})
     uppers = set()
     for _ in range(16):
         torch.manual_seed(0)
@@ -114,8 +116,9 @@ def test_dp_bounds_are_not_replayable_from_the_seed():
 
 
 def test_measurements_draw_secure_noise_and_keep_whole_counts(toy_schema, toy_table, monkeypatch):
-    """Marginals, quantile histograms and AIM's rounds take Opacus' secure-mode noise (never NumPy's single
-    floating-point Gaussian draw), from a secret generator, and keep their noisy counts rounded."""
+    """Marginals, quantile histograms and AIM's rounds take Opacus' secure-mode noise (never NumPy's
+    single floating-point Gaussian draw), from a secret generator, and keep their noisy counts
+    rounded."""
     from synth_core.privacy.measurements import measure_marginals, measure_quantiles
     from synth_core.privacy.randomness import secure_gaussian
     from synth_core.privacy.selection import RhoBudget
@@ -138,5 +141,6 @@ def test_measurements_draw_secure_noise_and_keep_whole_counts(toy_schema, toy_ta
     assert not np.array_equal(runs[0], runs[1])  # the same seeds, other noise
     measured = RhoBudget(1.0).measure(np.arange(10.0), 2.0, np.random.default_rng(0))
     assert np.array_equal(measured, np.round(measured))
-    assert len(secure) == 2 * (len(marginals.marginals) + 1) + 1  # every measurement's noise, secure
+    # every measurement's noise, secure
+    assert len(secure) == 2 * (len(marginals.marginals) + 1) + 1
     assert float(np.std(secure_gaussian(2.0, 100_000))) == pytest.approx(2.0, rel=0.02)

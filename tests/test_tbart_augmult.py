@@ -1,6 +1,6 @@
-"""SynLM's AugMult and the TAN batch rule for DP-TBART: k copies of a row in k random column orders inside
-one sample (so the per-sample gradient averages them before clipping), copies that never attend to each
-other, and a batch grown until the noise multiplier reaches a floor."""
+"""SynLM's AugMult and the TAN batch rule for DP-TBART: k copies of a row in k random column orders
+inside one sample (so the per-sample gradient averages them before clipping), copies that never
+attend to each other, and a batch grown until the noise multiplier reaches a floor."""
 import pytest
 import torch
 import torch.nn.functional as F

@@ -1,8 +1,8 @@
-"""Issue 59 items 1-2: numbers as stewards write them. A numeric column's declared value set (codes, brackets
-written as their midpoints, a Likert scale, rates from a short list) and its point masses (the 0 most amounts
-hold) are public facts of the schema: drafted from the table with a category's protection, round-tripped
-through JSON, edited in the schema grid, and every family writes only declared values and a point exactly,
-on single and linked tables."""
+"""Issue 59 items 1-2: numbers as stewards write them. A numeric column's declared value set (codes,
+brackets written as their midpoints, a Likert scale, rates from a short list) and its point masses
+(the 0 most amounts hold) are public facts of the schema: drafted from the table with a category's
+protection, round-tripped through JSON, edited in the schema grid, and every family writes only
+declared values and a point exactly, on single and linked tables."""
 from __future__ import annotations
 
 import json
@@ -22,8 +22,9 @@ FEE = 6.109248  # a point mass inside the range, with more digits than a draft o
 
 
 def coded_table(n: int = 600, seed: int = 0) -> pd.DataFrame:
-    """Rates from a short list (0 on more than half the rows), ages in brackets written as midpoints, a 1-7
-    item, an amount that is 0 on three rows in five and a fee on one, and a category."""
+    """Rates from a short list (0 on more than half the rows), ages in brackets written as
+    midpoints, a 1-7 item, an amount that is 0 on three rows in five and a fee on one, and a
+    category."""
     rng = np.random.default_rng(seed)
     sex = rng.choice(["f", "m"], n)
     u = rng.random(n)
@@ -122,7 +123,8 @@ def test_value_sets_and_points_round_trip_through_json_and_bad_ones_are_refused(
     schema = coded_schema()
     again = Schema.from_json(schema.to_json())
     assert again == schema and again["age"].values == BRACKETS and again["amount"].points == [0, FEE]
-    assert again["rate"].lower == 0 and again["rate"].upper == 4.56  # a value set sets the bounds it lacks
+    # a value set sets the bounds it lacks
+    assert again["rate"].lower == 0 and again["rate"].upper == 4.56
     bad = {
         "a single value": ({"values": [1]}, "declare from 2"),
         "a value twice": ({"values": [1, 1]}, "twice"),
@@ -210,7 +212,8 @@ def test_a_value_a_few_rows_hold_is_never_found():
 
 
 def test_found_value_sets_are_not_replayable_from_the_seed():
-    """A value about as many rows hold as the threshold is found or not by its secret noise, whatever seeds."""
+    """A value about as many rows hold as the threshold is found or not by its secret noise,
+    whatever seeds."""
     import torch
     from synth_core.privacy import PrivacyLedger
     from synth_core.privacy.value_sets import find_value_sets

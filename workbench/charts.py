@@ -1,5 +1,5 @@
-"""The training and model pages' charts: loss and ε per step, the forecast against ε (the review's charts are
-synth_core.evaluate.charts)."""
+"""The training and model pages' charts: loss and ε per step, the forecast against ε (the review's
+charts are synth_core.evaluate.charts)."""
 from __future__ import annotations
 
 import math
@@ -44,8 +44,8 @@ def epsilon_chart(events: list[dict], target: float, steps_planned: int | None, 
 
 
 def forecast_chart(points: list, floor, chosen: float | None) -> go.Figure:
-    """The expected 2-way TVD against ε (synth_core.forecast.curve) with its 80% band, the table's own floor,
-    and the ε chosen."""
+    """The expected 2-way TVD against ε (synth_core.forecast.curve) with its 80% band, the table's
+    own floor, and the ε chosen."""
     eps = [p[0] for p in points]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=eps + eps[::-1], y=[p[2].high for p in points] + [p[2].low for p in points][::-1],
@@ -59,7 +59,8 @@ def forecast_chart(points: list, floor, chosen: float | None) -> go.Figure:
                       annotation_text="the table's own rows against unseen ones", annotation_position="top right")
     if chosen:
         fig.add_vline(x=chosen, line={"dash": "dash", "color": "#d62728"})
-        # on a log axis an annotation's x is the exponent (a line's is the value): written apart, it sits on the line
+        # on a log axis an annotation's x is the exponent (a line's is the value): written apart, it
+        # sits on the line
         fig.add_annotation(x=math.log10(chosen), y=1, xref="x", yref="paper", text=f"ε = {chosen:g}",
                            showarrow=False, xanchor="left", yanchor="bottom", font={"color": "#d62728"})
     ticks = [t for t in (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 10) if min(eps) <= t <= max(eps)]

@@ -1,5 +1,5 @@
-"""What a page shows as a person reads it: tables with an empty cell where a value is missing (never 'None' or
-'nan'), the progress bar's words while a review sample is drawn."""
+"""What a page shows as a person reads it: tables with an empty cell where a value is missing (never
+'None' or 'nan'), the progress bar's words while a review sample is drawn."""
 from __future__ import annotations
 
 import pandas as pd
@@ -16,8 +16,9 @@ def _cell(value) -> str:
 
 
 def readable(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` for st.dataframe: a column holding a missing value becomes text, blank where the value is missing
-    (Streamlit writes 'None' there); a column without one keeps its type, and its sorting."""
+    """`frame` for st.dataframe: a column holding a missing value becomes text, blank where the
+    value is missing (Streamlit writes 'None' there); a column without one keeps its type, and its
+    sorting."""
     out = frame.copy()
     for name in out.columns:
         column = out[name]

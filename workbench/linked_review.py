@@ -1,7 +1,7 @@
-"""The review page for runs on linked tables (schema.linked): each level's fidelity, the children per person, a
-person's column against their rows' columns, the order of a person's rows, the share of persons
-whose rows obey a declared time index, train-on-synthetic persons, and the offline report. The
-figures are synth_core.evaluate.linked's; this module renders them."""
+"""The review page for runs on linked tables (schema.linked): each level's fidelity, the children
+per person, a person's column against their rows' columns, the order of a person's rows, the share
+of persons whose rows obey a declared time index, train-on-synthetic persons, and the offline
+report. The figures are synth_core.evaluate.linked's; this module renders them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,7 +43,8 @@ def _figure(result: dict, path: tuple) -> float | None:
 
 def render(schema: LinkedSchema, real: LinkedTables, holdout: LinkedTables | None,
            synthetic: dict[str, LinkedTables], runs: dict[str, str], key: str) -> None:
-    """The review of `synthetic` ({label: tables}) against the training persons `real`; `runs` {label: run path}."""
+    """The review of `synthetic` ({label: tables}) against the training persons `real`; `runs`
+    {label: run path}."""
     try:
         review, real = _review(key, real, synthetic, schema, holdout)
     except (EvaluationError, SchemaError, ValueError) as e:

@@ -1,6 +1,7 @@
-"""The model page's release planner: several releases on one table (a quick look, the release, a later refresh),
-each with its forecast and what the table's total leaves after it, before any is spent; the book then holds the
-table to the plan's total (synth_core.privacy.table_budget.set_plan). The core decides; this module renders."""
+"""The model page's release planner: several releases on one table (a quick look, the release, a
+later refresh), each with its forecast and what the table's total leaves after it, before any is
+spent; the book then holds the table to the plan's total (synth_core.privacy.table_budget.set_plan).
+The core decides; this module renders."""
 from __future__ import annotations
 
 import json
@@ -44,7 +45,8 @@ def render(book, table_key: str, account, request: FitRequest, schema: Schema, n
                             column_config={"ε": st.column_config.NumberColumn("ε", min_value=0.0, format="%.3g")})
     rows = [{"name": "" if pd.isna(r["release"]) else str(r["release"]), "epsilon": r["ε"]}
             for r in edited.to_dict("records")]
-    rows = [r for r in rows if r["name"].strip() or not pd.isna(r["epsilon"])]  # a row added and left empty
+    # a row added and left empty
+    rows = [r for r in rows if r["name"].strip() or not pd.isna(r["epsilon"])]
     try:
         releases = check_plan(rows)
     except BudgetError as e:

@@ -1,6 +1,6 @@
-"""The schema step's rules editor: the declared rules (synth_core/schema/rules.py) listed in words with how many of
-the steward's rows break each (on their screen only), added from a text, a suggestion or a form, edited, deleted.
-The core checks every rule; this module renders."""
+"""The schema step's rules editor: the declared rules (synth_core/schema/rules.py) listed in words
+with how many of the steward's rows break each (on their screen only), added from a text, a
+suggestion or a form, edited, deleted. The core checks every rule; this module renders."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,12 +31,14 @@ def _canonical(_table: pd.DataFrame, key: str, schema_json: str) -> pd.DataFrame
 
 
 def _with_rules(schema: Schema, rules: list[str]) -> Schema:
-    return dataclasses.replace(schema, rules=rules)  # checks every rule again: SchemaError names a bad one
+    # checks every rule again: SchemaError names a bad one
+    return dataclasses.replace(schema, rules=rules)
 
 
 def _save(schema: Schema, rules: list[str]) -> bool:
     try:
-        state.set_schema(_with_rules(schema, rules))  # fresh inputs: a deleted rule's edit box goes with it
+        # fresh inputs: a deleted rule's edit box goes with it
+        state.set_schema(_with_rules(schema, rules))
     except SchemaError as e:
         st.error(f"This rule cannot be added: {e}")
         return False
@@ -55,7 +57,8 @@ def render(table: pd.DataFrame, schema: Schema) -> None:
     try:
         rows = _canonical(table, state.table_id() or "", dataclasses.replace(schema, rules=[]).to_json())
     except SchemaError:
-        rows = None  # the columns' facts do not fit the table yet: said below, under "Does the table fit"
+        # the columns' facts do not fit the table yet: said below, under "Does the table fit"
+        rows = None
     version = st.session_state.get("schema_version", 0)
     for i, text in enumerate(schema.rules):
         _one_rule(schema, rows, i, text, version)

@@ -29,8 +29,8 @@ from workbench.state import LEFT_OUT_SPECS, save_work
 
 
 def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: str = "", rules: bool = True) -> Schema:
-    """The editor of `schema`'s columns (widget keys start with `prefix`); the schema as edited. rules: offer
-    columns derived by a rule (linked tables have none yet)."""
+    """The editor of `schema`'s columns (widget keys start with `prefix`); the schema as edited.
+    rules: offer columns derived by a rule (linked tables have none yet)."""
     if schema.excluded:
         st.info("Left out of the model (the synthetic table will not have them):\n\n"
                 + "\n".join(f"- **{name}**: {why}" for name, why in schema.excluded.items()),
@@ -39,8 +39,9 @@ def render_columns(schema: Schema, put: Callable[[Schema, bool], None], prefix: 
     if dated:
         st.caption(f"Read from dates and kept as the year only: {', '.join(dated)}.")
     editor_key = f"schema_editor_{prefix}{st.session_state.get('schema_version', 0)}"
-    # every column on screen at once (no inner scrolling up to ~40 columns), and every field of it in a 1280-pixel
-    # window beside the sidebar: where the facts come from is said above, once; a rule's column only when one exists
+    # every column on screen at once (no inner scrolling up to ~40 columns), and every field of it
+    # in a 1280-pixel window beside the sidebar: where the facts come from is said above, once; a
+    # rule's column only when one exists
     shown = [c for c in EDITOR_COLUMNS if c != "source" and (c != "derived" or any(x.derived for x in schema.columns))]
     edited = st.data_editor(
         schema_to_frame(schema), key=editor_key, hide_index=True, num_rows="fixed", width="stretch",

@@ -1,9 +1,10 @@
 """The public schema as a table the steward edits (one row per column), and back.
 
-Categories are written comma-separated in the table (a category that itself holds a comma is written in
-double quotes, as in a CSV line) and one per line in the column form; their order is the steward's. A derived
-column shows its rule in words; `with_rule` makes a column derived (the rule's checks are the core's,
-synth_core/schema/derived.py). Pure functions: no Streamlit here, so they are tested directly.
+Categories are written comma-separated in the table (a category that itself holds a comma is written
+in double quotes, as in a CSV line) and one per line in the column form; their order is the
+steward's. A derived column shows its rule in words; `with_rule` makes a column derived (the rule's
+checks are the core's, synth_core/schema/derived.py). Pure functions: no Streamlit here, so they are
+tested directly.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ ROLE_CHOICES = [NO_ROLE, "sensitive", "target"]
 
 
 def categories_to_text(categories: list[str] | None) -> str:
-    """Categories comma-separated, each quoted as a CSV field where it needs it ("a,b" keeps its comma)."""
+    """Categories comma-separated, each quoted as a CSV field where it needs it ("a,b" keeps its
+    comma)."""
     def field(category: str) -> str:
         buf = io.StringIO()
         csv.writer(buf, lineterminator="").writerow([category])
@@ -49,7 +51,8 @@ def lines_to_categories(text: str | None) -> list[str]:
 
 
 def text_to_numbers(text: str | None, what: str = "the edges") -> list[float]:
-    """Numbers written with commas or spaces between them ("0, 25, 45"); whole numbers as integers."""
+    """Numbers written with commas or spaces between them ("0, 25, 45"); whole numbers as
+    integers."""
     if text is None or (isinstance(text, float) and math.isnan(text)):
         return []
     try:
@@ -81,7 +84,8 @@ def schema_to_frame(schema: Schema) -> pd.DataFrame:
             # numbers as text: an empty cell stays empty (a number column writes "None" in it)
             "lower": number_text(c.lower), "upper": number_text(c.upper),
             "categories": categories_to_text(c.categories) if c.kind == "categorical" else "",
-            # a numeric column's value set (codes, brackets, a scale) and its point masses (the 0 of amounts)
+            # a numeric column's value set (codes, brackets, a scale) and its point masses (the 0 of
+            # amounts)
             "values": numbers_to_text(c.values), "points": numbers_to_text(c.points),
             "nullable": bool(c.nullable), "role": c.role or NO_ROLE, "binning": c.binning,
             "decimals": number_text(c.decimals),
@@ -92,7 +96,8 @@ def schema_to_frame(schema: Schema) -> pd.DataFrame:
 
 
 def number_text(value) -> str:
-    """A bound or a count as the steward reads and types it: "" for none, "2000000" (not 2e+06), "0.25"."""
+    """A bound or a count as the steward reads and types it: "" for none, "2000000" (not 2e+06),
+    "0.25"."""
     if value is None:
         return ""
     value = float(value)
@@ -154,9 +159,9 @@ def frame_to_schema(frame: pd.DataFrame, base: Schema) -> Schema:
 
 
 def with_rule(schema: Schema, name: str, rule: dict | None) -> Schema:
-    """The schema with column `name` derived by `rule` (see synth_core/schema/derived.py), or modelled again
-    (rule None). A column cut into bins becomes categorical, its categories the labels in their order, and
-    may be missing where its source may."""
+    """The schema with column `name` derived by `rule` (see synth_core/schema/derived.py), or
+    modelled again (rule None). A column cut into bins becomes categorical, its categories the
+    labels in their order, and may be missing where its source may."""
     specs = [copy.deepcopy(c) for c in schema.columns]
     spec = next(c for c in specs if c.name == name)
     spec.derived = rule
@@ -243,7 +248,8 @@ def fitted_to(table, new: Schema | LinkedSchema) -> Schema | LinkedSchema:
 
 
 def clear_drafted_bounds(schema: Schema) -> Schema:
-    """A copy without numeric bounds, to be estimated with DP from part of the budget at training time."""
+    """A copy without numeric bounds, to be estimated with DP from part of the budget at training
+    time."""
     out = copy.deepcopy(schema)
     for c in out.columns:
         if c.is_numeric:

@@ -40,7 +40,8 @@ def render_sidebar() -> None:
 
 
 def _run_budget(run) -> None:
-    """The current run's ε, from the same summary the pages show; redrawn every second while it trains."""
+    """The current run's ε, from the same summary the pages show; redrawn every second while it
+    trains."""
     first = run_summary(run)
 
     @st.fragment(run_every=1.0 if first.get("state") in LIVE_STATES else None)

@@ -49,8 +49,8 @@ def book_problem() -> str | None:
 
 
 def table_identity():
-    """Which table the session's table is in the budget book (privacy.table_budget.TableIdentity: its
-    account, or the known tables it resembles), computed once per table and schema's columns."""
+    """Which table the session's table is in the budget book (privacy.table_budget.TableIdentity:
+    its account, or the known tables it resembles), computed once per table and schema's columns."""
     if table() is None:
         return None
     current = schema()
@@ -62,12 +62,14 @@ def table_identity():
 
 
 def forget_table_identity() -> None:
-    """The book changed what the session's table is (the steward said it is a known table): ask again."""
+    """The book changed what the session's table is (the steward said it is a known table): ask
+    again."""
     st.session_state.pop("table_identity_of", None)
 
 
 def table_id() -> str | None:
-    """The id of the session table's budget: its account's, or its own fingerprint while it has none."""
+    """The id of the session table's budget: its account's, or its own fingerprint while it has
+    none."""
     found = table_identity()
     return found.table_id if found is not None else None
 
@@ -136,7 +138,8 @@ def shape():
 
 
 def set_schema(new_schema, remount_editor: bool = True) -> None:
-    """Replace the schema; the schema editor is rebuilt from it unless the change came from that editor."""
+    """Replace the schema; the schema editor is rebuilt from it unless the change came from that
+    editor."""
     st.session_state["schema"] = new_schema
     if remount_editor:
         st.session_state["schema_version"] = st.session_state.get("schema_version", 0) + 1
@@ -325,8 +328,8 @@ HARM_PRESETS = {
 }
 
 
-# a table's total across its runs, asked before its first run: room for about three runs at the ε of the same
-# harm level above
+# a table's total across its runs, asked before its first run: room for about three runs at the ε of
+# the same harm level above
 TOTAL_PRESETS = {
     "Low harm: ε = 12 in all (about three runs at ε = 4)": 12.0,
     "Moderate harm: ε = 3 in all (about three runs at ε = 1)": 3.0,
@@ -346,7 +349,8 @@ def planned_epsilon() -> float | None:
 
 
 def typed_epsilon(key: str, what: str = "ε", zero_ok: bool = False) -> tuple[float | None, str | None]:
-    """(the ε typed in the text box `key`, None) or (None, the one message that says what to type)."""
+    """(the ε typed in the text box `key`, None) or (None, the one message that says what to
+    type)."""
     try:
         return parse_epsilon(st.session_state.get(key) or "", what, zero_ok), None
     except BudgetError as e:
@@ -377,8 +381,8 @@ def visible_runs(runs: list[dict]) -> list[dict]:
 
 
 def require_trained_runs() -> tuple[dict, list, int]:
-    """Runs with a trained model ({id: listing}, ids newest first, index of the current run), or a pointer to
-    step 4 and the end of this page's run."""
+    """Runs with a trained model ({id: listing}, ids newest first, index of the current run), or a
+    pointer to step 4 and the end of this page's run."""
     from synth_core.runs.jobs import list_runs
     runs = visible_runs(list_runs(runs_root()))
     ready = [r for r in runs if r.get("state") in ("completed", "cancelled") and RunDir(r["path"]).has_model()]

@@ -1,5 +1,5 @@
-"""Tables to model inputs and back, from the public schema only: tokens (one per column, for the token
-models), vectors (one-hot blocks and scaled numbers, for the vector models)."""
+"""Tables to model inputs and back, from the public schema only: tokens (one per column, for the
+token models), vectors (one-hot blocks and scaled numbers, for the vector models)."""
 from .tokens import NULL_LABEL, ColumnCodec, TokenEncoder
 from .vectors import NUMERIC_ENCODINGS, Block, VectorEncoder
 

@@ -1,14 +1,14 @@
-"""A person as one token sequence, from the public linked schema only: their row, how many child rows they have,
-then each child row.
+"""A person as one token sequence, from the public linked schema only: their row, how many child
+rows they have, then each child row.
 
     p_1 … p_P  N  c_1 … c_C  c_1 … c_C  …  (padding)
 
-Every person's sequence has the same length, P + 1 + K·C for K = max_children, and position t always holds the
-same kind of token (`kinds[t]`): a parent column, the count N (0 … K), or a child column; the N·C child tokens are
-followed by padding that no loss reads. The count is one decision, drawn like a column (a mark after each child
-row that said whether another follows compounded its error: persons with 8 rows each came out with 3 to 8). The
-parents' and the children's columns keep their own vocabularies (encoding.TokenEncoder), side by side in one; the
-count's K + 1 tokens come last.
+Every person's sequence has the same length, P + 1 + K·C for K = max_children, and position t always
+holds the same kind of token (`kinds[t]`): a parent column, the count N (0 … K), or a child column;
+the N·C child tokens are followed by padding that no loss reads. The count is one decision, drawn
+like a column (a mark after each child row that said whether another follows compounded its error:
+persons with 8 rows each came out with 3 to 8). The parents' and the children's columns keep their
+own vocabularies (encoding.TokenEncoder), side by side in one; the count's K + 1 tokens come last.
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ class PersonEncoder:
         K = schema.max_children
         self.vocab_size = self.count_offset + K + 1
         P, C = self.parent.n_columns, self.child.n_columns
-        # a kind per column: the parents' columns, the count, the children's columns; one per position
+        # a kind per column: the parents' columns, the count, the children's columns; one per
+        # position
         self.count_kind = P
         self.sizes = [c.size for c in self.parent.codecs] + [K + 1] + [c.size for c in self.child.codecs]
         self.kind_offsets = np.array([c.offset for c in self.parent.codecs] + [self.count_offset]
@@ -42,12 +43,13 @@ class PersonEncoder:
         return len(self.sizes)
 
     def child_start(self, slot):
-        """The position of child row `slot`'s first token (0-based slots; a number, or an array or tensor of them):
-        also a person's length when `slot` is their count of child rows."""
+        """The position of child row `slot`'s first token (0-based slots; a number, or an array or
+        tensor of them): also a person's length when `slot` is their count of child rows."""
         return self.parent.n_columns + 1 + slot * self.child.n_columns
 
     def encode(self, rows: LinkedRows) -> np.ndarray:
-        """(persons, length) global token ids; positions after a person's child rows hold TokenEncoder.BOS."""
+        """(persons, length) global token ids; positions after a person's child rows hold
+        TokenEncoder.BOS."""
         P, C = self.parent.n_columns, self.child.n_columns
         out = np.full((len(rows), self.length), TokenEncoder.BOS, dtype=np.int64)
         out[:, :P] = self.parent.encode(rows.parents)

@@ -6,12 +6,12 @@
   sentence (Adult with SmolLM2's tokenizer: 55 against 108), so half the work per row; the order is fixed,
   so a prompt can only fix leading columns (the others are met by rejection).
 
-Numbers are written to the precision the public schema declares (about four significant digits of the
-public range otherwise), one character per token, so every digit has its own prediction; a missing value
-is written as a marker that is no public category. `TextCodec` turns a row into token ids with the kind of
-each token (format, value, digit, which column comes next) and parses generated text back, checking every
-value against the public schema. `build_schema_tokenizer` makes a word-level tokenizer from the schema
-alone, for a language model without a tokenizer of its own.
+Numbers are written to the precision the public schema declares (about four significant digits of
+the public range otherwise), one character per token, so every digit has its own prediction; a
+missing value is written as a marker that is no public category. `TextCodec` turns a row into token
+ids with the kind of each token (format, value, digit, which column comes next) and parses generated
+text back, checking every value against the public schema. `build_schema_tokenizer` makes a
+word-level tokenizer from the schema alone, for a language model without a tokenizer of its own.
 """
 from __future__ import annotations
 
@@ -25,13 +25,15 @@ from ..schema import ColumnSpec, Schema, SchemaError
 
 NUMBER_CHARS = "0123456789-."
 MISSING_CANDIDATES = ("N/A", "(missing)", "<missing>")
-SEPARATOR_CANDIDATES = (",", "|", ";", "\t")  # the compact format's, the first that no category contains
+# the compact format's, the first that no category contains
+SEPARATOR_CANDIDATES = (",", "|", ";", "\t")
 ROW_FORMATS = ("sentence", "compact")
 SPECIALS = ("<|endoftext|>", "<|pad|>", "<|unk|>")
 EXP_OFFSET = 20  # digit place exponents are stored shifted so that they fit a non-negative channel
 
 # token kinds in the encoded data
-# ORDER: the first token that names the next column (where column names differ); ORDER_TAIL: the rest of it
+# ORDER: the first token that names the next column (where column names differ); ORDER_TAIL: the
+# rest of it
 PAD, FORMAT, VALUE, DIGIT, ORDER, ORDER_TAIL = 0, 1, 2, 3, 4, 5
 
 
@@ -48,7 +50,8 @@ def build_schema_tokenizer(schema: Schema):
     """A word-level tokenizer from the public schema alone: one token per "{column} is " and per
     ", {column} is " (a row costs one token of format per column), per category and for the missing
     marker; one token per printable ASCII character (digits,
-    sign, decimal point and whatever else a generation may contain). Rebuilt from the schema on load."""
+    sign, decimal point and whatever else a generation may contain). Rebuilt from the schema on
+    load."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -74,8 +77,8 @@ def build_schema_tokenizer(schema: Schema):
 
 # --- text codec ------------------------------------------------------------------------------------
 def auto_decimals(spec: ColumnSpec) -> int:
-    """Digits after the point for a continuous column: as declared, else about four significant digits
-    of the public range."""
+    """Digits after the point for a continuous column: as declared, else about four significant
+    digits of the public range."""
     if spec.kind == "integer":
         return 0
     if spec.decimals is not None:
@@ -85,7 +88,8 @@ def auto_decimals(spec: ColumnSpec) -> int:
 
 
 def compact_separator(schema: Schema) -> str:
-    """The compact format's separator: the first candidate that no category (nor the missing marker) contains."""
+    """The compact format's separator: the first candidate that no category (nor the missing marker)
+    contains."""
     texts = [c for spec in schema.columns for c in spec.vocabulary()] + [missing_marker(schema)]
     for sep in SEPARATOR_CANDIDATES:
         if not any(sep in t for t in texts):
@@ -96,11 +100,12 @@ def compact_separator(schema: Schema) -> str:
 class TextCodec:
     """Rows to token ids and back, for one schema, one tokenizer and one row format.
 
-    Each row is segments, each followed by a value (value tokens; numbers one character per token, so every
-    digit has its own prediction), EOS at the end. Sentence format: "{column} is " for the first column and
-    ", {column} is " for the others (format tokens), in any order. Compact format: nothing before the first
-    column and the separator before the others, in schema order (`fixed_order`), after `prefix_ids` (the
-    header without its last token, which starts every row instead of BOS)."""
+    Each row is segments, each followed by a value (value tokens; numbers one character per token,
+    so every digit has its own prediction), EOS at the end. Sentence format: "{column} is " for the
+    first column and ", {column} is " for the others (format tokens), in any order. Compact format:
+    nothing before the first column and the separator before the others, in schema order
+    (`fixed_order`), after `prefix_ids` (the header without its last token, which starts every row
+    instead of BOS)."""
 
     def __init__(self, schema: Schema, tokenizer, row_format: str = "sentence"):
         if row_format not in ROW_FORMATS:
@@ -118,7 +123,8 @@ class TextCodec:
         self.decimals = [auto_decimals(c) if c.is_numeric else None for c in schema.columns]
         if self.fixed_order:
             self.sep = compact_separator(schema)
-            # the header ends with a line break (a tokenizer without one, like the schema's, ends it with ":")
+            # the header ends with a line break (a tokenizer without one, like the schema's, ends it
+            # with ":")
             end = "\n" if self.tok.decode(self._ids("\n")) == "\n" else ":"
             header = self._ids(self.sep.join(self.names) + end)
             self.prefix_ids, self.bos = header[:-1], header[-1]
@@ -150,14 +156,15 @@ class TextCodec:
                     if a != b and full[b][:len(full[a])] == full[a]:
                         raise SchemaError(f"column names {self.names[a]!r} and {self.names[b]!r} tokenize ambiguously")
         self.ranges = [float(c.upper) - float(c.lower) if c.is_numeric else 1.0 for c in schema.columns]
-        # kinds of the name segments' tokens: ORDER, then ORDER_TAIL, where the segments of different columns
-        # differ (after their common prefix, before their common suffix); FORMAT elsewhere
-        # (the compact format's separator says only that the value ended: a format token)
+        # kinds of the name segments' tokens: ORDER, then ORDER_TAIL, where the segments of
+        # different columns differ (after their common prefix, before their common suffix); FORMAT
+        # elsewhere (the compact format's separator says only that the value ended: a format token)
         self.name_kinds = ([[[] for _ in self.names], [[FORMAT] for _ in self.names]] if self.fixed_order else
                            [self._name_kinds(self.name_ids), self._name_kinds(self.next_ids)])
 
     def output_tokens(self) -> list[int]:
-        """Every token a row's text can hold after its start (what a model must be able to predict)."""
+        """Every token a row's text can hold after its start (what a model must be able to
+        predict)."""
         ids = {self.eos, *self.char_id.values(), *self.missing_ids}
         for seg in self.name_ids + self.next_ids:
             ids.update(seg)
@@ -196,7 +203,8 @@ class TextCodec:
         return str(value)
 
     def value_segment(self, j: int, text: str) -> tuple[list[int], list[int], list[int]]:
-        """ids, kinds and digit place exponents (shifted by EXP_OFFSET; 0 for non-digits) of a value."""
+        """ids, kinds and digit place exponents (shifted by EXP_OFFSET; 0 for non-digits) of a
+        value."""
         spec = self.schema.columns[j]
         if not spec.is_numeric or text == self.missing:
             ids = self.cat_ids[j][text] if (not spec.is_numeric and text != self.missing) else self.missing_ids
@@ -216,8 +224,9 @@ class TextCodec:
         return ids, kinds, exps
 
     def encode_row(self, values: list, order: list[int]) -> np.ndarray:
-        """(4, L): ids, kinds, column of each token, digit exponents; starts with BOS (the header's last token
-        in the compact format, whose order is the schema's whatever `order` says), ends with EOS."""
+        """(4, L): ids, kinds, column of each token, digit exponents; starts with BOS (the header's
+        last token in the compact format, whose order is the schema's whatever `order` says), ends
+        with EOS."""
         if self.fixed_order:
             order = list(range(len(self.names)))
         ids, kinds, cols, exps = [self.bos], [PAD], [0], [0]
@@ -230,8 +239,9 @@ class TextCodec:
         return np.array([ids, kinds, cols, exps], dtype=np.int64)
 
     def prompt_ids(self, conditions: dict[int, str], first: int | None) -> list[int]:
-        """BOS, then "c is v" for each condition, joined by ", "; or BOS and a first column name. In the
-        compact format the conditions must be the leading columns, in schema order (see exact_prefix)."""
+        """BOS, then "c is v" for each condition, joined by ", "; or BOS and a first column name. In
+        the compact format the conditions must be the leading columns, in schema order (see
+        exact_prefix)."""
         if self.fixed_order and list(conditions) != list(range(len(conditions))):
             raise ValueError("the compact row format can only fix leading columns, in schema order")
         ids = [self.bos]
@@ -265,8 +275,8 @@ class TextCodec:
         return value
 
     def exact_prefix(self, fixed: list[int]) -> list[int]:
-        """Which of the fixed columns a prompt can fix exactly: any in the sentence format; in the compact
-        format the leading columns that are all fixed (the rest are met by rejection)."""
+        """Which of the fixed columns a prompt can fix exactly: any in the sentence format; in the
+        compact format the leading columns that are all fixed (the rest are met by rejection)."""
         if not self.fixed_order:
             return list(fixed)
         k = 0

@@ -1,9 +1,10 @@
 """Table <-> tokens, from the public schema only.
 
-Every column gets its own disjoint slice of one vocabulary: a categorical column one token per public
-category (plus the reserved unknown category), a numeric column one token per bin of its public range,
-and a nullable column one extra token for "missing". Bin edges come from the public schema
-(`ColumnSpec.edges`); nothing here reads the private table except to map its values to tokens.
+Every column gets its own disjoint slice of one vocabulary: a categorical column one token per
+public category (plus the reserved unknown category), a numeric column one token per bin of its
+public range, and a nullable column one extra token for "missing". Bin edges come from the public
+schema (`ColumnSpec.edges`); nothing here reads the private table except to map its values to
+tokens.
 """
 from __future__ import annotations
 
@@ -106,15 +107,17 @@ class TokenEncoder:
         return idx.astype(np.int64)
 
     def encode(self, table: pd.DataFrame) -> np.ndarray:
-        """A validated table (see schema.validate_table) to global token ids, shape (n, n_columns)."""
+        """A validated table (see schema.validate_table) to global token ids, shape (n,
+        n_columns)."""
         out = np.empty((len(table), self.n_columns), dtype=np.int64)
         for j, codec in enumerate(self.codecs):
             out[:, j] = codec.offset + self._local_tokens(codec, table[codec.spec.name].to_numpy())
         return out
 
     def cells(self, table: pd.DataFrame, columns) -> tuple[np.ndarray, tuple[int, ...]]:
-        """Each row's cell in the joint discretisation of `columns` (a flat index, C order) and the cells'
-        shape: public bins of numbers, public categories, a cell for missing values where allowed."""
+        """Each row's cell in the joint discretisation of `columns` (a flat index, C order) and the
+        cells' shape: public bins of numbers, public categories, a cell for missing values where
+        allowed."""
         flat = np.zeros(len(table), dtype=np.int64)
         shape = []
         for name in columns:
@@ -142,8 +145,9 @@ class TokenEncoder:
     def decode(self, tokens: np.ndarray, rng: np.random.Generator, numeric_decoding: str = "uniform") -> pd.DataFrame:
         """Global token ids (n, n_columns) back to a table in canonical form.
 
-        numeric_decoding: "uniform" draws a value uniformly inside the bin (integers: uniformly among
-        the integers inside it), "midpoint" returns the bin's centre (DP-TBART's original choice).
+        numeric_decoding: "uniform" draws a value uniformly inside the bin (integers: uniformly
+        among the integers inside it), "midpoint" returns the bin's centre (DP-TBART's original
+        choice).
         """
         if numeric_decoding not in ("uniform", "midpoint"):
             raise ValueError(f"numeric_decoding must be 'uniform' or 'midpoint', not {numeric_decoding!r}")
@@ -165,5 +169,6 @@ class TokenEncoder:
             out[missing] = None
             return out
         b = np.where(missing, 0, local)
-        value = spec.decode_bins(codec.edges, b, rng, how)  # a value the column takes, inside its bin
+        # a value the column takes, inside its bin
+        value = spec.decode_bins(codec.edges, b, rng, how)
         return spec.as_written(np.clip(value, spec.lower, spec.upper), missing)

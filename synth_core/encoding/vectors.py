@@ -1,7 +1,7 @@
 """Table <-> real vectors, from the public schema only, for the vector models (diffusion, GANs).
 
-A categorical column becomes a one-hot block over its public vocabulary (plus a "missing" slot when nullable).
-A numeric column is encoded one of two ways:
+A categorical column becomes a one-hot block over its public vocabulary (plus a "missing" slot when
+nullable). A numeric column is encoded one of two ways:
 
     "scalar"  one value in [-1, 1]: the public bounds map to -1 and 1 (after log1p of the distance to the lower
               bound for log binning, so a heavy-tailed amount keeps resolution near the bound); a nullable
@@ -38,9 +38,11 @@ class Block:
     spec: ColumnSpec
     start: int            # first index of the slice
     size: int             # scalar numeric: 1; one-hot: number of slots
-    labels: list | None = None    # one-hot: what each slot means (a category, a bin index; None = missing)
+    # one-hot: what each slot means (a category, a bin index; None = missing)
+    labels: list | None = None
     null_block: "Block | None" = None  # nullable scalar numeric: its present/missing block
-    point_block: "Block | None" = None  # scalar numeric whose values a rule names: another value, or each of them
+    # scalar numeric whose values a rule names: another value, or each of them
+    point_block: "Block | None" = None
     edges: np.ndarray | None = None    # binned numeric: bin edges
 
     @property
@@ -66,8 +68,10 @@ class VectorEncoder:
         self.schema = schema
         self.numeric = numeric
         self.columns: list[Block] = []      # one per schema column, in schema order
-        self.categorical: list[Block] = []  # every one-hot block: categories, bins, missing indicators
-        self.values: list[int] = []         # every real-valued coordinate: scalar numbers, positions in bins
+        # every one-hot block: categories, bins, missing indicators
+        self.categorical: list[Block] = []
+        # every real-valued coordinate: scalar numbers, positions in bins
+        self.values: list[int] = []
         pos = 0
         for spec in schema.columns:
             if spec.is_numeric and numeric == "bins":
@@ -85,7 +89,8 @@ class VectorEncoder:
                     block.null_block = Block(spec, pos, 2, labels=["present", None])
                     self.categorical.append(block.null_block)
                     pos += 2
-                if spec.exact_values():  # drawn exactly, not as a number that lands near them (schema.scale)
+                # drawn exactly, not as a number that lands near them (schema.scale)
+                if spec.exact_values():
                     points = spec.exact_values()
                     block.point_block = Block(spec, pos, 1 + len(points), labels=["other", *points])
                     self.categorical.append(block.point_block)
@@ -154,7 +159,8 @@ class VectorEncoder:
 
     @staticmethod
     def _point_of(block: Block, x: np.ndarray) -> np.ndarray:
-        """The slot of each value in a point block: 1 + the index of the named value it equals, 0 for any other."""
+        """The slot of each value in a point block: 1 + the index of the named value it equals, 0
+        for any other."""
         named = np.asarray(block.labels[1:], dtype=float)
         hits = np.isclose(x[:, None], named[None, :], rtol=0.0, atol=1e-9)
         return np.where(hits.any(axis=1), hits.argmax(axis=1) + 1, 0).astype(np.int64)
@@ -176,9 +182,9 @@ class VectorEncoder:
     # --- decode -----------------------------------------------------------------------------------
     def decode(self, vectors: np.ndarray, rng: np.random.Generator | None = None,
                sample_blocks: bool = False) -> pd.DataFrame:
-        """Vectors back to a table in canonical form. One-hot blocks: argmax, or (sample_blocks) a draw
-        proportional to the (non-negative) block values; values inside a numeric bin drawn with `rng`;
-        numbers clipped to the public bounds, integers rounded, `decimals` applied."""
+        """Vectors back to a table in canonical form. One-hot blocks: argmax, or (sample_blocks) a
+        draw proportional to the (non-negative) block values; values inside a numeric bin drawn with
+        `rng`; numbers clipped to the public bounds, integers rounded, `decimals` applied."""
         rng = rng if rng is not None else np.random.default_rng(0)
         pick_rng = rng if sample_blocks else None
         v = np.asarray(vectors, dtype=float)
@@ -209,7 +215,8 @@ class VectorEncoder:
                 x = np.clip(np.round(x), np.ceil(spec.lower), np.floor(spec.upper))
             elif spec.decimals is not None:
                 x = np.clip(np.round(x, spec.decimals), spec.lower, spec.upper)
-            cols[spec.name] = spec.as_written(x, missing)  # the same canonical types as the token models
+            # the same canonical types as the token models
+            cols[spec.name] = spec.as_written(x, missing)
         return pd.DataFrame(cols, columns=self.schema.names)
 
     @staticmethod

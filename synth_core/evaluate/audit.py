@@ -18,13 +18,14 @@ the best of them keeps the stated confidence.
 
 What it CAN show: an implementation that does not keep its promise. If the lower bound exceeds the
 claimed ε, the claim is false for this code (up to the 5% error rate): e.g. noise that is off, or
-clipping that does not bound a row's influence. It is cheap (one run) and uses the real training code.
+clipping that does not bound a row's influence. It is cheap (one run) and uses the real training
+code.
 
 What it CANNOT show: that the model IS private. A lower bound below ε proves nothing about the
-guarantee; it only means this attack found no violation. One-run audits with a black-box loss score are
-far from tight (for correct DP-SGD the bound is typically well below the true ε, often 0); a bug that
-only matters for other data, other columns or worst-case neighbours can pass. Only the accounting
-proof (the ledger) gives the guarantee; the audit is a smoke test of the code against it.
+guarantee; it only means this attack found no violation. One-run audits with a black-box loss score
+are far from tight (for correct DP-SGD the bound is typically well below the true ε, often 0); a bug
+that only matters for other data, other columns or worst-case neighbours can pass. Only the
+accounting proof (the ledger) gives the guarantee; the audit is a smoke test of the code against it.
 """
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ from sklearn.metrics import roc_auc_score
 from ..models import get_model_class
 from ..schema import Schema, random_table, validate_table
 
-# tiny preset, wider and trained longer: enough capacity and passes that a model WITHOUT privacy memorises
-# canaries (the audit can only see what the model can memorise), and seconds on one core
+# tiny preset, wider and trained longer: enough capacity and passes that a model WITHOUT privacy
+# memorises canaries (the audit can only see what the model can memorise), and seconds on one core
 AUDIT_OPTIONS = {"epochs": 60, "n_embd": 32, "batch_size": 256}
 AUDIT_BASE_ROWS = 300
 
@@ -61,8 +62,8 @@ BROKEN = {
 # the statistics (Steinke, Nasr & Jagielski 2023, Algorithm 2 / their appendix code)
 # --------------------------------------------------------------------------------------------------
 def p_value_dp_audit(m: int, r: int, v: int, eps: float, delta: float) -> float:
-    """Probability of ≥ v correct guesses out of r under the null hypothesis that training is (ε, δ)-DP;
-    m canaries, each included independently with probability 1/2."""
+    """Probability of ≥ v correct guesses out of r under the null hypothesis that training is (ε,
+    δ)-DP; m canaries, each included independently with probability 1/2."""
     if not 0 <= v <= r <= m:
         raise ValueError(f"need 0 ≤ v ≤ r ≤ m, got v={v}, r={r}, m={m}")
     q = 1.0 / (1.0 + math.exp(-eps))               # accuracy of ε-DP randomised response
@@ -94,7 +95,8 @@ def epsilon_lower_bound(m: int, r: int, v: int, delta: float, p: float = 0.05) -
 
 
 def guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> tuple[int, int]:
-    """(r, v): guess "in" for the k+ highest scores and "out" for the k− lowest; v of the r are right."""
+    """(r, v): guess "in" for the k+ highest scores and "out" for the k− lowest; v of the r are
+    right."""
     order = np.argsort(-scores, kind="stable")
     top, bottom = order[:k_plus], order[len(order) - k_minus:] if k_minus else order[:0]
     v = int(included[top].sum() + (~included[bottom]).sum())
@@ -113,9 +115,11 @@ class AuditResult:
     n_included: int
     n_base_rows: int
     guesses: list[dict]
-    canary_auc: float          # ROC-AUC of the scores for included vs excluded canaries (0.5 = no signal)
+    # ROC-AUC of the scores for included vs excluded canaries (0.5 = no signal)
+    canary_auc: float
     seconds: float
-    violation: bool            # lower bound above the claimed ε: the implementation breaks its promise
+    # lower bound above the claimed ε: the implementation breaks its promise
+    violation: bool
     preset: str
     options: dict = field(default_factory=dict)
     spent_epsilon_reported: float | None = None
@@ -157,9 +161,9 @@ def run_audit(model: str = "dp-tbart", epsilon: float = 1.0, delta: float = 1e-5
               accountant: str = "rdp", confidence: float = 0.95, seed: int = 0) -> AuditResult:
     """One audited training run of `model` claiming (ε, δ); see the module docstring.
 
-    table/schema: the base rows the canaries hide among (default: 300 rows of the built-in demo table).
-    `broken`: a key of BROKEN. `options` override AUDIT_OPTIONS (the tiny preset, width 32, 60 epochs:
-    enough that a model without privacy memorises canaries)."""
+    table/schema: the base rows the canaries hide among (default: 300 rows of the built-in demo
+    table). `broken`: a key of BROKEN. `options` override AUDIT_OPTIONS (the tiny preset, width 32,
+    60 epochs: enough that a model without privacy memorises canaries)."""
     if broken not in BROKEN:
         raise ValueError(f"broken must be one of {', '.join(str(b) for b in BROKEN)}, not {broken!r}")
     if isinstance(n_canaries, bool) or not isinstance(n_canaries, int) or not 2 <= n_canaries <= MAX_CANARIES:
@@ -170,7 +174,8 @@ def run_audit(model: str = "dp-tbart", epsilon: float = 1.0, delta: float = 1e-5
         from ..demo import demo_schema, demo_table
         schema = demo_schema() if schema is None else schema
         table = demo_table(AUDIT_BASE_ROWS, seed=seed + 11) if table is None else table
-    schema = dataclasses.replace(schema, rules=[])  # random canaries need not obey the rules; DP-SGD is audited
+    # random canaries need not obey the rules; DP-SGD is audited
+    schema = dataclasses.replace(schema, rules=[])
     base, _ = validate_table(table, schema)
     rng = np.random.default_rng(seed)
     canaries, _ = validate_table(random_table(schema, n_canaries, seed=seed + 1), schema)
@@ -204,7 +209,8 @@ def run_audit(model: str = "dp-tbart", epsilon: float = 1.0, delta: float = 1e-5
     rows = []
     for k in sizes:
         r, v = guesses(scores, included, k, k)
-        lb = epsilon_lower_bound(n_canaries, r, v, delta, p / len(sizes))  # Bonferroni over the sizes
+        # Bonferroni over the sizes
+        lb = epsilon_lower_bound(n_canaries, r, v, delta, p / len(sizes))
         rows.append({"k_plus": k, "k_minus": k, "guesses": r, "correct": v, "epsilon_lower_bound": lb})
     best = max(row["epsilon_lower_bound"] for row in rows)
     auc = float(roc_auc_score(included, scores)) if 0 < included.sum() < n_canaries else float("nan")

@@ -1,5 +1,5 @@
-"""The review's charts, as plotly figures built from plain data: the review page and the HTML report draw the
-same ones (no Streamlit here)."""
+"""The review's charts, as plotly figures built from plain data: the review page and the HTML report
+draw the same ones (no Streamlit here)."""
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +28,8 @@ def _shows_missing(spec: ColumnSpec, series: dict[str, pd.Series]) -> bool:
 
 
 def marginal_chart(spec: ColumnSpec, real: pd.Series, synthetic: dict[str, pd.Series]) -> go.Figure:
-    """Real vs synthetic shares for one column: bars over the public categories or the public numeric bins."""
+    """Real vs synthetic shares for one column: bars over the public categories or the public
+    numeric bins."""
     series = {"real": real, **synthetic}
     if spec.is_numeric:
         return _numeric_chart(spec, series)
@@ -47,11 +48,13 @@ def marginal_chart(spec: ColumnSpec, real: pd.Series, synthetic: dict[str, pd.Se
     return layout(fig, spec.name, height=300)
 
 
-# --- numeric columns: the public bins (ColumnSpec.chart_bins) as categories, so that log-spaced and whole-number
-# bins are all wide enough to see; the point at zero (or the lower bound) and the missing values, which can hold
-# most rows, get bars of their own in a side panel with its own y-axis, so they never flatten the rest.
+# --- numeric columns: the public bins (ColumnSpec.chart_bins) as categories, so that log-spaced and
+# whole-number bins are all wide enough to see; the point at zero (or the lower bound) and the
+# missing values, which can hold most rows, get bars of their own in a side panel with its own
+# y-axis, so they never flatten the rest.
 def _bounds(spec: ColumnSpec, series: dict[str, pd.Series]) -> tuple[float, float]:
-    """The public bounds; a bound the schema lacks is read from what is shown (the steward's own screen)."""
+    """The public bounds; a bound the schema lacks is read from what is shown (the steward's own
+    screen)."""
     lo, hi = spec.lower, spec.upper
     if lo is None or hi is None:
         shown = pd.concat([pd.to_numeric(v, errors="coerce") for v in series.values()]).dropna()
@@ -73,7 +76,8 @@ def _num(x: float, digits: int, plain: bool = False) -> str:
 
 
 def _bin_labels(edges: np.ndarray, integer: bool, plain: bool = False) -> list[str]:
-    """"5", "5–9" (whole numbers, both ends included) or "0.5–1.2"; more digits where 3 would repeat a label."""
+    """"5", "5–9" (whole numbers, both ends included) or "0.5–1.2"; more digits where 3 would repeat
+    a label."""
     lows, highs = (edges[:-1] + 0.5, edges[1:] - 0.5) if integer else (edges[:-1], edges[1:])
     dash = " to " if lows[0] < 0 else "–"
     for digits in (3, 6, 12):
@@ -127,7 +131,8 @@ def _numeric_chart(spec: ColumnSpec, series: dict[str, pd.Series]) -> go.Figure:
         fig.add_trace(bars, row=1, col=2)
     fig.update_layout(barmode="group")
     fig.update_xaxes(type="category", automargin=True)
-    fig.update_yaxes(rangemode="tozero", autorange=True)  # never a fixed range: the tallest bar shows whole
+    # never a fixed range: the tallest bar shows whole
+    fig.update_yaxes(rangemode="tozero", autorange=True)
     left, main = (dict(row=1, col=1), dict(row=1, col=2)) if side else ({}, {})
     fig.update_yaxes(title="share of rows", **left)
     fig.update_xaxes(title=spec.name + (" (bins on a log scale)" if spec.binning == "log" else "")
@@ -168,7 +173,8 @@ def dcr_chart(synthetic_to_train: np.ndarray, holdout_to_train: np.ndarray | Non
 
 
 def group_rates_chart(series: dict[str, dict[str, float]], positive: str, sensitive: str) -> go.Figure:
-    """The rate of `positive` per group of `sensitive`, for each labelled series ({label: {group: rate}})."""
+    """The rate of `positive` per group of `sensitive`, for each labelled series ({label: {group:
+    rate}})."""
     groups = sorted({g for rates in series.values() for g in rates})
     fig = go.Figure([go.Bar(x=groups, y=[rates.get(g, 0) for g in groups], name=label,
                             marker_color=REAL_COLOR if i == 0 else SYNTH_COLORS[(i - 1) % len(SYNTH_COLORS)])
@@ -203,7 +209,8 @@ def association_chart(difference: pd.DataFrame, label: str) -> go.Figure:
 
 
 def children_chart(shares: dict[str, list[float]]) -> go.Figure:
-    """The share of persons with 0, 1, … child rows, real and synthetic ({label: shares, "real" first})."""
+    """The share of persons with 0, 1, … child rows, real and synthetic ({label: shares, "real"
+    first})."""
     fig = go.Figure([go.Bar(x=list(range(len(values))), y=values, name=label, marker_color=_color(i, label))
                      for i, (label, values) in enumerate(shares.items())])
     fig.update_layout(barmode="group")
@@ -213,10 +220,12 @@ def children_chart(shares: dict[str, list[float]]) -> go.Figure:
 
 
 def level_columns_chart(series: dict[str, dict[str, float]]) -> go.Figure:
-    """Each column's 1-way TVD at both levels of linked tables ({label: {"parents: age": TVD, …}})."""
+    """Each column's 1-way TVD at both levels of linked tables ({label: {"parents: age": TVD,
+    …}})."""
     fig = go.Figure([go.Bar(x=list(tvd), y=list(tvd.values()), name=label, marker_color=_color(i + 1, label))
                      for i, (label, tvd) in enumerate(series.items())])
     fig.update_layout(barmode="group")
-    fig.update_xaxes(tickangle=-45, automargin=True)  # "parents: age", "children: day": whole, not cut
+    # "parents: age", "children: day": whole, not cut
+    fig.update_xaxes(tickangle=-45, automargin=True)
     fig.update_yaxes(title="1-way TVD (0: the same shares)")
     return layout(fig, "Each column alone (lower is better)", height=420)

@@ -48,7 +48,8 @@ def _positive(table: pd.DataFrame, target: str, positive: Any) -> str:
     if positive is None:
         if len(labels) < 2:
             raise EvaluationError(f"the target {target!r} has one class only ({labels[0]!r})")
-        return labels[-1]  # the lexicographically larger label, as in ml_efficacy (">50K", "1", "yes")
+        # the lexicographically larger label, as in ml_efficacy (">50K", "1", "yes")
+        return labels[-1]
     return str(positive)
 
 
@@ -65,10 +66,10 @@ def _groups(series: pd.Series, reference: pd.Series | None = None) -> pd.Series:
 
 def group_rates(table: pd.DataFrame, sensitive: str, target: str, positive: Any = None,
                 numeric_groups: bool = True) -> dict[str, float]:
-    """Share of rows whose `target` is `positive` (default: the lexicographically larger label), per group of
-    `sensitive`; rows missing either value are left out. numeric_groups: a numeric sensitive column with many
-    values is cut into quartiles (False: every value is its own group, as fairness control needs). A table
-    with no such rows has no groups."""
+    """Share of rows whose `target` is `positive` (default: the lexicographically larger label), per
+    group of `sensitive`; rows missing either value are left out. numeric_groups: a numeric
+    sensitive column with many values is cut into quartiles (False: every value is its own group, as
+    fairness control needs). A table with no such rows has no groups."""
     if isinstance(table, pd.DataFrame) and {sensitive, target} <= set(table.columns) \
             and table[[sensitive, target]].dropna().empty:
         return {}
@@ -81,9 +82,9 @@ def group_rates(table: pd.DataFrame, sensitive: str, target: str, positive: Any 
 
 def demographic_parity_gap(table: pd.DataFrame, sensitive: str, target: str, positive: Any = None,
                            numeric_groups: bool = True) -> float:
-    """The data's demographic-parity difference: the largest gap between groups of `sensitive` in the share of
-    rows whose `target` is `positive` (see group_rates; fairlearn's definition with the target as the
-    prediction). 0 = every group has the same share."""
+    """The data's demographic-parity difference: the largest gap between groups of `sensitive` in
+    the share of rows whose `target` is `positive` (see group_rates; fairlearn's definition with the
+    target as the prediction). 0 = every group has the same share."""
     rates = group_rates(table, sensitive, target, positive, numeric_groups)
     return max(rates.values()) - min(rates.values()) if len(rates) > 1 else 0.0
 
@@ -99,10 +100,10 @@ def fairness_figures(table: pd.DataFrame, sensitive: str, target: str, positive:
     """Fairness figures of `table` and of a classifier.
 
     data: demographic-parity difference and the positive share per group, of `table`.
-    classifier: a gradient-boosting classifier trained on `classifier_on` (default: `table`) with every
-    other column as a feature, tested on `test` (real held-out rows; default: a seeded 30% of the
-    training table held out from it; training rows sampled to `max_rows`): demographic-parity and
-    equalized-odds differences of its predictions on the test rows, accuracy, and the predicted
+    classifier: a gradient-boosting classifier trained on `classifier_on` (default: `table`) with
+    every other column as a feature, tested on `test` (real held-out rows; default: a seeded 30% of
+    the training table held out from it; training rows sampled to `max_rows`): demographic-parity
+    and equalized-odds differences of its predictions on the test rows, accuracy, and the predicted
     positive share per group.
     """
     t = _check(table, sensitive, target, "given")

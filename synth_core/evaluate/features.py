@@ -2,13 +2,14 @@
 
 `PublicEncoder` maps rows to numbers using only the PUBLIC schema (bounds and category lists), never
 statistics of the private table, so distances and projections of different runs share one scale:
-numeric columns scaled to [0, 1] by their public bounds (ColumnSpec.to_unit: on a log1p scale for columns
-declared with log binning), categorical columns one-hot over the public vocabulary with each block scaled
-by 1/√2 (two different categories are at Euclidean distance 1, like two numbers at opposite bounds), and a
-missing value as its own indicator.
+numeric columns scaled to [0, 1] by their public bounds (ColumnSpec.to_unit: on a log1p scale for
+columns declared with log binning), categorical columns one-hot over the public vocabulary with each
+block scaled by 1/√2 (two different categories are at Euclidean distance 1, like two numbers at
+opposite bounds), and a missing value as its own indicator.
 
-`FeatureEncoder` prepares a table for scikit-learn learners (train-on-synthetic, detection, attacks): it is
-fitted on the table a learner trains on (its frequent categories, its medians), as any learner is.
+`FeatureEncoder` prepares a table for scikit-learn learners (train-on-synthetic, detection,
+attacks): it is fitted on the table a learner trains on (its frequent categories, its medians), as
+any learner is.
 """
 from __future__ import annotations
 
@@ -168,7 +169,8 @@ class PublicEncoder:
         return self
 
     def scale_numeric(self, name: str, values: np.ndarray) -> np.ndarray:
-        """Values of a numeric column scaled to [0, 1] by its bounds (log1p scale for log binning)."""
+        """Values of a numeric column scaled to [0, 1] by its bounds (log1p scale for log
+        binning)."""
         return self.schema[name].to_unit(values, bounds=self._bounds[name])
 
     def feature_names(self) -> list[str]:

@@ -1,12 +1,13 @@
 """Figures a steward reads: one number each, what it means in one line, and a verdict.
 
-`Figure` is the unit the review page, the report and the JSON share. `quick_figures` are the ones the
-review page shows first (seconds on Adult); `column_figures` is the per-column table of marginals.
+`Figure` is the unit the review page, the report and the JSON share. `quick_figures` are the ones
+the review page shows first (seconds on Adult); `column_figures` is the per-column table of
+marginals.
 
-Verdict thresholds (`THRESHOLDS`) are rules of thumb chosen for this project, not standards: they are
-set so that a DP model at ε≈1 that learned the table's main structure reads "good" or "fair", and a
-model that learned little (e.g. independent columns, or rows drawn from the schema at random) reads
-"poor" on the joint figures. They are stated next to every figure so a steward can judge them.
+Verdict thresholds (`THRESHOLDS`) are rules of thumb chosen for this project, not standards: they
+are set so that a DP model at ε≈1 that learned the table's main structure reads "good" or "fair",
+and a model that learned little (e.g. independent columns, or rows drawn from the schema at random)
+reads "poor" on the joint figures. They are stated next to every figure so a steward can judge them.
 
 Marginal figures per column (`column_figures`):
 - numeric: KS complement 1 − max|F_real − F_synth| (1 = same distribution; DP-TBART's KS), and the
@@ -36,10 +37,12 @@ from .features import PublicEncoder
 from .inputs import EvaluationError, canonical, sample_rows
 from .structure import rule_adherence
 
-# name -> (better, good, fair): "good" if at least as good as `good`, "fair" if at least as good as `fair`
+# name -> (better, good, fair): "good" if at least as good as `good`, "fair" if at least as good as
+# `fair`
 THRESHOLDS: dict[str, tuple[str, float, float]] = {
-    # Adult (benchmarks/history): real training split vs test split 0.009 / 0.025 / 0.057 (k = 1 / 2 / 3); DP-TBART
-    # at ε = 1 0.02 / 0.05 / 0.09; every column shuffled independently 0 / 0.078 / 0.175
+    # Adult (benchmarks/history): real training split vs test split 0.009 / 0.025 / 0.057 (k = 1 / 2
+    # / 3); DP-TBART at ε = 1 0.02 / 0.05 / 0.09; every column shuffled independently 0 / 0.078 /
+    # 0.175
     "1-way TVD": ("lower", 0.03, 0.06),
     "2-way TVD": ("lower", 0.06, 0.075),
     "3-way TVD": ("lower", 0.11, 0.15),
@@ -177,10 +180,11 @@ def thresholds(name: str, floor: float | None = None) -> tuple[str, float, float
 
 def overall_verdict(verdicts: list[str], family: str | None = None,
                     forecast: list[tuple[str, str]] | None = None) -> tuple[str, str]:
-    """The figures' verdicts as one: ('poor' | 'fair' | 'good', a sentence for the steward). A poor one says
-    what usually helps the run's model family (`family`: its registered name; None or unknown: the general
-    advice). `forecast`: where the figures with a forecast fell against it (forecast.against); the
-    sentence says it, so the page shows one verdict, not a level and a forecast that disagree."""
+    """The figures' verdicts as one: ('poor' | 'fair' | 'good', a sentence for the steward). A poor
+    one says what usually helps the run's model family (`family`: its registered name; None or
+    unknown: the general advice). `forecast`: where the figures with a forecast fell against it
+    (forecast.against); the sentence says it, so the page shows one verdict, not a level and a
+    forecast that disagree."""
     from ..models import MODELS
     from ..models.base import SynthModel
     poor, fair = verdicts.count("poor"), verdicts.count("fair")
@@ -232,7 +236,8 @@ def _frequencies(real: pd.Series, synth: pd.Series) -> tuple[np.ndarray, np.ndar
 
 
 def ks_complement(real: pd.Series, synth: pd.Series) -> float:
-    """1 − the two-sample Kolmogorov-Smirnov statistic on non-missing values (1 = same distribution)."""
+    """1 − the two-sample Kolmogorov-Smirnov statistic on non-missing values (1 = same
+    distribution)."""
     a = pd.to_numeric(real, errors="coerce").dropna().to_numpy(float)
     b = pd.to_numeric(synth, errors="coerce").dropna().to_numpy(float)
     if len(a) == 0 or len(b) == 0:
@@ -266,8 +271,8 @@ def js_distance(real: pd.Series, synth: pd.Series) -> float:
 
 
 def scaled_wasserstein(real: pd.Series, synth: pd.Series, encoder: PublicEncoder, name: str) -> float:
-    """Wasserstein-1 distance of values on the column's public scale, [0, 1] between its bounds (the schema's:
-    log for a log-binned amount; 0 = same, 1 = opposite ends)."""
+    """Wasserstein-1 distance of values on the column's public scale, [0, 1] between its bounds (the
+    schema's: log for a log-binned amount; 0 = same, 1 = opposite ends)."""
     a = pd.to_numeric(real, errors="coerce").dropna().to_numpy(float)
     b = pd.to_numeric(synth, errors="coerce").dropna().to_numpy(float)
     if len(a) == 0 or len(b) == 0:
@@ -344,7 +349,8 @@ def quick_figures(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, t
     for f in _marginal_figures(cols):
         f.details["sample_sizes"] = sizes
         figs.append(f)
-    rules = rule_adherence(syn_c, schema)  # every synthetic row, not a sample: one breaking row is a finding
+    # every synthetic row, not a sample: one breaking row is a finding
+    rules = rule_adherence(syn_c, schema)
     if rules is not None:
         figs.append(make_figure("Rows breaking a declared rule", rules["share"], rules))
     elapsed = time.perf_counter() - t0

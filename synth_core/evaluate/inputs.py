@@ -1,9 +1,10 @@
 """Checks on what is compared, and the public-schema encoding every distance and projection uses.
 
 `check_comparable` turns bad input into one `EvaluationError` naming the table and the problem:
-missing columns, wrong types, values outside the public categories, zero rows, a target with one class.
-Columns the schema does not declare (an identifier, a case number: the table as the steward uploaded it) are
-left out of every comparison, never an error (schema.schema_columns; the CLI says which, once). `canonical` returns a table in the schema's canonical form (schema order, numbers as
+missing columns, wrong types, values outside the public categories, zero rows, a target with one
+class. Columns the schema does not declare (an identifier, a case number: the table as the steward
+uploaded it) are left out of every comparison, never an error (schema.schema_columns; the CLI says
+which, once). `canonical` returns a table in the schema's canonical form (schema order, numbers as
 float, categories as str, missing as NaN/None) so that every figure sees the same values.
 The public-schema encoding every distance and projection uses is evaluate.features.PublicEncoder.
 """
@@ -23,7 +24,8 @@ class EvaluationError(ValueError):
 
 def _columns_problem(df: pd.DataFrame, schema: Schema, name: str) -> str | None:
     cols = [str(c) for c in df.columns]
-    missing = [c.name for c in schema.columns if c.name not in cols and not c.derived]  # derived: computed
+    # derived: computed
+    missing = [c.name for c in schema.columns if c.name not in cols and not c.derived]
     if missing:
         return f"the {name} table lacks column(s) the schema declares: {', '.join(map(repr, missing))}"
     return None
@@ -40,7 +42,8 @@ def canonical(df: Any, schema: Schema, name: str = "table") -> pd.DataFrame:
     if problem:
         raise EvaluationError(problem)
     try:
-        # every row kept: the review measures how well each table obeys the rules (evaluate/fidelity.py)
+        # every row kept: the review measures how well each table obeys the rules
+        # (evaluate/fidelity.py)
         clean, _ = validate_table(schema_columns(df, schema)[0], schema, hold_rules=False)
     except SchemaError as e:
         raise EvaluationError(f"the {name} table does not fit the schema: {e}") from None
@@ -106,7 +109,8 @@ def as_dict(synthetic: Any) -> dict[str, Any]:
 
 
 def sample_rows(df: pd.DataFrame, max_rows: int | None, seed: int) -> pd.DataFrame:
-    """At most `max_rows` rows drawn without replacement (all rows, in order, if the table is small)."""
+    """At most `max_rows` rows drawn without replacement (all rows, in order, if the table is
+    small)."""
     if max_rows is None or len(df) <= max_rows:
         return df.reset_index(drop=True)
     idx = np.sort(np.random.default_rng(seed).choice(len(df), size=max_rows, replace=False))

@@ -1,5 +1,5 @@
-"""The review of linked tables (schema.linked): how close synthetic persons and their child rows are to the real
-ones, level by level and across the link.
+"""The review of linked tables (schema.linked): how close synthetic persons and their child rows are
+to the real ones, level by level and across the link.
 
     parents, children          each level's 1- and 2-way TVD (numbers at 20 quantile bins of the real rows)
     children_per_person_tvd    the TVD of the distribution of child rows per person (0 … max_children; a real
@@ -35,8 +35,9 @@ from .utility import utility
 
 
 def canonical(tables: LinkedTables, schema: LinkedSchema) -> LinkedTables:
-    """Real tables as the schema reads them (categories as text, numbers clipped to their bounds), linked (orphan
-    child rows dropped, no person bounded), with keys 1 … persons as a synthetic sample has them."""
+    """Real tables as the schema reads them (categories as text, numbers clipped to their bounds),
+    linked (orphan child rows dropped, no person bounded), with keys 1 … persons as a synthetic
+    sample has them."""
     rows, _ = link_tables(tables, schema)
     return LinkedTables(rows.parents.assign(**{schema.key: np.arange(1, len(rows) + 1)}),
                         rows.children.assign(**{schema.key: rows.person + 1}))
@@ -50,8 +51,8 @@ def children_per_person(tables: LinkedTables, schema: LinkedSchema) -> np.ndarra
 
 
 def linked_fidelity(real: LinkedTables, synth: LinkedTables, schema: LinkedSchema) -> dict:
-    """The figures of the module's docstring, of `synth` against `real` (both with keys; `real` as `canonical`
-    gives it)."""
+    """The figures of the module's docstring, of `synth` against `real` (both with keys; `real` as
+    `canonical` gives it)."""
     key = schema.key
     out: dict = {}
     for level, part in (("parents", schema.parent), ("children", schema.child)):
@@ -71,8 +72,9 @@ def linked_fidelity(real: LinkedTables, synth: LinkedTables, schema: LinkedSchem
 
 
 def in_order(tables: LinkedTables, schema: LinkedSchema) -> float | None:
-    """The share of persons with two or more child rows whose rows follow the declared order column (None without
-    one): a synthetic table keeps a person's visits in the order they happened, or not."""
+    """The share of persons with two or more child rows whose rows follow the declared order column
+    (None without one): a synthetic table keeps a person's visits in the order they happened, or
+    not."""
     if schema.order is None:
         return None
     kids = tables.children[[schema.key, schema.order]].dropna()
@@ -102,10 +104,10 @@ def sequence_words(share: dict) -> str:
 
 
 def linked_review(real: LinkedTables, synthetic: dict[str, LinkedTables], schema: LinkedSchema) -> dict:
-    """The review of each synthetic pair of tables against the real ones (`real` as `canonical` gives it): the
-    figures of `linked_fidelity`, each column's 1-way TVD at both levels, the children-per-person
-    shares, the share of persons in order and of those whose rows obey the time index
-    (`sequences`)."""
+    """The review of each synthetic pair of tables against the real ones (`real` as `canonical`
+    gives it): the figures of `linked_fidelity`, each column's 1-way TVD at both levels, the
+    children-per-person shares, the share of persons in order and of those whose rows obey the time
+    index (`sequences`)."""
     out = {"persons": len(real.parents), "child_rows": len(real.children), "max_children": schema.max_children,
            "key": schema.key, "children_per_person": {"real": children_per_person(real, schema).tolist()},
            "in_order": {"real": in_order(real, schema)},
@@ -129,8 +131,9 @@ HELD_OUT = "real, held out"  # the held-out persons' label beside the training p
 
 def review_linked(real: LinkedTables, synthetic: dict[str, LinkedTables], schema: LinkedSchema,
                   holdout: LinkedTables | None = None, target: str | None = None, seed: int = 0) -> dict:
-    """`linked_review`, with train-on-synthetic persons for `target` (a parents' column; by default the one whose
-    role is target) where held-out persons are given (`real` and `holdout` as `canonical` gives them)."""
+    """`linked_review`, with train-on-synthetic persons for `target` (a parents' column; by default
+    the one whose role is target) where held-out persons are given (`real` and `holdout` as
+    `canonical` gives them)."""
     review = linked_review(real, synthetic, schema)
     if holdout is not None and len(holdout.parents):
         shares = review["sequences"]
@@ -146,7 +149,8 @@ def review_linked(real: LinkedTables, synthetic: dict[str, LinkedTables], schema
 
 def write_linked_report(review: dict, out_dir, ledgers: dict | None = None,
                         title: str = "Synthetic linked tables: review") -> tuple[Path, Path]:
-    """report.json and an offline report.html (plotly) of `linked_review`'s figures in `out_dir` (owner only)."""
+    """report.json and an offline report.html (plotly) of `linked_review`'s figures in `out_dir`
+    (owner only)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # statistics of the private tables
@@ -202,8 +206,9 @@ def write_linked_report(review: dict, out_dir, ledgers: dict | None = None,
 
 
 def person_table(tables: LinkedTables, schema: LinkedSchema) -> tuple[pd.DataFrame, Schema]:
-    """One row a person, for a learner: their own columns, their count of child rows, and of each child column
-    the mean over their rows (a number) or the value most of their rows hold (a category); and its schema."""
+    """One row a person, for a learner: their own columns, their count of child rows, and of each
+    child column the mean over their rows (a number) or the value most of their rows hold (a
+    category); and its schema."""
     key = schema.key
     persons = schema.persons()
     frame = tables.parents.drop(columns=[key]).reset_index(drop=True)
@@ -227,8 +232,9 @@ def person_table(tables: LinkedTables, schema: LinkedSchema) -> tuple[pd.DataFra
 
 def person_utility(real: LinkedTables, synthetic: LinkedTables, holdout: LinkedTables, schema: LinkedSchema,
                    target: str, seed: int = 0) -> dict:
-    """Train on synthetic persons, test on real held-out persons (evaluate.utility on `person_table`), against
-    training on the real persons: a person-level target (one of the parents' columns)."""
+    """Train on synthetic persons, test on real held-out persons (evaluate.utility on
+    `person_table`), against training on the real persons: a person-level target (one of the
+    parents' columns)."""
     if target not in schema.parent:
         raise EvaluationError(f"the target {target!r} is not a column of the parents' table")
     (train, persons), (synth, _), (test, _) = (person_table(t, schema) for t in (real, synthetic, holdout))

@@ -1,12 +1,13 @@
 """Privacy in practice: how close synthetic rows sit to the training rows, and attacks on them.
 
-Distances use the public-schema encoding (`evaluate.features.PublicEncoder`): a numeric difference counts its share
-of the public range (0..1), a differing category counts 1, so the squared distance between two rows
-is (sum of squared range-scaled numeric differences) + (number of differing categories).
+Distances use the public-schema encoding (`evaluate.features.PublicEncoder`): a numeric difference
+counts its share of the public range (0..1), a differing category counts 1, so the squared distance
+between two rows is (sum of squared range-scaled numeric differences) + (number of differing
+categories).
 
-The yardstick for every distance is a HELD-OUT set of real rows the model never saw: real unseen rows
-are as close to the training rows as the population allows. Synthetic rows much closer to the training
-rows than held-out rows are a sign of copying (Platzer & Reutterer 2021; Yale et al. 2020).
+The yardstick for every distance is a HELD-OUT set of real rows the model never saw: real unseen
+rows are as close to the training rows as the population allows. Synthetic rows much closer to the
+training rows than held-out rows are a sign of copying (Platzer & Reutterer 2021; Yale et al. 2020).
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def _row_keys(df: pd.DataFrame) -> np.ndarray:
 
 
 def exact_copy_share(rows: pd.DataFrame, train: pd.DataFrame) -> float:
-    """Share of `rows` identical, in every column, to at least one training row (canonical tables)."""
+    """Share of `rows` identical, in every column, to at least one training row (canonical
+    tables)."""
     return float(np.isin(_row_keys(rows), _row_keys(train)).mean())
 
 
@@ -41,11 +43,12 @@ class DCRResult:
     """Distances of synthetic and held-out rows to their closest training row.
 
     synthetic_to_train / holdout_to_train: one distance per sampled row (sizes in `sample_sizes`).
-    nndr_synthetic / nndr_holdout: nearest / second-nearest training distance (0 = one training row is
-    far closer than all others; 1 = two training rows are equally close).
+    nndr_synthetic / nndr_holdout: nearest / second-nearest training distance (0 = one training row
+    is far closer than all others; 1 = two training rows are equally close).
     exact_copy_share: share of ALL synthetic rows identical to some training row;
     holdout_exact_copy_share: the same for held-out real rows (duplicates the population produces).
-    summary: medians, 5th percentiles, share_closer_to_train, verdict (one plain-language line), level.
+    summary: medians, 5th percentiles, share_closer_to_train, verdict (one plain-language line),
+    level.
     """
 
     synthetic_to_train: np.ndarray
@@ -82,7 +85,8 @@ def _nndr(dist: np.ndarray) -> np.ndarray:
 def dcr_verdict(copy_share: float, holdout_copy_share: float, closer_share: float) -> tuple[str, str]:
     """(level, one plain-language line). Thresholds:
 
-    poor: exact copies exceed the held-out baseline by more than 1 point of share, or more than 60% of
+    poor: exact copies exceed the held-out baseline by more than 1 point of share, or more than 60%
+    of
           synthetic rows are closer to the training rows than to an equally large held-out set;
     fair: more than 53% closer to training (a mild pull towards the training rows);
     good: otherwise (about 50% is what rows unrelated to the training set give).
@@ -104,11 +108,13 @@ def dcr_verdict(copy_share: float, holdout_copy_share: float, closer_share: floa
 def distance_to_closest_record(train: pd.DataFrame, synthetic: pd.DataFrame, holdout: pd.DataFrame,
                                schema: Schema, max_rows: int = 5000, seed: int = 0,
                                max_train_rows: int | None = 50000) -> DCRResult:
-    """Distance to closest record (DCR) of synthetic rows and of held-out real rows, to the training rows.
+    """Distance to closest record (DCR) of synthetic rows and of held-out real rows, to the training
+    rows.
 
     Up to `max_rows` synthetic and as many held-out rows are compared with up to `max_train_rows`
-    training rows (all of Adult). `share_closer_to_train`: synthetic rows closer to a training row than
-    to any row of a held-out set of the same size as the training sample it is compared with."""
+    training rows (all of Adult). `share_closer_to_train`: synthetic rows closer to a training row
+    than to any row of a held-out set of the same size as the training sample it is compared
+    with."""
     train_c = canonical(train, schema, "training")
     synth_c = canonical(synthetic, schema, "synthetic")
     hold_c = canonical(holdout, schema, "held-out")
@@ -161,9 +167,9 @@ def membership_inference(train: pd.DataFrame, synthetic: pd.DataFrame, holdout: 
     """A distance-based membership-inference attack that holds only the synthetic table.
 
     The attacker scores a candidate row by minus its distance to the closest synthetic row (rows the
-    model copied or memorised sit closer); members are training rows, non-members held-out real rows,
-    equally many of each (`max_rows` at most). Returns the attack's ROC-AUC (0.5 = cannot tell members
-    from non-members, the ideal; 1 = always can) and its advantage max(TPR − FPR)."""
+    model copied or memorised sit closer); members are training rows, non-members held-out real
+    rows, equally many of each (`max_rows` at most). Returns the attack's ROC-AUC (0.5 = cannot tell
+    members from non-members, the ideal; 1 = always can) and its advantage max(TPR − FPR)."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
     train_c = canonical(train, schema, "training")
@@ -200,8 +206,8 @@ def _attack_risk(model_table: pd.DataFrame, targets: pd.DataFrame, schema: Schem
     """Risk of one attacker trained on `model_table`, guessing `sensitive` for `targets`.
 
     "nearest row": the sensitive value of the published row closest on every other column (public
-    encoding) -- it finds copied or memorised rows; "gradient boosting": a model of the column given the
-    others -- population inference, what Stadler et al. call the attacker's model."""
+    encoding) -- it finds copied or memorised rows; "gradient boosting": a model of the column given
+    the others -- population inference, what Stadler et al. call the attacker's model."""
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
     from .features import HGB_MAX_KEPT_CATEGORIES, FeatureEncoder, hgb_categorical
@@ -237,16 +243,17 @@ ATTACKERS = ("nearest row", "gradient boosting")
 def attribute_inference(train: pd.DataFrame, synthetic: pd.DataFrame, holdout: pd.DataFrame, schema: Schema,
                         sensitive: str, max_targets: int = 2000, max_rows: int = 50000, max_model_rows: int = 10000,
                         seed: int = 0) -> dict:
-    """The attribute-inference attack of Stadler et al. (2022): an attacker who knows every other column
-    of a person guesses their `sensitive` value with a model trained on the published table.
+    """The attribute-inference attack of Stadler et al. (2022): an attacker who knows every other
+    column of a person guesses their `sensitive` value with a model trained on the published table.
 
-    risk = accuracy of the guess (categorical) or 1 − mean |error| / public range (numeric), on target
-    rows drawn from the training table, for the better of two attackers (`ATTACKERS`: the nearest
-    published row on the other columns, and gradient boosting). `privacy_gain` = risk when the real training table is published
-    − risk when the synthetic one is (Stadler's privacy gain; higher = the synthetic release protects
-    more). Part of any risk is population inference (what a model learns about everyone, which useful
-    synthetic data must keep); `member_advantage` isolates what concerns people IN the data: risk from
-    the synthetic table for training rows − for held-out rows (0 = no extra risk for members)."""
+    risk = accuracy of the guess (categorical) or 1 − mean |error| / public range (numeric), on
+    target rows drawn from the training table, for the better of two attackers (`ATTACKERS`: the
+    nearest published row on the other columns, and gradient boosting). `privacy_gain` = risk when
+    the real training table is published − risk when the synthetic one is (Stadler's privacy gain;
+    higher = the synthetic release protects more). Part of any risk is population inference (what a
+    model learns about everyone, which useful synthetic data must keep); `member_advantage` isolates
+    what concerns people IN the data: risk from the synthetic table for training rows − for held-out
+    rows (0 = no extra risk for members)."""
     if sensitive not in schema:
         raise EvaluationError(f"the sensitive column {sensitive!r} is not a column of the schema")
     train_c = canonical(train, schema, "training").dropna(subset=[sensitive])

@@ -1,9 +1,9 @@
 """2-D projections of real and synthetic rows, as data the app and the report plot.
 
-Rows are encoded with the public schema (`evaluate.features.PublicEncoder`: numbers scaled by public bounds,
-categories one-hot over the public lists, missing as its own indicator). The projection is FITTED ON
-THE REAL ROWS ONLY and the synthetic rows are mapped with the same fit, so every run is drawn on the
-same axes: synthetic points where no real point lies are rows unlike the real data.
+Rows are encoded with the public schema (`evaluate.features.PublicEncoder`: numbers scaled by public
+bounds, categories one-hot over the public lists, missing as its own indicator). The projection is
+FITTED ON THE REAL ROWS ONLY and the synthetic rows are mapped with the same fit, so every run is
+drawn on the same axes: synthetic points where no real point lies are rows unlike the real data.
 Each table is sampled to at most `max_rows` rows (stated in `sample_sizes`).
 """
 from __future__ import annotations
@@ -53,7 +53,8 @@ def _points(parts: dict[str, np.ndarray], coords: dict[str, np.ndarray]) -> pd.D
 
 def pca_projection(real: pd.DataFrame, synthetic: Any, schema: Schema, max_rows: int = 3000,
                    seed: int = 0) -> Projection:
-    """The first two principal components of the real rows; synthetic rows projected on the same axes.
+    """The first two principal components of the real rows; synthetic rows projected on the same
+    axes.
 
     explained_variance: the share of the real rows' variance each axis carries."""
     parts = _encoded_samples(real, synthetic, schema, max_rows, seed)
@@ -72,7 +73,8 @@ def umap_projection(real: pd.DataFrame, synthetic: Any, schema: Schema, max_rows
     and gaps between clusters are not. umap-learn is imported here because its import is slow."""
     parts = _encoded_samples(real, synthetic, schema, max_rows, seed)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numba/umap chatter (n_jobs overridden by random_state, ...)
+        # numba/umap chatter (n_jobs overridden by random_state, ...)
+        warnings.simplefilter("ignore")
         import umap  # noqa: PLC0415
 
         reducer = umap.UMAP(n_components=2, n_neighbors=min(n_neighbors, max(2, len(parts["real"]) - 1)),

@@ -1,10 +1,10 @@
-"""One call, every figure: `evaluate` returns them as JSON-ready data, `build_report` writes an offline
-HTML report (plotly, its JavaScript inlined once, no network) and a JSON of every figure, for one run or a
-comparison of runs, with each run's privacy ledger and the schema's provenance.
+"""One call, every figure: `evaluate` returns them as JSON-ready data, `build_report` writes an
+offline HTML report (plotly, its JavaScript inlined once, no network) and a JSON of every figure,
+for one run or a comparison of runs, with each run's privacy ledger and the schema's provenance.
 
 The report is for the data steward: it reads the real table. It never includes the run config's
-`private_validation_counts` (counts of clipped or missing values describe the private table) and no rows
-of the real table; projections carry coordinates of sampled rows only.
+`private_validation_counts` (counts of clipped or missing values describe the private table) and no
+rows of the real table; projections carry coordinates of sampled rows only.
 """
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ def _safe(section: dict, key: str, fn, *args, tick: Callable[[str], None] | None
             tick(key)
 
 
-# a section's share of a report's time (seconds measured on the demo table, 3,600 rows): for its progress bar
+# a section's share of a report's time (seconds measured on the demo table, 3,600 rows): for its
+# progress bar
 SECTION_WEIGHTS = {"quick": 2, "columns": 2, "association": 2, "pmse": 1, "detection": 10, "alpha_beta": 3,
                    "utility": 8, "dcr": 2, "membership": 1, "attribute": 7, "fairness": 5, "pca": 1, "umap": 10}
 
@@ -135,8 +136,8 @@ def _jsonable(obj: Any) -> Any:
 
 def _risk_sections(sec: dict, figs: list, safe, real: pd.DataFrame, syn: pd.DataFrame, holdout: pd.DataFrame,
                    schema: Schema, sensitive: str | None, seed: int) -> None:
-    """The privacy-risk sections of `_evaluate_one`: distance to the closest record, membership and attribute
-    inference (each needs the held-out rows)."""
+    """The privacy-risk sections of `_evaluate_one`: distance to the closest record, membership and
+    attribute inference (each needs the held-out rows)."""
     dcr = safe("dcr", distance_to_closest_record, real, syn, holdout, schema, seed=seed)
     if dcr:
         sec["dcr"] = {**dcr.to_dict(), "synthetic_to_train": dcr.synthetic_to_train, "holdout_to_train": dcr.holdout_to_train}
@@ -157,7 +158,8 @@ def _risk_sections(sec: dict, figs: list, safe, real: pd.DataFrame, syn: pd.Data
             sec["attribute"] = ai
             figs.append(make_figure("Attribute-inference member advantage", ai["member_advantage"], ai))
             g = make_figure("Attribute-inference privacy gain", ai["privacy_gain"], ai)
-            g.better, g.verdict = "higher", "n/a"  # part of the risk is population inference: no verdict
+            # part of the risk is population inference: no verdict
+            g.better, g.verdict = "higher", "n/a"
             figs.append(g)
 
 
@@ -221,14 +223,15 @@ def evaluate(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdout: 
              target: str | None = None, sensitive: str | None = None, ledger: Any = None, seed: int = 0,
              include_umap: bool = True, n_threads: int | None = None,
              progress: Callable[[float, str], None] | None = None) -> dict:
-    """Every figure for one synthetic table or {label: table}, as one JSON-ready dict (see build_report).
+    """Every figure for one synthetic table or {label: table}, as one JSON-ready dict (see
+    build_report).
 
-    progress(share done, section just finished) is called as the sections finish (weighted by their usual
-    time, SECTION_WEIGHTS), for a progress bar with the time left.
+    progress(share done, section just finished) is called as the sections finish (weighted by their
+    usual time, SECTION_WEIGHTS), for a progress bar with the time left.
 
     target / sensitive default to the schema's columns with role "target" / "sensitive". Without a
-    held-out real table the utility and privacy-attack sections are left out (they need real rows the
-    model never saw) and the report says so."""
+    held-out real table the utility and privacy-attack sections are left out (they need real rows
+    the model never saw) and the report says so."""
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()
@@ -442,10 +445,11 @@ def build_report(real_train: pd.DataFrame, synthetic: Any, schema: Schema, holdo
                  out_dir: str | Path = "report", title: str = "Synthetic data review", seed: int = 0,
                  include_umap: bool = True, n_threads: int | None = None,
                  progress: Callable[[float, str], None] | None = None) -> tuple[Path, Path]:
-    """Evaluate and write `out_dir`/report.html (offline) and `out_dir`/report.json; returns both paths.
+    """Evaluate and write `out_dir`/report.html (offline) and `out_dir`/report.json; returns both
+    paths.
 
-    synthetic: a DataFrame or {label: DataFrame} (a comparison of runs); ledger: a PrivacyLedger, its
-    dict, or {label: ledger}; see `evaluate` for the rest."""
+    synthetic: a DataFrame or {label: DataFrame} (a comparison of runs); ledger: a PrivacyLedger,
+    its dict, or {label: ledger}; see `evaluate` for the rest."""
     report = evaluate(real_train, synthetic, schema, holdout=holdout, target=target, sensitive=sensitive,
                       ledger=ledger, seed=seed, include_umap=include_umap, n_threads=n_threads, progress=progress)
     out = Path(out_dir)

@@ -92,7 +92,8 @@ def association_matrix(table: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 
 def association_difference(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema,
                            max_rows: int = 50000, seed: int = 0) -> dict:
-    """{"value": mean |Δ| over pairs (Pearson Δ halved), "real", "synthetic", "difference" matrices}."""
+    """{"value": mean |Δ| over pairs (Pearson Δ halved), "real", "synthetic", "difference"
+    matrices}."""
     real_c = sample_rows(canonical(real, schema, "real"), max_rows, seed)
     syn_c = sample_rows(canonical(synthetic, schema, "synthetic"), max_rows, seed + 1)
     r, s = association_matrix(real_c, schema), association_matrix(syn_c, schema)
@@ -113,8 +114,8 @@ def association_difference(real: pd.DataFrame, synthetic: pd.DataFrame, schema: 
 # --------------------------------------------------------------------------------------------------
 def pmse_ratio(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, max_rows: int = 10000,
                seed: int = 0) -> dict:
-    """{"pmse", "expected_null", "ratio", "sample_sizes"} with a logistic-regression discriminator on
-    the public-schema encoding (main effects). Ratio 1 = indistinguishable."""
+    """{"pmse", "expected_null", "ratio", "sample_sizes"} with a logistic-regression discriminator
+    on the public-schema encoding (main effects). Ratio 1 = indistinguishable."""
     real_c = sample_rows(canonical(real, schema, "real"), max_rows, seed)
     syn_c = sample_rows(canonical(synthetic, schema, "synthetic"), max_rows, seed + 1)
     enc = PublicEncoder(schema).fit(real_c)
@@ -138,11 +139,12 @@ def pmse_ratio(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, max_
 def alpha_beta_authenticity(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema,
                             max_rows: int = 5000, seed: int = 0, n_steps: int = 30,
                             max_reference_rows: int = 50000) -> dict:
-    """{"alpha_precision", "beta_recall", "authenticity", curves, sample_sizes} (see module docstring).
+    """{"alpha_precision", "beta_recall", "authenticity", curves, sample_sizes} (see module
+    docstring).
 
-    Precision and recall compare samples of `max_rows` rows of each table; authenticity looks for each
-    sampled synthetic row's nearest row in the whole real table (up to `max_reference_rows`), so that a
-    copied row is found even when it is not in the real sample."""
+    Precision and recall compare samples of `max_rows` rows of each table; authenticity looks for
+    each sampled synthetic row's nearest row in the whole real table (up to `max_reference_rows`),
+    so that a copied row is found even when it is not in the real sample."""
     real_all = canonical(real, schema, "real")
     real_c = sample_rows(real_all, max_rows, seed)
     syn_c = sample_rows(canonical(synthetic, schema, "synthetic"), max_rows, seed + 1)
@@ -163,12 +165,14 @@ def alpha_beta_authenticity(real: pd.DataFrame, synthetic: pd.DataFrame, schema:
     recall_curve = np.array([np.mean((real_to_synth <= real_to_real) & (closest_synth_d <= r)) for r in synth_radii])
     alpha_precision = 1 - np.sum(np.abs(alphas - precision_curve)) / np.sum(alphas)
     beta_recall = 1 - np.sum(np.abs(alphas - recall_curve)) / np.sum(alphas)
-    # authenticity, per synthetic row: farther from its nearest real row than that row from its own neighbour
+    # authenticity, per synthetic row: farther from its nearest real row than that row from its own
+    # neighbour
     R = enc.transform(sample_rows(real_all, max_reference_rows, seed + 2))
     nn_ref = NearestNeighbors(n_neighbors=2, algorithm="brute").fit(R)
     sr_dist, sr_idx = nn_ref.kneighbors(Y, n_neighbors=1)
     matched = R[sr_idx[:, 0]]
-    own = nn_ref.kneighbors(matched, n_neighbors=2)[0][:, 1]  # the matched row's nearest other real row
+    # the matched row's nearest other real row
+    own = nn_ref.kneighbors(matched, n_neighbors=2)[0][:, 1]
     authentic = sr_dist[:, 0] > own + 1e-6  # 1e-6: float error of the fast search
     return {"alpha_precision": float(max(alpha_precision, 0.0)), "beta_recall": float(max(beta_recall, 0.0)),
             "authenticity": float(authentic.mean()),
@@ -178,7 +182,8 @@ def alpha_beta_authenticity(real: pd.DataFrame, synthetic: pd.DataFrame, schema:
 
 
 def rule_adherence(synthetic: pd.DataFrame, schema: Schema) -> dict | None:
-    """How many synthetic rows break each declared rule, and the share that break any (None: no rules)."""
+    """How many synthetic rows break each declared rule, and the share that break any (None: no
+    rules)."""
     rules = schema.rule_checks
     if not rules:
         return None

@@ -1,11 +1,12 @@
 """Utility: train on synthetic, test on real (TSTR), against train on real, test on real (TRTR).
 
-For a chosen target, each learner is trained once on the real training table and once on the synthetic
-table and both are scored on the same real held-out rows. Classification: accuracy, macro F1 and ROC-AUC
-(binary: probability of the lexicographically larger label, as `fidelity.ml_efficacy`; multi-class: macro
-one-vs-rest over classes present in the test rows). Regression: R². Learners: logistic / linear
-regression on one-hot categories and bound-scaled numbers, and histogram gradient boosting. The figure
-is the ratio TSTR / TRTR averaged over learners (1 = the synthetic table is as useful as the real one).
+For a chosen target, each learner is trained once on the real training table and once on the
+synthetic table and both are scored on the same real held-out rows. Classification: accuracy, macro
+F1 and ROC-AUC (binary: probability of the lexicographically larger label, as
+`fidelity.ml_efficacy`; multi-class: macro one-vs-rest over classes present in the test rows).
+Regression: R². Learners: logistic / linear regression on one-hot categories and bound-scaled
+numbers, and histogram gradient boosting. The figure is the ratio TSTR / TRTR averaged over learners
+(1 = the synthetic table is as useful as the real one).
 """
 from __future__ import annotations
 
@@ -45,14 +46,15 @@ LEARNERS = ("linear", "gradient boosting")
 
 def fit_and_score(train: pd.DataFrame, test: pd.DataFrame, target: str, numeric: set, regression: bool,
                   learner: str, seed: int) -> dict[str, float]:
-    """Train one learner on `train` (every column but `target` a feature; `numeric` names the numeric ones)
-    and score it on `test`: the one train-on-X/test-on-Y of the evaluation (utility, fidelity.ml_efficacy).
+    """Train one learner on `train` (every column but `target` a feature; `numeric` names the
+    numeric ones) and score it on `test`: the one train-on-X/test-on-Y of the evaluation (utility,
+    fidelity.ml_efficacy).
 
-    learner: "linear" (logistic or least-squares regression on one-hot categories and standardised numbers)
-    or "gradient boosting" (histogram gradient boosting on category codes). Classification: accuracy, macro
-    F1 and ROC-AUC (binary: probability of the lexicographically larger label; multi-class: macro
-    one-vs-rest over the classes present in `test`, NaN if none). Regression: R². Rows are taken as given
-    (drop missing targets first)."""
+    learner: "linear" (logistic or least-squares regression on one-hot categories and standardised
+    numbers) or "gradient boosting" (histogram gradient boosting on category codes). Classification:
+    accuracy, macro F1 and ROC-AUC (binary: probability of the lexicographically larger label;
+    multi-class: macro one-vs-rest over the classes present in `test`, NaN if none). Regression: R².
+    Rows are taken as given (drop missing targets first)."""
     features = [c for c in train.columns if c != target]
     numeric = set(numeric) - {target}
     if learner == "gradient boosting":
@@ -78,8 +80,9 @@ def fit_and_score(train: pd.DataFrame, test: pd.DataFrame, target: str, numeric:
 
 def utility(real_train: pd.DataFrame, synthetic: pd.DataFrame, real_test: pd.DataFrame, schema: Schema,
             target: str, max_rows: int = 20000, seed: int = 0) -> dict[str, Any]:
-    """{"task", "learners": {learner: {"real": scores, "synthetic": scores, "ratio": {metric: ratio}}},
-    "ratio": {metric: mean ratio over learners}, "sample_sizes"}; training tables sampled to `max_rows`."""
+    """{"task", "learners": {learner: {"real": scores, "synthetic": scores, "ratio": {metric:
+    ratio}}}, "ratio": {metric: mean ratio over learners}, "sample_sizes"}; training tables sampled
+    to `max_rows`."""
     if target not in schema:
         raise EvaluationError(f"the target {target!r} is not a column of the schema")
     tr = sample_rows(canonical(real_train, schema, "real training").dropna(subset=[target]), max_rows, seed)

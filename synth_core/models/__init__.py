@@ -1,12 +1,13 @@
-"""Model families. Asking this package for `MODELS` or `get_model_class` (or any name below) imports every
-family, which registers it in `MODELS`; importing a submodule alone (`models.recommend`, whose `auto` the CLI's
-parser names) imports no family, nor torch (PEP 562)."""
+"""Model families. Asking this package for `MODELS` or `get_model_class` (or any name below) imports
+every family, which registers it in `MODELS`; importing a submodule alone (`models.recommend`, whose
+`auto` the CLI's parser names) imports no family, nor torch (PEP 562)."""
 from __future__ import annotations
 
 import importlib
 
 # the modules that register the families: dp-tbart; tablediffusion, tablediffusion-denoiser;
-# tablediffusion-masked; dtgan-d, dtgan-g, dp-wgan; dp-llmtgen; aim; and on linked tables (LINKED_MODELS) dp-tbart
+# tablediffusion-masked; dtgan-d, dtgan-g, dp-wgan; dp-llmtgen; aim; and on linked tables
+# (LINKED_MODELS) dp-tbart
 FAMILY_MODULES = ("tbart", "diffusion", "masked_diffusion", "gan", "llm", "aim", "persons")
 
 __all__ = ["LINKED_MODELS", "MODELS", "SamplingError", "SynthModel", "families_for",

@@ -1,25 +1,27 @@
 """AIM (McKenna, Mullins, Sheldon & Miklau, VLDB 2022, "AIM: An Adaptive and Iterative Mechanism for
-Differentially Private Synthetic Data") as a model family, on private-pgm's estimation engine (`mbi`).
+Differentially Private Synthetic Data") as a model family, on private-pgm's estimation engine
+(`mbi`).
 
-The table is read on the public discretisation (`encoding.TokenEncoder`: public categories, numbers in
-public bins). AIM measures every column's marginal, then, round after round, selects with the exponential
-mechanism the marginal of the workload (every pair of columns, every triple of the declared target column with
-two others, and what they contain) that the current graphical model gets most wrong, measures it with the
-Gaussian mechanism, and fits the model to every measurement so far by mirror descent (mbi). The marginals it
-may select are those that keep the model within a size that grows with the budget spent; when a measurement
-barely moves the model the noise is halved. Rounds are paid from a zCDP budget (`privacy.selection.RhoBudget`),
-planned with the run's other mechanisms (`privacy.planning.plan_rho`); the last round spends what is left.
+The table is read on the public discretisation (`encoding.TokenEncoder`: public categories, numbers
+in public bins). AIM measures every column's marginal, then, round after round, selects with the
+exponential mechanism the marginal of the workload (every pair of columns, every triple of the
+declared target column with two others, and what they contain) that the current graphical model gets
+most wrong, measures it with the Gaussian mechanism, and fits the model to every measurement so far
+by mirror descent (mbi). The marginals it may select are those that keep the model within a size
+that grows with the budget spent; when a measurement barely moves the model the noise is halved.
+Rounds are paid from a zCDP budget (`privacy.selection.RhoBudget`), planned with the run's other
+mechanisms (`privacy.planning.plan_rho`); the last round spends what is left.
 
-With `compress` (off by default), the cells the first measurement finds below 3σ are pooled into one cell of the
-model (MST's domain compression, post-processing of that measurement): on wide tables of sparse numbers the later
-rounds' noise spreads over fewer cells and more pairs and triples fit the model (King at ε = 0.25: 2-way TVD
-0.173 → 0.154, regression R² about 0 → 0.51), while on small tables it was level or worse
-(benchmarks/history/2026-11-27.md).
+With `compress` (off by default), the cells the first measurement finds below 3σ are pooled into one
+cell of the model (MST's domain compression, post-processing of that measurement): on wide tables of
+sparse numbers the later rounds' noise spreads over fewer cells and more pairs and triples fit the
+model (King at ε = 0.25: 2-way TVD 0.173 → 0.154, regression R² about 0 → 0.51), while on small
+tables it was level or worse (benchmarks/history/2026-11-27.md).
 
-Rows are drawn from the fitted graphical model (mbi's `synthetic_data`) and decoded uniformly within a
-numeric bin. Conditions are exact: the model is conditioned on the fixed values (mbi's constraints) before
-the rows are drawn. The known total is the row count the run released where it is public; a noisy one is
-combined with the totals the first measurement implies (`best_total`).
+Rows are drawn from the fitted graphical model (mbi's `synthetic_data`) and decoded uniformly within
+a numeric bin. Conditions are exact: the model is conditioned on the fixed values (mbi's
+constraints) before the rows are drawn. The known total is the row count the run released where it
+is public; a noisy one is combined with the totals the first measurement implies (`best_total`).
 """
 from __future__ import annotations
 
@@ -42,16 +44,17 @@ from . import graphical, plan_words, recommend
 from .aim_config import PRESETS, AIMConfig, mbi, workload  # noqa: F401 - workload: the mechanism's, and its tests'
 from .base import SynthModel, register
 
-# the live count of rounds weighs the share of rounds that quadrupled the next one's cost so far against the share
-# the count before the run assumed, as if that had been seen on this many rounds (3 of 3, 6, 10 tried on 15 runs
-# of 6 tables: benchmarks/history/2026-11-27.md, "Estimates that hold")
+# the live count of rounds weighs the share of rounds that quadrupled the next one's cost so far
+# against the share the count before the run assumed, as if that had been seen on this many rounds
+# (3 of 3, 6, 10 tried on 15 runs of 6 tables: benchmarks/history/2026-11-27.md, "Estimates that
+# hold")
 PRIOR_ROUNDS = 3
 
 
 def counts_on(cells: dict[str, np.ndarray], clique: tuple[str, ...], sizes: dict[str, int]) -> np.ndarray:
     """The rows' counts on a clique's cells, flat in the clique's column order (C order), as mbi's
-    Dataset.project(clique).datavector() gives them: in numpy, since mbi's JAX compiles a program for each
-    clique's shape (on Ames' 79 columns, 293 programs and 3.7 s before the first round)."""
+    Dataset.project(clique).datavector() gives them: in numpy, since mbi's JAX compiles a program
+    for each clique's shape (on Ames' 79 columns, 293 programs and 3.7 s before the first round)."""
     shape = tuple(sizes[name] for name in clique)
     flat = np.ravel_multi_index(tuple(cells[name] for name in clique), shape)
     return np.bincount(flat, minlength=math.prod(shape)).astype(np.float64)
@@ -86,9 +89,10 @@ class AIM(SynthModel):
 
     @classmethod
     def check_schema(cls, schema) -> None:
-        """AIM measures the pairs of columns round by round, 16 rounds a column: on 2 CPU cores, 120 columns of
-        three categories took about 7 minutes at the quick size and 250 about 36 (a round every 9 s); past
-        recommend.AIM_MAX_COLUMNS a run would take hours, so it is refused before anything is spent."""
+        """AIM measures the pairs of columns round by round, 16 rounds a column: on 2 CPU cores, 120
+        columns of three categories took about 7 minutes at the quick size and 250 about 36 (a round
+        every 9 s); past recommend.AIM_MAX_COLUMNS a run would take hours, so it is refused before
+        anything is spent."""
         columns, most = len(schema.modelled().columns), recommend.AIM_MAX_COLUMNS
         if columns > most:
             raise ValueError(f"AIM measures the table's pairs of columns round by round; with {columns} modelled "
@@ -98,11 +102,14 @@ class AIM(SynthModel):
     # --- building ------------------------------------------------------------------------------------
     def build(self) -> None:
         self.config.check()
-        # numbers in the configured bins; with 0, in the finest until the rows and ε are known (plan_privacy)
+        # numbers in the configured bins; with 0, in the finest until the rows and ε are known
+        # (plan_privacy)
         self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins or recommend.AIM_FINE_BINS)
         self.sizes = {c.spec.name: c.size for c in self.encoder.codecs}
-        self.kept: dict[str, np.ndarray] = {}  # per compressed column, the public cells kept apart (the rest: one cell)
-        self.merged_weights: dict[str, np.ndarray] = {}  # how a merged cell's rows are shared among its public cells
+        # per compressed column, the public cells kept apart (the rest: one cell)
+        self.kept: dict[str, np.ndarray] = {}
+        # how a merged cell's rows are shared among its public cells
+        self.merged_weights: dict[str, np.ndarray] = {}
         self.net = None
         self.model = None      # mbi's MarkovRandomField once fitted
         self.rounds_log: list = []
@@ -118,15 +125,17 @@ class AIM(SynthModel):
 
     def plan_privacy(self, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
                      alongside: tuple = ()) -> RhoPlan:
-        """The zCDP plan for the run; numbers' bins left to the run (n_bins 0) are chosen here, from the released
-        row count, ε and the columns (public facts: `recommend.aim_bins`), and the config records the choice."""
+        """The zCDP plan for the run; numbers' bins left to the run (n_bins 0) are chosen here, from
+        the released row count, ε and the columns (public facts: `recommend.aim_bins`), and the
+        config records the choice."""
         if self.config.n_bins == 0:
             self.config.n_bins = recommend.aim_bins(n_rows, epsilon, len(self.sizes))
             self.build()
         return super().plan_privacy(n_rows, epsilon, delta, accountant, alongside)
 
     def opening(self, rho: float, rounds: int) -> dict:
-        """How a run with budget ρ and `rounds` planned rounds starts (privacy.selection.opening)."""
+        """How a run with budget ρ and `rounds` planned rounds starts
+        (privacy.selection.opening)."""
         return selection.opening(rho, rounds, len(self.sizes), self.config.one_way_share)
 
     def count_noise(self, plan) -> float:
@@ -138,8 +147,8 @@ class AIM(SynthModel):
                                          self.opening(plan.rho, plan.rounds), bounds)
 
     def fewest_rounds(self, plan: RhoPlan) -> int:
-        """The rounds of the schedule's shortest run: every round after the first hardly moves the model, so
-        each costs four times the one before, and the last spends what is left."""
+        """The rounds of the schedule's shortest run: every round after the first hardly moves the
+        model, so each costs four times the one before, and the last spends what is left."""
         opening = self.opening(plan.rho, plan.rounds)
         left = selection.rho_after_one_way(plan.rho, len(self.sizes), opening["one_way_sigma"])
         cost = selection.RhoBudget.cost(opening["selection_epsilon"], opening["round_sigma"])
@@ -147,9 +156,10 @@ class AIM(SynthModel):
 
     @staticmethod
     def _fewest_left(left: float, cost: float, growth: float = 4.0, most: int = 100_000) -> int:
-        """The rounds `left` of ρ pays for from a round costing `cost`, each next one costing `growth` times as
-        much, the last spending what is left: the fewest when every round quadruples the next one's cost (its
-        measurement hardly moved the model: 4, the default), the most when none does (1)."""
+        """The rounds `left` of ρ pays for from a round costing `cost`, each next one costing
+        `growth` times as much, the last spending what is left: the fewest when every round
+        quadruples the next one's cost (its measurement hardly moved the model: 4, the default), the
+        most when none does (1)."""
         rounds, total = 0, left
         while left > 1e-12 * total and rounds < most:
             rounds += 1
@@ -160,8 +170,9 @@ class AIM(SynthModel):
 
     @classmethod
     def _growth_expected(cls, left: float, cost: float, rounds: int) -> float:
-        """The share of rounds that quadruple the next one's cost (0 to 1) with which `left` and `cost` take
-        `rounds` rounds: what the count expected before the run assumes, for the count during it to start from."""
+        """The share of rounds that quadruple the next one's cost (0 to 1) with which `left` and
+        `cost` take `rounds` rounds: what the count expected before the run assumes, for the count
+        during it to start from."""
         low, high = 0.0, 1.0
         if cls._fewest_left(left, cost, 4.0) >= rounds:
             return 1.0
@@ -178,12 +189,13 @@ class AIM(SynthModel):
         jax.clear_caches()
 
     def expected_steps(self, plan: RhoPlan) -> int:
-        """The fewest rounds times what runs took beyond them, at most those planned. Runs took 1 to 5.5 times the
-        fewest (4 to 33 rounds of 64 to 1,376 planned, on 12 tables: benchmarks/history/2026-11-27.md, "AIM on wide
-        tables"): 1 to 1.8 times below 40,000 columns × rows × ε (the signal, public: the released count), 2.2
-        to 5.5 times from 60,000 (where a run takes minutes). Below, 1.25 times, the middle of 1 to
-        2.4 times on 12 tables (7 then, 5 of tests/test_corpus_app.py's and benchmarks' tables in
-        benchmarks/bench_estimates.py: 1 to 1.4 on four, 2 to 2.4 on HMDA's 14 columns)."""
+        """The fewest rounds times what runs took beyond them, at most those planned. Runs took 1 to
+        5.5 times the fewest (4 to 33 rounds of 64 to 1,376 planned, on 12 tables:
+        benchmarks/history/2026-11-27.md, "AIM on wide tables"): 1 to 1.8 times below 40,000 columns
+        × rows × ε (the signal, public: the released count), 2.2 to 5.5 times from 60,000 (where a
+        run takes minutes). Below, 1.25 times, the middle of 1 to 2.4 times on 12 tables (7 then, 5
+        of tests/test_corpus_app.py's and benchmarks' tables in benchmarks/bench_estimates.py: 1 to
+        1.4 on four, 2 to 2.4 on HMDA's 14 columns)."""
         signal = len(self.sizes) * plan.population * plan.epsilon
         times = 4 if signal >= 50_000 else 1.25
         return min(plan.rounds, math.ceil(self.fewest_rounds(plan) * times))
@@ -194,19 +206,21 @@ class AIM(SynthModel):
 
     @property
     def model_sizes(self) -> dict[str, int]:
-        """Each column's cells in the graphical model: its public cells, or those kept apart plus the merged one."""
+        """Each column's cells in the graphical model: its public cells, or those kept apart plus
+        the merged one."""
         return {name: len(self.kept[name]) + 1 if name in self.kept else size for name, size in self.sizes.items()}
 
     def domain(self):
         return mbi().Domain(tuple(self.sizes), tuple(self.model_sizes.values()))
 
     def _compress(self, first: dict[str, np.ndarray], sigma: float) -> None:
-        """MST's domain compression (McKenna et al. 2021), post-processing of the first measurement: the cells of a
-        column whose noisy count is below 3σ become one cell of the model (its measurement is their noisy counts
-        summed), so that the pairs and triples of sparse columns spread the later rounds' noise over fewer cells
-        and more of them fit the model; the rows drawn in a merged cell get one of its public cells in proportion
-        to their noisy counts (clipped at zero; MST draws uniformly). A column with fewer than two such cells is
-        left as it is."""
+        """MST's domain compression (McKenna et al. 2021), post-processing of the first measurement:
+        the cells of a column whose noisy count is below 3σ become one cell of the model (its
+        measurement is their noisy counts summed), so that the pairs and triples of sparse columns
+        spread the later rounds' noise over fewer cells and more of them fit the model; the rows
+        drawn in a merged cell get one of its public cells in proportion to their noisy counts
+        (clipped at zero; MST draws uniformly). A column with fewer than two such cells is left as
+        it is."""
         for name, y in first.items():
             low = y < 3 * sigma
             if low.sum() >= 2:
@@ -223,7 +237,8 @@ class AIM(SynthModel):
         return mapping[cells]
 
     def _to_public(self, name: str, cells: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The model's cells of a column back to public cells: a merged one to one of its cells (`_compress`)."""
+        """The model's cells of a column back to public cells: a merged one to one of its cells
+        (`_compress`)."""
         if name not in self.kept:
             return cells
         kept = self.kept[name]
@@ -235,8 +250,8 @@ class AIM(SynthModel):
         return out
 
     def _first_measurement(self, name: str, y: np.ndarray, sigma: float):
-        """A column's first measurement as the model reads it: its merged cells summed, weighted by 1/√k so that
-        the sum's noise is σ again (as mst.py re-expresses it)."""
+        """A column's first measurement as the model reads it: its merged cells summed, weighted by
+        1/√k so that the sum's noise is σ again (as mst.py re-expresses it)."""
         m = mbi()
         if name not in self.kept:
             return m.LinearMeasurement(y, (name,), stddev=sigma)
@@ -248,12 +263,13 @@ class AIM(SynthModel):
                                    query=lambda factor, w=weights: factor.datavector(flatten=True) * w)
 
     def best_total(self, count: float, measurements: list) -> float:
-        """The row count the estimation holds its model to. A noisy released count (Laplace, `count_variance`)
-        is combined, by inverse variance, with the count each measured marginal implies (its cells summed,
-        variance stddev² × cells), as private-pgm's `minimum_variance_unbiased_total` weighs the marginals
-        alone: post-processing of what was paid for. With a noisy count far off the true one, a known total
-        it disagrees with would spread the difference over the cells (HMDA at ε = 1: Laplace scale 50 rows,
-        the first measurement's implied totals a few rows); a public count is kept exact."""
+        """The row count the estimation holds its model to. A noisy released count (Laplace,
+        `count_variance`) is combined, by inverse variance, with the count each measured marginal
+        implies (its cells summed, variance stddev² × cells), as private-pgm's
+        `minimum_variance_unbiased_total` weighs the marginals alone: post-processing of what was
+        paid for. With a noisy count far off the true one, a known total it disagrees with would
+        spread the difference over the cells (HMDA at ε = 1: Laplace scale 50 rows, the first
+        measurement's implied totals a few rows); a public count is kept exact."""
         if self.count_variance <= 0:
             return float(count)
         values = [float(count)] + [float(np.sum(mm.noisy_measurement)) for mm in measurements]
@@ -270,7 +286,8 @@ class AIM(SynthModel):
         budget = self.budget  # the plan's ρ, made by `fit`
         rng = secret_rng()
         rounds = plan.rounds
-        # a round of the plan spends ρ/rounds, 90% measuring and 10% selecting; the first measures every column
+        # a round of the plan spends ρ/rounds, 90% measuring and 10% selecting; the first measures
+        # every column
         opening = self.opening(budget.total, rounds)
         epsilon, sigma, first_sigma = opening["selection_epsilon"], opening["round_sigma"], opening["one_way_sigma"]
         steps.started += 1
@@ -287,10 +304,10 @@ class AIM(SynthModel):
         model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters)
         self.model = model
         emit = self._emitter(on_event, events, start)
-        # the rounds it is expected to take: first what the estimate before the run expected (expected_steps),
-        # then those its budget still pays for, each next round's cost growing by the share of rounds that
-        # quadrupled it so far, weighed with the share the first count assumed (benchmarks/history/2026-11-27.md, "Estimates
-        # that hold")
+        # the rounds it is expected to take: first what the estimate before the run expected
+        # (expected_steps), then those its budget still pays for, each next round's cost growing by
+        # the share of rounds that quadrupled it so far, weighed with the share the first count
+        # assumed (benchmarks/history/2026-11-27.md, "Estimates that hold")
         prior = max(2, self.expected_steps(plan))
         emit(1, prior, None, [list(cl) for cl in one_way])
         assumed = self._growth_expected(budget.left, budget.cost(epsilon, sigma), prior - 1)
@@ -312,22 +329,25 @@ class AIM(SynthModel):
             graphical.release_compiled(done)
             after = np.asarray(model.project(cl).datavector())
             loss = 0.5 * float(np.abs(before - y).sum()) / max(total, 1.0)
-            if np.abs(after - before).sum() <= bias * after.size:  # the measurement hardly moved the model
+            # the measurement hardly moved the model
+            if np.abs(after - before).sum() <= bias * after.size:
                 (epsilon, sigma), quadrupled = selection.sharpened(epsilon, sigma), quadrupled + 1
-            # more rounds quadrupling than assumed shorten the run; fewer do not lengthen it (they come late, as
-            # the model nears the data: a run's first rounds seldom quadruple)
+            # more rounds quadrupling than assumed shorten the run; fewer do not lengthen it (they
+            # come late, as the model nears the data: a run's first rounds seldom quadruple)
             share = max(assumed, (quadrupled + PRIOR_ROUNDS * assumed) / (done - 1 + PRIOR_ROUNDS))
             expected = done if budget.exhausted else \
                 done + self._fewest_left(budget.left, budget.cost(epsilon, sigma), 4.0 ** share)
             emit(done, expected, loss, list(cl))
-        self.rounds_log = [tuple(e["selected"]) for e in events[1:]]  # the pairs chosen (the first measured every column)
-        # the rounds it took when the budget ran out (the plan's count is an upper bound), else those it expected
+        # the pairs chosen (the first measured every column)
+        self.rounds_log = [tuple(e["selected"]) for e in events[1:]]
+        # the rounds it took when the budget ran out (the plan's count is an upper bound), else
+        # those it expected
         planned = done if not cancelled else max(done, events[-1]["steps"] if events else rounds)
         return self.rounds_result(done, planned, cancelled, events, start, len(data))
 
     def _measure_columns(self, data: np.ndarray, budget, sigma: float, rng) -> tuple[dict, list]:
-        """The first round: every column's counts with noise σ (compressed where the config says), as the counts
-        and as the model's measurements."""
+        """The first round: every column's counts with noise σ (compressed where the config says),
+        as the counts and as the model's measurements."""
         first = {name: budget.measure(np.bincount(data[:, j], minlength=self.sizes[name]), sigma, rng,
                                       "one-way marginal") for j, name in enumerate(self.sizes)}
         self.kept, self.merged_weights = {}, {}
@@ -336,9 +356,10 @@ class AIM(SynthModel):
         return first, [self._first_measurement(name, y, sigma) for name, y in first.items()]
 
     def _select(self, model, candidates: dict, answers: dict, budget, epsilon: float, sigma: float, rng):
-        """The exponential mechanism's choice of the marginal the model gets most wrong (its error less the
-        noise's expected, weighted), among those whose measurement keeps the model within the size its spending
-        allows; with the model's marginal before the measurement, and the noise's expected error per cell."""
+        """The exponential mechanism's choice of the marginal the model gets most wrong (its error
+        less the noise's expected, weighted), among those whose measurement keeps the model within
+        the size its spending allows; with the model's marginal before the measurement, and the
+        noise's expected error per cell."""
         fits = graphical.SizeCheck(model, self.config.max_model_size * budget.spent / budget.total)
         keys = list(candidates)
         bias = math.sqrt(2 / math.pi) * sigma
@@ -351,7 +372,8 @@ class AIM(SynthModel):
         return cl, estimates[cl], bias
 
     def _target(self) -> str | None:
-        """The column the schema declares the target (public), when the config adds its sets to the workload."""
+        """The column the schema declares the target (public), when the config adds its sets to the
+        workload."""
         if not self.config.target_triples:
             return None
         return next((c.name for c in self.schema.columns if c.role == "target"), None)
@@ -371,8 +393,8 @@ class AIM(SynthModel):
 
     # --- sampling ------------------------------------------------------------------------------------
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
-        """n rows from the graphical model; conditions fix their columns exactly (the model is conditioned on
-        them before drawing)."""
+        """n rows from the graphical model; conditions fix their columns exactly (the model is
+        conditioned on them before drawing)."""
         self._check_rows(n)
         if self.model is None:
             raise RuntimeError("the model is not fitted")
@@ -409,7 +431,8 @@ class AIM(SynthModel):
                 for cl in self.model.cliques}
 
     def load_weights(self, weights: dict[str, torch.Tensor], directory) -> None:
-        """The saved tables, checked against the model's cells once `restore` knows which were merged."""
+        """The saved tables, checked against the model's cells once `restore` knows which were
+        merged."""
         names, tables = list(self.sizes), {}
         for key, tensor in weights.items():
             if not key.startswith("potential:"):
@@ -451,7 +474,8 @@ class AIM(SynthModel):
 
 @contextlib.contextmanager
 def _numpy_global_seed(seed: int | None):
-    """mbi draws rows from numpy's global generator: seed it for a seeded sample, and put it back after."""
+    """mbi draws rows from numpy's global generator: seed it for a seeded sample, and put it back
+    after."""
     if seed is None:
         yield
         return

@@ -1,5 +1,5 @@
-"""AIM's options, its sizes, its workload (the marginals it may select) and private-pgm's `mbi`, imported on
-first use; the mechanism is models.aim."""
+"""AIM's options, its sizes, its workload (the marginals it may select) and private-pgm's `mbi`,
+imported on first use; the mechanism is models.aim."""
 from __future__ import annotations
 
 import itertools
@@ -26,18 +26,19 @@ def mbi():
     return _MBI
 
 
-# the most JAX's compiled programs may take on disk before the least recently used go (a round on 80 columns
-# adds about 0.8 MB)
+# the most JAX's compiled programs may take on disk before the least recently used go (a round on 80
+# columns adds about 0.8 MB)
 COMPILED_BYTES = 512 * 2 ** 20
 
 
 def keep_compiled(jax) -> None:
-    """JAX's persistent compilation cache, in the workbench home's cache/jax unless $JAX_COMPILATION_CACHE_DIR
-    says where. mbi compiles its estimation anew for each model structure: on Ames (79 columns, AIM's tiny size,
-    5 rounds) 463 small programs took 17 of the fit's 28 s, and the next fit, in a new process, 11 s. A program
-    is compiled from shapes (the public schema's domains and the model's structure); the rows reach it only as
-    arguments, never as constants. Every program is kept (JAX keeps only those that took a second to compile),
-    under COMPILED_BYTES, file-locked so that parallel runs can share it."""
+    """JAX's persistent compilation cache, in the workbench home's cache/jax unless
+    $JAX_COMPILATION_CACHE_DIR says where. mbi compiles its estimation anew for each model
+    structure: on Ames (79 columns, AIM's tiny size, 5 rounds) 463 small programs took 17 of the
+    fit's 28 s, and the next fit, in a new process, 11 s. A program is compiled from shapes (the
+    public schema's domains and the model's structure); the rows reach it only as arguments, never
+    as constants. Every program is kept (JAX keeps only those that took a second to compile), under
+    COMPILED_BYTES, file-locked so that parallel runs can share it."""
     if not jax.config.jax_compilation_cache_dir:
         from ..home import cache_root
         jax.config.update("jax_compilation_cache_dir", str(cache_root() / "jax"))
@@ -49,16 +50,22 @@ def keep_compiled(jax) -> None:
 
 @dataclass
 class AIMConfig:
-    n_bins: int = 0                 # public bins per numeric column; 0: from the rows × ε per column (recommend.aim_bins)
+    # public bins per numeric column; 0: from the rows × ε per column (recommend.aim_bins)
+    n_bins: int = 0
     degree: int = 2                 # the workload: every set of this many columns ...
     max_cells: int = 10_000         # ... with at most this many cells
-    max_model_size: float = 80.0    # MiB the graphical model's tables may reach once the budget is spent
-    rounds: int = 0                 # planned rounds (0: 16 per column, AIM's default); the budget ends them
+    # MiB the graphical model's tables may reach once the budget is spent
+    max_model_size: float = 80.0
+    # planned rounds (0: 16 per column, AIM's default); the budget ends them
+    rounds: int = 0
     iters: int = 1000               # mirror-descent iterations per round
     numeric_decoding: str = "uniform"
-    target_triples: bool = True     # the workload adds the target column (schema role) with each pair of others
-    one_way_share: float = 0.0      # of ρ, for the first measurement of every column (0: a round's worth each, AIM's)
-    compress: bool = False          # merge the cells the first measurement finds below 3σ into one (MST's domain compression)
+    # the workload adds the target column (schema role) with each pair of others
+    target_triples: bool = True
+    # of ρ, for the first measurement of every column (0: a round's worth each, AIM's)
+    one_way_share: float = 0.0
+    # merge the cells the first measurement finds below 3σ into one (MST's domain compression)
+    compress: bool = False
 
     ZERO_OK = frozenset({"n_bins", "rounds"})  # 0: chosen from the rows and ε, 16 a column
 
@@ -82,10 +89,11 @@ class AIMConfig:
 
 
 def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | None = None) -> dict[tuple, float]:
-    """AIM's candidates: every marginal of the workload (each set of `degree` columns, and each of the public
-    `target` column with `degree` others, with at most max_cells cells, weight 1) and every marginal they
-    contain, scored by how many workload columns it covers. The target's sets let the model learn what
-    predicts it from two columns at once (train-on-synthetic figures: benchmarks/history/2026-11-27.md)."""
+    """AIM's candidates: every marginal of the workload (each set of `degree` columns, and each of
+    the public `target` column with `degree` others, with at most max_cells cells, weight 1) and
+    every marginal they contain, scored by how many workload columns it covers. The target's sets
+    let the model learn what predicts it from two columns at once (train-on-synthetic figures:
+    benchmarks/history/2026-11-27.md)."""
     names = list(sizes)
     sets = [cl for cl in itertools.combinations(names, min(degree, len(names)))
             if math.prod(sizes[c] for c in cl) <= max_cells]
@@ -95,8 +103,8 @@ def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | N
                  if sizes[target] * math.prod(sizes[c] for c in cl) <= max_cells]
     closure = {sub for cl in sets for r in range(1, len(cl) + 1) for sub in itertools.combinations(cl, r)}
     closure |= {(name,) for name in names}
-    # a marginal's weight, Σ over the workload's sets of the columns it shares with each, is the sum over its
-    # columns of the sets that hold that column
+    # a marginal's weight, Σ over the workload's sets of the columns it shares with each, is the sum
+    # over its columns of the sets that hold that column
     holding = {name: 0 for name in names}
     for w in sets:
         for name in w:
@@ -105,10 +113,11 @@ def workload(sizes: dict[str, int], degree: int, max_cells: int, target: str | N
 
 
 PRESETS = {
-    # a round's cost is mostly compiling the estimation for the model's new structure: iterations are cheap
+    # a round's cost is mostly compiling the estimation for the model's new structure: iterations
+    # are cheap
     "tiny": {"model": dict(n_bins=10, max_model_size=1.0, rounds=8, iters=100), "train": {}},
-    # the model's size bounds how long a round takes (Adult on 2 CPU cores: benchmarks/history/2026-11-27.md); `paper` is
-    # AIM's own default (80 MiB), for a long run
+    # the model's size bounds how long a round takes (Adult on 2 CPU cores:
+    # benchmarks/history/2026-11-27.md); `paper` is AIM's own default (80 MiB), for a long run
     "quick": {"model": dict(max_model_size=2.0, iters=1000), "train": {}},
     "cpu": {"model": dict(max_model_size=5.0, iters=1000), "train": {}},
     "paper": {"model": dict(max_model_size=80.0, iters=1000), "train": {}},  # AIM's own model size

@@ -1,10 +1,12 @@
-"""DTGAN (Kunar et al. 2021, "DTGAN: Differential private training for tabular GANs") and plain DP-WGAN.
+"""DTGAN (Kunar et al. 2021, "DTGAN: Differential private training for tabular GANs") and plain
+DP-WGAN.
 
-All three are Wasserstein GANs with a gradient penalty of weight τ = 10 on points between a real and a fake
-row. Rows are vectors from the public schema (encoding.vectors): categoricals one-hot over the PUBLIC list,
-numbers as bins between the PUBLIC bounds (by default) or scaled by them to [-1, 1]; the generator ends each
-one-hot block with a Gumbel-softmax and each scaled number with tanh. The generator is a residual MLP (CTGAN's: Linear → GroupNorm → ReLU, input
-concatenated); the critic an MLP with LeakyReLU. No BatchNorm anywhere (it mixes rows).
+All three are Wasserstein GANs with a gradient penalty of weight τ = 10 on points between a real and
+a fake row. Rows are vectors from the public schema (encoding.vectors): categoricals one-hot over
+the PUBLIC list, numbers as bins between the PUBLIC bounds (by default) or scaled by them to [-1,
+1]; the generator ends each one-hot block with a Gumbel-softmax and each scaled number with tanh.
+The generator is a residual MLP (CTGAN's: Linear → GroupNorm → ReLU, input concatenated); the critic
+an MLP with LeakyReLU. No BatchNorm anywhere (it mixes rows).
 
 dtgan-d   DP-SGD on the critic. One critic iteration = one Poisson batch of real rows = one DP step; each
           real row i is paired with a fake row f_i and a point on the great circle between them (DTGAN's
@@ -17,18 +19,19 @@ dtgan-d   DP-SGD on the critic. One critic iteration = one Poisson batch of real
 dtgan-g   DP on the generator (GS-WGAN style, as the paper's DTGAN_G): see DTGANG's docstring.
 dp-wgan   the baseline: DP-SGD critic as dtgan-d, no conditioning, straight-line interpolation.
 
-Conditioning (dtgan-d, dtgan-g): CTGAN's condition vector (one categorical column fixed to one category), with
-no exact frequency of the private table anywhere. A real row's condition is taken from the row itself (a
-column chosen uniformly at random, or no condition) inside its own clipped gradient, and its paired fake row
-is generated under the same condition; the generator's own steps draw conditions uniformly over the PUBLIC
-categories. CTGAN's training-by-sampling (picking real rows by category frequency) is replaced by Poisson
-sampling, which the privacy analysis needs. With probability `cond_null_prob` the condition is empty, so
-the generator also learns the unconditional distribution, which `sample` uses; conditioning on a
-categorical column at sampling time is native (exact).
+Conditioning (dtgan-d, dtgan-g): CTGAN's condition vector (one categorical column fixed to one
+category), with no exact frequency of the private table anywhere. A real row's condition is taken
+from the row itself (a column chosen uniformly at random, or no condition) inside its own clipped
+gradient, and its paired fake row is generated under the same condition; the generator's own steps
+draw conditions uniformly over the PUBLIC categories. CTGAN's training-by-sampling (picking real
+rows by category frequency) is replaced by Poisson sampling, which the privacy analysis needs. With
+probability `cond_null_prob` the condition is empty, so the generator also learns the unconditional
+distribution, which `sample` uses; conditioning on a categorical column at sampling time is native
+(exact).
 
 Left out, as the issue allows: the paper's information loss and auxiliary classifier. Both compare
-generated rows with real ones outside the critic's accounted gradient; run under DP they would need their
-own share of the budget, and they were not needed to beat the DP-WGAN baseline.
+generated rows with real ones outside the critic's accounted gradient; run under DP they would need
+their own share of the budget, and they were not needed to beat the DP-WGAN baseline.
 """
 from __future__ import annotations
 
@@ -57,18 +60,23 @@ class GANConfig:
     noise_dim: int = 64
     critic_width: int = 256
     critic_layers: int = 2
-    n_critic: int = 5            # critic iterations per round (dtgan-d, dp-wgan: each one a DP step)
-    g_steps: int = 1             # generator updates per round; against a released critic they cost no ε
+    # critic iterations per round (dtgan-d, dp-wgan: each one a DP step)
+    n_critic: int = 5
+    # generator updates per round; against a released critic they cost no ε
+    g_steps: int = 1
     gp_weight: float = 10.0      # τ
-    partner_lr: float = 1e-3     # learning rate of the network trained without DP-SGD (the other uses `lr`)
+    # learning rate of the network trained without DP-SGD (the other uses `lr`)
+    partner_lr: float = 1e-3
     generator_batch: int = 1024  # fake rows per generator step
     cond_null_prob: float = 0.5  # share of rows with an empty condition (dtgan-d, dtgan-g)
     gumbel_tau: float = 0.2
     n_critics: int = 10          # dtgan-g: critics, each on its own partition of the rows
-    critics_per_step: float = 1.0  # dtgan-g: expected critics consulted per generator step (Poisson)
+    # dtgan-g: expected critics consulted per generator step (Poisson)
+    critics_per_step: float = 1.0
     numeric_encoding: str = "bins"   # or "scalar" (see encoding.vectors)
     n_bins: int = 32                 # bins of a wide or continuous numeric column
-    integer_bins: int = 100          # an integer column with at most this many values: one bin per value
+    # an integer column with at most this many values: one bin per value
+    integer_bins: int = 100
 
     def check(self) -> None:
         check_groups(self.width, self.groups)
@@ -111,8 +119,9 @@ class _WGAN(VectorModel):
     def build_net(self) -> None:
         enc, cfg = self.encoder, self.config
         self.spans = enc.categorical_spans()
-        # conditions are on the categorical columns (as CTGAN's); the condition vector lays their one-hot
-        # blocks side by side: row_blocks[j] is block j in the row, cond_blocks[j] in the condition vector
+        # conditions are on the categorical columns (as CTGAN's); the condition vector lays their
+        # one-hot blocks side by side: row_blocks[j] is block j in the row, cond_blocks[j] in the
+        # condition vector
         self.row_blocks = [(b.start, b.stop) for b in enc.columns if not b.is_numeric] if self.conditional else []
         self.cond_blocks, pos = [], 0
         for a, b in self.row_blocks:
@@ -128,7 +137,8 @@ class _WGAN(VectorModel):
 
     # --- conditions ---------------------------------------------------------------------------------
     def _pick_blocks(self, n: int, device, generator=None) -> torch.Tensor:
-        """Per row, which categorical column is the condition (-1: none), from public randomness only."""
+        """Per row, which categorical column is the condition (-1: none), from public randomness
+        only."""
         k = len(self.cond_blocks)
         blocks = torch.randint(0, k, (n,), device=device, generator=generator)
         empty = torch.rand(n, device=device, generator=generator) < self.config.cond_null_prob
@@ -141,16 +151,16 @@ class _WGAN(VectorModel):
         return mask
 
     def conditions_from_rows(self, rows: torch.Tensor, generator=None) -> torch.Tensor:
-        """Each real row's condition: its own one-hot in a randomly chosen block (or none). A function of
-        that row alone, used only inside the row's own clipped gradient."""
+        """Each real row's condition: its own one-hot in a randomly chosen block (or none). A
+        function of that row alone, used only inside the row's own clipped gradient."""
         if not self.cond_dim:
             return rows.new_zeros(len(rows), 0)
         own = rows[:, self.cond_index.to(rows.device)]
         return own * self._block_mask(self._pick_blocks(len(rows), rows.device, generator))
 
     def public_conditions(self, n: int, generator=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Conditions for generator steps: block uniform, category uniform over the PUBLIC categories.
-        Returns (cond, block per row, slot per row)."""
+        """Conditions for generator steps: block uniform, category uniform over the PUBLIC
+        categories. Returns (cond, block per row, slot per row)."""
         device = self.device
         if not self.cond_dim:
             z = torch.zeros(n, 0, device=device)
@@ -166,8 +176,8 @@ class _WGAN(VectorModel):
         return cond, blocks, slots
 
     def condition_loss(self, raw: torch.Tensor, blocks: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        """CTGAN's generator cross-entropy: the conditioned block of the fake row should show the condition.
-        Generated rows only: no real data."""
+        """CTGAN's generator cross-entropy: the conditioned block of the fake row should show the
+        condition. Generated rows only: no real data."""
         total = raw.new_zeros(())
         for j, (a, b) in enumerate(self.row_blocks):
             rows = (blocks == j).nonzero().squeeze(1)
@@ -180,8 +190,9 @@ class _WGAN(VectorModel):
         return self.net(z, cond, tau=self.config.gumbel_tau, generator=generator)
 
     def generator_step(self, critic_term, optimizer) -> float:
-        """One generator update from public conditions; `critic_term(fake, cond)` gives the critic's part of
-        the loss (a plain critic for dtgan-d/dp-wgan, the sanitised gradient for dtgan-g)."""
+        """One generator update from public conditions; `critic_term(fake, cond)` gives the critic's
+        part of the loss (a plain critic for dtgan-d/dp-wgan, the sanitised gradient for
+        dtgan-g)."""
         cond, blocks, slots = self.public_conditions(self.config.generator_batch)
         fake, raw = self.fake_rows(cond)
         loss = critic_term(fake, cond)
@@ -215,7 +226,8 @@ class _WGAN(VectorModel):
             cond[:, self.cond_blocks[j][0] + local] = 1.0
         z = torch.randn(n, self.config.noise_dim, device=self.device, generator=generator)
         rows, _ = self.net(z, cond, tau=None, generator=generator)
-        if fixed is not None:  # the condition is exact: the generator was trained to honour it; make sure
+        # the condition is exact: the generator was trained to honour it; make sure
+        if fixed is not None:
             a, b, slot = fixed
             rows[:, a:b] = 0.0
             rows[:, slot] = 1.0
@@ -261,7 +273,8 @@ class _DPCriticGAN(_WGAN):
             self._critic_iter += 1
             if self._critic_iter % cfg.n_critic == 0:
                 for q in critic.parameters():
-                    q.requires_grad_(False)  # the generator step must not leave gradients on the critic
+                    # the generator step must not leave gradients on the critic
+                    q.requires_grad_(False)
                 for _ in range(cfg.g_steps):
                     last_g["loss"] = self.generator_step(lambda f, c: -critic(f, c).mean(), g_opt)
                     if g_sched is not None:
@@ -297,7 +310,8 @@ class DTGAND(_DPCriticGAN):
 
 @register("dp-wgan")
 class DPWGAN(_DPCriticGAN):
-    """Plain DP-WGAN: unconditional WGAN-GP, critic trained with DP-SGD (the baseline DTGAN is compared with)."""
+    """Plain DP-WGAN: unconditional WGAN-GP, critic trained with DP-SGD (the baseline DTGAN is
+    compared with)."""
 
     label = "Generator and critic, plain (baseline)"
     description = ("The simplest generator-and-critic model: the critic learns, with privacy noise, to tell made "
@@ -313,30 +327,33 @@ class DPWGAN(_DPCriticGAN):
 class DTGANG(_WGAN):
     """DTGAN_G: the generator is what DP protects; critics train without DP on disjoint partitions.
 
-    After GS-WGAN (Chen et al. 2020), which the paper's DTGAN_G follows. Each row is assigned to one of K
-    partitions by its own uniform coin (so adding or removing a row changes exactly one partition); critic k
-    trains on partition k, without noise, and is never released (it is not saved). At each generator step a
-    Poisson subset S of the critics (each with probability q = critics_per_step / K) first trains
-    `n_critic` iterations on its partition, then answers: for a batch of B generated rows X (public
-    conditions), critic k gives V_k = ∂(−Σⱼ D_k(xⱼ))/∂X with every row clipped to norm c (max_grad_norm),
-    so ‖V_k‖ ≤ C = c·√B. The generator receives Σ_{k∈S} V_k + N(0, σ²C²I) and backpropagates it (plus
-    CTGAN's condition cross-entropy, on generated rows only): post-processing.
+    After GS-WGAN (Chen et al. 2020), which the paper's DTGAN_G follows. Each row is assigned to one
+    of K partitions by its own uniform coin (so adding or removing a row changes exactly one
+    partition); critic k trains on partition k, without noise, and is never released (it is not
+    saved). At each generator step a Poisson subset S of the critics (each with probability q =
+    critics_per_step / K) first trains `n_critic` iterations on its partition, then answers: for a
+    batch of B generated rows X (public conditions), critic k gives V_k = ∂(−Σⱼ D_k(xⱼ))/∂X with
+    every row clipped to norm c (max_grad_norm), so ‖V_k‖ ≤ C = c·√B. The generator receives Σ_{k∈S}
+    V_k + N(0, σ²C²I) and backpropagates it (plus CTGAN's condition cross-entropy, on generated rows
+    only): post-processing.
 
-    Accounting. A row influences only its own critic's answers, and each answer has norm at most C. So the
-    generator's view on a table with the row and its view on the same table with that critic's answers
-    replaced by zero differ as the two sides of a Poisson-subsampled Gaussian step (rate q, sensitivity C,
-    noise σC) would, step after step: Opacus' accountant bounds that at (ε₁, δ₁) over the T steps. The same
-    holds for the neighbouring table (without the row), so neighbouring tables are two such steps apart,
-    and group privacy gives (2ε₁, δ₁(1 + e^{ε₁})). σ is therefore calibrated to ε₁ = ε/2 and
-    δ₁ = δ / (1 + e^{ε/2}). Each generator step composes exactly one mechanism (the paper's information and
-    classification losses, which would add their own, are left out), so the accountant's steps are the
-    generator steps. The paper and GS-WGAN instead use a sensitivity of 2C with the subsampled-RDP bound
-    for sampling a fixed partition; the group-privacy route reaches a bound of the same kind with the
-    accountant every other model uses.
+    Accounting. A row influences only its own critic's answers, and each answer has norm at most C.
+    So the generator's view on a table with the row and its view on the same table with that
+    critic's answers replaced by zero differ as the two sides of a Poisson-subsampled Gaussian step
+    (rate q, sensitivity C, noise σC) would, step after step: Opacus' accountant bounds that at (ε₁,
+    δ₁) over the T steps. The same holds for the neighbouring table (without the row), so
+    neighbouring tables are two such steps apart, and group privacy gives (2ε₁, δ₁(1 + e^{ε₁})). σ
+    is therefore calibrated to ε₁ = ε/2 and δ₁ = δ / (1 + e^{ε/2}). Each generator step composes
+    exactly one mechanism (the paper's information and classification losses, which would add their
+    own, are left out), so the accountant's steps are the generator steps. The paper and GS-WGAN
+    instead use a sensitivity of 2C with the subsampled-RDP bound for sampling a fixed partition;
+    the group-privacy route reaches a bound of the same kind with the accountant every other model
+    uses.
     """
 
-    # its private step samples critics, not rows, and its unreleased critics live in one process: it trains
-    # in one process (a run under torchrun with several processes is refused before anything is spent)
+    # its private step samples critics, not rows, and its unreleased critics live in one process: it
+    # trains in one process (a run under torchrun with several processes is refused before anything
+    # is spent)
     trains_distributed = False
 
     label = "Generator with several critics (GAN)"
@@ -356,8 +373,9 @@ class DTGANG(_WGAN):
                     "partitions; group privacy of 2)")
 
     def sampling_shape(self, n_rows: int) -> SamplingShape:
-        """Each step samples critics, not rows: Poisson with q = critics_per_step / n_critics; a row moves its
-        own critic's answers on both neighbouring tables, so the group size is 2 (see the class docstring)."""
+        """Each step samples critics, not rows: Poisson with q = critics_per_step / n_critics; a row
+        moves its own critic's answers on both neighbouring tables, so the group size is 2 (see the
+        class docstring)."""
         cfg, tc = self.config, self.train_config
         if cfg.n_critics < 2:
             raise ValueError("dtgan-g needs at least two critics")
@@ -378,7 +396,8 @@ class DTGANG(_WGAN):
         noise_gen = secret_generator(self.device)
         data = data.to(self.device)
         K = cfg.n_critics
-        # each row's partition from its own coin, independent of the row's content; drawn in secret too
+        # each row's partition from its own coin, independent of the row's content; drawn in secret
+        # too
         assignment = torch.randint(0, K, (len(data),), generator=secret_generator())
         partitions = [data[(assignment == k).nonzero().squeeze(1).to(self.device)] for k in range(K)]
         critics = [self.new_critic() for _ in range(K)]

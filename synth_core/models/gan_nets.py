@@ -1,6 +1,7 @@
-"""The networks and the critic's loss the GANs of `models.gan` share: a residual-MLP generator ending each one-hot
-block with a (Gumbel-)softmax and each scaled number with tanh, an MLP critic, DTGAN's spherical interpolation and
-the gradient penalty, differentiable for the DP step's double backward."""
+"""The networks and the critic's loss the GANs of `models.gan` share: a residual-MLP generator
+ending each one-hot block with a (Gumbel-)softmax and each scaled number with tanh, an MLP critic,
+DTGAN's spherical interpolation and the gradient penalty, differentiable for the DP step's double
+backward."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -64,8 +65,9 @@ class Critic(nn.Module):
 
 
 def slerp(x: torch.Tensor, y: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """Spherical interpolation between rows x and y (DTGAN's gradient-penalty points): along the great circle
-    for the direction, linearly for the length; straight-line when the rows are (nearly) parallel."""
+    """Spherical interpolation between rows x and y (DTGAN's gradient-penalty points): along the
+    great circle for the direction, linearly for the length; straight-line when the rows are
+    (nearly) parallel."""
     nx, ny = x.norm(dim=1, keepdim=True).clamp(min=1e-8), y.norm(dim=1, keepdim=True).clamp(min=1e-8)
     cos = ((x / nx) * (y / ny)).sum(dim=1, keepdim=True).clamp(-1 + 1e-6, 1 - 1e-6)
     omega = torch.acos(cos)
@@ -79,12 +81,14 @@ def slerp(x: torch.Tensor, y: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor
 
 
 def gradient_penalty(critic_fn, point: torch.Tensor, cond: torch.Tensor, weight: float) -> torch.Tensor:
-    """weight · (‖∇ₓ critic(x)‖ − 1)² per row, differentiable (for the DP step's double backward)."""
+    """weight · (‖∇ₓ critic(x)‖ − 1)² per row, differentiable (for the DP step's double
+    backward)."""
     g = func_grad(lambda p: critic_fn(p, cond).sum())(point)
     return weight * (torch.sqrt((g ** 2).sum(dim=1) + 1e-12) - 1) ** 2
 
 
 def critic_pair_loss(critic_fn, real, fake, cond, alpha, weight: float, spherical: bool) -> torch.Tensor:
-    """A real row's whole critic loss: the row, its paired fake, and the penalty at a point between them."""
+    """A real row's whole critic loss: the row, its paired fake, and the penalty at a point between
+    them."""
     point = slerp(real, fake, alpha) if spherical else real + alpha.view(-1, 1) * (fake - real)
     return (critic_fn(fake, cond) - critic_fn(real, cond) + gradient_penalty(critic_fn, point, cond, weight)).sum()

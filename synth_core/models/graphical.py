@@ -1,8 +1,10 @@
-"""What AIM asks of its graphical model each round, made cheap on wide tables: the model's marginal on every
-candidate clique (`project_many`) and whether measuring a candidate keeps the model small enough (`SizeCheck`).
+"""What AIM asks of its graphical model each round, made cheap on wide tables: the model's marginal
+on every candidate clique (`project_many`) and whether measuring a candidate keeps the model small
+enough (`SizeCheck`).
 
-A round of AIM scores every candidate of the workload (a table of 86 columns has 3,655 pairs) against the model.
-Two facts keep that affordable (benchmarks/history/2026-11-27.md, "AIM on wide tables"):
+A round of AIM scores every candidate of the workload (a table of 86 columns has 3,655 pairs)
+against the model. Two facts keep that affordable (benchmarks/history/2026-11-27.md, "AIM on wide
+tables"):
 
 - the model's columns fall into connected components (columns linked by the cliques it has measured); columns of
   different components are independent under the model, so a candidate that spans several is the outer product
@@ -17,13 +19,15 @@ from collections import defaultdict
 
 import numpy as np
 
-# a candidate's marginal is contracted by opt_einsum when its plan costs at most this many operations, else by
-# mbi's variable elimination (uncompiled: it would compile one function per clique and model structure)
+# a candidate's marginal is contracted by opt_einsum when its plan costs at most this many
+# operations, else by mbi's variable elimination (uncompiled: it would compile one function per
+# clique and model structure)
 EINSUM_MAX_COST = 2e7
 
 
 def components(model) -> dict:
-    """Each column of the model's domain -> a label shared by the columns its measured cliques link."""
+    """Each column of the model's domain -> a label shared by the columns its measured cliques
+    link."""
     parent = {a: a for a in model.domain.attributes}
 
     def find(a):
@@ -39,11 +43,11 @@ def components(model) -> dict:
 
 
 def project_many(model, cliques: list) -> dict:
-    """The model's marginal (counts, flat in the clique's order) on each clique. A clique inside one of the
-    model's own comes from its marginals; a clique spanning components is the outer product of its parts
-    (independent under the model); a part inside one component is the sum over that component's other columns
-    of the product of its factors, contracted by opt_einsum where its plan is cheap, else by mbi's elimination
-    (uncompiled), and there too where the product underflows."""
+    """The model's marginal (counts, flat in the clique's order) on each clique. A clique inside one
+    of the model's own comes from its marginals; a clique spanning components is the outer product
+    of its parts (independent under the model); a part inside one component is the sum over that
+    component's other columns of the product of its factors, contracted by opt_einsum where its plan
+    is cheap, else by mbi's elimination (uncompiled), and there too where the product underflows."""
     import jax
     import opt_einsum
 
@@ -99,9 +103,9 @@ def project_many(model, cliques: list) -> dict:
 
 
 class SizeCheck:
-    """Whether measuring a candidate keeps the model within `limit` MiB (mbi's junction-tree size with the
-    candidate added), asked lazily and remembered for this round's model; a candidate inside a clique the
-    model holds always fits."""
+    """Whether measuring a candidate keeps the model within `limit` MiB (mbi's junction-tree size
+    with the candidate added), asked lazily and remembered for this round's model; a candidate
+    inside a clique the model holds always fits."""
 
     def __init__(self, model, limit: float):
         from .aim import mbi
@@ -121,8 +125,9 @@ class SizeCheck:
 
 
 def largest_allowed(weights: np.ndarray, allowed) -> float:
-    """The largest weight among the candidates `allowed` accepts (the exponential mechanism's sensitivity over
-    them), asking `allowed` level by level from the top: usually of one candidate."""
+    """The largest weight among the candidates `allowed` accepts (the exponential mechanism's
+    sensitivity over them), asking `allowed` level by level from the top: usually of one
+    candidate."""
     for w in np.unique(weights)[::-1]:
         if any(allowed(int(i)) for i in np.flatnonzero(weights == w)):
             return float(w)
@@ -134,17 +139,19 @@ def _subsets(clique: tuple):
         yield from itertools.combinations(clique, r)
 
 
-# memory maps a process may hold before the compiled programs are freed (Linux allows 65,530 by default)
+# memory maps a process may hold before the compiled programs are freed (Linux allows 65,530 by
+# default)
 MAPS_SOFT_LIMIT = 20_000
 
 
 def release_compiled(rounds_done: int) -> None:
-    """Free the programs JAX compiled for the model so far, once the process holds many memory maps. mbi
-    compiles its estimation anew for each model structure, and every round adds a clique: each compiled program
-    stays loaded and holds memory maps (~600 a round on 47 columns), and a long run stopped at the kernel's limit
-    with "LLVM ERROR: Unable to allocate section memory" (AER's STAR at ε = 1, ~100 rounds in). Freeing them every
-    round keeps the maps flat but costs ~50% more time a round (what is reused is compiled again), so it waits for
-    MAPS_SOFT_LIMIT (every 10 rounds where the maps cannot be counted)."""
+    """Free the programs JAX compiled for the model so far, once the process holds many memory maps.
+    mbi compiles its estimation anew for each model structure, and every round adds a clique: each
+    compiled program stays loaded and holds memory maps (~600 a round on 47 columns), and a long run
+    stopped at the kernel's limit with "LLVM ERROR: Unable to allocate section memory" (AER's STAR
+    at ε = 1, ~100 rounds in). Freeing them every round keeps the maps flat but costs ~50% more time
+    a round (what is reused is compiled again), so it waits for MAPS_SOFT_LIMIT (every 10 rounds
+    where the maps cannot be counted)."""
     import jax
 
     try:

@@ -1,38 +1,42 @@
-"""Masked TableDiffusion: discrete diffusion with an absorbing [MASK] state over one token per column
-(Austin et al. 2021, D3PM "absorbing"; Sahoo et al. 2024, MDLM), trained with DP-SGD as TableDiffusion is.
+"""Masked TableDiffusion: discrete diffusion with an absorbing [MASK] state over one token per
+column (Austin et al. 2021, D3PM "absorbing"; Sahoo et al. 2024, MDLM), trained with DP-SGD as
+TableDiffusion is.
 
-Why a third diffusion variant. Truda's TableDiffusion noises the whole row at one shared level and predicts
-every column of x̂_0 at once, each column on its own given the noisy row. With its few steps (T = 3-5) the
-columns' links come only from what the middle step's noisy row still shows, and on Adult the paper's network
-stops at 2-way TVD 0.10 even without privacy, worse than exact marginals with no links at all (0.078; see
-benchmarks/history/2026-11-27.md). Here every column has its own noise level, in the absorbing form: a column is either
-clean or masked. The network learns the distribution of every masked column given the clean ones, so
-sampling can reveal the columns a few at a time and each column is drawn knowing the ones already revealed.
+Why a third diffusion variant. Truda's TableDiffusion noises the whole row at one shared level and
+predicts every column of x̂_0 at once, each column on its own given the noisy row. With its few
+steps (T = 3-5) the columns' links come only from what the middle step's noisy row still shows, and
+on Adult the paper's network stops at 2-way TVD 0.10 even without privacy, worse than exact
+marginals with no links at all (0.078; see benchmarks/history/2026-11-27.md). Here every column has
+its own noise level, in the absorbing form: a column is either clean or masked. The network learns
+the distribution of every masked column given the clean ones, so sampling can reveal the columns a
+few at a time and each column is drawn knowing the ones already revealed.
 
-Forward process: at noise level t ∈ (0, 1], each column is masked with probability t. As in MDLM, t is
-drawn as m/C for a number m of masked columns uniform in 1..C, and exactly m columns are masked. Loss per
-row: the cross-entropy of each masked column given the visible ones, summed and divided by C ("flat"; every
-masked column counts the same). The ELBO's own weighting (`loss_weighting="elbo"`, their mean: 1/m each)
-gives most weight to copies with few masked columns, the easy conditionals, and little to the heavily
-masked copies from which the marginals are learned; under DP-SGD on Adult at ε = 1 (seed 0, transformer
-network) that cost 1-way TVD 0.027 -> 0.033 and 2-way 0.074 -> 0.082 (benchmarks/history/2026-11-27.md). As in
-Algorithm 1 of TableDiffusion, each row may be noised `copies` times in the same sample, the losses averaged
-before the per-row clipping: more computation, no ε.
+Forward process: at noise level t ∈ (0, 1], each column is masked with probability t. As in MDLM, t
+is drawn as m/C for a number m of masked columns uniform in 1..C, and exactly m columns are masked.
+Loss per row: the cross-entropy of each masked column given the visible ones, summed and divided by
+C ("flat"; every masked column counts the same). The ELBO's own weighting (`loss_weighting="elbo"`,
+their mean: 1/m each) gives most weight to copies with few masked columns, the easy conditionals,
+and little to the heavily masked copies from which the marginals are learned; under DP-SGD on Adult
+at ε = 1 (seed 0, transformer network) that cost 1-way TVD 0.027 -> 0.033 and 2-way 0.074 -> 0.082
+(benchmarks/history/2026-11-27.md). As in Algorithm 1 of TableDiffusion, each row may be noised
+`copies` times in the same sample, the losses averaged before the per-row clipping: more
+computation, no ε.
 
-Sampling: all columns masked (those fixed by the conditions revealed from the start, so any subset of
-columns conditions exactly); in each of `diffusion_steps` steps, a share of the still-masked columns, in a
-random order per row, is revealed by a draw from the network's distribution for it. With as many steps as
-columns this is exact ancestral sampling from the learned conditionals; fewer steps draw the columns of a
-step independently given the earlier ones (faster, slightly less faithful).
+Sampling: all columns masked (those fixed by the conditions revealed from the start, so any subset
+of columns conditions exactly); in each of `diffusion_steps` steps, a share of the still-masked
+columns, in a random order per row, is revealed by a draw from the network's distribution for it.
+With as many steps as columns this is exact ancestral sampling from the learned conditionals; fewer
+steps draw the columns of a step independently given the earlier ones (faster, slightly less
+faithful).
 
-Encoding: TokenEncoder from the PUBLIC schema only (categories as listed, numbers in bins between the
-public bounds), the same tokens as DP-TBART.
+Encoding: TokenEncoder from the PUBLIC schema only (categories as listed, numbers in bins between
+the public bounds), the same tokens as DP-TBART.
 
-Network (`network`): by default TableDiffusion's residual MLP (Linear → GroupNorm → ReLU, input concatenated),
-fed the concatenated embeddings of the row's column tokens, [MASK] included, with one logit block per column;
-or a bidirectional transformer built from DP-TBART's blocks. Both are made of nn.Linear and nn.Embedding
-layers, whose per-row gradient norms Opacus' ghost clipping computes. On Adult the MLP learned as much in a
-fifth of the time.
+Network (`network`): by default TableDiffusion's residual MLP (Linear → GroupNorm → ReLU, input
+concatenated), fed the concatenated embeddings of the row's column tokens, [MASK] included, with one
+logit block per column; or a bidirectional transformer built from DP-TBART's blocks. Both are made
+of nn.Linear and nn.Embedding layers, whose per-row gradient norms Opacus' ghost clipping computes.
+On Adult the MLP learned as much in a fifth of the time.
 """
 from __future__ import annotations
 
@@ -54,21 +58,23 @@ from .token import TokenModel
 
 @dataclass
 class MaskedDiffusionConfig(TBARTConfig):
-    # sampling steps: each reveals about 1/steps of the masked columns; 0 = one column per step (exact)
+    # sampling steps: each reveals about 1/steps of the masked columns; 0 = one column per step
+    # (exact)
     diffusion_steps: int = 5
-    # how many columns each step reveals: "cosine" (MaskGIT's schedule: the share still masked after step s
-    # of S is cos(π/2 · s/S), so the first steps reveal one or two columns and the last ones several) or
-    # "uniform" (the same number every step)
+    # how many columns each step reveals: "cosine" (MaskGIT's schedule: the share still masked after
+    # step s of S is cos(π/2 · s/S), so the first steps reveal one or two columns and the last ones
+    # several) or "uniform" (the same number every step)
     reveal_schedule: str = "cosine"
-    # a copy's loss: "flat" the masked columns' cross-entropies summed and divided by the number of columns
-    # (every masked column counts the same), or "elbo" their mean (the bound's weighting: 1/m for m masked)
+    # a copy's loss: "flat" the masked columns' cross-entropies summed and divided by the number of
+    # columns (every masked column counts the same), or "elbo" their mean (the bound's weighting:
+    # 1/m for m masked)
     loss_weighting: str = "flat"
     # noised copies of each row in one per-row loss (averaged before clipping: computation, not ε)
     copies: int = 1
     # any subset of columns can be fixed exactly (every conditional is learned)
     random_order: bool = True
-    # the network: "transformer" (bidirectional, over the column tokens) or "mlp" (TableDiffusion's residual
-    # MLP over the concatenated column embeddings, each n_embd wide)
+    # the network: "transformer" (bidirectional, over the column tokens) or "mlp" (TableDiffusion's
+    # residual MLP over the concatenated column embeddings, each n_embd wide)
     network: str = "mlp"
     width: int = 256        # mlp: width of each residual block
     n_blocks: int = 2       # mlp: residual blocks
@@ -83,10 +89,11 @@ class MaskedDiffusionConfig(TBARTConfig):
         check_groups(self.width, self.groups)
 
 
-# The residual MLP is the default network: on Adult at ε = 1 it matched the transformer's figures in a fifth of
-# the time (fit 33 s vs ~170 s, 2-way TVD 0.071 vs 0.074, seed 0), which buys two noised copies per row and
-# clipping at C = 2.5 (2-way 0.061; benchmarks/history/2026-11-27.md). C = 2.5 as for the denoiser (diffusion.py): below
-# the typical per-row gradient norm, clipping under-weights the rows of rare values.
+# The residual MLP is the default network: on Adult at ε = 1 it matched the transformer's figures in
+# a fifth of the time (fit 33 s vs ~170 s, 2-way TVD 0.071 vs 0.074, seed 0), which buys two noised
+# copies per row and clipping at C = 2.5 (2-way 0.061; benchmarks/history/2026-11-27.md). C = 2.5 as
+# for the denoiser (diffusion.py): below the typical per-row gradient norm, clipping under-weights
+# the rows of rare values.
 PRESETS: dict[str, dict] = {
     "quick": dict(model=dict(network="mlp", n_embd=16, width=256, n_blocks=2, copies=2),
                   train=dict(epochs=3, batch_size=2048, lr=1e-2, max_grad_norm=2.5)),
@@ -103,23 +110,24 @@ PRESETS: dict[str, dict] = {
 
 
 def reveal_steps(columns: int, steps: int, schedule: str = "cosine") -> list[int]:
-    """The step (0-based) at which each position of a row's reveal order is drawn; every step reveals at
-    least one column and the last step reveals the rest."""
+    """The step (0-based) at which each position of a row's reveal order is drawn; every step
+    reveals at least one column and the last step reveals the rest."""
     if schedule == "uniform":
         return [r * steps // columns for r in range(columns)]
     done, out = 0, []
     for s in range(steps):
         target = columns if s == steps - 1 else round(columns * (1 - math.cos(math.pi / 2 * (s + 1) / steps)))
-        target = min(max(target, done + 1), columns - (steps - 1 - s))  # at least one now and one per later step
+        # at least one now and one per later step
+        target = min(max(target, done + 1), columns - (steps - 1 - s))
         out += [s] * (target - done)
         done = target
     return out
 
 
 class MaskedTransformer(nn.Module):
-    """Bidirectional transformer: position c holds column c's token or [MASK] (id `vocab_size`); one output
-    head per column over its own vocabulary slice. Input (B, k·C): k noised copies of a row, side by side,
-    each attending only to itself."""
+    """Bidirectional transformer: position c holds column c's token or [MASK] (id `vocab_size`); one
+    output head per column over its own vocabulary slice. Input (B, k·C): k noised copies of a row,
+    side by side, each attending only to itself."""
 
     def __init__(self, cfg: TBARTConfig, vocab_size: int, n_columns: int, column_sizes: list[int]):
         super().__init__()
@@ -155,10 +163,10 @@ class MaskedTransformer(nn.Module):
 
 
 class MaskedMLP(nn.Module):
-    """TableDiffusion's residual MLP as the denoiser: each column's token (or [MASK], id `vocab_size`) is
-    embedded, the C embeddings of a copy are concatenated (so the position says which column a [MASK] stands
-    for), and the output is split into one logit block per column. Input (B, k·C): k noised copies of a row,
-    each its own input vector."""
+    """TableDiffusion's residual MLP as the denoiser: each column's token (or [MASK], id
+    `vocab_size`) is embedded, the C embeddings of a copy are concatenated (so the position says
+    which column a [MASK] stands for), and the output is split into one logit block per column.
+    Input (B, k·C): k noised copies of a row, each its own input vector."""
 
     def __init__(self, cfg: MaskedDiffusionConfig, vocab_size: int, n_columns: int, column_sizes: list[int]):
         super().__init__()
@@ -214,13 +222,14 @@ class MaskedTableDiffusion(TokenModel):
                            [c.size for c in self.encoder.codecs])
 
     def loss_fn(self, module: nn.Module, rows: torch.Tensor) -> torch.Tensor:
-        """Per row: the mean over its `copies` noised copies of the masked columns' cross-entropy (see
-        `loss_weighting`)."""
+        """Per row: the mean over its `copies` noised copies of the masked columns' cross-entropy
+        (see `loss_weighting`)."""
         B, C = rows.shape
         k, dev = self.config.copies, rows.device
         masked_count = torch.randint(1, C + 1, (B, k, 1), device=dev)
         rank = torch.rand(B, k, C, device=dev).argsort(-1).argsort(-1)
-        masked = rank < masked_count                                       # (B, k, C), m columns each
+        # (B, k, C), m columns each
+        masked = rank < masked_count
         tokens = rows.unsqueeze(1).expand(B, k, C).masked_fill(masked, self.net.mask_id)
         logits = module(tokens.reshape(B, k * C))
         local = rows - self.offsets.to(dev)
@@ -235,7 +244,8 @@ class MaskedTableDiffusion(TokenModel):
     @torch.no_grad()
     def generate_tokens(self, n: int, fixed: dict[int, int], exact_columns: list[int],
                         generator: torch.Generator, temperature: float = 1.0) -> np.ndarray:
-        """n rows of global tokens; the columns in `fixed` are revealed from the start (exact conditions)."""
+        """n rows of global tokens; the columns in `fixed` are revealed from the start (exact
+        conditions)."""
         net, device = self.net, self.device
         net.eval()
         C = self.encoder.n_columns
@@ -246,12 +256,13 @@ class MaskedTableDiffusion(TokenModel):
         rest = [c for c in range(C) if c not in exact_columns]
         if not rest:
             return tokens.cpu().numpy()
-        # each row reveals its masked columns in its own random order, the first few alone: a column drawn
-        # with little context is drawn from (nearly) its marginal, and two such drawn in the same step are
-        # drawn independently of each other
+        # each row reveals its masked columns in its own random order, the first few alone: a column
+        # drawn with little context is drawn from (nearly) its marginal, and two such drawn in the
+        # same step are drawn independently of each other
         steps = len(rest) if self.config.diffusion_steps == 0 else min(self.config.diffusion_steps, len(rest))
         perm = torch.argsort(torch.rand(n, len(rest), generator=generator, device=device), dim=1)
-        order = torch.tensor(rest, dtype=torch.long, device=device)[perm]            # (n, len(rest))
+        # (n, len(rest))
+        order = torch.tensor(rest, dtype=torch.long, device=device)[perm]
         step_of_position = reveal_steps(len(rest), steps, self.config.reveal_schedule)
         for s in range(steps):
             logits = net(tokens)
@@ -263,5 +274,6 @@ class MaskedTableDiffusion(TokenModel):
         return tokens.cpu().numpy()
 
     def exact_prefix(self, fixed_columns: list[int]) -> list[int]:
-        """Every fixed column is met exactly: the network has learned each column given any others."""
+        """Every fixed column is met exactly: the network has learned each column given any
+        others."""
         return sorted(fixed_columns)

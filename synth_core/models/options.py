@@ -1,6 +1,6 @@
-"""What a family's options and a sampling request may be, checked before anything is spent: each option of a
-family's config (`check_model_options`), the shared checks a config's own `check` calls, and the rows one request
-draws."""
+"""What a family's options and a sampling request may be, checked before anything is spent: each
+option of a family's config (`check_model_options`), the shared checks a config's own `check` calls,
+and the rows one request draws."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,16 +10,18 @@ import numpy as np
 
 
 def check_model_options(config) -> None:
-    """ValueError naming the first model option a family cannot be built with, before anything is spent: a
-    field whose default is a whole number takes a whole number of at least 1 (0 where the config's ZERO_OK
-    names it), a number a finite one ≥ 0, a flag true or false, a word text; then the config's own `check`
-    (a width its groups divide, heads that divide the embedding, shares below 1)."""
+    """ValueError naming the first model option a family cannot be built with, before anything is
+    spent: a field whose default is a whole number takes a whole number of at least 1 (0 where the
+    config's ZERO_OK names it), a number a finite one ≥ 0, a flag true or false, a word text; then
+    the config's own `check` (a width its groups divide, heads that divide the embedding, shares
+    below 1)."""
     zero_ok = getattr(config, "ZERO_OK", frozenset())
     for f in dataclasses.fields(config):
         value, default = getattr(config, f.name), f.default
         if default is dataclasses.MISSING or (value is None and default is None):
             continue
-        declared = str(f.type).replace(" ", "").split("|")  # a default of None: the field's declared types
+        # a default of None: the field's declared types
+        declared = str(f.type).replace(" ", "").split("|")
         if isinstance(default, bool) or (default is None and declared[0] == "bool"):
             if not isinstance(value, bool):
                 raise ValueError(f"{f.name} must be true or false, not {value!r}")
@@ -57,12 +59,14 @@ def check_bins(config) -> None:
             raise ValueError(f"{name} must be at least 2 bins, not {getattr(config, name)!r}")
 
 
-# the most rows one request draws: more would take hours on a CPU and tens of GB; draw several files instead
+# the most rows one request draws: more would take hours on a CPU and tens of GB; draw several files
+# instead
 MAX_SAMPLE_ROWS = 5_000_000
 
 
 def check_sample_rows(n) -> None:
-    """ValueError unless `n` rows can be drawn in one request: a whole number from 1 to MAX_SAMPLE_ROWS."""
+    """ValueError unless `n` rows can be drawn in one request: a whole number from 1 to
+    MAX_SAMPLE_ROWS."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
         raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
     if n > MAX_SAMPLE_ROWS:

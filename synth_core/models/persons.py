@@ -1,13 +1,14 @@
-"""DP-TBART over persons (linked tables): the transformer of models.tbart reads a whole person as one sequence,
-their row, how many child rows they have, then each of those rows (encoding.persons), so that one DP-SGD sample
-is one person. Poisson sampling picks persons, per-sample clipping bounds a whole person's gradient, and the accountant
-plans over the number of persons: the ε of the run protects a person with all their child rows (at most
-max_children, privacy.contribution).
+"""DP-TBART over persons (linked tables): the transformer of models.tbart reads a whole person as
+one sequence, their row, how many child rows they have, then each of those rows (encoding.persons),
+so that one DP-SGD sample is one person. Poisson sampling picks persons, per-sample clipping bounds
+a whole person's gradient, and the accountant plans over the number of persons: the ε of the run
+protects a person with all their child rows (at most max_children, privacy.contribution).
 
-Sampling writes persons position by position, the count of child rows drawn after the person's row. Conditions on
-the parents' columns are met exactly where they lead the parents' columns, by rejection of persons otherwise.
-A declared time index and the changes along it (schema.panel) are then built into each person's
-rows (`hold_panel`): every person drawn obeys them, in the pool calibration weighs and in its pick.
+Sampling writes persons position by position, the count of child rows drawn after the person's row.
+Conditions on the parents' columns are met exactly where they lead the parents' columns, by
+rejection of persons otherwise. A declared time index and the changes along it (schema.panel) are
+then built into each person's rows (`hold_panel`): every person drawn obeys them, in the pool
+calibration weighs and in its pick.
 """
 from __future__ import annotations
 
@@ -26,16 +27,17 @@ from .calibration import MIN_PERSON_POOL, balance_persons, calibrate_persons, gr
 from .resampling import resample
 from .tbart import PRESETS, TabularTransformer, TBARTConfig
 
-# DP-TBART's presets with three times the epochs on the CPU sizes: a table of persons holds hundreds or thousands
-# of them, so ten epochs of batches of an eighth are only 80 steps (bench_linked's tables at ε = 1 and 4: 30 epochs
-# gave a lower parent × child 2-way TVD than 10 in 3 cases of 4, by 0.02-0.07, and 0.02 higher on pbcseq at ε = 1;
-# 60 no better on pbcseq at ε = 4)
+# DP-TBART's presets with three times the epochs on the CPU sizes: a table of persons holds hundreds
+# or thousands of them, so ten epochs of batches of an eighth are only 80 steps (bench_linked's
+# tables at ε = 1 and 4: 30 epochs gave a lower parent × child 2-way TVD than 10 in 3 cases of 4, by
+# 0.02-0.07, and 0.02 higher on pbcseq at ε = 1; 60 no better on pbcseq at ε = 4)
 PERSON_PRESETS = {name: {"model": dict(p["model"]), "train": {**p["train"], "epochs": 3 * p["train"]["epochs"]}}
                   if name in ("quick", "cpu") else p for name, p in PRESETS.items()}
 
 
 class PersonTransformer(TabularTransformer):
-    """TabularTransformer whose forward gives, for each kind of token, the logits at the positions of that kind."""
+    """TabularTransformer whose forward gives, for each kind of token, the logits at the positions
+    of that kind."""
 
     def forward(self, tokens_in: torch.Tensor, kinds: torch.Tensor, positions: list[torch.Tensor]) -> list:
         h = self.hidden(tokens_in, kinds)
@@ -44,7 +46,8 @@ class PersonTransformer(TabularTransformer):
 
 @register("dp-tbart", linked=True)
 class PersonTBART(SynthModel):
-    """DP-TBART trained on person sequences: person-level DP for a parent table and its child rows."""
+    """DP-TBART trained on person sequences: person-level DP for a parent table and its child
+    rows."""
 
     label = "Column-by-column writer, person by person"
     description = ("Transformer that writes a person's row and then each of their child rows, one column at a time; "
@@ -87,8 +90,8 @@ class PersonTBART(SynthModel):
 
     # --- training -----------------------------------------------------------------------------------------
     def loss_fn(self, module, rows: torch.Tensor) -> torch.Tensor:
-        """Per person, the mean cross-entropy of their tokens (their row, their count of child rows, those rows),
-        each token over its own kind's vocabulary."""
+        """Per person, the mean cross-entropy of their tokens (their row, their count of child rows,
+        those rows), each token over its own kind's vocabulary."""
         device = rows.device
         B, L = rows.shape
         kinds = self.kinds.to(device)
@@ -108,8 +111,8 @@ class PersonTBART(SynthModel):
     @torch.no_grad()
     def generate_tokens(self, n: int, fixed: dict[int, int], generator: torch.Generator,
                         temperature: float = 1.0) -> np.ndarray:
-        """n persons' sequences; the parents' columns in `fixed` (position: global token, a leading prefix)
-        are set, not drawn. Positions past every person's child rows are left as padding."""
+        """n persons' sequences; the parents' columns in `fixed` (position: global token, a leading
+        prefix) are set, not drawn. Positions past every person's child rows are left as padding."""
         net, device, enc = self.net, self.device, self.encoder
         net.eval()
         offsets = self.kind_offsets.to(device)
@@ -134,7 +137,8 @@ class PersonTBART(SynthModel):
 
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
              max_tries_factor: int = 200, chunk_size: int = 4096) -> LinkedTables:
-        """n persons and their child rows, keys fresh (1 … n); conditions on the parents' columns."""
+        """n persons and their child rows, keys fresh (1 … n); conditions on the parents'
+        columns."""
         self._check_rows(n)
         conditions = self.schema.check_conditions(conditions)
         parent = self.encoder.parent
@@ -154,7 +158,8 @@ class PersonTBART(SynthModel):
             raise SamplingError(f"only {accepted} of {n} persons met the conditions after trying {tried}; ask for "
                                 "fewer persons or relax the conditions")
         parents, children, person = self.encoder.decode(np.concatenate(kept)[:n], rng, self.config.numeric_decoding)
-        if self.schema.order is not None:  # a person's rows follow the declared order column, as the real ones do
+        # a person's rows follow the declared order column, as the real ones do
+        if self.schema.order is not None:
             order = np.lexsort((children[self.schema.order].to_numpy(dtype=float, na_value=np.inf), person))
             children, person = children.iloc[order].reset_index(drop=True), person[order]
         children, person = hold_panel(children, person, self.schema)  # built to obey the panel
@@ -168,14 +173,16 @@ class PersonTBART(SynthModel):
 
     def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, calibrate: bool = True,
                **options) -> LinkedTables:
-        """n synthetic persons with their child rows (LinkedTables); sampling costs no privacy. A run that
-        measured the marginals of both levels (privacy.person_marginals) draws a pool of persons and resamples
-        it towards them (models.calibration.calibrate_persons); calibrate=False returns the model's own."""
+        """n synthetic persons with their child rows (LinkedTables); sampling costs no privacy. A
+        run that measured the marginals of both levels (privacy.person_marginals) draws a pool of
+        persons and resamples it towards them (models.calibration.calibrate_persons);
+        calibrate=False returns the model's own."""
         if not calibrate or self.calibration is None:
             return self.draw(n, conditions, seed, **options)
         key = self.schema.key
 
-        def levels(pool: LinkedTables) -> tuple:  # the persons' rows with their count of child rows; theirs
+        # the persons' rows with their count of child rows; theirs
+        def levels(pool: LinkedTables) -> tuple:
             owner = pool.children[key].to_numpy() - 1
             persons = pool.parents.drop(columns=[key]).assign(**{COUNT_COLUMN: np.bincount(owner,
                                                                                            minlength=len(pool))})
@@ -184,7 +191,8 @@ class PersonTBART(SynthModel):
         def weigh(pool: LinkedTables) -> tuple:
             return calibrate_persons(*levels(pool), conditions)
 
-        def more(persons: int, k: int) -> LinkedTables:  # a pool whose weights rest on too few persons grows
+        # a pool whose weights rest on too few persons grows
+        def more(persons: int, k: int) -> LinkedTables:
             return self.draw(persons, conditions, None if seed is None else seed + 3 * k, **options)
 
         pool = self.draw(pool_size(n, self.min_pool), conditions, seed, **options)
@@ -199,7 +207,8 @@ class PersonTBART(SynthModel):
 
     # --- persistence --------------------------------------------------------------------------------------
     def state(self) -> dict:
-        """model.json: the base's, marked linked, with the run's marginals of both levels under their own key."""
+        """model.json: the base's, marked linked, with the run's marginals of both levels under
+        their own key."""
         return {**super().state(), "linked": True, "calibration": None,
                 "person_calibration": self.calibration.to_dict() if self.calibration else None}
 
@@ -216,7 +225,8 @@ def join_persons(pool: LinkedTables, extra: LinkedTables, key: str) -> LinkedTab
 
 
 def pick_persons(pool: LinkedTables, picked: np.ndarray, key: str) -> LinkedTables:
-    """The persons `picked` (indices into the pool's, repeats allowed) with their child rows, keys fresh."""
+    """The persons `picked` (indices into the pool's, repeats allowed) with their child rows, keys
+    fresh."""
     owner = pool.children[key].to_numpy() - 1
     order = np.argsort(owner, kind="stable")
     counts = np.bincount(owner, minlength=len(pool.parents))

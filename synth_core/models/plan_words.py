@@ -1,6 +1,7 @@
-"""A noise plan in a steward's words, before anything is spent: the figures the model page shows, the line under
-them and the warnings. A family's `plan_summary` hook gives it (models.traits.Described); the page renders any
-summary and never asks which family or which kind of plan it has."""
+"""A noise plan in a steward's words, before anything is spent: the figures the model page shows,
+the line under them and the warnings. A family's `plan_summary` hook gives it
+(models.traits.Described); the page renders any summary and never asks which family or which kind of
+plan it has."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,8 +33,9 @@ def paid_alongside(bounds: bool, statistics: bool) -> str:
 
 def dp_sgd_summary(plan, rows: int, epsilon: float, epochs: float, parameters: int, asked_accountant: str,
                    bounds: bool, statistics: bool, unit: str = "row") -> PlanSummary:
-    """DP-SGD's plan: σ, the batch, the steps, the sampling rate and what training alone would cost. unit: what one
-    example is ("row", or "person" on linked tables: their row with all their child rows)."""
+    """DP-SGD's plan: σ, the batch, the steps, the sampling rate and what training alone would cost.
+    unit: what one example is ("row", or "person" on linked tables: their row with all their child
+    rows)."""
     units = f"{unit}s"
     figures = [
         Figure("Noise added (σ)", f"{plan.noise_multiplier:.3g}",

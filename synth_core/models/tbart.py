@@ -36,11 +36,13 @@ class TBARTConfig:
     n_bins: int = 100
     random_order: bool = False
     numeric_decoding: str = "uniform"   # or "midpoint" (the paper's choice)
-    # AugMult (SynLM; De et al. 2022): each row is seen in `augmult` random column orders within one sample,
-    # so its per-sample gradient is the average over the copies before clipping. Needs random_order.
+    # AugMult (SynLM; De et al. 2022): each row is seen in `augmult` random column orders within one
+    # sample, so its per-sample gradient is the average over the copies before clipping. Needs
+    # random_order.
     augmult: int = 1
-    # TAN batch rule (Sander et al. 2023): grow the batch until the calibrated noise multiplier is at least
-    # this (0: off). Below ~2 more noise per step buys little privacy; a larger batch averages it away.
+    # TAN batch rule (Sander et al. 2023): grow the batch until the calibrated noise multiplier is
+    # at least this (0: off). Below ~2 more noise per step buys little privacy; a larger batch
+    # averages it away.
     min_noise_multiplier: float = 0.0
 
     def check(self) -> None:
@@ -80,16 +82,18 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
 
     def forward(self, x: torch.Tensor, cache: dict | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """cache: keys and values of earlier positions, for sampling one position at a time (with "capacity", the
-        positions a sequence will have, they are kept in buffers of that size, written in place); mask: (T, T)
-        boolean attention mask used instead of the causal one (AugMult's block-diagonal causal mask)."""
+        """cache: keys and values of earlier positions, for sampling one position at a time (with
+        "capacity", the positions a sequence will have, they are kept in buffers of that size,
+        written in place); mask: (T, T) boolean attention mask used instead of the causal one
+        (AugMult's block-diagonal causal mask)."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)
         q, k, v = (t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
         causal = True
         if cache is not None:
             start = cache.get("n", 0)
-            if start + T <= cache.get("capacity", 0):  # written in place: no copy of the earlier positions
+            # written in place: no copy of the earlier positions
+            if start + T <= cache.get("capacity", 0):
                 if "k" not in cache:
                     shape = (B, self.n_head, cache["capacity"], D // self.n_head)
                     cache["k"], cache["v"] = k.new_empty(shape), v.new_empty(shape)
@@ -125,8 +129,8 @@ class Block(nn.Module):
 
 
 class TabularTransformer(nn.Module):
-    """Input at position t: the previous token, its position, and which column is to be predicted (a person's
-    sequence, models.persons: `n_positions` positions of `n_columns` kinds).
+    """Input at position t: the previous token, its position, and which column is to be predicted (a
+    person's sequence, models.persons: `n_positions` positions of `n_columns` kinds).
 
     Each column has its own output head over its own vocabulary slice: the same distribution as one
     shared head masked to the slice, at a fifteenth of the cost on a 15-column table.
@@ -156,9 +160,9 @@ class TabularTransformer(nn.Module):
 
     def hidden(self, tokens_in: torch.Tensor, target_cols: torch.Tensor, caches: list[dict] | None = None,
                start: int = 0, copies: int = 1) -> torch.Tensor:
-        """Hidden states of positions start..start+T-1; with `caches`, earlier positions come from them.
-        copies > 1: the T positions are `copies` independent rows of T / copies positions each (AugMult),
-        every one attending only to earlier positions of its own copy."""
+        """Hidden states of positions start..start+T-1; with `caches`, earlier positions come from
+        them. copies > 1: the T positions are `copies` independent rows of T / copies positions each
+        (AugMult), every one attending only to earlier positions of its own copy."""
         B, T = tokens_in.shape
         # positions expanded to the batch: Opacus needs every layer's input batch-first
         pos = torch.arange(start, start + T, device=tokens_in.device)
@@ -176,9 +180,10 @@ class TabularTransformer(nn.Module):
         return self.ln_f(x)
 
     def forward(self, tokens_in: torch.Tensor, order: torch.Tensor) -> list[torch.Tensor]:
-        """Logits for every column, in schema order: list of (B, vocab of column c); with AugMult (`order`
-        of shape (B, k, C), tokens_in (B, k·C)) list of (B, k, vocab of column c). The k copies of a row
-        stay inside one sample, so its per-sample gradient sums over them before clipping."""
+        """Logits for every column, in schema order: list of (B, vocab of column c); with AugMult
+        (`order` of shape (B, k, C), tokens_in (B, k·C)) list of (B, k, vocab of column c). The k
+        copies of a row stay inside one sample, so its per-sample gradient sums over them before
+        clipping."""
         if order.dim() == 3:
             B, k, C = order.shape
             h = self.hidden(tokens_in, order.reshape(B, k * C), copies=k)
@@ -221,8 +226,8 @@ class DPTBART(TokenModel):
         return torch.arange(C, device=device).expand(batch, C)
 
     def loss_fn(self, module: nn.Module, rows: torch.Tensor) -> torch.Tensor:
-        """Per-row mean cross-entropy of the tokens, each over its own column's vocabulary; with AugMult,
-        averaged over the row's k copies in k random column orders."""
+        """Per-row mean cross-entropy of the tokens, each over its own column's vocabulary; with
+        AugMult, averaged over the row's k copies in k random column orders."""
         k = self.config.augmult
         if k > 1:
             if not self.config.random_order:
@@ -250,9 +255,9 @@ class DPTBART(TokenModel):
     @torch.no_grad()
     def generate_tokens(self, n: int, fixed: dict[int, int], exact_columns: list[int],
                         generator: torch.Generator, temperature: float = 1.0) -> np.ndarray:
-        """n rows of global tokens. Columns in `exact_columns` are placed first in the order and fixed to
-        `fixed`; they must form a prefix the model can condition on (any set with random_order, the
-        leading columns of the fixed order otherwise)."""
+        """n rows of global tokens. Columns in `exact_columns` are placed first in the order and
+        fixed to `fixed`; they must form a prefix the model can condition on (any set with
+        random_order, the leading columns of the fixed order otherwise)."""
         net, device = self.net, self.device
         net.eval()
         C = self.encoder.n_columns
@@ -268,12 +273,14 @@ class DPTBART(TokenModel):
         caches = [dict() for _ in net.blocks]
         for t in range(C):
             col = order[:, t]
-            # feed position t (the previous token) once; keys and values of earlier positions are cached
+            # feed position t (the previous token) once; keys and values of earlier positions are
+            # cached
             h = net.hidden(seq[:, t:t + 1], order[:, t:t + 1], caches, start=t)[:, -1, :]
             if t < len(exact_columns):
                 seq[:, t + 1] = fixed[exact_columns[t]]
                 continue
-            for c in torch.unique(col).tolist():  # one column for all rows unless the order is random
+            # one column for all rows unless the order is random
+            for c in torch.unique(col).tolist():
                 rows = (col == c).nonzero().squeeze(1)
                 logits = net.heads[c](h[rows]) / max(temperature, 1e-6)
                 local = torch.multinomial(torch.softmax(logits.float(), dim=-1), 1, generator=generator).squeeze(1)
@@ -284,7 +291,8 @@ class DPTBART(TokenModel):
         return out.cpu().numpy()
 
     def exact_prefix(self, fixed_columns: list[int]) -> list[int]:
-        """Which fixed columns the model conditions on exactly; the rest go to rejection sampling."""
+        """Which fixed columns the model conditions on exactly; the rest go to rejection
+        sampling."""
         if self.config.random_order:
             return sorted(fixed_columns)
         prefix = []

@@ -1,9 +1,10 @@
-"""What the token model families share (DP-TBART, masked TableDiffusion): one token per column from the
-public schema (encoding.TokenEncoder), the TAN batch rule, and sampling with conditions.
+"""What the token model families share (DP-TBART, masked TableDiffusion): one token per column from
+the public schema (encoding.TokenEncoder), the TAN batch rule, and sampling with conditions.
 
-A token family implements `generate_tokens` (n rows of global token ids, with the columns it conditions on
-exactly fixed) and `exact_prefix` (which fixed columns it can condition on exactly); every other condition
-is met by rejection sampling, with the acceptance rate reported in `last_sample_info`.
+A token family implements `generate_tokens` (n rows of global token ids, with the columns it
+conditions on exactly fixed) and `exact_prefix` (which fixed columns it can condition on exactly);
+every other condition is met by rejection sampling, with the acceptance rate reported in
+`last_sample_info`.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from .base import SamplingError, SynthModel, draw_with_rejection
 
 
 class TokenModel(SynthModel):
-    """A family's config has `n_bins`, `numeric_decoding`, `random_order` and `min_noise_multiplier`."""
+    """A family's config has `n_bins`, `numeric_decoding`, `random_order` and
+    `min_noise_multiplier`."""
 
     def build_encoder(self) -> None:
         self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins)
@@ -29,7 +31,8 @@ class TokenModel(SynthModel):
         return torch.from_numpy(self.encoder.encode(table))
 
     def sampling_shape(self, n_rows: int) -> SamplingShape:
-        """The base shape; with min_noise_multiplier, the TAN rule (the batch doubles until σ reaches it)."""
+        """The base shape; with min_noise_multiplier, the TAN rule (the batch doubles until σ
+        reaches it)."""
         return dataclasses.replace(super().sampling_shape(n_rows), min_noise_multiplier=self.config.min_noise_multiplier)
 
     # --- a token family implements these ----------------------------------------------------------------
@@ -45,9 +48,9 @@ class TokenModel(SynthModel):
                max_tries_factor: int = 200, chunk_size: int = 8192) -> pd.DataFrame:
         """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}.
 
-        Conditions the model can take exactly (see `exact_prefix`) are placed first; any others are met
-        by rejection sampling, bounded at `max_tries_factor`·n rows tried. `last_sample_info` reports
-        the method and the acceptance rate."""
+        Conditions the model can take exactly (see `exact_prefix`) are placed first; any others are
+        met by rejection sampling, bounded at `max_tries_factor`·n rows tried. `last_sample_info`
+        reports the method and the acceptance rate."""
         self._check_rows(n)
         conditions = self.schema.check_conditions(conditions)
         fixed = {self.encoder.column_index(name): self.encoder.encode_value(name, value)

@@ -1,5 +1,5 @@
-"""What a family says about itself and what the time estimate asks of it: neither is part of its DP contract
-(models.base.SynthModel), and neither is read by anything that spends ε."""
+"""What a family says about itself and what the time estimate asks of it: neither is part of its DP
+contract (models.base.SynthModel), and neither is read by anything that spends ε."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,9 +11,10 @@ from .calibration import MIN_POOL, POOL_GROWTH
 
 @dataclass(frozen=True)
 class LocalChoice:
-    """A family option whose value is something on this machine (a pretrained model): its default, what is
-    offered from this machine (label -> value), or a path typed in; `check` turns a value into the one the option
-    takes (ValueError saying what is wrong). Nothing is downloaded: the page offers what is here."""
+    """A family option whose value is something on this machine (a pretrained model): its default,
+    what is offered from this machine (label -> value), or a path typed in; `check` turns a value
+    into the one the option takes (ValueError saying what is wrong). Nothing is downloaded: the page
+    offers what is here."""
     option: str                     # the config field it sets
     label: str                      # the choice's short name ("Backbone")
     title: str
@@ -41,12 +42,14 @@ class Described:
 
     @classmethod
     def summary(cls) -> str:
-        """The description's first sentence, without its technical aside in parentheses: a caption."""
+        """The description's first sentence, without its technical aside in parentheses: a
+        caption."""
         return cls.description.split(". ")[0].split(" (")[0].rstrip(".")
 
     @classmethod
     def local_choices(cls) -> list[LocalChoice]:
-        """Options whose values are found on this machine, for the model page to offer (none by default)."""
+        """Options whose values are found on this machine, for the model page to offer (none by
+        default)."""
         return []
 
     @classmethod
@@ -56,17 +59,20 @@ class Described:
 
     @classmethod
     def size_of(cls, preset: str) -> str:
-        """The size a person chose for a preset (quick, standard, best: `size_presets`), or the preset's own name
-        where no size maps to it (tiny): the word every page, run name and report uses."""
+        """The size a person chose for a preset (quick, standard, best: `size_presets`), or the
+        preset's own name where no size maps to it (tiny): the word every page, run name and report
+        uses."""
         return next((size for size, p in cls.size_presets.items() if p == preset), preset)
 
 
 class Timed:
     """What the time estimate (runs.timing) and the sampler's pool ask of a family."""
-    # a training step's cost grows with the rows in it (DP-SGD's batch); AIM's round reads counts computed once
+    # a training step's cost grows with the rows in it (DP-SGD's batch); AIM's round reads counts
+    # computed once
     step_cost_grows_with_rows = True
-    # how many times its first size a calibration pool may grow to while its weights rest on too few rows
-    # (models.calibration.grow_and_calibrate); a family whose rows are slow to draw keeps its first pool
+    # how many times its first size a calibration pool may grow to while its weights rest on too few
+    # rows (models.calibration.grow_and_calibrate); a family whose rows are slow to draw keeps its
+    # first pool
     max_pool_growth = POOL_GROWTH
     # the fewest candidates a calibrated sample's first pool holds (models.calibration.pool_size)
     min_pool = MIN_POOL
@@ -92,13 +98,13 @@ class Timed:
         return 1 << 30
 
     def expected_steps(self, plan) -> int:
-        """The steps to expect of a run of this plan, for a time estimate made before any run of the model on
-        this machine: all of them; an adaptive mechanism (AIM) usually ends far earlier."""
+        """The steps to expect of a run of this plan, for a time estimate made before any run of the
+        model on this machine: all of them; an adaptive mechanism (AIM) usually ends far earlier."""
         return plan.steps
 
     def probe_plan(self, rows: int, batch: int, steps: int) -> NoisePlan | RhoPlan:
-        """A plan for timing `steps` steps of `batch` expected rows on `rows` random rows from the public
-        schema (the estimate's probe): σ does not change a step's cost. A family with its own
+        """A plan for timing `steps` steps of `batch` expected rows on `rows` random rows from the
+        public schema (the estimate's probe): σ does not change a step's cost. A family with its own
         mechanism (`uses_dp_sgd = False`): `steps` rounds paid in ρ, each on all the rows."""
         if not self.uses_dp_sgd:
             return plan_rho(1.0, 1e-6, steps, rows)

@@ -1,12 +1,13 @@
-"""What the vector model families (TableDiffusion, the GANs) share on top of SynthModel: the vector encoding
-of the public schema, and sampling with conditions.
+"""What the vector model families (TableDiffusion, the GANs) share on top of SynthModel: the vector
+encoding of the public schema, and sampling with conditions.
 
-A vector model generates whole rows as vectors (see encoding.vectors.VectorEncoder) and decodes them. A family
-may take some conditions natively (a conditional GAN fixes one categorical column through its condition
-vector, see `native_conditions`); every other condition is met by rejection sampling, with the acceptance rate
-reported in `last_sample_info` exactly as for the token models. A numeric condition is met by a row whose value
-lies within half an integer (integer columns) or within 0.5% of the public range (continuous columns) of the
-value asked, and the row then reports the value asked, as DP-TBART reports the value asked inside its bin.
+A vector model generates whole rows as vectors (see encoding.vectors.VectorEncoder) and decodes
+them. A family may take some conditions natively (a conditional GAN fixes one categorical column
+through its condition vector, see `native_conditions`); every other condition is met by rejection
+sampling, with the acceptance rate reported in `last_sample_info` exactly as for the token models. A
+numeric condition is met by a row whose value lies within half an integer (integer columns) or
+within 0.5% of the public range (continuous columns) of the value asked, and the row then reports
+the value asked, as DP-TBART reports the value asked inside its bin.
 """
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from .base import SamplingError, SynthModel, draw_with_rejection
 
 
 class VectorModel(SynthModel):
-    """A family implements `build_net` (sets self.net, the module that is saved) and `generate_vectors`.
+    """A family implements `build_net` (sets self.net, the module that is saved) and
+    `generate_vectors`.
 
     sample_blocks: whether `generate_vectors` gives each one-hot block as probabilities to draw from
-    (a diffusion model's final estimate E[one-hot | x_1]); otherwise the block is decoded by its argmax.
+    (a diffusion model's final estimate E[one-hot | x_1]); otherwise the block is decoded by its
+    argmax.
     """
 
     sample_blocks = False
@@ -39,7 +42,8 @@ class VectorModel(SynthModel):
         return torch.from_numpy(self.encoder.encode(table))
 
     def generate_vectors(self, n: int, native: dict, generator: torch.Generator) -> np.ndarray:
-        """n rows as vectors (numpy, width encoder.dim); `native` holds the conditions the family takes natively."""
+        """n rows as vectors (numpy, width encoder.dim); `native` holds the conditions the family
+        takes natively."""
         raise NotImplementedError
 
     def native_conditions(self, conditions: dict) -> dict:
@@ -67,10 +71,10 @@ class VectorModel(SynthModel):
                max_tries_factor: int = 200, chunk_size: int = 8192) -> pd.DataFrame:
         """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}.
 
-        Conditions the family takes natively are met by construction; the others by rejection sampling,
-        bounded at `max_tries_factor`·n rows tried. `last_sample_info` reports the method and the
-        acceptance rate. (`temperature` is accepted for the common interface; vector models decode each
-        categorical block by argmax.)"""
+        Conditions the family takes natively are met by construction; the others by rejection
+        sampling, bounded at `max_tries_factor`·n rows tried. `last_sample_info` reports the method
+        and the acceptance rate. (`temperature` is accepted for the common interface; vector models
+        decode each categorical block by argmax.)"""
         self._check_rows(n)
         conditions = self.schema.check_conditions(conditions)
         native = self.native_conditions(conditions)

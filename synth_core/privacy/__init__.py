@@ -7,8 +7,9 @@
     randomness   secret generators for DP noise, Poisson sampling and mechanism draws
     bounds       DP quantiles, and numeric bounds a schema lacks paid from the budget
 
-The names below are imported from their modules when first asked for (PEP 562): Opacus and torch load only
-where an ε is computed or noise drawn, so that the CLI's listing and schema commands answer at once.
+The names below are imported from their modules when first asked for (PEP 562): Opacus and torch
+load only where an ε is computed or noise drawn, so that the CLI's listing and schema commands
+answer at once.
 """
 from __future__ import annotations
 

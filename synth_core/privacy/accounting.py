@@ -1,13 +1,15 @@
-"""ε by Opacus' accountants (PRV by default, RDP available): the composition of a run's mechanisms, ε after k
-steps, and the live curve. Nothing else computes an ε; `planning` asks this module for every figure it plans to.
+"""ε by Opacus' accountants (PRV by default, RDP available): the composition of a run's mechanisms,
+ε after k steps, and the live curve. Nothing else computes an ε; `planning` asks this module for
+every figure it plans to.
 
-Mechanisms of one run compose here (`compose`): every Gaussian mechanism (DP-SGD's subsampled steps, a Gaussian
-measurement of marginals, which is the same mechanism with sampling rate 1) is composed by the accountant
-exactly. A mechanism known by its zero-concentrated DP ρ (`ZCDP`: the exponential mechanism's selections and
-the Gaussian measurements of an adaptive mechanism such as AIM) composes with them by Rényi DP, where its curve
-is αρ at every order α (`rho_for` finds the ρ such a mechanism may spend beside others). Group privacy
-(`group_privacy`, `member_budget`) converts a mechanism's (ε, δ) to that of rows that move several of its
-inputs. `EpsilonCurve` is what a planned run has spent after each step, for live display.
+Mechanisms of one run compose here (`compose`): every Gaussian mechanism (DP-SGD's subsampled steps,
+a Gaussian measurement of marginals, which is the same mechanism with sampling rate 1) is composed
+by the accountant exactly. A mechanism known by its zero-concentrated DP ρ (`ZCDP`: the exponential
+mechanism's selections and the Gaussian measurements of an adaptive mechanism such as AIM) composes
+with them by Rényi DP, where its curve is αρ at every order α (`rho_for` finds the ρ such a
+mechanism may spend beside others). Group privacy (`group_privacy`, `member_budget`) converts a
+mechanism's (ε, δ) to that of rows that move several of its inputs. `EpsilonCurve` is what a planned
+run has spent after each step, for live display.
 """
 from __future__ import annotations
 
@@ -28,9 +30,9 @@ if TYPE_CHECKING:
 
 @functools.cache
 def _opacus() -> SimpleNamespace:
-    """Opacus' accountants, imported when an ε is first computed: importing Opacus imports torch, seconds that
-    the CLI's listing and schema commands (and a ledger read from disk, whose composition it keeps) need not
-    wait."""
+    """Opacus' accountants, imported when an ε is first computed: importing Opacus imports torch,
+    seconds that the CLI's listing and schema commands (and a ledger read from disk, whose
+    composition it keeps) need not wait."""
     from opacus.accountants import RDPAccountant, create_accountant
     from opacus.accountants.analysis import rdp
     from opacus.accountants.utils import get_noise_multiplier
@@ -39,9 +41,9 @@ def _opacus() -> SimpleNamespace:
 
 
 ACCOUNTANTS = ("prv", "rdp")
-# PRV's calibration grows slow and memory-hungry as ε grows (about 10 s at ε = 10, a minute at 100, out of
-# memory at 1000 for Adult's plan); above this ε the RDP accountant (a looser bound, computed in a second)
-# is used, and the plan says so.
+# PRV's calibration grows slow and memory-hungry as ε grows (about 10 s at ε = 10, a minute at 100,
+# out of memory at 1000 for Adult's plan); above this ε the RDP accountant (a looser bound, computed
+# in a second) is used, and the plan says so.
 PRV_MAX_EPSILON = 10.0
 
 
@@ -53,19 +55,22 @@ def accountant_for(epsilon: float, accountant: str) -> str:
 
 
 def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
-    """(ε, δ) between tables k neighbours apart, for an (ε, δ)-DP mechanism: (kε, δ·Σ_{i<k} e^{iε})."""
+    """(ε, δ) between tables k neighbours apart, for an (ε, δ)-DP mechanism: (kε, δ·Σ_{i<k}
+    e^{iε})."""
     return k * epsilon, delta * sum(math.exp(i * epsilon) for i in range(k))
 
 
 def member_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
-    """The (ε, δ) a mechanism may spend so that group privacy over k neighbours stays within (ε, δ)."""
+    """The (ε, δ) a mechanism may spend so that group privacy over k neighbours stays within (ε,
+    δ)."""
     return epsilon / k, delta / sum(math.exp(i * epsilon / k) for i in range(k))
 
 
 @dataclass(frozen=True)
 class Gaussian:
-    """A Gaussian mechanism as an accountant composes it: `steps` draws, each of noise `noise_multiplier`
-    times the L2 sensitivity, on a Poisson sample of rate `sample_rate` (1: the whole table)."""
+    """A Gaussian mechanism as an accountant composes it: `steps` draws, each of noise
+    `noise_multiplier` times the L2 sensitivity, on a Poisson sample of rate `sample_rate` (1: the
+    whole table)."""
 
     noise_multiplier: float
     sample_rate: float = 1.0
@@ -74,9 +79,10 @@ class Gaussian:
 
 @dataclass(frozen=True)
 class ZCDP:
-    """A mechanism known by its ρ of zero-concentrated DP (Bun & Steinke 2016): its Rényi divergence of every
-    order α is at most αρ. The exponential mechanism with parameter ε is ε²/8-zCDP (Cesar & Rogers 2021), a
-    Gaussian mechanism on the whole table of noise multiplier σ is 1/(2σ²)-zCDP, and ρs add up."""
+    """A mechanism known by its ρ of zero-concentrated DP (Bun & Steinke 2016): its Rényi divergence
+    of every order α is at most αρ. The exponential mechanism with parameter ε is ε²/8-zCDP (Cesar &
+    Rogers 2021), a Gaussian mechanism on the whole table of noise multiplier σ is 1/(2σ²)-zCDP, and
+    ρs add up."""
 
     rho: float
 
@@ -97,8 +103,8 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 
 
 def rho_for(epsilon: float, delta: float, alongside: tuple = ()) -> float:
-    """The largest ρ a zCDP mechanism may spend so that it and the mechanisms `alongside`, composed, stay
-    within (ε, δ)."""
+    """The largest ρ a zCDP mechanism may spend so that it and the mechanisms `alongside`, composed,
+    stay within (ε, δ)."""
     check_budget(epsilon, delta)
     alongside = tuple(alongside)
     if compose(alongside, delta, "rdp") >= epsilon:
@@ -127,8 +133,8 @@ def gaussian_for(epsilon: float, delta: float, accountant: str = "prv") -> Gauss
 
 @functools.cache
 def zcdp_orders() -> tuple:
-    """Rényi orders for a composition with zCDP terms: Opacus' orders and larger ones, where the conversion of a
-    small ρ (ε = 0.25 is about ρ = 0.002) finds its best order."""
+    """Rényi orders for a composition with zCDP terms: Opacus' orders and larger ones, where the
+    conversion of a small ρ (ε = 0.25 is about ρ = 0.002) finds its best order."""
     return tuple(_opacus().orders) + (80, 100, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024, 1600, 2048, 3200,
                                       4096, 8192)
 
@@ -140,8 +146,8 @@ def _is_spent(m) -> bool:
 @functools.lru_cache(maxsize=256)
 def compose(mechanisms: tuple, delta: float, accountant: str = "prv") -> float:
     """ε of the composition of mechanisms (`Gaussian`, `ZCDP`) at δ, by the accountant (PRV composes
-    heterogeneous Gaussian mechanisms numerically; RDP adds their Rényi curves, and composes zCDP terms,
-    whatever accountant is asked for). 0 for none."""
+    heterogeneous Gaussian mechanisms numerically; RDP adds their Rényi curves, and composes zCDP
+    terms, whatever accountant is asked for). 0 for none."""
     mechanisms = tuple(m for m in mechanisms if _is_spent(m))
     if not mechanisms:
         return 0.0
@@ -168,8 +174,9 @@ def compose(mechanisms: tuple, delta: float, accountant: str = "prv") -> float:
 
 @functools.lru_cache(maxsize=128)
 def calibrate_noise(epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
-    """σ such that `steps` Poisson-sampled Gaussian steps of rate `sample_rate` end at (ε, δ): Opacus' search,
-    remembered (a run plans once and reports, tests plan the same budget many times)."""
+    """σ such that `steps` Poisson-sampled Gaussian steps of rate `sample_rate` end at (ε, δ):
+    Opacus' search, remembered (a run plans once and reports, tests plan the same budget many
+    times)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # RDP's "optimal order is the largest alpha" is noise here
         return float(_opacus().get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
@@ -189,8 +196,8 @@ def epsilon_after(noise_multiplier: float, sample_rate: float, steps: int, delta
     if steps <= 0:
         return 0.0
     if accountant == "rdp":
-        # what Opacus' RDPAccountant computes (RDP composes linearly in the steps), with the expensive
-        # one-step RDP curve computed once per (σ, q)
+        # what Opacus' RDPAccountant computes (RDP composes linearly in the steps), with the
+        # expensive one-step RDP curve computed once per (σ, q)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             eps, _ = _opacus().rdp.get_privacy_spent(orders=_opacus().orders,
@@ -205,16 +212,16 @@ def epsilon_after(noise_multiplier: float, sample_rate: float, steps: int, delta
 
 
 class EpsilonCurve:
-    """ε the run has spent after each step of a plan, for live display without an expensive accountant call
-    per step: the ε spent before training (`NoisePlan.prior_epsilon`) plus the training's, composed with
-    the plan's measurements alongside when there are any.
+    """ε the run has spent after each step of a plan, for live display without an expensive
+    accountant call per step: the ε spent before training (`NoisePlan.prior_epsilon`) plus the
+    training's, composed with the plan's measurements alongside when there are any.
 
-    A PRV accountant call takes 0.1-0.6 s, so the chosen accountant is evaluated exactly on a grid of
-    steps (the final step included, so the last value is exact). Between grid points the curve reports
-    the smaller of two upper bounds on ε(step): the accountant's value at the next grid point (ε grows
-    with steps) and the RDP bound at this step (RDP composes linearly, so the whole RDP curve costs one
-    call). Group privacy is applied to the training's ε (NoisePlan.group_size); measurements alongside a
-    group are then added by their own ε.
+    A PRV accountant call takes 0.1-0.6 s, so the chosen accountant is evaluated exactly on a grid
+    of steps (the final step included, so the last value is exact). Between grid points the curve
+    reports the smaller of two upper bounds on ε(step): the accountant's value at the next grid
+    point (ε grows with steps) and the RDP bound at this step (RDP composes linearly, so the whole
+    RDP curve costs one call). Group privacy is applied to the training's ε (NoisePlan.group_size);
+    measurements alongside a group are then added by their own ε.
     """
 
     def __init__(self, plan: "NoisePlan", points: int = 8):
@@ -238,8 +245,8 @@ class EpsilonCurve:
         return epsilon_after(p.noise_multiplier, p.sample_rate, step, p.mechanism_delta, p.accountant)
 
     def rdp_bound(self, step: int) -> float:
-        """The RDP accountant's bound on the mechanism's ε after `step` steps (with the measurements composed;
-        no group privacy)."""
+        """The RDP accountant's bound on the mechanism's ε after `step` steps (with the measurements
+        composed; no group privacy)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             eps, _ = _opacus().rdp.get_privacy_spent(orders=self._orders,

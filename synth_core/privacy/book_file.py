@@ -6,10 +6,10 @@
                          it back, and a book lost or emptied is rebuilt from it (`runs --rebuild-book`)
     .budgets.sketches    what tells a table that resembles a known one (privacy.table_identity)
 
-Every change is a small dict applied by `apply`, the one place that changes the book's content, whether it is
-made now or replayed from the journal. A book that is not what this module writes is refused, never reset; so
-is a damaged one: a key deleted or replaced while the book holds tables, a book deleted or emptied while its
-journal or the home's run folders say runs were charged.
+Every change is a small dict applied by `apply`, the one place that changes the book's content,
+whether it is made now or replayed from the journal. A book that is not what this module writes is
+refused, never reset; so is a damaged one: a key deleted or replaced while the book holds tables, a
+book deleted or emptied while its journal or the home's run folders say runs were charged.
 """
 from __future__ import annotations
 
@@ -30,12 +30,14 @@ VERSION = 2
 CHARGE_FIELDS = {"epsilon", "delta", "settled", "time", "run", "run_id", "folder"}
 TABLE_FIELDS = {"total_epsilon", "charges", "label", "plan", "aliases"}
 MAX_BOOK_BYTES = 64 * 2 ** 20
-# how many run folders under a folder hold a charge: runs.rundir says (it alone knows a run folder's files)
+# how many run folders under a folder hold a charge: runs.rundir says (it alone knows a run folder's
+# files)
 CHARGED_RUNS = lambda root: 0  # noqa: E731  # a book this workbench writes stays far below; a larger file is not one
 
 
 class BookError(BudgetError):
-    """The book of table budgets (or its key) is not what this module writes: refused, never reset."""
+    """The book of table budgets (or its key) is not what this module writes: refused, never
+    reset."""
 
 
 def _number(value, what: str, where: str, upper: float = math.inf) -> float:
@@ -47,7 +49,8 @@ def _number(value, what: str, where: str, upper: float = math.inf) -> float:
 
 
 def _object(value, where: str, fields: set, required: str) -> dict:
-    """`value` as an object with only `fields`, `required` among them; ValueError naming `where` otherwise."""
+    """`value` as an object with only `fields`, `required` among them; ValueError naming `where`
+    otherwise."""
     if not isinstance(value, dict):
         raise ValueError(f"{where} must be an object, not {value!r}")
     unknown = set(value) - fields
@@ -65,7 +68,8 @@ def _check_texts(entry: dict, names: tuple, where: str) -> None:
 
 
 def check_tables(tables, check_plan) -> dict:
-    """The tables' accounts as this module writes them; ValueError naming the first entry that is not."""
+    """The tables' accounts as this module writes them; ValueError naming the first entry that is
+    not."""
     if not isinstance(tables, dict):
         raise ValueError(f"the book must be a JSON object of tables, not a {type(tables).__name__}")
     for table_id, entry in tables.items():
@@ -94,7 +98,8 @@ def check_tables(tables, check_plan) -> dict:
 
 
 def apply(tables: dict, change: dict) -> None:
-    """One change to the tables' accounts (as written to the journal): the only code that changes them."""
+    """One change to the tables' accounts (as written to the journal): the only code that changes
+    them."""
     kind, table_id = change["change"], change.get("table")
     entry = tables.get(table_id)
     if kind in ("total", "plan", "label") and entry is None:
@@ -132,8 +137,8 @@ def apply(tables: dict, change: dict) -> None:
 
 
 def _read_regular(path: Path, limit: int) -> bytes:
-    """At most `limit` bytes of a regular file; FileNotFoundError where there is none, OSError naming a path
-    that is a device, a FIFO or a folder (never read: a device may be endless)."""
+    """At most `limit` bytes of a regular file; FileNotFoundError where there is none, OSError
+    naming a path that is a device, a FIFO or a folder (never read: a device may be endless)."""
     st = os.stat(path)  # FileNotFoundError for none; a link is followed
     if not stat.S_ISREG(st.st_mode):
         raise OSError(f"{path} is not a regular file")
@@ -143,8 +148,8 @@ def _read_regular(path: Path, limit: int) -> bytes:
 
 
 def _before_keys(book: dict) -> bool:
-    """A book written before fingerprints were keyed (it never had a key): no key check, and every charge
-    under its run's path (charges had keys of their own from the same change on)."""
+    """A book written before fingerprints were keyed (it never had a key): no key check, and every
+    charge under its run's path (charges had keys of their own from the same change on)."""
     return not book["key_check"] and all("/" in key for entry in book["tables"].values()
                                          for key in entry.get("charges", {}))
 
@@ -197,13 +202,15 @@ class BookFile:
         if not text.strip():
             return ""
         try:
-            return json.loads(text, parse_constant=lambda c: float(c))  # Infinity / NaN, refused below
+            # Infinity / NaN, refused below
+            return json.loads(text, parse_constant=lambda c: float(c))
         except json.JSONDecodeError as e:
             raise self.refuse(f"not valid JSON: {e}") from None
 
     def read(self) -> dict:
-        """{"key_check", "tables"}: the book as this module writes it (one of version 1 carried over), refused
-        when it is not, or when it is damaged (its key, or the book itself, lost while runs were charged)."""
+        """{"key_check", "tables"}: the book as this module writes it (one of version 1 carried
+        over), refused when it is not, or when it is damaged (its key, or the book itself, lost
+        while runs were charged)."""
         data = self._parsed()
         if isinstance(data, dict) and data.get("version") == VERSION:
             unknown = set(data) - {"version", "key_check", "tables"}
@@ -261,7 +268,8 @@ class BookFile:
 
     # --- the sketches of known tables (privacy.table_identity) -------------------------------------------
     def sketches(self) -> dict:
-        """fingerprint -> {"account", "sketch"}; a file this module did not write tells nothing ({})."""
+        """fingerprint -> {"account", "sketch"}; a file this module did not write tells nothing
+        ({})."""
         try:
             data = json.loads(_read_regular(self.sketches_path, MAX_BOOK_BYTES).decode("utf-8"))
         except (OSError, ValueError):
@@ -276,7 +284,8 @@ class BookFile:
 
     # --- the key ------------------------------------------------------------------------------------
     def key(self) -> bytes:
-        """The key of the tables' fingerprints; BookError where it is not one this workbench wrote."""
+        """The key of the tables' fingerprints; BookError where it is not one this workbench
+        wrote."""
         try:
             text = _read_regular(self.key_path, 200).decode("ascii", errors="replace").strip()
         except FileNotFoundError:
@@ -307,7 +316,8 @@ class BookFile:
 
     # --- writing ------------------------------------------------------------------------------------
     def commit(self, book: dict, changes: list[dict]) -> None:
-        """Apply `changes` to `book` (read under the lock held by the caller), journal them, write the book."""
+        """Apply `changes` to `book` (read under the lock held by the caller), journal them, write
+        the book."""
         if not changes:
             return
         key = self.key() if self.key_path.exists() else None
@@ -330,7 +340,8 @@ class BookFile:
             os.fsync(f.fileno())
 
     def journal(self) -> list[dict]:
-        """The journal's changes, oldest first; BookError naming a line that is not one this module wrote."""
+        """The journal's changes, oldest first; BookError naming a line that is not one this module
+        wrote."""
         out = []
         try:
             raw = _read_regular(self.journal_path, MAX_BOOK_BYTES + 1)
@@ -354,8 +365,8 @@ class BookFile:
         return out
 
     def rebuild(self) -> dict:
-        """The book made again from its journal (the book itself lost, emptied or damaged): every change
-        replayed in order. BookError where the journal is missing or does not replay."""
+        """The book made again from its journal (the book itself lost, emptied or damaged): every
+        change replayed in order. BookError where the journal is missing or does not replay."""
         with self.locked():
             changes = self.journal()
             if not changes:

@@ -316,9 +316,9 @@ def dp_bounds(
 # quantiles over a finite grid of round candidates
 # ---------------------------------------------------------------------------
 def log_candidates(lower: float = -1e9, upper: float = 1e9) -> np.ndarray:
-    """Round candidate values for a bound: 0 and ±1, 2, 5 × 10^k (k = −3..9) inside [lower, upper], plus
-    the two ends. A log scale needs no idea of a column's magnitude: ages, amounts in millions and
-    fractions all have candidates within a factor of 2.5 of any value."""
+    """Round candidate values for a bound: 0 and ±1, 2, 5 × 10^k (k = −3..9) inside [lower, upper],
+    plus the two ends. A log scale needs no idea of a column's magnitude: ages, amounts in millions
+    and fractions all have candidates within a factor of 2.5 of any value."""
     lower, upper = _check_range(lower, upper)
     mags = np.array([m * 10.0 ** k for k in range(-3, 10) for m in (1, 2, 5)])
     grid = np.concatenate([-mags[::-1], [0.0], mags, [lower, upper]])
@@ -326,14 +326,16 @@ def log_candidates(lower: float = -1e9, upper: float = 1e9) -> np.ndarray:
 
 
 def dp_range(values: Any, epsilon: float, edges: Any, rng: Any = None, beta: float = 1e-3) -> tuple[float, float] | None:
-    """Pure ε-DP range of `values` from a noisy histogram over PUBLIC bin edges (Google's "approximate bounds").
+    """Pure ε-DP range of `values` from a noisy histogram over PUBLIC bin edges (Google's
+    "approximate bounds").
 
-    Every value falls in one bin [edges[i], edges[i+1]) (values beyond the edges in the end bins), so adding or
-    removing a row changes one count by 1: Laplace(1/ε) noise on each count is ε-DP, and everything after is
-    post-processing. The range runs from the left edge of the lowest bin whose noisy count reaches τ to the
-    right edge of the highest such bin, with τ = ln(K / 2β) / ε for K bins: an empty bin passes with chance
-    at most β over all of them. Bins holding fewer rows than about τ may be left out (their rows are
-    clipped later). None when no bin passes: too few rows for this ε."""
+    Every value falls in one bin [edges[i], edges[i+1]) (values beyond the edges in the end bins),
+    so adding or removing a row changes one count by 1: Laplace(1/ε) noise on each count is ε-DP,
+    and everything after is post-processing. The range runs from the left edge of the lowest bin
+    whose noisy count reaches τ to the right edge of the highest such bin, with τ = ln(K / 2β) / ε
+    for K bins: an empty bin passes with chance at most β over all of them. Bins holding fewer rows
+    than about τ may be left out (their rows are clipped later). None when no bin passes: too few
+    rows for this ε."""
     eps = _check_epsilon(epsilon)
     e = np.unique(np.asarray(edges, dtype=float))
     if e.size < 2 or not np.isfinite(e).all():
@@ -352,8 +354,8 @@ def dp_range(values: Any, epsilon: float, edges: Any, rng: Any = None, beta: flo
 # ---------------------------------------------------------------------------
 # bounds a schema lacks, paid from the run's budget
 # ---------------------------------------------------------------------------
-# The public range DP bound estimation searches when the steward states none: the log grid reaches ±1e9.
-# A range the steward states also adds 20 even steps across it to the candidates.
+# The public range DP bound estimation searches when the steward states none: the log grid reaches
+# ±1e9. A range the steward states also adds 20 even steps across it to the candidates.
 DEFAULT_COARSE_RANGE = (-1e9, 1e9)
 
 
@@ -369,12 +371,13 @@ def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float,
                             coarse_range: tuple[float, float] = DEFAULT_COARSE_RANGE) -> Schema:
     """A copy of `schema` whose numeric columns without bounds get DP estimates of their range.
 
-    Each column's range comes from a noisy histogram over round bin edges (dp_range over bound_candidates: a
-    log grid, or the steward's coarse range), so the bounds are round numbers, fall outward of the bulk of
-    the data, and a wide search range costs nothing. The ε is split evenly over those columns and recorded
-    in the ledger, with a warning for a bound on the edge of the search range (state a coarse range then).
-    Values beyond the estimates are later clipped (and counted) by validation. The draws are secret
-    (privacy.secret_rng). A column too small for its share of ε raises a SchemaError naming it."""
+    Each column's range comes from a noisy histogram over round bin edges (dp_range over
+    bound_candidates: a log grid, or the steward's coarse range), so the bounds are round numbers,
+    fall outward of the bulk of the data, and a wide search range costs nothing. The ε is split
+    evenly over those columns and recorded in the ledger, with a warning for a bound on the edge of
+    the search range (state a coarse range then). Values beyond the estimates are later clipped (and
+    counted) by validation. The draws are secret (privacy.secret_rng). A column too small for its
+    share of ε raises a SchemaError naming it."""
     missing = [c for c in schema.columns if c.is_numeric and not c.has_bounds]
     if not missing:
         return schema

@@ -34,8 +34,9 @@ def delta_warning(delta: float, n_rows: int) -> str | None:
     return None
 
 
-# Above this ε a differential-privacy guarantee says nothing a steward could rely on (e^100 ≈ 10^43), and
-# calibrating the noise for it is slow and memory-hungry; a run that wants no privacy is not a DP run.
+# Above this ε a differential-privacy guarantee says nothing a steward could rely on (e^100 ≈
+# 10^43), and calibrating the noise for it is slow and memory-hungry; a run that wants no privacy is
+# not a DP run.
 MAX_EPSILON = 100.0
 
 
@@ -53,8 +54,8 @@ def check_budget(epsilon: float, delta: float) -> None:
 
 
 def parse_epsilon(text: str, what: str = "ε", zero_ok: bool = False) -> float:
-    """An ε a person typed ("0.5", "2", "1e-2", "0,5"), or one BudgetError that says what to type: text that is
-    not a number is refused, never read as some other value."""
+    """An ε a person typed ("0.5", "2", "1e-2", "0,5"), or one BudgetError that says what to type:
+    text that is not a number is refused, never read as some other value."""
     typed = str(text).strip()
     if not typed:
         raise BudgetError(f"type {what}: a number such as 0.5 or 2")
@@ -77,9 +78,10 @@ def parse_epsilon(text: str, what: str = "ε", zero_ok: bool = False) -> float:
 
 def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float = 0.0,
                      count_epsilon: float = 0.0, values_epsilon: float = 0.0) -> None:
-    """Everything a run's budget must satisfy before anything is spent: ε and δ (check_budget; δ None: chosen
-    later from the row count), the part of ε for estimating bounds the schema lacks, and what is left for
-    training after that and a noisy row count. The one check the API, background jobs and the app make."""
+    """Everything a run's budget must satisfy before anything is spent: ε and δ (check_budget; δ
+    None: chosen later from the row count), the part of ε for estimating bounds the schema lacks,
+    and what is left for training after that and a noisy row count. The one check the API,
+    background jobs and the app make."""
     check_budget(epsilon, 0.5 if delta is None else delta)
     epsilon, bounds_epsilon = plain_number(epsilon), plain_number(bounds_epsilon)
     if isinstance(bounds_epsilon, bool) or not isinstance(bounds_epsilon, (int, float)) \
@@ -101,7 +103,8 @@ def check_run_budget(epsilon: float, delta: float | None, bounds_epsilon: float 
 
 
 MAX_CALIBRATION_SHARE = 0.9
-# the share of ε a run spends measuring marginals unless told otherwise (benchmarks/history/2026-11-27.md, issue 15)
+# the share of ε a run spends measuring marginals unless told otherwise
+# (benchmarks/history/2026-11-27.md, issue 15)
 DEFAULT_CALIBRATION_SHARE = 0.3
 
 

@@ -1,9 +1,10 @@
 """Contribution bounding for linked tables: a person contributes at most `max_children` child rows.
 
-A person with more keeps a uniformly random subset of that size, drawn from secret randomness (never a seed), in
-their rows' order. With every person's rows bounded, one DP-SGD sample is one person whose sequence has at most
-max_children rows: per-sample clipping then protects the whole person, and the sensitivity of a count over child
-rows is max_children. How many persons were truncated is a count of the private table: the steward's alone.
+A person with more keeps a uniformly random subset of that size, drawn from secret randomness (never
+a seed), in their rows' order. With every person's rows bounded, one DP-SGD sample is one person
+whose sequence has at most max_children rows: per-sample clipping then protects the whole person,
+and the sensitivity of a count over child rows is max_children. How many persons were truncated is a
+count of the private table: the steward's alone.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from .randomness import secret_rng
 
 
 def bound_children(rows, report, max_children: int, rng: np.random.Generator | None = None):
-    """(rows with each person's child rows bounded, the report with the truncation counted). `rows` is
-    schema.linked.LinkedRows; `rng`: tests only (the default is secret)."""
+    """(rows with each person's child rows bounded, the report with the truncation counted). `rows`
+    is schema.linked.LinkedRows; `rng`: tests only (the default is secret)."""
     person = rows.person
     counts = np.bincount(person, minlength=len(rows.parents))
     over = counts > max_children
@@ -24,7 +25,8 @@ def bound_children(rows, report, max_children: int, rng: np.random.Generator | N
         return rows, report
     rng = rng if rng is not None else secret_rng()
     keep = np.ones(len(person), dtype=bool)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])  # the rows are grouped by person (schema.linked)
+    # the rows are grouped by person (schema.linked)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     for p in np.flatnonzero(over):
         chosen = rng.choice(counts[p], size=max_children, replace=False)
         mask = np.zeros(counts[p], dtype=bool)

@@ -1,12 +1,13 @@
 """The ledger of every mechanism that touched the private table, and what it cost.
 
-Each entry says what its mechanism would cost alone. The run's total is the tighter of two upper bounds on
-its privacy loss: the basic-composition sum of the entries, and the accountant's composition of its Gaussian
-mechanisms (DP-SGD, marginal measurements) and zCDP mechanisms (an adaptive mechanism's selections and
-measurements, known by their ρ; `accounting.compose`) plus the sum of the others.
-Training is written by `record_training` from the noise plan and the steps taken, whether the training
-ended, was cancelled or failed; a training process that died is charged by `charge_interrupted`. Entries
-are told apart by their `kind`, never by their wording.
+Each entry says what its mechanism would cost alone. The run's total is the tighter of two upper
+bounds on its privacy loss: the basic-composition sum of the entries, and the accountant's
+composition of its Gaussian mechanisms (DP-SGD, marginal measurements) and zCDP mechanisms (an
+adaptive mechanism's selections and measurements, known by their ρ; `accounting.compose`) plus the
+sum of the others.
+Training is written by `record_training` from the noise plan and the steps taken, whether the
+training ended, was cancelled or failed; a training process that died is charged by
+`charge_interrupted`. Entries are told apart by their `kind`, never by their wording.
 """
 from __future__ import annotations
 
@@ -22,13 +23,17 @@ from .budget import delta_warning
 # kinds of mechanisms in a ledger
 TRAINING = "dp-sgd"            # DP-SGD steps (any model's private training)
 BOUNDS = "dp-bounds"           # numeric bounds the schema lacked
-VALUE_SETS = "value-sets"      # numeric value sets and point masses the schema lacked (privacy.value_sets)
+# numeric value sets and point masses the schema lacked (privacy.value_sets)
+VALUE_SETS = "value-sets"
 COUNT = "noisy-count"          # the row count, when the schema does not declare it public
 MARGINALS = "marginals"        # Gaussian measurements of marginals (calibration of the samples)
-QUANTILES = "quantiles"        # Gaussian measurement of numeric columns' histograms, read as quantiles (their bins)
-SELECTED = "selected-marginals"  # marginals chosen by the exponential mechanism and measured (AIM): zCDP, by ρ
+# Gaussian measurement of numeric columns' histograms, read as quantiles (their bins)
+QUANTILES = "quantiles"
+# marginals chosen by the exponential mechanism and measured (AIM): zCDP, by ρ
+SELECTED = "selected-marginals"
 ZCDP_MECHANISM = "zcdp-mechanism"  # a family's own mechanism (no DP-SGD) paid from ρ: zCDP, by ρ
-UNFINISHED = "unfinished"      # a run whose process died before training: the rest of its ε, charged in full
+# a run whose process died before training: the rest of its ε, charged in full
+UNFINISHED = "unfinished"
 # the kinds that charge a family's private training: DP-SGD, or its own mechanism paid in ρ
 TRAINED = (TRAINING, SELECTED, ZCDP_MECHANISM)
 
@@ -40,13 +45,14 @@ class LedgerEntry:
     delta: float = 0.0
     accountant: str | None = None
     details: dict = field(default_factory=dict)
-    # the day it was recorded: a time to the second would tell how long training took, which grows with the
-    # number of rows
+    # the day it was recorded: a time to the second would tell how long training took, which grows
+    # with the number of rows
     time: str = field(default_factory=lambda: datetime.date.today().isoformat())
     kind: str | None = None
 
     def gaussian(self) -> Gaussian | None:
-        """The entry as a Gaussian mechanism the accountant composes (None: counted by its ε alone)."""
+        """The entry as a Gaussian mechanism the accountant composes (None: counted by its ε
+        alone)."""
         d = self.details
         if self.delta <= 0 or int(d.get("group_size", 1) or 1) > 1 or not d.get("steps"):
             return None
@@ -56,8 +62,8 @@ class LedgerEntry:
             return None
 
     def accounted(self) -> Gaussian | ZCDP | None:
-        """The entry as the accountant composes it: a Gaussian mechanism, a zCDP mechanism (its ρ), or None
-        (counted by its ε alone)."""
+        """The entry as the accountant composes it: a Gaussian mechanism, a zCDP mechanism (its ρ),
+        or None (counted by its ε alone)."""
         rho = self.details.get("rho")
         if rho is not None and self.delta > 0:
             try:
@@ -71,20 +77,23 @@ class LedgerEntry:
 class PrivacyLedger:
     """Every mechanism that touched the private table, and what it cost.
 
-    spent ε is the tighter of the entries' sum (basic composition) and their composition by the accountant
-    (`composed_epsilon`); what reports show.
+    spent ε is the tighter of the entries' sum (basic composition) and their composition by the
+    accountant (`composed_epsilon`); what reports show.
     """
 
     target_epsilon: float
     target_delta: float
-    n_rows: int | None              # the row count as released: declared public, or noisy (see rows_public);
+    # the row count as released: declared public, or noisy (see rows_public);
+    n_rows: int | None
     #                                 None until a noisy count is measured
     schema_provenance: dict = field(default_factory=dict)
     entries: list[LedgerEntry] = field(default_factory=list)
-    rows_public: bool = True        # False: n_rows is a noisy count paid from ε (an entry of kind COUNT)
-    _composed: dict = field(default_factory=dict, repr=False, compare=False)  # signature -> composed ε
-    # called with the ledger after every entry (a run writes it to its folder: a process that dies mid-run
-    # leaves every mechanism it recorded on disk)
+    # False: n_rows is a noisy count paid from ε (an entry of kind COUNT)
+    rows_public: bool = True
+    # signature -> composed ε
+    _composed: dict = field(default_factory=dict, repr=False, compare=False)
+    # called with the ledger after every entry (a run writes it to its folder: a process that dies
+    # mid-run leaves every mechanism it recorded on disk)
     on_record: object = field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict:  # pickled (sent to torchrun's other ranks) without its listener
@@ -103,8 +112,9 @@ class PrivacyLedger:
 
     @property
     def composed_epsilon(self) -> float | None:
-        """ε of the run by the accountant: its Gaussian mechanisms composed (at what δ the other entries
-        leave of the target δ), plus the others' ε. None where there is nothing to compose."""
+        """ε of the run by the accountant: its Gaussian mechanisms composed (at what δ the other
+        entries leave of the target δ), plus the others' ε. None where there is nothing to
+        compose."""
         signature, rest = self._composition()
         gaussians, delta_left, _ = signature
         if len(gaussians) < 2 or delta_left <= 0:
@@ -115,8 +125,8 @@ class PrivacyLedger:
         return rest + self._composed[signature]
 
     def _spent(self) -> tuple[float, float]:
-        """(ε, δ) spent: the accountant's composition (at the target δ) where the ledger has one, or the
-        sum, whichever has the smaller ε among those within the target δ."""
+        """(ε, δ) spent: the accountant's composition (at the target δ) where the ledger has one, or
+        the sum, whichever has the smaller ε among those within the target δ."""
         total = (self.sum_epsilon, float(sum(e.delta for e in self.entries)))
         composed = self.composed_epsilon
         if composed is None:
@@ -158,8 +168,8 @@ class PrivacyLedger:
 
     @property
     def count_variance(self) -> float:
-        """The variance of the released row count around the true one: 0 where it is public (or was not
-        measured), 2·scale² for the Laplace noise of a noisy count."""
+        """The variance of the released row count around the true one: 0 where it is public (or was
+        not measured), 2·scale² for the Laplace noise of a noisy count."""
         entry = None if self.rows_public else next((e for e in self.entries if e.kind == COUNT), None)
         scale = float(entry.details.get("noise_scale") or 0.0) if entry is not None else 0.0
         return 2.0 * scale ** 2
@@ -202,7 +212,8 @@ class PrivacyLedger:
 
     @classmethod
     def from_dict(cls, data: dict) -> "PrivacyLedger":
-        """A ledger as `to_dict` wrote it; LedgerError naming what is not (a hand-edited or damaged file)."""
+        """A ledger as `to_dict` wrote it; LedgerError naming what is not (a hand-edited or damaged
+        file)."""
         _check_ledger_dict(data)
         ledger = cls(target_epsilon=data["target_epsilon"], target_delta=data["target_delta"],
                      n_rows=data["n_rows"], schema_provenance=data.get("schema_provenance", {}),
@@ -210,7 +221,8 @@ class PrivacyLedger:
         ledger.entries = [LedgerEntry(**{"kind": _legacy_kind(e), **e}) for e in data.get("entries", [])]
         signature, rest = ledger._composition()
         if data.get("composed_epsilon") is not None and data.get("composed_signature") == _signature_json(signature):
-            ledger._composed[signature] = float(data["composed_epsilon"]) - rest  # computed when it was written
+            # computed when it was written
+            ledger._composed[signature] = float(data["composed_epsilon"]) - rest
         return ledger
 
 
@@ -269,10 +281,11 @@ def _legacy_kind(entry: dict) -> str | None:
 
 def record_training(ledger: PrivacyLedger, mechanism: str, plan: NoisePlan, steps: int, cancelled: bool = False,
                     **details) -> LedgerEntry:
-    """Charge `steps` DP steps of `plan`: what they cost by the plan's accountant (group privacy included).
-    Called however training ended; steps that were started count.
-    Under torchrun `details` holds `processes`: the steps were taken by that many processes together, each
-    step one sampled Gaussian mechanism on the whole table (the same cost as in one process)."""
+    """Charge `steps` DP steps of `plan`: what they cost by the plan's accountant (group privacy
+    included). Called however training ended; steps that were started count.
+    Under torchrun `details` holds `processes`: the steps were taken by that many processes
+    together, each step one sampled Gaussian mechanism on the whole table (the same cost as in one
+    process)."""
     epsilon, delta = plan.spent(steps)
     extra = {"group_size": plan.group_size} if plan.group_size > 1 else {}
     return ledger.record(mechanism, epsilon=epsilon, delta=delta, accountant=plan.accountant, kind=TRAINING,
@@ -282,9 +295,9 @@ def record_training(ledger: PrivacyLedger, mechanism: str, plan: NoisePlan, step
 
 
 def charge_unfinished(ledger: PrivacyLedger) -> LedgerEntry:
-    """Charge a run whose process died before training began (during the count, the bounds or a measurement):
-    whatever it was measuring when it died is unknown, so the rest of its (ε, δ) is charged, never less than
-    it spent."""
+    """Charge a run whose process died before training began (during the count, the bounds or a
+    measurement): whatever it was measuring when it died is unknown, so the rest of its (ε, δ) is
+    charged, never less than it spent."""
     epsilon = max(0.0, ledger.target_epsilon - ledger.spent_epsilon)
     delta = max(0.0, ledger.target_delta - ledger.spent_delta)
     return ledger.record("Interrupted before training (the rest of the budget, charged in full)", epsilon=epsilon,
@@ -293,11 +306,11 @@ def charge_unfinished(ledger: PrivacyLedger) -> LedgerEntry:
 
 
 def charge_interrupted(ledger: PrivacyLedger, plan: dict, steps: int) -> LedgerEntry:
-    """Charge a training process that died before writing its own entry: the `steps` it logged and the one it
-    may have begun unlogged (at most the plan's), by the plan it saved. A plan saved before group sizes were
-    recorded is charged in full, never less than it spent; so is a mechanism paid in ρ (its rounds
-    spend unequal shares, and a round may have started unlogged), in the words and kind its family
-    declared in the plan (a plan saved without them is AIM's)."""
+    """Charge a training process that died before writing its own entry: the `steps` it logged and
+    the one it may have begun unlogged (at most the plan's), by the plan it saved. A plan saved
+    before group sizes were recorded is charged in full, never less than it spent; so is a mechanism
+    paid in ρ (its rounds spend unequal shares, and a round may have started unlogged), in the words
+    and kind its family declared in the plan (a plan saved without them is AIM's)."""
     if plan.get("kind") == "zcdp":
         p = RhoPlan.from_dict(plan)
         words = p.mechanism or "Marginals selected and measured"

@@ -1,19 +1,20 @@
 """Statistics of the private table released with noise and paid from the budget: the row count, and
 marginals for calibrating a model's samples.
 
-A run needs the number of rows n to plan its training (the sampling rate, the default δ) and a steward
-needs it for the synthetic table's size. Unless the steward declares n public (Schema.rows), it is measured
-once with the Laplace mechanism (sensitivity 1 when a row is added or removed) from a small share of ε and
-recorded in the ledger; everything downstream (the plan, δ, the report, the default number of synthetic
-rows) uses that noisy count, never the exact one.
+A run needs the number of rows n to plan its training (the sampling rate, the default δ) and a
+steward needs it for the synthetic table's size. Unless the steward declares n public (Schema.rows),
+it is measured once with the Laplace mechanism (sensitivity 1 when a row is added or removed) from a
+small share of ε and recorded in the ledger; everything downstream (the plan, δ, the report, the
+default number of synthetic rows) uses that noisy count, never the exact one.
 
-Marginals (`measure_marginals`) are counts of the table's rows in the cells of the public discretisation
-(`encoding.tokens.TokenEncoder.cells`: public categories, numbers in bins between public bounds), of every
-modelled column alone (`Schema.modelled`: a derived column is computed from its public rule, never measured) and
-of the pairs `choose_marginals` picks from public facts, and of every numeric column alone a second time on
-finer public bins (`measured_marginals`), released together by one Gaussian mechanism (adding or removing a
-row moves one cell of each marginal by 1: L2 sensitivity √k for k marginals). The accountant composes it with
-the run's DP-SGD (`planning.plan(alongside=...)`).
+Marginals (`measure_marginals`) are counts of the table's rows in the cells of the public
+discretisation (`encoding.tokens.TokenEncoder.cells`: public categories, numbers in bins between
+public bounds), of every modelled column alone (`Schema.modelled`: a derived column is computed from
+its public rule, never measured) and of the pairs `choose_marginals` picks from public facts, and of
+every numeric column alone a second time on finer public bins (`measured_marginals`), released
+together by one Gaussian mechanism (adding or removing a row moves one cell of each marginal by 1:
+L2 sensitivity √k for k marginals). The accountant composes it with the run's DP-SGD
+(`planning.plan(alongside=...)`).
 """
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ def count_epsilon(epsilon: float) -> float:
 
 
 def noisy_count(n: int, epsilon: float, ledger: PrivacyLedger, of: str = "rows") -> int:
-    """n + Laplace(1/ε), rounded, at least 2; recorded in the ledger (ε-DP, δ = 0). of: what n counts, "rows" or
-    "persons" (linked tables: a person is one of n)."""
+    """n + Laplace(1/ε), rounded, at least 2; recorded in the ledger (ε-DP, δ = 0). of: what n
+    counts, "rows" or "persons" (linked tables: a person is one of n)."""
     scale = 1.0 / epsilon
     value = max(2, int(round(n + secret_rng().laplace(0.0, scale))))
     ledger.n_rows = value  # the released count, before the ledger that holds it is written anywhere
@@ -57,7 +58,8 @@ def noisy_count(n: int, epsilon: float, ledger: PrivacyLedger, of: str = "rows")
 
 
 def rows_upper_bound(count: int, epsilon: float | None) -> int:
-    """A number of rows n stays below with chance at least 1 − TAIL, given its count (exact if ε is None)."""
+    """A number of rows n stays below with chance at least 1 − TAIL, given its count (exact if ε is
+    None)."""
     if epsilon is None:
         return int(count)
     return int(count + math.ceil(math.log(1 / (2 * TAIL)) / epsilon))
@@ -85,8 +87,9 @@ def delta_may_differ(asked: float | None, rows: int, count_epsilon: float | None
 
 
 MARGINAL_BINS = 10          # public bins per numeric column in a measured marginal
-# and every numeric column alone again on this many: 10 bins leave the model's own shape within a bin, which
-# a column on a coarse grid of values or with its mass in a corner of its range shows (benchmarks/history, issue 15)
+# and every numeric column alone again on this many: 10 bins leave the model's own shape within a
+# bin, which a column on a coarse grid of values or with its mass in a corner of its range shows
+# (benchmarks/history, issue 15)
 FINE_BINS = 32
 MAX_PAIR_CELLS = 5_000      # a pair with more cells than this is not measured (too noisy per cell)
 ALL_PAIRS_UP_TO = 40        # measure every pair when the marginals then number at most this
@@ -103,17 +106,20 @@ class Marginal:
 
 @dataclass
 class Marginals:
-    """Noisy marginals of the private table on its public discretisation (see the module's docstring)."""
+    """Noisy marginals of the private table on its public discretisation (see the module's
+    docstring)."""
 
     n_bins: int
     noise_std: float        # the Gaussian noise's standard deviation on every cell
     rows: int               # the row count as the run released it (public or noisy)
     marginals: list[Marginal] = field(default_factory=list)
-    total: float | None = None  # the row count the released count and the marginals imply together (pooled_rows)
+    # the row count the released count and the marginals imply together (pooled_rows)
+    total: float | None = None
 
     @property
     def total_rows(self) -> float:
-        """The rows the marginals stand for: their pooled count, else the released one (a run before pooling)."""
+        """The rows the marginals stand for: their pooled count, else the released one (a run before
+        pooling)."""
         return float(self.rows if self.total is None else self.total)
 
     def encoder(self, schema: Schema, marginal: Marginal | None = None) -> TokenEncoder:
@@ -127,8 +133,9 @@ class Marginals:
         return {"n_bins": self.n_bins, "noise_std": self.noise_std, "rows": self.rows,
                 **({"total": self.total} if self.total is not None else {}),
                 "marginals": [{"columns": list(m.columns), "shape": list(m.shape),
-                               # whole floats (JSON keeps them exactly): a reloaded run calibrates to the very
-                               # counts it measured, so its samples equal the fitted model's for a seed
+                               # whole floats (JSON keeps them exactly): a reloaded run calibrates
+                               # to the very counts it measured, so its samples equal the fitted
+                               # model's for a seed
                                "counts": [float(c) for c in m.counts],
                                **({"noise_std": m.noise_std} if m.noise_std is not None else {}),
                                **({"n_bins": m.n_bins} if m.n_bins is not None else {})}
@@ -147,12 +154,13 @@ class Marginals:
 
 
 def pooled_rows(rows: float, rows_variance: float, marginals: list[Marginal], std: Callable[[Marginal], float]) -> float:
-    """The row count that the released count and the measured marginals imply together: every marginal of the
-    whole table sums to the row count, with the variance of its noise (cells · std²), and the noisy count has its
-    own; their inverse-variance average (post-processing of released values: no privacy cost). A public count
-    (variance 0) is returned as it is. On a small table the count's Laplace noise at its small share of ε is
-    large (scale 50 at ε = 1): a count four times too low once made calibration put a sample's weight on 11 of
-    the persons; the marginals' sums narrow it to less than half (60 measurements at ε = 1, the error's standard
+    """The row count that the released count and the measured marginals imply together: every
+    marginal of the whole table sums to the row count, with the variance of its noise (cells ·
+    std²), and the noisy count has its own; their inverse-variance average (post-processing of
+    released values: no privacy cost). A public count (variance 0) is returned as it is. On a small
+    table the count's Laplace noise at its small share of ε is large (scale 50 at ε = 1): a count
+    four times too low once made calibration put a sample's weight on 11 of the persons; the
+    marginals' sums narrow it to less than half (60 measurements at ε = 1, the error's standard
     deviation: pbcseq's persons 76 to 30, Males' 70 to 29; benchmarks/bench_pooled_count.py)."""
     if rows_variance <= 0 or not marginals:
         return float(rows)
@@ -162,15 +170,17 @@ def pooled_rows(rows: float, rows_variance: float, marginals: list[Marginal], st
 
 
 def rows_to_draw(released: int, calibration) -> int:
-    """The rows (linked tables: persons) a sample has unless asked otherwise: the released count, made more precise
-    by the run's measured marginals where it has them (`pooled_rows`; calibration: Marginals or PersonMarginals)."""
+    """The rows (linked tables: persons) a sample has unless asked otherwise: the released count,
+    made more precise by the run's measured marginals where it has them (`pooled_rows`; calibration:
+    Marginals or PersonMarginals)."""
     return max(1, int(round(calibration.total_rows))) if calibration is not None else int(released)
 
 
 def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[str, ...]]:
-    """Which marginals to measure, from public facts only: every column alone; every pair of columns if that
-    makes at most ALL_PAIRS_UP_TO marginals, else every pair of a target or sensitive column (the schema's
-    roles) with another column; never a pair with more than MAX_PAIR_CELLS cells. Modelled columns only."""
+    """Which marginals to measure, from public facts only: every column alone; every pair of columns
+    if that makes at most ALL_PAIRS_UP_TO marginals, else every pair of a target or sensitive column
+    (the schema's roles) with another column; never a pair with more than MAX_PAIR_CELLS cells.
+    Modelled columns only."""
     schema = schema.modelled()
     encoder = TokenEncoder(schema, n_bins)
     size = {c.spec.name: c.size for c in encoder.codecs}
@@ -190,9 +200,10 @@ def choose_marginals(schema: Schema, n_bins: int = MARGINAL_BINS) -> list[tuple[
 
 def measured_marginals(schema: Schema, n_bins: int = MARGINAL_BINS,
                        fine_bins: int | None = FINE_BINS) -> list[tuple[tuple[str, ...], int]]:
-    """Every marginal a measurement releases, with its numbers' public bins: those `choose_marginals` picks, on
-    `n_bins`; then every numeric column alone on `fine_bins` (None or 0: not), where that cuts it finer (an
-    integer column with at most `n_bins` values already has a bin per value)."""
+    """Every marginal a measurement releases, with its numbers' public bins: those
+    `choose_marginals` picks, on `n_bins`; then every numeric column alone on `fine_bins` (None or
+    0: not), where that cuts it finer (an integer column with at most `n_bins` values already has a
+    bin per value)."""
     schema = schema.modelled()
     out = [(columns, n_bins) for columns in choose_marginals(schema, n_bins)]
     if fine_bins:
@@ -220,9 +231,9 @@ def public_marginals(table: pd.DataFrame, schema: Schema, n_bins: int = MARGINAL
 def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
                       rows: int, accountant: str = "prv", n_bins: int = MARGINAL_BINS,
                       fine_bins: int | None = FINE_BINS) -> tuple[Marginals, Gaussian]:
-    """The marginals `measured_marginals` lists, of a validated table, measured by one Gaussian mechanism that
-    alone spends (ε, δ), recorded in the ledger; and the mechanism, for the accountant to compose with the
-    training. The sensitivity counts marginals, not cells."""
+    """The marginals `measured_marginals` lists, of a validated table, measured by one Gaussian
+    mechanism that alone spends (ε, δ), recorded in the ledger; and the mechanism, for the
+    accountant to compose with the training. The sensitivity counts marginals, not cells."""
     schema = schema.modelled()
     chosen = measured_marginals(schema, n_bins, fine_bins)
     mechanism, std = _mechanism(chosen, epsilon, delta, accountant)
@@ -243,26 +254,28 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
 
 
 def _mechanism(chosen: list, epsilon: float, delta: float, accountant: str) -> tuple[Gaussian, float]:
-    """The Gaussian mechanism that releases `chosen` marginals with (ε, δ), and its noise's standard deviation on
-    every cell (the sensitivity counts marginals: √k)."""
+    """The Gaussian mechanism that releases `chosen` marginals with (ε, δ), and its noise's standard
+    deviation on every cell (the sensitivity counts marginals: √k)."""
     mechanism = gaussian_for(epsilon, delta, accountant)
     return mechanism, mechanism.noise_multiplier * math.sqrt(len(chosen))
 
 
 def marginals_noise_std(schema: Schema, epsilon: float, delta: float, accountant: str = "prv",
                         n_bins: int = MARGINAL_BINS, fine_bins: int | None = FINE_BINS) -> float:
-    """The noise's standard deviation on every cell that `measure_marginals` would release with (ε, δ) for this
-    public schema, before anything is spent (a forecast's closed form)."""
+    """The noise's standard deviation on every cell that `measure_marginals` would release with (ε,
+    δ) for this public schema, before anything is spent (a forecast's closed form)."""
     return _mechanism(measured_marginals(schema.modelled(), n_bins, fine_bins), epsilon, delta, accountant)[1]
 
 
 QUANTILE_LEVELS = 20        # quantiles released per numeric column: the levels 1/20, …, 19/20
-QUANTILE_CELLS = 200        # public cells of the histogram they are read from (fewer: an integer column's values)
+# public cells of the histogram they are read from (fewer: an integer column's values)
+QUANTILE_CELLS = 200
 
 
 def quantile_columns(schema: Schema) -> list[str]:
-    """The numeric modelled columns whose bins quantiles would move: those with bounds and more possible values
-    than QUANTILE_CELLS (an integer column with fewer is binned one value per bin where bins allow)."""
+    """The numeric modelled columns whose bins quantiles would move: those with bounds and more
+    possible values than QUANTILE_CELLS (an integer column with fewer is binned one value per bin
+    where bins allow)."""
     out = []
     for spec in schema.modelled().columns:
         if not spec.is_numeric or not spec.has_bounds:
@@ -275,13 +288,15 @@ def quantile_columns(schema: Schema) -> list[str]:
 
 def measure_quantiles(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
                       accountant: str = "prv") -> tuple[Schema, Gaussian | None]:
-    """A copy of `schema` whose numeric columns (`quantile_columns`) carry quantiles released with DP, and the
-    mechanism, for the accountant to compose with the run's others (None: no column to measure).
+    """A copy of `schema` whose numeric columns (`quantile_columns`) carry quantiles released with
+    DP, and the mechanism, for the accountant to compose with the run's others (None: no column to
+    measure).
 
-    Each column's values are counted in QUANTILE_CELLS public cells (even on its scale, `ColumnSpec.edges`
-    without quantiles); the histograms are released together by one Gaussian mechanism that alone spends
-    (ε, δ) (a row moves one cell of each: L2 sensitivity √k), recorded in the ledger. The quantiles are read
-    from each noisy histogram (`_quantiles_of`): post-processing."""
+    Each column's values are counted in QUANTILE_CELLS public cells (even on its scale,
+    `ColumnSpec.edges` without quantiles); the histograms are released together by one Gaussian
+    mechanism that alone spends (ε, δ) (a row moves one cell of each: L2 sensitivity √k), recorded
+    in the ledger. The quantiles are read from each noisy histogram (`_quantiles_of`):
+    post-processing."""
     import copy
     columns = quantile_columns(schema)
     if not columns:
@@ -305,16 +320,18 @@ def measure_quantiles(table: pd.DataFrame, schema: Schema, epsilon: float, delta
 
 
 def _quantiles_of(counts: np.ndarray, cells: np.ndarray, levels: np.ndarray, spec) -> list[float]:
-    """The values at `levels` of the distribution a noisy histogram describes (uniform within each cell), on
-    the column's public range and precision, ascending. The noisy cumulative counts are divided by the noisy
-    total and made non-decreasing: clipping each noisy count at zero instead would pile the noise of the
-    empty cells into the tail (upper quantiles three times too high in a test)."""
+    """The values at `levels` of the distribution a noisy histogram describes (uniform within each
+    cell), on the column's public range and precision, ascending. The noisy cumulative counts are
+    divided by the noisy total and made non-decreasing: clipping each noisy count at zero instead
+    would pile the noise of the empty cells into the tail (upper quantiles three times too high in a
+    test)."""
     total = counts.sum()
     if total <= 0:  # nothing stands out of the noise: evenly spread on the column's scale
         return [float(v) for v in spec.from_unit(levels)]
     cumulative = np.clip(np.maximum.accumulate(np.r_[0.0, np.cumsum(counts)] / total), 0.0, 1.0)
     edges = np.clip(cells, spec.lower, spec.upper)
-    i = np.clip(np.searchsorted(cumulative, levels, side="left"), 1, len(counts))  # the cell where each level is crossed
+    # the cell where each level is crossed
+    i = np.clip(np.searchsorted(cumulative, levels, side="left"), 1, len(counts))
     share = (levels - cumulative[i - 1]) / np.maximum(cumulative[i] - cumulative[i - 1], 1e-300)
     q = edges[i - 1] + np.clip(share, 0.0, 1.0) * (edges[i] - edges[i - 1])
     if spec.kind == "integer":

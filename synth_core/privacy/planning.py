@@ -1,13 +1,15 @@
-"""Planning a run's noise within its budget, before anything is spent: what a model declares (`SamplingShape`), and
-the plans the accountant's figures give for it (`NoisePlan` for DP-SGD, `RhoPlan` for an adaptive zCDP mechanism).
+"""Planning a run's noise within its budget, before anything is spent: what a model declares
+(`SamplingShape`), and the plans the accountant's figures give for it (`NoisePlan` for DP-SGD,
+`RhoPlan` for an adaptive zCDP mechanism).
 
-A model declares how its DP training samples (`SamplingShape`: what each step samples from, the expected
-batch, the epochs, the clipping norm, and how many of the mechanism's neighbours one row can move); `plan`
-turns that and a budget into a `NoisePlan`: the noise multiplier σ that makes the planned Poisson-sampled
-steps end at the target (ε, δ). A plan then says what any number of its steps cost (`NoisePlan.spent`),
-group privacy included, and gives the live curve (`NoisePlan.curve`). A plan may be calibrated with the run's
-Gaussian measurements alongside it (`plan(alongside=...)`), so that the run as a whole, not each part, ends at
-the target. Every ε here comes from `accounting`.
+A model declares how its DP training samples (`SamplingShape`: what each step samples from, the
+expected batch, the epochs, the clipping norm, and how many of the mechanism's neighbours one row
+can move); `plan` turns that and a budget into a `NoisePlan`: the noise multiplier σ that makes the
+planned Poisson-sampled steps end at the target (ε, δ). A plan then says what any number of its
+steps cost (`NoisePlan.spent`), group privacy included, and gives the live curve
+(`NoisePlan.curve`). A plan may be calibrated with the run's Gaussian measurements alongside it
+(`plan(alongside=...)`), so that the run as a whole, not each part, ends at the target. Every ε here
+comes from `accounting`.
 """
 from __future__ import annotations
 
@@ -21,13 +23,15 @@ from .budget import BudgetError, check_budget
 
 @dataclass(frozen=True)
 class SamplingShape:
-    """How a model's DP training touches the data, declared by the model; `plan` calibrates the noise to it.
+    """How a model's DP training touches the data, declared by the model; `plan` calibrates the
+    noise to it.
 
-    population: what each step samples from (rows; DTGAN_G's critics); expected_batch: the expected Poisson
-    batch, in items; epochs: passes over the population (steps = epochs / sampling rate); max_grad_norm: the
-    clipping norm; group_size: how many of the mechanism's neighbouring inputs one row can move (DTGAN_G: a
-    row's critic answers on both neighbouring tables, 2); min_noise_multiplier: the TAN rule (Sander et al.
-    2023), the batch doubles (up to half the population) until σ reaches it, 0 for off."""
+    population: what each step samples from (rows; DTGAN_G's critics); expected_batch: the expected
+    Poisson batch, in items; epochs: passes over the population (steps = epochs / sampling rate);
+    max_grad_norm: the clipping norm; group_size: how many of the mechanism's neighbouring inputs
+    one row can move (DTGAN_G: a row's critic answers on both neighbouring tables, 2);
+    min_noise_multiplier: the TAN rule (Sander et al. 2023), the batch doubles (up to half the
+    population) until σ reaches it, 0 for off."""
 
     population: int
     expected_batch: float
@@ -50,14 +54,15 @@ class NoisePlan:
     accountant: str
     max_grad_norm: float
     planned_epsilon: float  # the accountant's ε after all planned steps (≤ target)
-    group_size: int = 1     # see SamplingShape; σ is calibrated to the member budget (member_budget)
-    # the run's other mechanisms, for what the whole run has spent after k steps (the live curve): Gaussian
-    # measurements composed with training ([σ, q, steps] each), and the ε spent before
+    # see SamplingShape; σ is calibrated to the member budget (member_budget)
+    group_size: int = 1
+    # the run's other mechanisms, for what the whole run has spent after k steps (the live curve):
+    # Gaussian measurements composed with training ([σ, q, steps] each), and the ε spent before
     # (the noisy count, DP bounds)
     alongside: list = field(default_factory=list)
     prior_epsilon: float = 0.0
-    # the ε the plan was asked for when training got only what the measurements left (a group size above 1:
-    # they compose by basic composition), None when it is `epsilon`
+    # the ε the plan was asked for when training got only what the measurements left (a group size
+    # above 1: they compose by basic composition), None when it is `epsilon`
     asked_epsilon: float | None = None
 
     def to_dict(self) -> dict:
@@ -74,7 +79,8 @@ class NoisePlan:
         return member_budget(self.epsilon, self.delta, self.group_size)[1]
 
     def spent(self, steps: int) -> tuple[float, float]:
-        """(ε, δ) after `steps` of this plan's steps (0, 0 before the first), group privacy applied."""
+        """(ε, δ) after `steps` of this plan's steps (0, 0 before the first), group privacy
+        applied."""
         if steps <= 0:
             return 0.0, 0.0
         e1 = epsilon_after(self.noise_multiplier, self.sample_rate, steps, self.mechanism_delta, self.accountant)
@@ -111,7 +117,8 @@ class RhoPlan:
     epsilon: float
     delta: float
     planned_epsilon: float
-    population: int = 0     # the row count as the run released it (public or noisy): the model's known total
+    # the row count as the run released it (public or noisy): the model's known total
+    population: int = 0
     accountant: str = "zcdp"
     alongside: list = field(default_factory=list)
     prior_epsilon: float = 0.0
@@ -152,12 +159,13 @@ class RhoPlan:
         return tuple(Gaussian(float(a), float(b), int(c)) for a, b, c in self.alongside)
 
     def spent_after(self, rho: float) -> float:
-        """The whole run's ε once the mechanism has spent ρ: what was spent before, plus it composed with
-        the measurements alongside."""
+        """The whole run's ε once the mechanism has spent ρ: what was spent before, plus it composed
+        with the measurements alongside."""
         return self.prior_epsilon + compose((ZCDP(float(rho)), *self.gaussians_alongside()), self.delta, "rdp")
 
     def rounds_spent(self, rho: float) -> float:
-        """What the rounds and the measurements composed with them spent, without what was spent before."""
+        """What the rounds and the measurements composed with them spent, without what was spent
+        before."""
         return self.spent_after(rho) - self.prior_epsilon
 
 
@@ -178,7 +186,8 @@ def plan_rho(epsilon: float, delta: float, rounds: int, rows: int,
 
 
 def plan_class(data: dict) -> "type[NoisePlan] | type[RhoPlan]":
-    """The kind of plan a saved one is (what its steps are called, whether they adapt), without reading it."""
+    """The kind of plan a saved one is (what its steps are called, whether they adapt), without
+    reading it."""
     return RhoPlan if data.get("kind") == "zcdp" else NoisePlan
 
 
@@ -192,8 +201,8 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
     """The noise plan for a model's sampling shape within (ε, δ).
 
     alongside: Gaussian mechanisms of the same run (measurements); σ is then calibrated so that the
-    training and they, composed by the accountant, end at (ε, δ). With a group size above 1 they are not
-    composable with the training, and the training gets what they leave by basic composition."""
+    training and they, composed by the accountant, end at (ε, δ). With a group size above 1 they are
+    not composable with the training, and the training gets what they leave by basic composition."""
     if shape.group_size < 1:
         raise BudgetError(f"the group size must be at least 1, not {shape.group_size}")
     check_budget(epsilon, delta)
@@ -225,8 +234,9 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
 
 def _calibrate_composed(epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str,
                         alongside: tuple[Gaussian, ...]) -> float:
-    """σ for DP-SGD such that it and the `alongside` mechanisms, composed, end at (ε, δ): RDP's answer for the
-    composition (RDP bounds ε from above, so its σ is enough), then with PRV a search below it."""
+    """σ for DP-SGD such that it and the `alongside` mechanisms, composed, end at (ε, δ): RDP's
+    answer for the composition (RDP bounds ε from above, so its σ is enough), then with PRV a search
+    below it."""
     if compose(alongside, delta, accountant) >= epsilon:
         raise BudgetError(f"the measurements alone spend ε={compose(alongside, delta, accountant):.3g} of "
                           f"{epsilon:g}: nothing is left for training; lower the share they take")
@@ -235,23 +245,26 @@ def _calibrate_composed(epsilon: float, delta: float, sample_rate: float, steps:
         return compose((Gaussian(sigma, sample_rate, steps), *alongside), delta, how)
 
     def bisect(how: str, low: float, high: float, ratio: float) -> tuple[float, float]:
-        """[low, high] narrowed on a log scale until high / low ≤ ratio; total(high) stays within ε."""
+        """[low, high] narrowed on a log scale until high / low ≤ ratio; total(high) stays within
+        ε."""
         while high / low > ratio:
             mid = math.sqrt(low * high)
             low, high = (mid, high) if total(mid, how) > epsilon else (low, mid)
         return low, high
 
-    # RDP's σ for the composition (an upper bound on ε, so enough noise), by bisection: microseconds an evaluation
+    # RDP's σ for the composition (an upper bound on ε, so enough noise), by bisection: microseconds
+    # an evaluation
     low, high = 0.05, 1e4
     if total(high, "rdp") > epsilon:
         if accountant != "prv" or total(high, "prv") > epsilon:
             raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} with the measurements alongside")
-        # at a small ε RDP's bound on the measurements alone exceeds it (a Gaussian PRV sets to ε = 0.025 costs 0.10
-        # by RDP at δ = 1e-5): bisect with PRV itself, about ten evaluations
+        # at a small ε RDP's bound on the measurements alone exceeds it (a Gaussian PRV sets to ε =
+        # 0.025 costs 0.10 by RDP at δ = 1e-5): bisect with PRV itself, about ten evaluations
         low, high = bisect("prv", low, high, 1.05)
         return _search_down(lambda sigma: total(sigma, "prv") - epsilon, low, high, 0.005 * epsilon)[1]
     low, high = bisect("rdp", low, high, 1.002)
-    if accountant == "prv":  # PRV, tighter, needs less noise: bracket it below RDP's σ, then narrow it
+    # PRV, tighter, needs less noise: bracket it below RDP's σ, then narrow it
+    if accountant == "prv":
         low = 0.85 * high
         while total(low, "prv") <= epsilon and low > 0.05:
             high, low = low, 0.85 * low
@@ -260,8 +273,9 @@ def _calibrate_composed(epsilon: float, delta: float, sample_rate: float, steps:
 
 
 def _search_down(excess, low: float, high: float, tolerance: float, max_evaluations: int = 12) -> tuple[float, float]:
-    """Narrow [low, high] (excess(low) > 0 ≥ excess(high), excess decreasing) by regula falsi (Illinois), until
-    high spends within `tolerance` of the target. Returns the bracket; high is always safe."""
+    """Narrow [low, high] (excess(low) > 0 ≥ excess(high), excess decreasing) by regula falsi
+    (Illinois), until high spends within `tolerance` of the target. Returns the bracket; high is
+    always safe."""
     f_low, f_high = None, excess(high)
     side = 0
     for _ in range(max_evaluations):
@@ -287,8 +301,8 @@ def _search_down(excess, low: float, high: float, tolerance: float, max_evaluati
 
 def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: float, delta: float,
                accountant: str = "prv", max_grad_norm: float = 1.0, alongside: tuple[Gaussian, ...] = ()) -> NoisePlan:
-    """Calibrate σ so that `epochs` worth of Poisson-sampled steps end at (ε, δ); with Gaussian measurements
-    `alongside`, so that the steps and they, composed by the accountant, do."""
+    """Calibrate σ so that `epochs` worth of Poisson-sampled steps end at (ε, δ); with Gaussian
+    measurements `alongside`, so that the steps and they, composed by the accountant, do."""
     check_budget(epsilon, delta)
     accountant = accountant_for(epsilon, accountant)
     if n_rows < 2:

@@ -1,5 +1,6 @@
-"""A table's budget read as a steward plans it: what a total leaves, whether a run fits in it, and the releases
-planned on a table (a quick look, the release, a refresh), whose ε adds up to the total set with them."""
+"""A table's budget read as a steward plans it: what a total leaves, whether a run fits in it, and
+the releases planned on a table (a quick look, the release, a refresh), whose ε adds up to the total
+set with them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,14 +15,15 @@ def remaining(total: float, spent: float) -> float:
 
 
 def spends_the_rest(epsilon: float, total: float, spent: float) -> bool:
-    """Whether a run of ε fits in what is left of a table's total but leaves nothing of use (under 1% of the
-    total, or 0.01) for another run."""
+    """Whether a run of ε fits in what is left of a table's total but leaves nothing of use (under
+    1% of the total, or 0.01) for another run."""
     left = remaining(total, spent)
     return 0 <= left * (1 + 1e-9) - epsilon < max(0.01, 0.01 * total)
 
 
 def check_within(epsilon: float, total: float, spent: float) -> None:
-    """BudgetError unless a run's ε fits in what a table's total leaves after what its runs spent."""
+    """BudgetError unless a run's ε fits in what a table's total leaves after what its runs
+    spent."""
     remaining_ = remaining(total, spent)
     if epsilon > remaining_ * (1 + 1e-9):
         raise BudgetError(f"this run's ε = {amount(epsilon)} would exceed the table's budget: {amount(spent)} of "
@@ -39,7 +41,8 @@ class Release:
 
 
 def check_plan(releases: list) -> list[Release]:
-    """A plan of releases checked: each named once, each ε above 0 (BudgetError naming the first that is not)."""
+    """A plan of releases checked: each named once, each ε above 0 (BudgetError naming the first
+    that is not)."""
     out, seen = [], set()
     for i, release in enumerate(releases, 1):
         name = str(release.name if isinstance(release, Release) else release.get("name", "")).strip()

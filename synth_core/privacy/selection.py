@@ -1,12 +1,14 @@
-"""An adaptive mechanism's privacy: marginals chosen by the exponential mechanism and measured by the Gaussian
-mechanism, round after round, within a budget of zero-concentrated DP ρ (AIM, McKenna et al. 2022).
+"""An adaptive mechanism's privacy: marginals chosen by the exponential mechanism and measured by
+the Gaussian mechanism, round after round, within a budget of zero-concentrated DP ρ (AIM, McKenna
+et al. 2022).
 
-A `RhoBudget` is what such a mechanism may spend (`accounting.rho_for`: the ρ that, composed with the run's
-other Gaussian mechanisms, ends at the run's (ε, δ)). Each round asks it for a schedule (`next_round`): the
-selection's ε and the measurement's σ; it refuses a round past the budget, so however many rounds run and
-however the schedule adapts, the ρ spent never exceeds it. The draws come from secret randomness
-(`randomness.secret_rng`). `record` writes what was spent (ρ, and ε at the run's δ) to the ledger, as one
-entry the accountant composes by its ρ, whether the mechanism finished, was cancelled or failed.
+A `RhoBudget` is what such a mechanism may spend (`accounting.rho_for`: the ρ that, composed with
+the run's other Gaussian mechanisms, ends at the run's (ε, δ)). Each round asks it for a schedule
+(`next_round`): the selection's ε and the measurement's σ; it refuses a round past the budget, so
+however many rounds run and however the schedule adapts, the ρ spent never exceeds it. The draws
+come from secret randomness (`randomness.secret_rng`). `record` writes what was spent (ρ, and ε at
+the run's δ) to the ledger, as one entry the accountant composes by its ρ, whether the mechanism
+finished, was cancelled or failed.
 Any family with its own mechanism (no DP-SGD) spends from such a budget: AIM's selections, or
 measurements alone (`sigma_for`: equal ones that spend what is left); its entry carries its own
 words and kind.
@@ -29,10 +31,11 @@ MEASUREMENT_SHARE = 0.9
 
 
 def opening(rho: float, rounds: int, columns: int, one_way_share: float = 0.0) -> dict:
-    """How a run with budget ρ and `rounds` planned rounds starts: the noise σ on every column's counts in the
-    first round (in the share of ρ `one_way_share` gives them, each column costing 1/2σ²; with no share, at the
-    plan's pace and in at most half of ρ when there are few rounds and many columns), and the selection's ε
-    and the measurement's σ of a later round at the plan's pace (the schedule adapts from there)."""
+    """How a run with budget ρ and `rounds` planned rounds starts: the noise σ on every column's
+    counts in the first round (in the share of ρ `one_way_share` gives them, each column costing
+    1/2σ²; with no share, at the plan's pace and in at most half of ρ when there are few rounds and
+    many columns), and the selection's ε and the measurement's σ of a later round at the plan's pace
+    (the schedule adapts from there)."""
     budget = RhoBudget(rho)
     epsilon, sigma = budget.schedule(budget.round_cost(rounds))
     first = math.sqrt(columns / (2 * one_way_share * rho)) if one_way_share else max(sigma, math.sqrt(columns / rho))
@@ -45,14 +48,16 @@ def rho_after_one_way(rho: float, columns: int, sigma: float) -> float:
 
 
 def sharpened(epsilon: float, sigma: float) -> tuple[float, float]:
-    """The next round's (selection ε, measurement σ) when a measurement hardly moved the model: twice as sharp
-    a choice, half the noise (AIM's annealing; each such round costs four times the one before)."""
+    """The next round's (selection ε, measurement σ) when a measurement hardly moved the model:
+    twice as sharp a choice, half the noise (AIM's annealing; each such round costs four times the
+    one before)."""
     return 2 * epsilon, sigma / 2
 
 
 @dataclass
 class RhoBudget:
-    """ρ an adaptive mechanism may spend, and what it has spent (every mechanism counted as it starts)."""
+    """ρ an adaptive mechanism may spend, and what it has spent (every mechanism counted as it
+    starts)."""
 
     total: float
     spent: float = 0.0
@@ -105,22 +110,23 @@ class RhoBudget:
 
     def measure(self, counts: np.ndarray, sigma: float, rng: np.random.Generator | None = None,
                 what: str = "measurement") -> np.ndarray:
-        """counts (one marginal: a row moves one cell by 1, L2 sensitivity 1) + N(0, σ²) per cell, paid; drawn by
-        the secure sampler and rounded (randomness.noisy_counts). `rng` draws the selections, not
-        this noise (unused here)."""
+        """counts (one marginal: a row moves one cell by 1, L2 sensitivity 1) + N(0, σ²) per cell,
+        paid; drawn by the secure sampler and rounded (randomness.noisy_counts). `rng` draws the
+        selections, not this noise (unused here)."""
         self._spend(gaussian_rho(sigma), what)
         self.measurements += 1
         return noisy_counts(counts, sigma)
 
     def select(self, qualities: np.ndarray, epsilon: float, sensitivity: float, rng: np.random.Generator,
                allowed: Callable[[int], bool] | None = None) -> int:
-        """The exponential mechanism over the candidates `allowed` accepts (every one when None): index i drawn
-        with probability ∝ exp(ε·q_i / (2·Δ)) among them, paid. Drawn by the Gumbel-max trick: each score plus
-        its own Gumbel noise, the candidates taken from the highest, the first allowed wins. That is exactly the
-        mechanism run over the allowed candidates alone (the argmax of a subset of Gumbel-perturbed scores), but
-        `allowed` (which may be costly) is asked only of the candidates above the one drawn. Δ must bound the
-        quality's sensitivity over the allowed candidates; whether a candidate is allowed must not depend on
-        the private data."""
+        """The exponential mechanism over the candidates `allowed` accepts (every one when None):
+        index i drawn with probability ∝ exp(ε·q_i / (2·Δ)) among them, paid. Drawn by the
+        Gumbel-max trick: each score plus its own Gumbel noise, the candidates taken from the
+        highest, the first allowed wins. That is exactly the mechanism run over the allowed
+        candidates alone (the argmax of a subset of Gumbel-perturbed scores), but `allowed` (which
+        may be costly) is asked only of the candidates above the one drawn. Δ must bound the
+        quality's sensitivity over the allowed candidates; whether a candidate is allowed must not
+        depend on the private data."""
         self._spend(exponential_rho(epsilon), "selection")
         self.selections += 1
         q = np.asarray(qualities, float)

@@ -1,23 +1,26 @@
-"""A privacy budget per table, across all its runs (as OpenDP's DP Creator and Tumult keep a dataset's budget).
+"""A privacy budget per table, across all its runs (as OpenDP's DP Creator and Tumult keep a
+dataset's budget).
 
-The steward sets the total ε a table may spend. Every run on it draws from that total: a run reserves its
-whole ε before it starts (refused if the table's remaining ε is smaller) and settles, when it ends however it
-ends, at what its ledger says it spent. A run that never settles (its process was killed) keeps its whole
-reservation, an upper bound. Spending composes by basic composition (sums of ε and δ).
+The steward sets the total ε a table may spend. Every run on it draws from that total: a run
+reserves its whole ε before it starts (refused if the table's remaining ε is smaller) and settles,
+when it ends however it ends, at what its ledger says it spent. A run that never settles (its
+process was killed) keeps its whole reservation, an upper bound. Spending composes by basic
+composition (sums of ε and δ).
 
-Each reservation is a charge of its own, under a fresh random key kept in the book alone: a run refused or
-failed into a folder that already holds a run, an `--overwrite`, a retry after a crash, each adds a charge and
-none replaces or lowers another's. A charge belongs to its run: the book records the run's folder (its path and
-the folder itself), and the folder keeps only the run's id. A run that died is settled later from its own
-ledger, but only by the folder the charge was made for: a copy, a move or an edited file settles nothing, and a
-settled charge is never lowered again.
+Each reservation is a charge of its own, under a fresh random key kept in the book alone: a run
+refused or failed into a folder that already holds a run, an `--overwrite`, a retry after a crash,
+each adds a charge and none replaces or lowers another's. A charge belongs to its run: the book
+records the run's folder (its path and the folder itself), and the folder keeps only the run's id. A
+run that died is settled later from its own ledger, but only by the folder the charge was made for:
+a copy, a move or an edited file settles nothing, and a settled charge is never lowered again.
 
-A table is recognised by a keyed fingerprint of its validated rows in canonical form (privacy.table_identity):
-a re-export, an extra column the schema ignores, rows or columns in another order are the same table, and one
-that shares most of its rows with a known table is asked about before a new budget opens. The book is in the
-workbench home only (privacy.book_file: validated on every read, every change journaled, written atomically
-under a file lock, so the app, the CLI and background workers can share it); a book that is not what the
-workbench writes, or that lost its key, is refused, never reset.
+A table is recognised by a keyed fingerprint of its validated rows in canonical form
+(privacy.table_identity): a re-export, an extra column the schema ignores, rows or columns in
+another order are the same table, and one that shares most of its rows with a known table is asked
+about before a new budget opens. The book is in the workbench home only (privacy.book_file:
+validated on every read, every change journaled, written atomically under a file lock, so the app,
+the CLI and background workers can share it); a book that is not what the workbench writes, or that
+lost its key, is refused, never reset.
 """
 from __future__ import annotations
 
@@ -44,14 +47,16 @@ __all__ = ["BookError", "BudgetError", "TableBudgets", "TableCharge", "TableAcco
 
 @dataclass
 class TableAccount:
-    """One table's budget: the total the steward set, what each run reserved or spent, and the releases the
-    steward planned (their ε adds up to the total they set with them)."""
+    """One table's budget: the total the steward set, what each run reserved or spent, and the
+    releases the steward planned (their ε adds up to the total they set with them)."""
 
     total_epsilon: float
-    charges: dict  # charge key -> {"epsilon", "delta", "settled", "time", "run", "run_id", "folder"}
+    # charge key -> {"epsilon", "delta", "settled", "time", "run", "run_id", "folder"}
+    charges: dict
     label: str = ""
     plan: list = field(default_factory=list)  # [Release]
-    aliases: list = field(default_factory=list)  # other files' fingerprints the steward said are this table
+    # other files' fingerprints the steward said are this table
+    aliases: list = field(default_factory=list)
 
     @property
     def spent_epsilon(self) -> float:
@@ -78,8 +83,9 @@ class Resemblance:
 
 @dataclass(frozen=True)
 class TableIdentity:
-    """Which table a file holds: its fingerprint, the account the book keeps for it (None: a table the book
-    has never seen), and the known tables it resembles (asked about before a new budget opens)."""
+    """Which table a file holds: its fingerprint, the account the book keeps for it (None: a table
+    the book has never seen), and the known tables it resembles (asked about before a new budget
+    opens)."""
     fingerprint: str
     account: str | None
     resembles: tuple = ()
@@ -91,8 +97,8 @@ class TableIdentity:
 
 
 class SameTable(BudgetError):
-    """A new file shares most of its rows with a table the book knows: the steward says whether it is that
-    table (its budget) or another (a budget of its own) before anything is reserved."""
+    """A new file shares most of its rows with a table the book knows: the steward says whether it
+    is that table (its budget) or another (a budget of its own) before anything is reserved."""
 
     def __init__(self, identity: TableIdentity):
         self.identity = identity
@@ -108,7 +114,8 @@ class NotThisRun(BudgetError):
 
 
 def _parts(table, schema) -> tuple[list, tuple]:
-    """What a table's identity is computed over: (tag, rows, columns) for each part, and the missing markers."""
+    """What a table's identity is computed over: (tag, rows, columns) for each part, and the missing
+    markers."""
     if isinstance(table, LinkedTables):
         if isinstance(schema, LinkedSchema):
             return ([("parents", table.parents, [*schema.parent.names, schema.key]),
@@ -122,22 +129,23 @@ def _parts(table, schema) -> tuple[list, tuple]:
 
 
 def identity_key(table, schema) -> tuple:
-    """What a table's identity depends on besides its rows (the parts' columns, the missing markers): a cache
-    key for a page that identifies the same table again and again."""
+    """What a table's identity depends on besides its rows (the parts' columns, the missing
+    markers): a cache key for a page that identifies the same table again and again."""
     parts, markers = _parts(table, schema)
     return tuple((tag, tuple(map(str, columns))) for tag, _, columns in parts), markers
 
 
 def _is_its(record: dict, key: str, charge: dict) -> bool:
-    """Whether a book's charge is the one a run folder's record names: by its run id (a run made before: by
-    the charge's key)."""
+    """Whether a book's charge is the one a run folder's record names: by its run id (a run made
+    before: by the charge's key)."""
     if record.get("run_id"):
         return charge.get("run_id") == record["run_id"]
     return key == record.get("key")
 
 
 def folder_identity(path: str | Path) -> str:
-    """The run folder itself (device and inode): a copy, or a folder put in its place, is another."""
+    """The run folder itself (device and inode): a copy, or a folder put in its place, is
+    another."""
     st = os.stat(path)
     return f"{st.st_dev}:{st.st_ino}"
 
@@ -157,8 +165,8 @@ class TableBudgets:
         return self.file.read()["tables"]
 
     def check(self) -> None:
-        """BookError in one line where the book cannot be trusted (not what the workbench writes, its key or
-        its content lost while runs charged it)."""
+        """BookError in one line where the book cannot be trusted (not what the workbench writes,
+        its key or its content lost while runs charged it)."""
         self._read()
 
     def _change(self, *changes: dict) -> None:
@@ -168,9 +176,10 @@ class TableBudgets:
 
     # --- which table ----------------------------------------------------------------------------------
     def identify(self, table: pd.DataFrame | LinkedTables, schema=None) -> TableIdentity:
-        """Which table `table` is: its canonical fingerprint (over the schema's columns when given), the
-        account the book keeps for it (under that fingerprint, or as a file the steward attached), and the
-        known tables it resembles. An account kept under the fingerprint of an older form is carried over."""
+        """Which table `table` is: its canonical fingerprint (over the schema's columns when given),
+        the account the book keeps for it (under that fingerprint, or as a file the steward
+        attached), and the known tables it resembles. An account kept under the fingerprint of an
+        older form is carried over."""
         parts, markers = _parts(table, schema)
         key = self.file.ensure_key()
         hashes = identity.row_hashes(parts, key, markers)
@@ -189,7 +198,8 @@ class TableBudgets:
         return next((tid for tid, entry in tables.items() if fingerprint in entry.get("aliases", [])), None)
 
     def _carry_over(self, tables: dict, table, key: bytes, mine: str, sketch: dict) -> str | None:
-        """An account a book kept under the table as uploaded (version 1) moves to the canonical id."""
+        """An account a book kept under the table as uploaded (version 1) moves to the canonical
+        id."""
         whole = table.as_one() if isinstance(table, LinkedTables) else table
         for old in (identity.fingerprint_v1(whole, key), identity.legacy_fingerprint(whole)):
             if old in tables:
@@ -199,7 +209,8 @@ class TableBudgets:
         return None
 
     def _resembling(self, tables: dict, sketch: dict) -> tuple:
-        """The known tables this sketch shares at least RESEMBLES of its rows with, the closest first."""
+        """The known tables this sketch shares at least RESEMBLES of its rows with, the closest
+        first."""
         best: dict[str, float] = {}
         for entry in self._sketches().values():
             account = entry.get("account") if isinstance(entry, dict) else None
@@ -220,8 +231,8 @@ class TableBudgets:
         self.file.keep_sketch(fingerprint, account, sketch)
 
     def table_id(self, table: pd.DataFrame | LinkedTables, schema=None) -> str:
-        """The id under which `table`'s budget is kept (linked tables: both together, one budget for the
-        persons): its account's, or its own fingerprint for a table the book has never seen."""
+        """The id under which `table`'s budget is kept (linked tables: both together, one budget for
+        the persons): its account's, or its own fingerprint for a table the book has never seen."""
         return self.identify(table, schema).table_id
 
     def ids(self, table_id: str) -> set[str]:
@@ -230,8 +241,8 @@ class TableBudgets:
         return {table_id, *entry.get("aliases", [])}
 
     def named(self, name: str) -> str | None:
-        """The table the steward named `name` (its label; for a table without one, the start of its id of
-        8 characters or more, as the book shows it), None if none is."""
+        """The table the steward named `name` (its label; for a table without one, the start of its
+        id of 8 characters or more, as the book shows it), None if none is."""
         name, tables = str(name).strip(), self._read()
         labelled = next((tid for tid, e in tables.items() if name and e.get("label", "") == name), None)
         if labelled is not None or len(name) < 8:
@@ -256,8 +267,8 @@ class TableBudgets:
         return next((tid for tid, entry in self._read().items() if str(charge) in entry.get("charges", {})), None)
 
     def table_of_run(self, record: dict | None) -> str | None:
-        """The table a run folder's charge (what the folder keeps of it) drew from, for showing it; a copy's
-        is its original's."""
+        """The table a run folder's charge (what the folder keeps of it) drew from, for showing it;
+        a copy's is its original's."""
         if not record:
             return None
         for table_id, entry in self._read().items():
@@ -281,9 +292,10 @@ class TableBudgets:
         return self.account(table_id)
 
     def set_plan(self, table_id: str, releases: list, label: str = "") -> TableAccount:
-        """Plan a table's releases, those already made included: the table's total becomes their ε added up (so
-        the book refuses a run beyond the plan; setting the same plan again changes nothing), and the plan is
-        kept for the steward to follow. BudgetError for a plan below what the table's runs spent already."""
+        """Plan a table's releases, those already made included: the table's total becomes their ε
+        added up (so the book refuses a run beyond the plan; setting the same plan again changes
+        nothing), and the plan is kept for the steward to follow. BudgetError for a plan below what
+        the table's runs spent already."""
         releases = check_plan(releases)
         with self.file.locked():
             book = self.file.read()
@@ -310,8 +322,8 @@ class TableBudgets:
         self._change({"change": "label", "table": table_id, "label": name})
 
     def attach(self, found: TableIdentity, table_id: str) -> None:
-        """The steward says this file is the table `table_id` (a new export of it): its runs count on that
-        table's budget from now on."""
+        """The steward says this file is the table `table_id` (a new export of it): its runs count
+        on that table's budget from now on."""
         if self.account(table_id) is None:
             raise BudgetError(f"the budget book has no table {table_id}")
         if found.account not in (None, table_id):
@@ -322,11 +334,11 @@ class TableBudgets:
 
     def account_for(self, found: TableIdentity, epsilon: float, total: float | None = None,
                     name: str | None = None, new_table: bool = False, label: str | None = None) -> str:
-        """The table a run on this file draws from, its account opened where it is new (the one rule for the
-        API, the CLI, jobs and the app): the table the steward named (this file attached to it), else the one
-        the book knows the file as; a new file that resembles a known table is asked about (SameTable) unless
-        the steward said it is another table (new_table). label: what a new table is called in the book (the
-        file's name) where no table is called so yet."""
+        """The table a run on this file draws from, its account opened where it is new (the one rule
+        for the API, the CLI, jobs and the app): the table the steward named (this file attached to
+        it), else the one the book knows the file as; a new file that resembles a known table is
+        asked about (SameTable) unless the steward said it is another table (new_table). label: what
+        a new table is called in the book (the file's name) where no table is called so yet."""
         table_id = found.account
         if name:
             named = self.named(name)
@@ -339,7 +351,8 @@ class TableBudgets:
             raise SameTable(found)
         if table_id is None:
             table_id = found.fingerprint
-        if found.sketch and found.fingerprint not in self._sketches():  # what tells its next exports
+        # what tells its next exports
+        if found.sketch and found.fingerprint not in self._sketches():
             self._keep_sketch(found.fingerprint, table_id, found.sketch)
         is_new = self.account(table_id) is None
         self.open_account(table_id, total, epsilon)
@@ -353,8 +366,9 @@ class TableBudgets:
         return table_id
 
     def open_account(self, table_id: str, total: float | None, epsilon: float, label: str = "") -> TableAccount:
-        """The account a run draws from: its total set to `total` when given, and for a table the book has
-        never seen, to the run's own ε when not (the one rule for a first run; a page asks the steward)."""
+        """The account a run draws from: its total set to `total` when given, and for a table the
+        book has never seen, to the run's own ε when not (the one rule for a first run; a page asks
+        the steward)."""
         if total is not None:
             return self.set_total(table_id, total, label)
         account = self.account(table_id)
@@ -363,8 +377,9 @@ class TableBudgets:
     # --- runs -------------------------------------------------------------------------------------------
     def reserve(self, table_id: str, key: str, epsilon: float, delta: float = 0.0, run: str = "",
                 run_id: str = "") -> TableAccount:
-        """Reserve a run's whole budget under a new charge `key`; BudgetError if the table's remaining ε is
-        smaller, or if the key already names a charge (a charge is never replaced)."""
+        """Reserve a run's whole budget under a new charge `key`; BudgetError if the table's
+        remaining ε is smaller, or if the key already names a charge (a charge is never
+        replaced)."""
         with self.file.locked():
             book = self.file.read()
             entry = book["tables"].get(table_id)
@@ -386,8 +401,9 @@ class TableBudgets:
                       "folder": folder_identity(path)})
 
     def settle(self, table_id: str, key: str, epsilon: float, delta: float) -> None:
-        """A run ended: charge what its ledger says it spent instead of its reservation. A run that spent
-        nothing (refused before any mechanism ran) leaves no charge. A settled charge is never lowered."""
+        """A run ended: charge what its ledger says it spent instead of its reservation. A run that
+        spent nothing (refused before any mechanism ran) leaves no charge. A settled charge is never
+        lowered."""
         with self.file.locked():
             book = self.file.read()
             charge = book["tables"].get(table_id, {}).get("charges", {}).get(str(key))
@@ -403,9 +419,10 @@ class TableBudgets:
             self.file.commit(book, [change])
 
     def charge_of(self, folder: str | Path, record: dict) -> "TableCharge":
-        """The charge a run folder draws (from what the folder keeps of it: its run id; for a run made before,
-        the charge's key), found in this book and only if it was made for this very folder; NotThisRun for a
-        copy, a move or an edited file, BookError when the book does not hold it."""
+        """The charge a run folder draws (from what the folder keeps of it: its run id; for a run
+        made before, the charge's key), found in this book and only if it was made for this very
+        folder; NotThisRun for a copy, a move or an edited file, BookError when the book does not
+        hold it."""
         path = Path(folder).resolve()
         table_id = self.table_of_run(record)
         found = None
@@ -425,8 +442,8 @@ class TableBudgets:
 
 @dataclass
 class TableCharge:
-    """What one run draws from its table's budget: reserved before it starts (under a key the book alone
-    keeps), bound to its run folder, settled when it ends from its ledger."""
+    """What one run draws from its table's budget: reserved before it starts (under a key the book
+    alone keeps), bound to its run folder, settled when it ends from its ledger."""
 
     book: TableBudgets
     table_id: str
@@ -456,5 +473,6 @@ class TableCharge:
         return self.book.account(self.table_id)
 
     def to_dict(self) -> dict:
-        """What a run folder keeps of its charge: the run's id, never the book's path nor the charge's key."""
+        """What a run folder keeps of its charge: the run's id, never the book's path nor the
+        charge's key."""
         return {"run_id": self.run_id}

@@ -1,16 +1,18 @@
 """Which table a file holds, however it was written: the budget book's fingerprint and resemblance.
 
-A table is its validated rows in the schema's columns, not the bytes of its file: a re-exported spreadsheet
-(`40` written `40.0`, a trailing space, `N/A` for a blank), an extra column the schema ignores, and rows or
-columns in another order are the same table. Each value is put in a canonical form (numbers as numbers, text
-trimmed with its case kept, every missing marker one value), each row hashed under the book's secret key, and
-the fingerprint is a keyed HMAC of the sorted row hashes. The form is deliberately coarse: two tables that
-differ only where it is blind share one budget, which never lets a table spend more.
+A table is its validated rows in the schema's columns, not the bytes of its file: a re-exported
+spreadsheet (`40` written `40.0`, a trailing space, `N/A` for a blank), an extra column the schema
+ignores, and rows or columns in another order are the same table. Each value is put in a canonical
+form (numbers as numbers, text trimmed with its case kept, every missing marker one value), each row
+hashed under the book's secret key, and the fingerprint is a keyed HMAC of the sorted row hashes.
+The form is deliberately coarse: two tables that differ only where it is blind share one budget,
+which never lets a table spend more.
 
-A table that shares most of its rows with a known one (rows added or removed, a column dropped or added) is
-told by bottom-k sketches (the k smallest row hashes, for all columns and for each column left out): the
-estimated share of rows in common (Jaccard) decides that the steward is asked before a new budget opens.
-Nothing here leaves the workbench home: the hashes are keyed, and a sketch is the book's, never a run's.
+A table that shares most of its rows with a known one (rows added or removed, a column dropped or
+added) is told by bottom-k sketches (the k smallest row hashes, for all columns and for each column
+left out): the estimated share of rows in common (Jaccard) decides that the steward is asked before
+a new budget opens. Nothing here leaves the workbench home: the hashes are keyed, and a sketch is
+the book's, never a run's.
 """
 from __future__ import annotations
 
@@ -23,9 +25,12 @@ import numpy as np
 import pandas as pd
 
 SKETCH_SIZE = 128        # row hashes kept per projection: a share's estimate within about ±0.09
-SKETCH_COLUMNS = 64      # projections (each column left out) kept for tables up to this many columns
-RESEMBLES = 0.5          # a new table sharing at least this share of rows (Jaccard) with a known one is asked about
-# written for a missing value in exports and spreadsheets; any case (a schema's own markers are added)
+# projections (each column left out) kept for tables up to this many columns
+SKETCH_COLUMNS = 64
+# a new table sharing at least this share of rows (Jaccard) with a known one is asked about
+RESEMBLES = 0.5
+# written for a missing value in exports and spreadsheets; any case (a schema's own markers are
+# added)
 MISSING_MARKERS = ("", "na", "n/a", "nan", "null", "none", "?", "-", "#n/a", "missing")
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -36,8 +41,8 @@ def _hash_key(key: bytes) -> str:
 
 
 def _canonical(column: pd.Series, markers: frozenset) -> pd.Series:
-    """A column's values in canonical form: numbers as float64 where every present value is a number, else
-    text with numbers written one way; every missing marker is one missing value."""
+    """A column's values in canonical form: numbers as float64 where every present value is a
+    number, else text with numbers written one way; every missing marker is one missing value."""
     if pd.api.types.is_bool_dtype(column):
         column = column.astype("string")
     if pd.api.types.is_numeric_dtype(column):
@@ -55,7 +60,8 @@ def _canonical(column: pd.Series, markers: frozenset) -> pd.Series:
 
 @dataclass(frozen=True)
 class RowHashes:
-    """A table's keyed row hashes, each column's share of them kept apart so a column can be left out."""
+    """A table's keyed row hashes, each column's share of them kept apart so a column can be left
+    out."""
     columns: tuple[str, ...]
     parts: np.ndarray  # uint64, one row per table row, one column per table column
 
@@ -69,7 +75,8 @@ class RowHashes:
 
 
 def _finish(h: np.ndarray) -> np.ndarray:
-    """A final mix of summed hashes (splitmix64's), so that sums of parts spread over all 64 bits."""
+    """A final mix of summed hashes (splitmix64's), so that sums of parts spread over all 64
+    bits."""
     with np.errstate(over="ignore"):
         h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -78,8 +85,9 @@ def _finish(h: np.ndarray) -> np.ndarray:
 
 def row_hashes(tables: list[tuple[str, pd.DataFrame, list[str]]], key: bytes,
                markers: tuple[str, ...] = ()) -> RowHashes:
-    """Keyed hashes of the rows of each (tag, table, columns): only the named columns present, in canonical
-    form; the tag (a linked table's part) is hashed with each row, so two parts never share a row."""
+    """Keyed hashes of the rows of each (tag, table, columns): only the named columns present, in
+    canonical form; the tag (a linked table's part) is hashed with each row, so two parts never
+    share a row."""
     hash_key, marks = _hash_key(key), frozenset(MISSING_MARKERS) | {m.strip().lower() for m in markers}
     blocks, names = [], []
     for tag, table, columns in tables:
@@ -109,14 +117,16 @@ def _name_hash(name: str, key: bytes) -> np.uint64:
 
 
 def fingerprint(hashes: RowHashes, key: bytes) -> str:
-    """The keyed fingerprint of a table: its column names and its sorted row hashes (any order of either)."""
+    """The keyed fingerprint of a table: its column names and its sorted row hashes (any order of
+    either)."""
     h = hmac.new(key, "\x1e".join(hashes.columns).encode(), hashlib.sha256)
     h.update(np.sort(hashes.rows()).tobytes())
     return h.hexdigest()[:32]
 
 
 def _bottom(rows: np.ndarray) -> np.ndarray:
-    """The SKETCH_SIZE smallest distinct row hashes (a partition first: a full sort of a large table is slow)."""
+    """The SKETCH_SIZE smallest distinct row hashes (a partition first: a full sort of a large table
+    is slow)."""
     take = 4 * SKETCH_SIZE
     if len(rows) > take:
         smallest = np.unique(np.partition(rows, take)[:take + 1])
@@ -126,8 +136,8 @@ def _bottom(rows: np.ndarray) -> np.ndarray:
 
 
 def sketch(hashes: RowHashes) -> dict:
-    """What the book keeps to tell a resembling table: the bottom-k of the row hashes over every column, and
-    (up to SKETCH_COLUMNS columns) over every column but one, as base64."""
+    """What the book keeps to tell a resembling table: the bottom-k of the row hashes over every
+    column, and (up to SKETCH_COLUMNS columns) over every column but one, as base64."""
     def packed(rows: np.ndarray) -> str:
         return base64.b64encode(_bottom(rows).astype("<u8").tobytes()).decode()
     columns = [c for c in hashes.columns if c != "(part)"]
@@ -142,7 +152,8 @@ def _unpack(text: str) -> np.ndarray:
 
 
 def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
-    """The bottom-k estimate of the share of rows two tables have in common (of the rows of either)."""
+    """The bottom-k estimate of the share of rows two tables have in common (of the rows of
+    either)."""
     if not len(a) or not len(b):
         return 0.0
     k = min(SKETCH_SIZE, len(np.union1d(a, b)))
@@ -152,8 +163,8 @@ def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def resemblance(new: dict, known: dict) -> float:
-    """The largest estimated share of rows in common between two sketched tables: as they are, or with a
-    column left out of either (a column dropped or added)."""
+    """The largest estimated share of rows in common between two sketched tables: as they are, or
+    with a column left out of either (a column dropped or added)."""
     try:
         best = _jaccard(_unpack(new["all"]), _unpack(known["all"]))
         for column, mine in new.get("drop", {}).items():
@@ -185,8 +196,8 @@ def legacy_fingerprint(table: pd.DataFrame) -> str:
 
 
 def fingerprint_v1(table: pd.DataFrame, key: bytes) -> str:
-    """The keyed fingerprint of the table as uploaded that books of version 1 used (read once, to carry
-    their accounts over to the canonical one)."""
+    """The keyed fingerprint of the table as uploaded that books of version 1 used (read once, to
+    carry their accounts over to the canonical one)."""
     columns, rows = _v1_rows(table)
     h = hmac.new(key, "\x1f".join(columns).encode(), hashlib.sha256)
     h.update(rows)

@@ -1,10 +1,12 @@
-"""Value sets and point masses the schema lacks, found with DP and paid from the run's ε (as DP bounds are).
+"""Value sets and point masses the schema lacks, found with DP and paid from the run's ε (as DP
+bounds are).
 
-A numeric column with public bounds and a public precision (whole numbers, or a declared number of decimals)
-can take only the values of its grid: lower, lower + step, …, upper. Counting the rows at each grid value and
-adding Laplace(1/ε) noise to each count is ε-DP (a row adds to one count, its column's; columns share ε by
-basic composition); keeping the values whose noisy count reaches τ = ln(K / 2β) / ε (K grid values) lets an
-empty value through with chance at most β. Everything after the noisy counts is post-processing:
+A numeric column with public bounds and a public precision (whole numbers, or a declared number of
+decimals) can take only the values of its grid: lower, lower + step, …, upper. Counting the rows at
+each grid value and adding Laplace(1/ε) noise to each count is ε-DP (a row adds to one count, its
+column's; columns share ε by basic composition); keeping the values whose noisy count reaches τ =
+ln(K / 2β) / ε (K grid values) lets an empty value through with chance at most β. Everything after
+the noisy counts is post-processing:
 
 - the kept values are the column's value set where there are 2 to MAX_VALUES of them and their noisy counts
   hold at least VALUE_SET_SHARE of the rows the run released (its noisy or public count): codes, brackets,
@@ -12,8 +14,9 @@ empty value through with chance at most β. Everything after the noisy counts is
 - else the kept values that hold POINT_SHARE of those rows are its point masses (the 0 of amounts);
 - else nothing is declared, and the column is modelled as before.
 
-A value held by fewer rows than about τ is left out (its rows go to the nearest kept value). The draws are
-secret (privacy.secret_rng); the mechanism, its ε, the columns and what was found are in the ledger.
+A value held by fewer rows than about τ is left out (its rows go to the nearest kept value). The
+draws are secret (privacy.secret_rng); the mechanism, its ε, the columns and what was found are in
+the ledger.
 """
 from __future__ import annotations
 
@@ -28,16 +31,18 @@ from ..schema.scale import MAX_VALUES
 from .ledger import VALUE_SETS, PrivacyLedger
 from .randomness import secret_rng
 
-MAX_GRID = 10_000        # grid values a column may have to be searched (more: declare its values or decimals)
-VALUE_SET_SHARE = 0.9    # the share of the released rows the kept values hold to be the column's value set
+# grid values a column may have to be searched (more: declare its values or decimals)
+MAX_GRID = 10_000
+# the share of the released rows the kept values hold to be the column's value set
+VALUE_SET_SHARE = 0.9
 POINT_SHARE = 0.1        # the share of the released rows a kept value holds to be a point mass
 MAX_FOUND_POINTS = 3
 BETA = 1e-3
 
 
 def grid(spec) -> np.ndarray | None:
-    """The values a numeric column can take by its public facts (bounds and precision), None where they are
-    not all public or more than MAX_GRID."""
+    """The values a numeric column can take by its public facts (bounds and precision), None where
+    they are not all public or more than MAX_GRID."""
     count = spec.n_values() if spec.values is None else None
     if count is None or count > MAX_GRID:
         return None
@@ -45,16 +50,17 @@ def grid(spec) -> np.ndarray | None:
 
 
 def searchable(schema: Schema) -> list:
-    """The numeric columns whose values a run may search: no value set or point mass declared, not derived,
-    whole numbers or declared decimals (bounds may still be estimated before the search)."""
+    """The numeric columns whose values a run may search: no value set or point mass declared, not
+    derived, whole numbers or declared decimals (bounds may still be estimated before the
+    search)."""
     return [c for c in schema.columns if c.is_numeric and c.values is None and c.points is None
             and not c.derived and c.step is not None]
 
 
 def noisy_grid_counts(values: np.ndarray, candidates: np.ndarray, epsilon: float,
                       rng: np.random.Generator) -> np.ndarray:
-    """Laplace(1/ε) noise on the count of rows at each candidate value (a value off the grid counts at the
-    nearest candidate; a missing one nowhere): ε-DP."""
+    """Laplace(1/ε) noise on the count of rows at each candidate value (a value off the grid counts
+    at the nearest candidate; a missing one nowhere): ε-DP."""
     x = values[~np.isnan(values)]
     nearest = np.clip(np.searchsorted(candidates, x), 1, max(1, len(candidates) - 1))
     below = candidates[nearest - 1]
@@ -80,9 +86,9 @@ def decide(candidates: np.ndarray, noisy: np.ndarray, epsilon: float, released_r
 
 def find_value_sets(table: pd.DataFrame, schema: Schema, epsilon: float, ledger: PrivacyLedger,
                     released_rows: float) -> Schema:
-    """A copy of `schema` with the value sets and point masses found with DP for its searchable columns
-    (`searchable`, with a grid of at most MAX_GRID values), ε split evenly over them and recorded in the
-    ledger. SchemaError when no column can be searched (nothing is spent then)."""
+    """A copy of `schema` with the value sets and point masses found with DP for its searchable
+    columns (`searchable`, with a grid of at most MAX_GRID values), ε split evenly over them and
+    recorded in the ledger. SchemaError when no column can be searched (nothing is spent then)."""
     columns = [c for c in searchable(schema) if grid(c) is not None]
     if not columns:
         raise SchemaError("no number column can have its values found: each needs public bounds and a precision "

@@ -1,14 +1,14 @@
 """A synthetic table as a CSV file that is safe to open in a spreadsheet.
 
-A cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is read by Excel, LibreOffice and
-Google Sheets as a formula (CSV injection: `=HYPERLINK(…)`, `+cmd|' /C calc'!A0`). As OWASP recommends, such a
-text cell is written with a leading `'`, which spreadsheets take as "this is text" and do not show;
-so is a column's name, which a spreadsheet reads as a cell like any other. Numeric columns are
-written as they are (a negative number is a number, not a formula). Rows end in CR LF (RFC 4180, as
-spreadsheets write CSV), so that a cell or a name holding a carriage return is quoted, not read as
-the end of its row. Every CSV that leaves the
-machine (`sample --out`, the app's download) is written by `to_csv`; the run's own samples, which the workbench
-reads back, are not.
+A cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is read by Excel,
+LibreOffice and Google Sheets as a formula (CSV injection: `=HYPERLINK(…)`, `+cmd|' /C calc'!A0`).
+As OWASP recommends, such a text cell is written with a leading `'`, which spreadsheets take as
+"this is text" and do not show; so is a column's name, which a spreadsheet reads as a cell like any
+other. Numeric columns are written as they are (a negative number is a number, not a formula). Rows
+end in CR LF (RFC 4180, as spreadsheets write CSV), so that a cell or a name holding a carriage
+return is quoted, not read as the end of its row. Every CSV that leaves the
+machine (`sample --out`, the app's download) is written by `to_csv`; the run's own samples, which
+the workbench reads back, are not.
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_csv(table: pd.DataFrame, target=None) -> str | None:
-    """The table as spreadsheet-safe CSV: written to `target` (a path or an open text file), or returned."""
+    """The table as spreadsheet-safe CSV: written to `target` (a path or an open text file), or
+    returned."""
     return spreadsheet_safe(table).to_csv(target, index=False, lineterminator="\r\n")
 
 
@@ -51,8 +52,9 @@ LINKED_FILES = dict(PERSONS.part_files)
 
 
 def write_linked(tables, folder) -> dict[str, str]:
-    """Linked synthetic tables (schema.linked.LinkedTables) as parents.csv and children.csv in `folder` (made if it
-    is missing; its parent must exist), each written atomically by `to_csv`. Returns {which: path}."""
+    """Linked synthetic tables (schema.linked.LinkedTables) as parents.csv and children.csv in
+    `folder` (made if it is missing; its parent must exist), each written atomically by `to_csv`.
+    Returns {which: path}."""
     folder = check_output_folder(folder, "folder for the two tables")
     if not folder.parent.is_dir():
         raise OutputError(f"the folder {folder.parent} does not exist; create it or write elsewhere")

@@ -1,22 +1,24 @@
-"""Fairness-controlled generation, for every model family (DP-LLMTGen §5.4, through conditional sampling).
+"""Fairness-controlled generation, for every model family (DP-LLMTGen §5.4, through conditional
+sampling).
 
-A share p of the rows is generated with value-specified conditions {sensitive: group, target: value}; the
-rest is sampled unconditioned. The conditioned rows go where they close the gap: positives for the group
-with the lowest rate of the positive target value, negatives for the group with the highest, a few rows at a
-time, whichever narrows the spread of the group rates more, until the rates meet; rows left after that keep
-them met (every group at the common rate, in proportion to the groups' sizes). Sampling from a trained DP
-model costs no privacy, and the counts used to plan the mix come from a pilot *synthetic* sample, never
-from the private table.
+A share p of the rows is generated with value-specified conditions {sensitive: group, target:
+value}; the rest is sampled unconditioned. The conditioned rows go where they close the gap:
+positives for the group with the lowest rate of the positive target value, negatives for the group
+with the highest, a few rows at a time, whichever narrows the spread of the group rates more, until
+the rates meet; rows left after that keep them met (every group at the common rate, in proportion to
+the groups' sizes). Sampling from a trained DP model costs no privacy, and the counts used to plan
+the mix come from a pilot *synthetic* sample, never from the private table.
 
-(Spreading the conditioned rows in proportion to the groups, each at the overall rate, only scales the gap
-by (1 − p): on Adult with DP-TBART at ε=1, p = 0.1 took the gap from 0.241 to 0.214. Aimed at the cells
-that close it, one row in ten can bring the groups' rates together.) Asking for a gap instead of a share
-gives the smallest share whose planned mix reaches it.
+(Spreading the conditioned rows in proportion to the groups, each at the overall rate, only scales
+the gap by (1 − p): on Adult with DP-TBART at ε=1, p = 0.1 took the gap from 0.241 to 0.214. Aimed
+at the cells that close it, one row in ten can bring the groups' rates together.) Asking for a gap
+instead of a share gives the smallest share whose planned mix reaches it.
 
-A group with fewer than `min_group_rows` rows in the table asked for is too small to judge: its rate moves by
-a whole row's share, so it would decide the gap by chance, and aiming conditioned rows at it would fill it with
-them. Such groups are left out of the gap and of the plan, kept as sampled, and named; a group of the sample
-that ends with no row in the output is named too (`FairGeneration.groups`).
+A group with fewer than `min_group_rows` rows in the table asked for is too small to judge: its rate
+moves by a whole row's share, so it would decide the gap by chance, and aiming conditioned rows at
+it would fill it with them. Such groups are left out of the gap and of the plan, kept as sampled,
+and named; a group of the sample that ends with no row in the output is named too
+(`FairGeneration.groups`).
 """
 from __future__ import annotations
 
@@ -38,8 +40,8 @@ class FairGeneration:
     rates_before: dict = field(default_factory=dict)
     rates_after: dict = field(default_factory=dict)
     conditioned_rows: dict = field(default_factory=dict)   # "group / value" -> rows asked for
-    # group -> {"rows_before" (expected in n unconditioned rows), "rows_after", "rate_before", "rate_after",
-    # "judged" (enough rows to count in the gap), "lost" (no row in the output)}
+    # group -> {"rows_before" (expected in n unconditioned rows), "rows_after", "rate_before",
+    # "rate_after", "judged" (enough rows to count in the gap), "lost" (no row in the output)}
     groups: dict = field(default_factory=dict)
     min_group_rows: int = 0
 
@@ -71,20 +73,22 @@ def check_fairness_columns(schema: Schema, sensitive: str, target: str, positive
 
 
 def _known(table: pd.DataFrame, sensitive: str, target: str) -> pd.DataFrame:
-    """The rows the group rates are computed on (evaluate.fairness.group_rates): both values present."""
+    """The rows the group rates are computed on (evaluate.fairness.group_rates): both values
+    present."""
     return table.dropna(subset=[sensitive, target])
 
 
 def plan_conditioned_rows(counts: dict[str, float], positives: dict[str, float], m: int,
                           shares: dict[str, float] | None = None, common_rate: float | None = None) -> tuple[dict, dict]:
-    """How many positive and negative rows to ask for per group so that, added to unconditioned rows with
-    `counts` rows and `positives` positive rows per group, m rows bring the group rates as close as they can.
+    """How many positive and negative rows to ask for per group so that, added to unconditioned rows
+    with `counts` rows and `positives` positive rows per group, m rows bring the group rates as
+    close as they can.
 
-    Greedy, in steps of about m/400 rows: positives to the lowest-rate group or negatives to the highest,
-    whichever leaves the smaller spread; once the rates meet, the rest in proportion to the groups' sizes at
-    the common rate. With fewer than two groups among the unconditioned rows (p = 1), every group in
-    `shares` gets the positive `common_rate`. Returns ({group: positive rows}, {group: negative rows}), integers
-    summing to m."""
+    Greedy, in steps of about m/400 rows: positives to the lowest-rate group or negatives to the
+    highest, whichever leaves the smaller spread; once the rates meet, the rest in proportion to the
+    groups' sizes at the common rate. With fewer than two groups among the unconditioned rows (p =
+    1), every group in `shares` gets the positive `common_rate`. Returns ({group: positive rows},
+    {group: negative rows}), integers summing to m."""
     if m <= 0:
         return {}, {}
     groups = [g for g in counts if counts[g] > 0]
@@ -145,8 +149,8 @@ def planned_gap(counts: dict[str, float], positives: dict[str, float], m: int) -
 
 
 def share_for_gap(pilot: pd.DataFrame, n: int, sensitive: str, target: str, positive: str, target_gap: float) -> float:
-    """The smallest share of n rows whose planned conditioned rows bring the gap of the pilot's group rates
-    down to target_gap (1 if none does)."""
+    """The smallest share of n rows whose planned conditioned rows bring the gap of the pilot's
+    group rates down to target_gap (1 if none does)."""
     if target_gap < 0:
         raise ValueError("the target gap must be ≥ 0")
     shares = _known(pilot, sensitive, target)[sensitive].astype(str).value_counts(normalize=True).to_dict()
@@ -167,7 +171,8 @@ def share_for_gap(pilot: pd.DataFrame, n: int, sensitive: str, target: str, posi
     return hi / n
 
 
-# a group with fewer rows than this in the table asked for is too small to judge (see the module's docstring)
+# a group with fewer rows than this in the table asked for is too small to judge (see the module's
+# docstring)
 MIN_GROUP_ROWS = 30
 
 
@@ -180,8 +185,9 @@ def fair_sample(model, n: int, sensitive: str, target: str, positive: str, targe
                 min_group_rows: int = MIN_GROUP_ROWS) -> FairGeneration:
     """n rows where `share` of them (or the share that reaches `target_gap`) are value-specified.
 
-    `model` is any fitted SynthModel (its `sample(n, conditions=...)` does the conditioning). Groups expected to
-    have fewer than `min_group_rows` of the n rows are kept as sampled, out of the gap and the plan."""
+    `model` is any fitted SynthModel (its `sample(n, conditions=...)` does the conditioning). Groups
+    expected to have fewer than `min_group_rows` of the n rows are kept as sampled, out of the gap
+    and the plan."""
     if (target_gap is None) == (share is None):
         raise ValueError("give either a target demographic-parity gap or a share of conditioned rows")
     if share is not None and not 0 <= share <= 1:
@@ -219,7 +225,8 @@ def fair_sample(model, n: int, sensitive: str, target: str, positive: str, targe
         for g, k in add_pos.items():
             cells[(g, str(positive))] = k
         for g, k in add_neg.items():
-            # a group's negative rows split over the negative values as in the pilot, exactly k in all
+            # a group's negative rows split over the negative values as in the pilot, exactly k in
+            # all
             split = (neg_share * k).to_numpy()
             whole = np.floor(split).astype(int)
             whole[np.argsort(split - whole)[::-1][: k - whole.sum()]] += 1

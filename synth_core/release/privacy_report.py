@@ -1,9 +1,10 @@
-"""The privacy report that travels with an exported synthetic table: JSON for machines, markdown for people.
+"""The privacy report that travels with an exported synthetic table: JSON for machines, markdown for
+people.
 
 It says which model made the table, the budget (ε, δ) and the accountant, every entry of the privacy
-ledger, the public schema and whether it was drafted from the data, and how the rows were sampled. It
-holds nothing computed from the private table beyond what the ledger paid for: the run's validation
-counts (clipped or missing values) and the private rows stay in the run directory.
+ledger, the public schema and whether it was drafted from the data, and how the rows were sampled.
+It holds nothing computed from the private table beyond what the ledger paid for: the run's
+validation counts (clipped or missing values) and the private rows stay in the run directory.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from ..schema.panel import panel_words
 
 def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: int | None = None,
                    budgets: TableBudgets | None = None) -> dict:
-    """Everything a recipient of the synthetic table may know about how it was made; with the book of table
-    budgets, also the ε spent on the same table by every run (cumulative: several releases add up)."""
+    """Everything a recipient of the synthetic table may know about how it was made; with the book
+    of table budgets, also the ε spent on the same table by every run (cumulative: several releases
+    add up)."""
     run.require()
     config = run.public_config()
     ledger = run.ledger()
@@ -83,15 +85,16 @@ def privacy_report(run: RunDir, sampling: dict | None = None, synthetic_rows: in
 
 
 def _public_facts(schema: dict) -> dict:
-    """A schema's dict without what a draft read from the data about the columns it left out (of both tables of a
-    linked schema); a linked schema's unit of privacy is a person."""
+    """A schema's dict without what a draft read from the data about the columns it left out (of
+    both tables of a linked schema); a linked schema's unit of privacy is a person."""
     if "linked" in schema:
         return {**schema, "parent": _public_facts(schema["parent"]), "child": _public_facts(schema["child"])}
     return {k: v for k, v in schema.items() if k != "excluded"}
 
 
 def _forecast_lines(kept: dict) -> list[str]:
-    """The forecast made before training (public facts only), to set beside the review's measured figures."""
+    """The forecast made before training (public facts only), to set beside the review's measured
+    figures."""
     figures = [(FIGURES[w], kept[w]) for w in FIGURES if w in kept]
     if not figures:
         return []
@@ -103,8 +106,8 @@ def _forecast_lines(kept: dict) -> list[str]:
 
 
 def _schema_lines(schema: dict, prov: dict) -> list[str]:
-    """The public schema's section: every column's public facts, then the declared rules (of both tables, for
-    linked ones)."""
+    """The public schema's section: every column's public facts, then the declared rules (of both
+    tables, for linked ones)."""
     if "linked" in schema:
         link = schema["linked"]
         panel = panel_words(link.get("order"), link.get("time_index"), link.get("changes", {}))
@@ -143,12 +146,14 @@ def _schema_lines(schema: dict, prov: dict) -> list[str]:
         lines += ["", "## Declared rules", "",
                   "Public facts declared by the data steward (no ε): every synthetic row obeys each of them; rows of "
                   "the private table that broke one were left out of training.", ""]
-        lines += [f"- `` {' '.join(rule.split())} ``" for rule in schema["rules"]]  # double backticks: a rule's names hold single ones
+        # double backticks: a rule's names hold single ones
+        lines += [f"- `` {' '.join(rule.split())} ``" for rule in schema["rules"]]
     return lines
 
 
 def _rounds_taken(ledger) -> int | None:
-    """The rounds an adaptive mechanism took (its selections, and the first measurement of every column)."""
+    """The rounds an adaptive mechanism took (its selections, and the first measurement of every
+    column)."""
     entry = ledger.training_entry()
     if entry is None or entry.kind != "selected-marginals":
         return None

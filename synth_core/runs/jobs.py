@@ -2,12 +2,12 @@
 
 A job is a run directory plus a worker process (`python -m synth_core.worker RUN`) that trains and
 writes the run's event log. The caller only reads files, so closing the browser tab or reloading the
-page neither stops nor loses the run; `job_state` finds it again from disk. The job's files (the private
-rows, the request, the worker's record, the cancel flag) are laid out by runs.rundir.
+page neither stops nor loses the run; `job_state` finds it again from disk. The job's files (the
+private rows, the request, the worker's record, the cancel flag) are laid out by runs.rundir.
 
 The private table lives only inside the run directory, which is created owner-only (0700); the files
-in private/ are 0600 as well. They stay so that the steward can review the run later; deleting the run
-deletes them.
+in private/ are 0600 as well. They stay so that the steward can review the run later; deleting the
+run deletes them.
 """
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ def _write_rows(table: pd.DataFrame | LinkedTables, run: RunDir, which: str) -> 
 
 def split_holdout(table: pd.DataFrame | LinkedTables, share: float, seed: int | None, key: str | None = None
                   ) -> tuple[pd.DataFrame | LinkedTables, pd.DataFrame | LinkedTables | None]:
-    """Keep `share` of the rows aside for the review; they never reach training. Linked tables (`key`: their key):
-    `share` of the persons, each with their child rows."""
+    """Keep `share` of the rows aside for the review; they never reach training. Linked tables
+    (`key`: their key): `share` of the persons, each with their child rows."""
     if not 0 <= share < MAX_HOLDOUT_SHARE:  # the request's rule (FitRequest.check says it first)
         raise ValueError(f"the share of rows kept aside for review must be in [0, {MAX_HOLDOUT_SHARE:g}), not {share}")
     n_hold = int(round(len(table) * share))
@@ -92,16 +92,18 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
                   python: str | None = None) -> RunDir:
     """Create a run under `root`, store the private rows in it, and start the worker process.
 
-    request: the fit's options (a FitRequest, or a mapping of its fields); every problem with them is refused
-    before a run is made or anything reserved. The worker draws a review sample as large as the training rows
-    the run releases unless the request says otherwise.
-    The run's whole ε is reserved from its table's budget in the workbench home's book under a charge of its
-    own (refused if the table has less left; a table the book has never seen gets this run's ε as its total,
-    one that resembles a known table is asked about: SameTable), and the worker settles what it spent. A
-    request with public_table (the steward says the table is public or invented) draws from no budget.
+    request: the fit's options (a FitRequest, or a mapping of its fields); every problem with them
+    is refused before a run is made or anything reserved. The worker draws a review sample as large
+    as the training rows the run releases unless the request says otherwise.
+    The run's whole ε is reserved from its table's budget in the workbench home's book under a
+    charge of its own (refused if the table has less left; a table the book has never seen gets this
+    run's ε as its total, one that resembles a known table is asked about: SameTable), and the
+    worker settles what it spent. A request with public_table (the steward says the table is public
+    or invented) draws from no budget.
 
-    Starting is idempotent: while a run of the same request on the same table is being created or trains
-    (a second click on "Start", a second tab), that run is returned and no other is started or charged."""
+    Starting is idempotent: while a run of the same request on the same table is being created or
+    trains (a second click on "Start", a second tab), that run is returned and no other is started
+    or charged."""
     if not isinstance(request, FitRequest):
         request = FitRequest.from_dict(request)
     linked = isinstance(schema, LinkedSchema)
@@ -119,17 +121,20 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     table, dropped = linked_columns(table, schema) if linked else schema_columns(table, schema)
     train, holdout = split_holdout(table, float(request.holdout_share), request.seed, schema.key if linked else None)
     check_rows(len(train), "what is left for training, once rows are kept aside for the review,")
-    if schema.rows is not None:  # the training rows' count follows from the public one and the public share
+    # the training rows' count follows from the public one and the public share
+    if schema.rows is not None:
         schema = (dataclasses.replace(schema, parent=dataclasses.replace(schema.parent, rows=len(train))) if linked
                   else dataclasses.replace(schema, rows=len(train)))
     stored = request.to_dict()
     start_key = hashlib.sha256(json.dumps([table_id, stored], sort_keys=True, default=str).encode()).hexdigest()
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
-    with locked(Path(root) / ".starting.lock"):  # one start at a time, across sessions and processes
+    # one start at a time, across sessions and processes
+    with locked(Path(root) / ".starting.lock"):
         live = _live_run_of(Path(root), start_key)
         if live is not None:
-            return live  # the same request, started a moment ago: nothing more is started or charged
+            # the same request, started a moment ago: nothing more is started or charged
+            return live
         if not request.public_table:
             table_id = book.account_for(found, request.epsilon, request.table_epsilon, request.book_table,
                                         request.new_table, label=request.table_name)
@@ -139,7 +144,8 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
 
 
 def _size(request: FitRequest) -> str | None:
-    """The size a listing shows before the run has resolved its request (auto's is said by its config)."""
+    """The size a listing shows before the run has resolved its request (auto's is said by its
+    config)."""
     if request.model == AUTO:
         return None
     from ..models import get_model_class
@@ -161,15 +167,16 @@ def _live_run_of(root: Path, start_key: str) -> RunDir | None:
 
 def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema: Schema, request: dict,
                 book: TableBudgets, table_id: str, start_key: str) -> RunDir:
-    """The run folder with its charge reserved, its private rows, schema and request; nothing is left of it
-    when the charge is refused or a file cannot be written."""
+    """The run folder with its charge reserved, its private rows, schema and request; nothing is
+    left of it when the charge is refused or a file cannot be written."""
     run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
     charge = None
     try:
         if not request.get("public_table"):
             charge = TableCharge(book, table_id)
             charge.reserve(request["epsilon"], request.get("delta") or 0.0, run=str(run.path.resolve()))
-            run.write_charge(charge.to_dict())  # the worker settles it; so does job_state if the worker dies
+            # the worker settles it; so does job_state if the worker dies
+            run.write_charge(charge.to_dict())
             charge.bind(run.path)
         _write_rows(train, run, "train")
         if holdout is not None:
@@ -188,9 +195,9 @@ def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema:
 
 
 def run_charge(run: RunDir) -> TableCharge | None:
-    """The charge a run draws on its table's budget in the workbench home's book (reserved when the run was
-    made), None if it draws none; NotThisRun for a folder the charge was not made for (a copy, a move, an
-    edited charge.json): a copy settles nothing."""
+    """The charge a run draws on its table's budget in the workbench home's book (reserved when the
+    run was made), None if it draws none; NotThisRun for a folder the charge was not made for (a
+    copy, a move, an edited charge.json): a copy settles nothing."""
     try:
         record = run.charge()
     except RunError:
@@ -201,12 +208,13 @@ def run_charge(run: RunDir) -> TableCharge | None:
 
 
 def _start_worker(run: RunDir, python: str | None, processes: int) -> RunDir:
-    """Start the run's worker process; if it cannot start, the run is marked failed and its charge released
-    (nothing ran)."""
+    """Start the run's worker process; if it cannot start, the run is marked failed and its charge
+    released (nothing ran)."""
     try:
         fd = os.open(run.worker_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as log:
-            # a new session: the worker outlives the page that started it (reloads, closed tabs, reruns)
+            # a new session: the worker outlives the page that started it (reloads, closed tabs,
+            # reruns)
             proc = subprocess.Popen(worker_command(python or sys.executable, run.path, processes), stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                     cwd=str(Path(__file__).resolve().parents[2]))
@@ -223,8 +231,9 @@ def _start_worker(run: RunDir, python: str | None, processes: int) -> RunDir:
 
 
 def worker_command(python: str, run_path: Path, processes: int = 1) -> list[str]:
-    """The worker's command line: itself, or torchrun starting `processes` of it on this machine (DP-SGD
-    across them, training.distributed); every rank sees the cancel request and stops after the same step."""
+    """The worker's command line: itself, or torchrun starting `processes` of it on this machine
+    (DP-SGD across them, training.distributed); every rank sees the cancel request and stops after
+    the same step."""
     worker = ["-m", "synth_core.worker", str(run_path)]
     if processes > 1:
         return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}", *worker]
@@ -241,15 +250,15 @@ def cancel_requested(run: RunDir) -> bool:
 
 
 def _worker_alive(run: RunDir) -> bool:
-    """Whether the run's process still trains it: its own, or under torchrun rank 0's (which goes on training
-    if torchrun alone is killed, and whose death ends torchrun)."""
+    """Whether the run's process still trains it: its own, or under torchrun rank 0's (which goes on
+    training if torchrun alone is killed, and whose death ends torchrun)."""
     return any(process.alive(r, legacy_command=b"synth_core.worker") for r in run.worker_records())
 
 
 def job_state(run: RunDir) -> dict:
-    """The run's status, with a run whose process died unnoticed (killed, stopped by a full disk, the machine
-    restarted) marked failed, whoever started it (a background job, the CLI, the API), and what it may have
-    spent charged to its ledger and its table's budget (`settle_dead`)."""
+    """The run's status, with a run whose process died unnoticed (killed, stopped by a full disk,
+    the machine restarted) marked failed, whoever started it (a background job, the CLI, the API),
+    and what it may have spent charged to its ledger and its table's budget (`settle_dead`)."""
     status = run.require().status()
     if status.get("state") in LIVE_STATES and run.worker_records() and not _worker_alive(run):
         time.sleep(0.2)  # the worker may have written its last status just now
@@ -261,9 +270,9 @@ def job_state(run: RunDir) -> dict:
 
 
 def _mark_dead(run: RunDir) -> None:
-    """A run whose process died without saying how it ended: its ledger charges what it may have spent (the
-    steps it logged and the one it may have begun, by its saved plan; before training, the rest of its ε),
-    its table's budget is settled from that ledger, and its status says so."""
+    """A run whose process died without saying how it ended: its ledger charges what it may have
+    spent (the steps it logged and the one it may have begun, by its saved plan; before training,
+    the rest of its ε), its table's budget is settled from that ledger, and its status says so."""
     try:
         ledger = run.ledger()
     except RunError:
@@ -288,7 +297,8 @@ def _mark_dead(run: RunDir) -> None:
             charge = run_charge(run)
         except NotThisRun as e:  # a copy: its original's charge is its original's to settle
             charge, message = None, f"{message}; {e}"
-        except BookError as e:  # the book is damaged: its whole reservation stays until it is repaired
+        # the book is damaged: its whole reservation stays until it is repaired
+        except BookError as e:
             charge, message = None, f"{message}; its table's budget was not settled: {e}"
         if charge is not None:
             charge.settle(ledger)
@@ -296,9 +306,9 @@ def _mark_dead(run: RunDir) -> None:
 
 
 def read_private(run: RunDir, which: str = "train") -> pd.DataFrame | LinkedTables | None:
-    """The private rows stored with the run (for the steward's own review; never to be exported): the columns
-    its schema names (a run made before the copy held only those kept every uploaded column); linked tables:
-    both (LinkedTables)."""
+    """The private rows stored with the run (for the steward's own review; never to be exported):
+    the columns its schema names (a run made before the copy held only those kept every uploaded
+    column); linked tables: both (LinkedTables)."""
     path = run.private_path(which)
     if not path.exists():
         return None
@@ -329,8 +339,9 @@ def list_runs(root: str | os.PathLike, table: str | None = None) -> list[dict]:
 def run_summary(run: RunDir) -> dict:
     """The one account of a run that every listing, picker, sidebar and page shows.
 
-    spent_epsilon is the whole run's ε so far: the ledger's total once training is recorded, and the live
-    curve's last value (the events) while it trains, so a page and its sidebar never disagree."""
+    spent_epsilon is the whole run's ε so far: the ledger's total once training is recorded, and the
+    live curve's last value (the events) while it trains, so a page and its sidebar never
+    disagree."""
     try:
         status = job_state(run)
         try:
@@ -348,11 +359,13 @@ def run_summary(run: RunDir) -> dict:
             spent = ledger.spent_epsilon
         else:
             spent = float(last.get("epsilon") or (ledger.spent_epsilon if ledger is not None else 0.0))
-        facts = {**request, **config}  # the config has what the run resolved (auto's family and size)
+        # the config has what the run resolved (auto's family and size)
+        facts = {**request, **config}
         return {
             "id": run.path.name, "path": str(run.path), "state": status.get("state"),
             "message": status.get("message"),
-            # the name is what was asked (stable from the start: 'auto'), the model what the run resolved
+            # the name is what was asked (stable from the start: 'auto'), the model what the run
+            # resolved
             "name": facts.get("name") or _default_name(request or config) or run.path.name, "model": facts.get("model"),
             "preset": facts.get("preset"), "size": facts.get("size") or facts.get("preset"),
             "epsilon": facts.get("epsilon"), "delta": facts.get("delta"),
@@ -376,13 +389,15 @@ def _default_name(facts: dict) -> str | None:
 
 
 RECENT_ROUNDS = 3  # an adaptive mechanism's next rounds take about as long as its last three
-FINISH_S = 1.0     # saving a model and drawing a small review sample, when no past run timed it (0.2-3 s measured)
+# saving a model and drawing a small review sample, when no past run timed it (0.2-3 s measured)
+FINISH_S = 1.0
 
 
 def progress(run: RunDir) -> dict:
-    """Steps done and planned, elapsed and remaining seconds: the run's own steps so far, times the steps left,
-    plus drawing the review sample after training (timed by past runs of the same model, when there are any;
-    remaining None once the draw has outlasted its estimate, `drawing_s` saying how long it has taken)."""
+    """Steps done and planned, elapsed and remaining seconds: the run's own steps so far, times the
+    steps left, plus drawing the review sample after training (timed by past runs of the same model,
+    when there are any; remaining None once the draw has outlasted its estimate, `drawing_s` saying
+    how long it has taken)."""
     events = run.events()
     try:
         config = run.config()
@@ -390,7 +405,8 @@ def progress(run: RunDir) -> dict:
         config = {}
     plan = config.get("plan") or {}
     kind = plan_class(plan)
-    adaptive = kind.steps_adapt  # an adaptive mechanism's rounds: each event says how many it expects now
+    # an adaptive mechanism's rounds: each event says how many it expects now
+    adaptive = kind.steps_adapt
     try:
         planned = int(events[-1]["steps"]) if adaptive and events else int(plan["steps"])
     except (KeyError, TypeError, ValueError):
@@ -398,12 +414,14 @@ def progress(run: RunDir) -> dict:
     done = events[-1]["step"] if events else 0
     elapsed = events[-1].get("elapsed_s", 0.0) if events else 0.0
     sampling = config.get("sampling_estimate_s")
-    remaining = drawing = None  # drawing: seconds since training ended, while the review sample is drawn
+    # drawing: seconds since training ended, while the review sample is drawn
+    remaining = drawing = None
     if planned and done:
-        # a step's time from the run's own steps; an adaptive mechanism's rounds differ: the first (every column
-        # measured, the estimation compiled) takes longer than those after it, so until a second one is timed a
-        # round takes what a past run's did (the stored cost), and each later one a little longer than the one
-        # before (its model grows), so its next rounds are timed by its last few
+        # a step's time from the run's own steps; an adaptive mechanism's rounds differ: the first
+        # (every column measured, the estimation compiled) takes longer than those after it, so
+        # until a second one is timed a round takes what a past run's did (the stored cost), and
+        # each later one a little longer than the one before (its model grows), so its next rounds
+        # are timed by its last few
         per_step = elapsed / done
         if adaptive and done == 1 and config.get("step_estimate_s"):
             per_step = float(config["step_estimate_s"])
@@ -412,14 +430,16 @@ def progress(run: RunDir) -> dict:
             per_step = (elapsed - float(last[0].get("elapsed_s") or 0.0)) / max(1, done - int(last[0]["step"]))
         since_last = max(0.0, time.time() - run.events_stamp())  # the step under way has begun
         remaining = max(0.0, per_step * (planned - done) - (since_last if done < planned else 0.0))
-        # then saving the model and drawing the review sample: timed by past runs, else a few seconds
+        # then saving the model and drawing the review sample: timed by past runs, else a few
+        # seconds
         after = float(sampling) if sampling is not None else FINISH_S
         remaining += max(0.0, after - (since_last if done >= planned else 0.0))
         if done >= planned:
             drawing = since_last
             if sampling is not None and since_last > after:
-                # past its estimate: a calibrated sample draws more candidates (up to the family's pool growth)
-                # while few of them fit the measured marginals, which no estimate before the draw can know
+                # past its estimate: a calibrated sample draws more candidates (up to the family's
+                # pool growth) while few of them fit the measured marginals, which no estimate
+                # before the draw can know
                 remaining = None
     return {"steps_done": done, "steps_planned": planned, "elapsed_s": elapsed, "remaining_s": remaining,
             "fraction": (done / planned) if planned else 0.0, "sampling_s": sampling,

@@ -1,7 +1,7 @@
-"""Which process trains a run, and whether it still does: a record of its id and start time, so that a run
-whose process was killed (SIGKILL, a full disk that stopped it, a restarted machine) is told from one that
-trains, whatever program started it (the app's worker, the CLI, torchrun, a script calling the API), and a
-process id reused by another program is not taken for it."""
+"""Which process trains a run, and whether it still does: a record of its id and start time, so that
+a run whose process was killed (SIGKILL, a full disk that stopped it, a restarted machine) is told
+from one that trains, whatever program started it (the app's worker, the CLI, torchrun, a script
+calling the API), and a process id reused by another program is not taken for it."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,8 @@ from pathlib import Path
 
 
 def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat after the command name (field 3 onwards), None without /proc or the process."""
+    """/proc/PID/stat after the command name (field 3 onwards), None without /proc or the
+    process."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
@@ -18,15 +19,17 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 
 def record(pid: int) -> dict:
-    """What a run keeps of the process that trains it: its id, when it was recorded, and its start time in
-    clock ticks since boot (field 22 of /proc/PID/stat), which another process given the same id cannot share."""
+    """What a run keeps of the process that trains it: its id, when it was recorded, and its start
+    time in clock ticks since boot (field 22 of /proc/PID/stat), which another process given the
+    same id cannot share."""
     fields = _stat_fields(pid)
     return {"pid": int(pid), "started": time.time(), **({"start_ticks": int(fields[19])} if fields else {})}
 
 
 def alive(entry: dict, legacy_command: bytes | None = None) -> bool:
-    """Whether the recorded process still runs (a zombie has finished). A record without a start time (written
-    before records had one) is the process only if its command line holds `legacy_command`."""
+    """Whether the recorded process still runs (a zombie has finished). A record without a start
+    time (written before records had one) is the process only if its command line holds
+    `legacy_command`."""
     try:
         pid = int(entry["pid"])
         os.kill(pid, 0)

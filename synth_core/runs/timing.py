@@ -1,13 +1,13 @@
 """How long will a run take? Modelled from the plan and per-step costs, not guessed.
 
 A run's time is: starting the worker process, setting up (the accountant's plan, the noisy count and
-marginals, building the model), the planned DP-SGD steps, and drawing the review sample (a calibrated
-sample draws a pool several times its size). Each run measures what its own phases cost and stores them
-in the workbench home (`CostBook`, keyed by family, size, device and column count), so the next estimate
-for the same model on the same machine is a lookup, scaled to the plan's batch size: well under a second.
-Without a stored cost, a few DP-SGD steps on rows drawn from the public schema alone (no private data,
-no privacy cost) are timed on the device the run will use. A running job refines the estimate with its
-own steps (`runs.jobs.progress`).
+marginals, building the model), the planned DP-SGD steps, and drawing the review sample (a
+calibrated sample draws a pool several times its size). Each run measures what its own phases cost
+and stores them in the workbench home (`CostBook`, keyed by family, size, device and column count),
+so the next estimate for the same model on the same machine is a lookup, scaled to the plan's batch
+size: well under a second. Without a stored cost, a few DP-SGD steps on rows drawn from the public
+schema alone (no private data, no privacy cost) are timed on the device the run will use. A running
+job refines the estimate with its own steps (`runs.jobs.progress`).
 """
 from __future__ import annotations
 
@@ -33,19 +33,20 @@ from ..shape import shape_of
 # (17 runs of AIM and DP-TBART on 8 tables, benchmarks/bench_estimates.py; 2.3-2.9 s on 12 runs
 # before); what the last run of the same key measured replaces it
 STARTUP_S = 2.8
-# setting up before the first step when no run was measured yet (PRV planning with the marginals composed,
-# the noisy count and marginals, building the model): 0.8-1.5 s on the same runs; a family says its own
-# (`SynthModel.setup_s`) for a probe
+# setting up before the first step when no run was measured yet (PRV planning with the marginals
+# composed, the noisy count and marginals, building the model): 0.8-1.5 s on the same runs; a family
+# says its own (`SynthModel.setup_s`) for a probe
 SETUP_S = 1.6
 # a stored per-step cost is scaled to the plan's batch only within this factor; beyond it, time anew
 BATCH_RATIO = 2.0
-# the probe's steps hold at most this many rows (and half as many, to extend the cost to the plan's batch
-# along a line): the estimate stays within a few seconds on large tables
+# the probe's steps hold at most this many rows (and half as many, to extend the cost to the plan's
+# batch along a line): the estimate stays within a few seconds on large tables
 PROBE_MAX_BATCH = 1024
-# a row drawn, for a run's time left when no run of its model was timed: AIM and DP-TBART on Adult drew the review
-# sample at 0.14-0.2 ms a row (2 cores)
+# a row drawn, for a run's time left when no run of its model was timed: AIM and DP-TBART on Adult
+# drew the review sample at 0.14-0.2 ms a row (2 cores)
 DRAW_ROW_S = 2e-4
-# rows the probe draws: the next size only while a draw takes under PROBE_DRAW_S (a language model is slow)
+# rows the probe draws: the next size only while a draw takes under PROBE_DRAW_S (a language model
+# is slow)
 PROBE_DRAW_ROWS = (100, 400, 4000)
 PROBE_DRAW_S = 0.3
 # a calibrated review sample is timed at most this size (its pool then holds MIN_POOL rows)
@@ -61,17 +62,19 @@ class Costs:
     setup_s: float = SETUP_S
     startup_s: float = STARTUP_S
     measured: str = "timed on rows from the public schema"
-    # the share of its planned steps a run took (an adaptive mechanism's rounds end early as its noise falls;
-    # DP-SGD takes them all): the plan's steps times this are the steps to expect; None when no run was
-    # measured (a probe), and the model says what to expect (`SynthModel.expected_steps`)
+    # the share of its planned steps a run took (an adaptive mechanism's rounds end early as its
+    # noise falls; DP-SGD takes them all): the plan's steps times this are the steps to expect; None
+    # when no run was measured (a probe), and the model says what to expect
+    # (`SynthModel.expected_steps`)
     steps_share: float | None = None
 
 
 def costs_key(family: str, preset: str, device: str, schema: Schema, options: dict | None = None) -> str:
-    """The CostBook's key: family, size, device, columns, and what of the options changes a step's cost
-    by a large factor (`SynthModel.timing_variant`: DP-LLMTGen's backbone)."""
+    """The CostBook's key: family, size, device, columns, and what of the options changes a step's
+    cost by a large factor (`SynthModel.timing_variant`: DP-LLMTGen's backbone)."""
     variant = get_model_class(family).timing_variant(options or {})
-    if isinstance(schema, LinkedSchema):  # a person's sequence: their columns and max_children rows' columns
+    # a person's sequence: their columns and max_children rows' columns
+    if isinstance(schema, LinkedSchema):
         shape = (f"{len(schema.parent.modelled().columns)}+{schema.max_children}x"
                  f"{len(schema.child.modelled().columns)} columns")
     else:
@@ -111,16 +114,16 @@ class CostBook:
 
 
 def rows_drawn(review_rows: int, calibrated: bool, floor: int = MIN_POOL) -> int:
-    """Rows a model draws for a review sample of `review_rows` (a calibrated sample draws a pool). A pool that
-    calibration grows (models.calibration.grow_and_calibrate) draws up to the family's max_pool_growth × that;
-    the stored cost per row, the whole sample's seconds over these rows, carries the growth into the next
-    estimate for the same table."""
+    """Rows a model draws for a review sample of `review_rows` (a calibrated sample draws a pool). A
+    pool that calibration grows (models.calibration.grow_and_calibrate) draws up to the family's
+    max_pool_growth × that; the stored cost per row, the whole sample's seconds over these rows,
+    carries the growth into the next estimate for the same table."""
     return pool_size(review_rows, floor) if calibrated and review_rows else int(review_rows)
 
 
 def random_rows(schema: Schema | LinkedSchema, n: int):
-    """n rows (linked tables: persons, each with their child rows, bounded as a run bounds them) drawn from the
-    public schema alone, for timing a model."""
+    """n rows (linked tables: persons, each with their child rows, bounded as a run bounds them)
+    drawn from the public schema alone, for timing a model."""
     if isinstance(schema, LinkedSchema):
         return bound_children(*link_tables(random_tables(schema, n, seed=0), schema), schema.max_children)[0]
     return random_table(schema, n, seed=0)
@@ -161,16 +164,16 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
 def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: dict | None = None,
                 device: str | None = None, probe_steps: int = 2, run_plan=None,
                 review_rows: int = 0, calibrated: bool = False) -> tuple[Costs, float]:
-    """Costs timed now on rows from the public schema: DP-SGD steps at the plan's batch, or, for a batch
-    above PROBE_MAX_BATCH, at two smaller batches and extended along the line through them (a step costs a
-    fixed part plus a part per row: scaling one small batch in proportion overestimated Adult's standard
-    size by 40%); then rows drawn. Also returns fixed seconds a model times itself (DP-LLMTGen's format
-    learning). A family whose steps take seconds per row (DP-LLMTGen on a pretrained backbone) probes
-    smaller batches (`SynthModel.probe_batch_limit`), extended the same way. A family with its own
-    mechanism times three rounds of the run's plan (`run_plan`; its rounds differ more). Drawing is
-    timed as the review's draw will be: calibrated to marginals where the run measures them
-    (`calibrated`, `review_rows`). What the process compiled for the family is forgotten first: a
-    fresh worker compiles it again."""
+    """Costs timed now on rows from the public schema: DP-SGD steps at the plan's batch, or, for a
+    batch above PROBE_MAX_BATCH, at two smaller batches and extended along the line through them (a
+    step costs a fixed part plus a part per row: scaling one small batch in proportion overestimated
+    Adult's standard size by 40%); then rows drawn. Also returns fixed seconds a model times itself
+    (DP-LLMTGen's format learning). A family whose steps take seconds per row (DP-LLMTGen on a
+    pretrained backbone) probes smaller batches (`SynthModel.probe_batch_limit`), extended the same
+    way. A family with its own mechanism times three rounds of the run's plan (`run_plan`; its
+    rounds differ more). Drawing is timed as the review's draw will be: calibrated to marginals
+    where the run measures them (`calibrated`, `review_rows`). What the process compiled for the
+    family is forgotten first: a fresh worker compiles it again."""
     klass = model_class_for(model, schema)
     klass.forget_compiled()
     small = min(batch, PROBE_MAX_BATCH, klass.probe_batch_limit(options or {}))
@@ -179,14 +182,16 @@ def probe_costs(model: str, schema: Schema, preset: str, batch: int, options: di
                                                 probe_steps + (own is not None), fixed_too=True,
                                                 run_plan=own)
     if batch > small and klass.step_cost_grows_with_rows:
-        # along the line through the rows the probes' Poisson batches drew, not the rows they expected: over
-        # two timed steps those vary by ~15%, and SmolLM2's first estimate extended a nearly flat line (3.6 s a
-        # step of 64 rows, against 5.9 s measured)
+        # along the line through the rows the probes' Poisson batches drew, not the rows they
+        # expected: over two timed steps those vary by ~15%, and SmolLM2's first estimate extended a
+        # nearly flat line (3.6 s a step of 64 rows, against 5.9 s measured)
         _, per_half, drew_half, _ = _timed_steps(model, schema, preset, small // 2, options, device, probe_steps)
         if drew - drew_half >= small / 4:
             per_row = max(0.0, (per_step - per_half) / (drew - drew_half))
             per_step += per_row * (batch - drew)
-        else:  # the two probes drew about as many rows: scale the larger one in proportion (an overestimate)
+        # the two probes drew about as many rows: scale the larger one in proportion (an
+        # overestimate)
+        else:
             per_step *= batch / max(drew, 1.0)
     return Costs(per_step_s=per_step, batch=batch, setup_s=klass.setup_s,
                  draw_row_s=_draw_row_seconds(synth, schema, review_rows, calibrated)), fixed
@@ -197,7 +202,8 @@ def _draw_row_seconds(synth, schema: Schema, review_rows: int, calibrated: bool)
     to PROBE_SAMPLE_ROWS rows, weighed to marginals counted on random rows (weighing cost 1.4 to
     9.6 times the draw itself on five tables, the most on the widest), else the fastest of a few
     draws."""
-    synth.draw(PROBE_DRAW_ROWS[0], seed=0)  # the first draw pays for warm-up (AIM's compiles: 1.2 s for 100 rows)
+    # the first draw pays for warm-up (AIM's compiles: 1.2 s for 100 rows)
+    synth.draw(PROBE_DRAW_ROWS[0], seed=0)
     if calibrated and review_rows and not synth.measures_marginals and not shape_of(schema).links:
         n = min(int(review_rows), PROBE_SAMPLE_ROWS)
         synth.calibration = public_marginals(random_rows(schema, max(n, 1000)), schema)
@@ -205,7 +211,8 @@ def _draw_row_seconds(synth, schema: Schema, review_rows: int, calibrated: bool)
         synth.sample(n, seed=0)
         return (time.perf_counter() - start) / rows_drawn(n, True, synth.min_pool)
     draw_row_s = float("inf")
-    for rows in PROBE_DRAW_ROWS:  # a fast sampler draws in large chunks: time it at a size where it does
+    # a fast sampler draws in large chunks: time it at a size where it does
+    for rows in PROBE_DRAW_ROWS:
         start = time.perf_counter()
         synth.draw(rows, seed=0)
         took = time.perf_counter() - start
@@ -219,26 +226,30 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
                          options: dict | None = None, device: str | None = None, probe_steps: int = 2,
                          review_rows: int = 0, calibrated: bool = False, book: CostBook | None = None,
                          steps: int | None = None) -> dict:
-    """The run's seconds, phase by phase, from the plan and stored costs (timed now when none is stored).
+    """The run's seconds, phase by phase, from the plan and stored costs (timed now when none is
+    stored).
 
-    review_rows / calibrated: the review sample drawn after training (a calibrated one draws a pool).
-    steps: the steps or rounds the caller already told the steward to expect (else from the plan, as below)."""
+    review_rows / calibrated: the review sample drawn after training (a calibrated one draws a
+    pool). steps: the steps or rounds the caller already told the steward to expect (else from the
+    plan, as below)."""
     klass = model_class_for(model, schema)
     synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
-    plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")  # only its steps and batch size matter here
+    # only its steps and batch size matter here
+    plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")
     batch = max(1, int(round(plan.expected_batch_size)))
     label = device_label(device)
     book = book if book is not None else CostBook()
     costs = book.get(costs_key(klass.family, preset, label, synth.schema, options))
     fixed = 0.0
-    # a stored run's setup already holds a model's fixed work (DP-LLMTGen's format learning runs inside its fit)
+    # a stored run's setup already holds a model's fixed work (DP-LLMTGen's format learning runs
+    # inside its fit)
     if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO:
         costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps, plan,
                                    review_rows, calibrated)
     per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
-    # an adaptive mechanism's rounds: what the model expects (the count its run starts from, so that the model
-    # page, the train page and the report say one number); else the steps a past run of the model took, as a
-    # share of its plan's (DP-SGD takes them all)
+    # an adaptive mechanism's rounds: what the model expects (the count its run starts from, so that
+    # the model page, the train page and the report say one number); else the steps a past run of
+    # the model took, as a share of its plan's (DP-SGD takes them all)
     if steps is None:
         steps = synth.expected_steps(plan) if plan.steps_adapt or costs.steps_share is None \
             else plan.steps * costs.steps_share
@@ -255,8 +266,9 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
 
 def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None, guess: bool = False
                      ) -> float | None:
-    """Seconds the trained `synth` will take to draw `rows` rows (the review sample, or a steward's request),
-    from the stored costs (None: unknown; `guess`: at DRAW_ROW_S a row when no run of the model was timed)."""
+    """Seconds the trained `synth` will take to draw `rows` rows (the review sample, or a steward's
+    request), from the stored costs (None: unknown; `guess`: at DRAW_ROW_S a row when no run of the
+    model was timed)."""
     costs = (book if book is not None else CostBook()).get(
         costs_key(synth.family, preset, device_label(synth.device), synth.schema, dataclasses.asdict(synth.config)))
     if costs is None and not guess:
@@ -265,8 +277,9 @@ def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None
 
 
 def step_seconds(synth, preset: str, batch: float, book: CostBook | None = None) -> float | None:
-    """Seconds a step (an adaptive mechanism's round) of `synth` takes at `batch` expected rows, from the stored
-    costs (None: unknown): the train page's time left until the run has timed its own."""
+    """Seconds a step (an adaptive mechanism's round) of `synth` takes at `batch` expected rows,
+    from the stored costs (None: unknown): the train page's time left until the run has timed its
+    own."""
     costs = (book if book is not None else CostBook()).get(
         costs_key(synth.family, preset, device_label(synth.device), synth.schema, dataclasses.asdict(synth.config)))
     if costs is None:
@@ -275,7 +288,8 @@ def step_seconds(synth, preset: str, batch: float, book: CostBook | None = None)
 
 
 class RunClock:
-    """Measures a run's phases inside api.fit and stores them in the CostBook for the next estimate."""
+    """Measures a run's phases inside api.fit and stores them in the CostBook for the next
+    estimate."""
 
     def __init__(self, created: float | None = None):
         self.start = time.time()
@@ -290,11 +304,13 @@ class RunClock:
 
     def record(self, synth, preset: str, draw_seconds: float, drawn: int, book: CostBook | None = None
                ) -> Costs | None:
-        """Store what this run's phases cost (None, nothing stored, when too little was measured)."""
+        """Store what this run's phases cost (None, nothing stored, when too little was
+        measured)."""
         result = synth.train_result
         if self.train_end is None or result is None or result.steps_done < 2 or drawn < 1:
             return None
-        overhead = max(0.0, (self.train_end - self.train_start) - result.seconds)  # wrapping the model, saving
+        # wrapping the model, saving
+        overhead = max(0.0, (self.train_end - self.train_start) - result.seconds)
         costs = Costs(per_step_s=result.seconds / result.steps_done,
                       batch=float(synth.plan.expected_batch_size),
                       draw_row_s=draw_seconds / drawn, setup_s=self.train_start - self.start + overhead,

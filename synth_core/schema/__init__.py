@@ -1,6 +1,6 @@
-"""The public schema (spec: what the steward declares public, and the scales it owns; derived: the rules of
-columns computed from others) and the tables read against it (reading: files; tables: validation, drafting,
-random rows from the schema alone)."""
+"""The public schema (spec: what the steward declares public, and the scales it owns; derived: the
+rules of columns computed from others) and the tables read against it (reading: files; tables:
+validation, drafting, random rows from the schema alone)."""
 from .spec import BINNINGS, DATES, KINDS, MAX_MAGNITUDE, ROLES, SCHEMA_VERSION, ColumnSpec, Schema, SchemaError
 from .reading import read_table, read_table_bytes
 from .draft import draft_schema

@@ -2,8 +2,8 @@
 
 A derived column is never modelled: models, their encoders and the measured marginals see
 `Schema.modelled()`, and sampling computes the column from its rule once the model's rows are drawn
-(`Schema.derive`), so every synthetic row agrees with the rule. The rule is a public declaration, like a
-category list: computing it costs no privacy. In the schema JSON (`ColumnSpec.derived`):
+(`Schema.derive`), so every synthetic row agrees with the rule. The rule is a public declaration,
+like a category list: computing it costs no privacy. In the schema JSON (`ColumnSpec.derived`):
 
     {"from": "age", "bins": [0, 25, 45, 65, 120], "labels": ["0-24", "25-44", "45-64", "65+"]}
         a numeric source cut at the edges: label i for edges[i] <= x < edges[i+1] (right-open intervals;
@@ -19,13 +19,13 @@ category list: computing it costs no privacy. In the schema JSON (`ColumnSpec.de
         cover them, and where the sources' bounds say nothing (a division by a range holding 0) the declared
         bounds clip. An integer column's values are rounded to whole numbers, a continuous one's to its decimals.
 
-A binned or looked-up column is categorical and lists every value its rule gives among its public categories; a
-computed one is numeric. Sources are columns of the schema that are not derived themselves (so rules neither
-chain nor loop). A missing source value gives a missing value (so does a division by zero): a column derived from
-a nullable source, or that divides, is nullable.
+A binned or looked-up column is categorical and lists every value its rule gives among its public
+categories; a computed one is numeric. Sources are columns of the schema that are not derived
+themselves (so rules neither chain nor loop). A missing source value gives a missing value (so does
+a division by zero): a column derived from a nullable source, or that divides, is nullable.
 
-`spec.py` asks here (ColumnSpec.check, Schema.check, Schema.derive); this module is the rule's one home. (Rules
-that rows obey, rather than columns they compute: schema/rules.py.)
+`spec.py` asks here (ColumnSpec.check, Schema.check, Schema.derive); this module is the rule's one
+home. (Rules that rows obey, rather than columns they compute: schema/rules.py.)
 """
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ RULE_KEYS = ("from", "bins", "labels", "map", "expr")
 
 
 def canonical(spec: ColumnSpec) -> dict:
-    """The rule of a derived column checked on its own, its labels and lookup values as strings (the form the
-    JSON keeps); SchemaError saying what is wrong. The column's categories are checked already."""
+    """The rule of a derived column checked on its own, its labels and lookup values as strings (the
+    form the JSON keeps); SchemaError saying what is wrong. The column's categories are checked
+    already."""
     rule, where = spec.derived, f"column {spec.name!r}"
     if not isinstance(rule, dict):
         raise SchemaError(f"{where}: 'derived' is an object, {{\"from\": column, \"bins\": [...], \"labels\": [...]}} "
@@ -119,8 +120,8 @@ def sources(spec: ColumnSpec, schema) -> list[str]:
 
 
 def check_sources(spec: ColumnSpec, schema) -> None:
-    """SchemaError if a derived column's rule does not fit the schema's columns it reads (check_source); a
-    computed column's bounds are filled in from its sources' when it has none."""
+    """SchemaError if a derived column's rule does not fit the schema's columns it reads
+    (check_source); a computed column's bounds are filled in from its sources' when it has none."""
     names = sources(spec, schema)
     for name in names:
         if name not in schema:
@@ -162,9 +163,9 @@ def check_sources(spec: ColumnSpec, schema) -> None:
 
 
 def check_source(spec: ColumnSpec, source: ColumnSpec) -> None:
-    """SchemaError if a binned or looked-up column's rule does not fit its source column: the source's kind, the
-    bounds the edges must cover, the categories the map must cover, missing values the derived column must
-    allow."""
+    """SchemaError if a binned or looked-up column's rule does not fit its source column: the
+    source's kind, the bounds the edges must cover, the categories the map must cover, missing
+    values the derived column must allow."""
     rule, where, src = spec.derived, f"column {spec.name!r}", source.name
     if source.derived:
         raise SchemaError(f"{where} is derived from {src!r}, which is derived itself: derive it from "
@@ -206,7 +207,8 @@ def compute(spec: ColumnSpec, table: pd.DataFrame, schema) -> np.ndarray:
 
 
 def apply(rule: dict, values: pd.Series | np.ndarray) -> np.ndarray:
-    """The derived values (strings; None where the source is missing) of a source column's values."""
+    """The derived values (strings; None where the source is missing) of a source column's
+    values."""
     values = pd.Series(values).reset_index(drop=True)
     missing = values.isna().to_numpy()
     out = np.full(len(values), None, dtype=object)

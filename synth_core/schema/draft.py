@@ -1,5 +1,5 @@
-"""A schema drafted by READING THE PRIVATE TABLE, protective by default (`draft_schema`): it proposes as
-little as it can, the steward edits it into public facts and confirms it."""
+"""A schema drafted by READING THE PRIVATE TABLE, protective by default (`draft_schema`): it
+proposes as little as it can, the steward edits it into public facts and confirms it."""
 from __future__ import annotations
 
 import math
@@ -15,9 +15,12 @@ from .tables import _is_missing, _number_text, _parse_dates, _short_date_years, 
 
 # --- drafting -----------------------------------------------------------------------------------
 MIN_CATEGORY_COUNT = 10   # a category seen in fewer rows is never proposed: it maps to "(other)"
-TAIL_VALUES = 10          # a drafted bound leaves out this many extreme values at each end (at most 1 % of them)
-MAX_DECIMALS = 4          # a draft proposes the decimals a continuous column is written at, up to this many
-MAX_VALUE_SET = 32        # a numeric column of at most this many values is drafted with its value set
+# a drafted bound leaves out this many extreme values at each end (at most 1 % of them)
+TAIL_VALUES = 10
+# a draft proposes the decimals a continuous column is written at, up to this many
+MAX_DECIMALS = 4
+# a numeric column of at most this many values is drafted with its value set
+MAX_VALUE_SET = 32
 POINT_SHARE = 0.1         # a value held by this share of a column's rows is drafted as a point mass
 MAX_DRAFT_POINTS = 3
 UNKNOWN = "(other)"
@@ -72,8 +75,8 @@ def natural_order(values: Iterable[str]) -> list[str]:
 
 
 def _round_out(lo: float, hi: float) -> tuple[float, float]:
-    """Bounds rounded outward to a round step about a tenth of the range (1, 2 or 5 × 10^k): a draft proposes
-    no exact extreme. Ages 17-90 become 10-90, years 1900-2015 become 1900-2020."""
+    """Bounds rounded outward to a round step about a tenth of the range (1, 2 or 5 × 10^k): a draft
+    proposes no exact extreme. Ages 17-90 become 10-90, years 1900-2015 become 1900-2020."""
     span = hi - lo if hi > lo else max(abs(hi), 1.0)
     raw = span / 10
     k = math.floor(math.log10(raw))
@@ -87,12 +90,13 @@ def _round_out(lo: float, hi: float) -> tuple[float, float]:
 
 
 def _bulk_range(values: pd.Series) -> tuple[float, float]:
-    """The range a draft proposes bounds around: from the k-th smallest to the k-th largest value, k being
-    `TAIL_VALUES` or 1 % of the values if fewer (at least 1). One outlier (a diamond 59 mm wide where the
-    others are 4-10) would otherwise stretch the bounds, and with them every bin, over a range almost no row
-    lies in; and the most extreme values are single rows, the facts a draft should least propose. Values
-    beyond the bounds are clipped when the table is read, and the schema page counts them. Where all but
-    those values are one value (a gain most rows have as 0), the whole range: the bulk alone is no range."""
+    """The range a draft proposes bounds around: from the k-th smallest to the k-th largest value, k
+    being `TAIL_VALUES` or 1 % of the values if fewer (at least 1). One outlier (a diamond 59 mm
+    wide where the others are 4-10) would otherwise stretch the bounds, and with them every bin,
+    over a range almost no row lies in; and the most extreme values are single rows, the facts a
+    draft should least propose. Values beyond the bounds are clipped when the table is read, and the
+    schema page counts them. Where all but those values are one value (a gain most rows have as 0),
+    the whole range: the bulk alone is no range."""
     x = np.sort(values.to_numpy(dtype=float))
     k = max(1, min(TAIL_VALUES, math.ceil(len(x) / 100)))
     lo, hi = float(x[k - 1]), float(x[-k])
@@ -100,19 +104,20 @@ def _bulk_range(values: pd.Series) -> tuple[float, float]:
 
 
 def _decimals(values: pd.Series, bounds: tuple[float, float]) -> int | None:
-    """The fewest decimals (1 to `MAX_DECIMALS`) every value and both bounds are written at, or None. A value
-    stored in single precision (1.7999999523 for 1.8: tables from R often are) counts as written at 1. With
-    the precision declared, a model's bins hold the values the column can take and its rows are written at
-    them (a rate of 3.2 % is drawn as 3.2, not 3.2187); nothing is rounded: every value already is."""
+    """The fewest decimals (1 to `MAX_DECIMALS`) every value and both bounds are written at, or
+    None. A value stored in single precision (1.7999999523 for 1.8: tables from R often are) counts
+    as written at 1. With the precision declared, a model's bins hold the values the column can take
+    and its rows are written at them (a rate of 3.2 % is drawn as 3.2, not 3.2187); nothing is
+    rounded: every value already is."""
     x = np.concatenate([values.to_numpy(dtype=float), np.asarray(bounds, dtype=float)])
     return next((d for d in range(1, MAX_DECIMALS + 1) if _written_at(x, np.round(x, d)).all()), None)
 
 
 def _value_set(numeric: pd.Series, is_int: bool, min_count: int) -> tuple[list | None, list | None]:
-    """The value set a draft proposes for a numeric column of few values (codes, brackets, a scale: at most
-    MAX_VALUE_SET, each held by `min_count` rows or more; the rows of a rarer value go to the nearest), else
-    its point masses (values held by at least POINT_SHARE of its rows: the 0 of amounts). Like a category,
-    a value held by fewer rows is never proposed."""
+    """The value set a draft proposes for a numeric column of few values (codes, brackets, a scale:
+    at most MAX_VALUE_SET, each held by `min_count` rows or more; the rows of a rarer value go to
+    the nearest), else its point masses (values held by at least POINT_SHARE of its rows: the 0 of
+    amounts). Like a category, a value held by fewer rows is never proposed."""
     counts = numeric.value_counts()
     common = counts[counts >= min_count]
     def written(v):  # as the steward wrote it: 1.8, not 1.7999999523 (single precision, as R writes
@@ -129,8 +134,8 @@ def _value_set(numeric: pd.Series, is_int: bool, min_count: int) -> tuple[list |
 
 
 def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None) -> str | None:
-    """Why a column looks like an identifier (None if it does not): such a column says who a row is and
-    nothing a synthetic table needs."""
+    """Why a column looks like an identifier (None if it does not): such a column says who a row is
+    and nothing a synthetic table needs."""
     n = len(present)
     if n < 20:
         return None
@@ -169,8 +174,9 @@ def free_text_reason(present: pd.Series) -> str | None:
 
 
 def _dates(present: pd.Series) -> pd.Series | None:
-    """The parsed dates if (nearly) every value of a text column is a date that shows its year (four digits:
-    ranges such as "1-5" or "10-20" parse as days of this year, and a date column is kept as its year)."""
+    """The parsed dates if (nearly) every value of a text column is a date that shows its year (four
+    digits: ranges such as "1-5" or "10-20" parse as days of this year, and a date column is kept as
+    its year)."""
     if len(present) == 0 or pd.api.types.is_numeric_dtype(present):
         return None
     text = present.astype(str).str.strip()
@@ -185,19 +191,19 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
                  min_category_count: int = MIN_CATEGORY_COUNT) -> Schema:
     """Propose a schema by READING THE PRIVATE TABLE, protective by default.
 
-    A draft discloses facts about the data, so it proposes as little as it can: columns that look like
-    identifiers (names, near-unique codes, row numbers, keys), free text (`free_text_reason`) or
-    hold no values are left out (`excluded`, with the reason); a date column is generalised to its
-    year, with bounds rounded to decades; numeric bounds leave out the few most extreme values
+    A draft discloses facts about the data, so it proposes as little as it can: columns that look
+    like identifiers (names, near-unique codes, row numbers, keys), free text (`free_text_reason`)
+    or hold no values are left out (`excluded`, with the reason); a date column is generalised to
+    its year, with bounds rounded to decades; numeric bounds leave out the few most extreme values
     (`_bulk_range`) and are rounded outward to round numbers
-    (0, ±1, 2, 5 × 10^k); a numeric column of few values (codes, brackets, a scale) is proposed with its value
-    set and one with values that hold a tenth of its rows with those points (`_value_set`: each held by
-    `min_category_count` rows or more, as a category); a category seen in fewer than
-    `min_category_count` rows is never proposed (its rows map to "(other)"); categories are listed in their
-    natural order (`natural_order`: by a leading number, else alphabetically); sensitive and target roles
-    are suggested by the column's name. The schema is marked drafted_from_data and unconfirmed: the steward
-    edits it into public facts and confirms it, or accepts explicitly to train on it (then every report says
-    the schema was read from the data).
+    (0, ±1, 2, 5 × 10^k); a numeric column of few values (codes, brackets, a scale) is proposed with
+    its value set and one with values that hold a tenth of its rows with those points (`_value_set`:
+    each held by `min_category_count` rows or more, as a category); a category seen in fewer than
+    `min_category_count` rows is never proposed (its rows map to "(other)"); categories are listed
+    in their natural order (`natural_order`: by a leading number, else alphabetically); sensitive
+    and target roles are suggested by the column's name. The schema is marked drafted_from_data and
+    unconfirmed: the steward edits it into public facts and confirms it, or accepts explicitly to
+    train on it (then every report says the schema was read from the data).
     """
     if len(table) == 0 or len(table.columns) == 0:
         raise SchemaError("cannot draft a schema from an empty table")
@@ -216,7 +222,8 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
         raw = table[name]
         role = next((r for r, pattern in _ROLE_NAMES.items() if r not in roles_taken and pattern.match(name)), None)
         if role == "target" and name.lower() == "y" and "x" in lowered:
-            role = None  # beside an x, a y is a coordinate or a size (diamonds' x, y, z), not what is predicted
+            # beside an x, a y is a coordinate or a size (diamonds' x, y, z), not what is predicted
+            role = None
         proposed = _draft_column(name, raw, _is_missing(raw, markers), role, max_categories, min_category_count)
         if isinstance(proposed, str):
             excluded[name] = proposed
@@ -257,7 +264,8 @@ def _draft_column(name: str, raw: pd.Series, miss: pd.Series, role: str | None, 
         if float(numeric.abs().max()) > MAX_MAGNITUDE:
             return f"its values reach beyond ±{MAX_MAGNITUDE:g}: rescale it to model it"
         is_int = bool((numeric.round() == numeric).all())
-        # a long upper tail (the median in the bottom twentieth of the whole range) is binned on a log scale
+        # a long upper tail (the median in the bottom twentieth of the whole range) is binned on a
+        # log scale
         full_lo, full_hi = _round_out(float(numeric.min()), float(numeric.max()))
         skewed = full_lo >= 0 and full_hi > 0 and float(numeric.median()) - full_lo < 0.05 * (full_hi - full_lo)
         lo, hi = _round_out(*_bulk_range(numeric))

@@ -1,26 +1,28 @@
-"""The small expression language of declared rules and computed columns: pandas' `DataFrame.query` syntax,
-parsed safely and checked against the public schema.
+"""The small expression language of declared rules and computed columns: pandas' `DataFrame.query`
+syntax, parsed safely and checked against the public schema.
 
     not (relationship in ['Husband', 'Wife']) or `marital-status` in ['Married-civ-spouse', 'Married-AF-spouse']
     `capital-gain` == 0 or `capital-loss` == 0
     yr_renovated == 0 or yr_renovated >= yr_built
     sqft_above + sqft_basement                      (a number: a computed column's expression)
 
-What it takes: column names (in backticks when they hold spaces, dashes or other signs), numbers, texts in quotes,
-lists of them after `in` / `not in`, comparisons (`==`, `!=`, `<`, `<=`, `>`, `>=`, chained as in `0 <= x < 10`),
-`and`, `or`, `not` (and `&`, `|`, `~` for them), arithmetic (`+`, `-`, `*`, `/`, `//`, `%`), and these calls
-only: `abs(x)`, `min(x, y, …)`, `max(x, y, …)`, `round(x)`, `isna(x)`, `notna(x)` (also `x.isna()`,
-`x.notna()`). Nothing else parses: no other call, no attribute, no subscript, no lambda, no import; the text is
-never run as code (it becomes a Python syntax tree that is walked here, node by node, over a table's columns).
+What it takes: column names (in backticks when they hold spaces, dashes or other signs), numbers,
+texts in quotes, lists of them after `in` / `not in`, comparisons (`==`, `!=`, `<`, `<=`, `>`, `>=`,
+chained as in `0 <= x < 10`), `and`, `or`, `not` (and `&`, `|`, `~` for them), arithmetic (`+`, `-`,
+`*`, `/`, `//`, `%`), and these calls only: `abs(x)`, `min(x, y, …)`, `max(x, y, …)`, `round(x)`,
+`isna(x)`, `notna(x)` (also `x.isna()`, `x.notna()`). Nothing else parses: no other call, no
+attribute, no subscript, no lambda, no import; the text is never run as code (it becomes a Python
+syntax tree that is walked here, node by node, over a table's columns).
 
-Missing values: a comparison with a missing value is false, whatever the operator (`!=` included), and so is
-`in`; arithmetic with a missing value is missing. So `x != 0` holds only where x is present and not 0; a rule
-that lets x be missing says so: `isna(x) or x > 0`. `not` turns a false comparison true: `not (x == 0)` holds
-where x is missing.
+Missing values: a comparison with a missing value is false, whatever the operator (`!=` included),
+and so is `in`; arithmetic with a missing value is missing. So `x != 0` holds only where x is
+present and not 0; a rule that lets x be missing says so: `isna(x) or x > 0`. `not` turns a false
+comparison true: `not (x == 0)` holds where x is missing.
 
-Types come from the schema: a numeric column is a number, a categorical one a text (its categories as text).
-Order comparisons and arithmetic take numbers; a text is compared with `==`, `!=`, `in`; a text literal compared
-with a categorical column must be one of its public categories (a typo is caught before anything is spent).
+Types come from the schema: a numeric column is a number, a categorical one a text (its categories
+as text). Order comparisons and arithmetic take numbers; a text is compared with `==`, `!=`, `in`; a
+text literal compared with a categorical column must be one of its public categories (a typo is
+caught before anything is spent).
 """
 from __future__ import annotations
 
@@ -56,8 +58,9 @@ class ExpressionError(SchemaError):
 
 
 def _placeholders(text: str) -> tuple[str, dict[str, str]]:
-    """The text with every `backticked name` replaced by an identifier, and the identifiers' names; a line break
-    or tab outside quotes becomes a space (a rule typed over several lines), what is inside quotes is kept."""
+    """The text with every `backticked name` replaced by an identifier, and the identifiers' names;
+    a line break or tab outside quotes becomes a space (a rule typed over several lines), what is
+    inside quotes is kept."""
     out, names, i, quote = [], {}, 0, None
     while i < len(text):
         ch = text[i]
@@ -92,7 +95,8 @@ def _placeholders(text: str) -> tuple[str, dict[str, str]]:
 
 @dataclass(frozen=True)
 class Expression:
-    """One parsed expression: `kind` is NUMBER or BOOL (TEXT for a bare column), `columns` the columns it reads."""
+    """One parsed expression: `kind` is NUMBER or BOOL (TEXT for a bare column), `columns` the
+    columns it reads."""
 
     text: str
     tree: ast.AST = field(repr=False)
@@ -101,19 +105,20 @@ class Expression:
     columns: tuple = ()
 
     def evaluate(self, table: pd.DataFrame) -> np.ndarray:
-        """Its value on every row of a table in canonical form (schema/tables.py): booleans, or numbers with
-        NaN for missing."""
+        """Its value on every row of a table in canonical form (schema/tables.py): booleans, or
+        numbers with NaN for missing."""
         value = _Evaluator(table, self.names, len(table)).run(self.tree)
         return _broadcast(value, len(table))
 
     def bounds(self, schema: Schema) -> tuple[float, float] | None:
-        """The interval a number expression's values lie in, from its columns' public bounds (None: unbounded,
-        or a column without bounds)."""
+        """The interval a number expression's values lie in, from its columns' public bounds (None:
+        unbounded, or a column without bounds)."""
         return _interval(self.tree, self.names, schema)
 
 
 def parse(text: Any, schema: Schema, want: str = BOOL) -> Expression:
-    """An expression checked against the schema; ExpressionError (one line) if it is not one of `want`'s kind."""
+    """An expression checked against the schema; ExpressionError (one line) if it is not one of
+    `want`'s kind."""
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError(f"an expression is a non-empty text, not {text!r}")
     if len(text) > MAX_LENGTH:
@@ -135,7 +140,8 @@ def parse(text: Any, schema: Schema, want: str = BOOL) -> Expression:
 
 
 def source_text(node: ast.AST, names: dict) -> str:
-    """A node of a parsed expression written back as the steward would type it (names in backticks)."""
+    """A node of a parsed expression written back as the steward would type it (names in
+    backticks)."""
     text = ast.unparse(node)
     for key, name in names.items():
         text = text.replace(key, f"`{name}`")

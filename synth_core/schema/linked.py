@@ -1,5 +1,5 @@
-"""Linked tables: a parent table (one row per person: patients, customers) and a child table whose rows belong to
-a person through a key (visits, transactions), declared public together.
+"""Linked tables: a parent table (one row per person: patients, customers) and a child table whose
+rows belong to a person through a key (visits, transactions), declared public together.
 
     LinkedSchema   the two tables' schemas, the key, the most child rows a person may contribute (`max_children`,
                    the steward's public choice), an optional order column of the child table, and
@@ -8,8 +8,9 @@ a person through a key (visits, transactions), declared public together.
     LinkedTables   the two tables as read (the key still in them), or as sampled (fresh keys)
     link_tables    both tables checked against the schema and linked: LinkedRows (each child row's person)
 
-Keys are identifiers: never modelled, never exported (a synthetic table's keys are fresh: 1, 2, 3, …). A person's
-child rows beyond `max_children` are bounded by privacy.contribution, which needs the rows linked first.
+Keys are identifiers: never modelled, never exported (a synthetic table's keys are fresh: 1, 2, 3,
+…). A person's child rows beyond `max_children` are bounded by privacy.contribution, which needs the
+rows linked first.
 """
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ from .spec import (SCHEMA_VERSION, ColumnSpec, Schema, SchemaError, _preview, _s
 from .draft import draft_schema
 from .tables import ValidationReport, _is_missing, _parse_dates, random_table, validate_table
 
-# what a draft proposes as the most child rows a person may contribute: a public default, never read from the data
+# what a draft proposes as the most child rows a person may contribute: a public default, never read
+# from the data
 DEFAULT_MAX_CHILDREN = 10
-# the most a person may contribute: a sequence of this many child rows is what the model reads for every person
+# the most a person may contribute: a sequence of this many child rows is what the model reads for
+# every person
 MOST_CHILDREN = 200
-# the column of a person's row that counts their child rows (0 … max_children): what the models and the
-# marginals of persons read beside the parents' own columns; never a column of either table
+# the column of a person's row that counts their child rows (0 … max_children): what the models and
+# the marginals of persons read beside the parents' own columns; never a column of either table
 COUNT_COLUMN = "(child rows)"
 KEY_REASON = "the key that links the two tables: an identifier, never modelled (synthetic keys are fresh)"
 LINKED_FIELDS = {"version", "linked", "parent", "child"}
@@ -42,12 +45,14 @@ LINK_FIELDS = {"key", "max_children", "order", "time_index", "changes"}
 
 @dataclass
 class LinkedSchema:
-    """Two public schemas linked by a key: `parent` (one row per person) and `child` (a person's rows)."""
+    """Two public schemas linked by a key: `parent` (one row per person) and `child` (a person's
+    rows)."""
     parent: Schema
     child: Schema
     key: str
     max_children: int = DEFAULT_MAX_CHILDREN
-    order: str | None = None   # a child column the rows of one person follow (None: the table's order)
+    # a child column the rows of one person follow (None: the table's order)
+    order: str | None = None
     version: int = SCHEMA_VERSION
     # the order column as a time index ({"unique": True, "consecutive": bool}; None: an order
     # only), and child columns' change per step of it ({column: step}): schema.panel
@@ -76,7 +81,8 @@ class LinkedSchema:
         return []
 
     def check(self) -> None:
-        """SchemaError naming what cannot be: each table's own problems, the key, max_children, the order column."""
+        """SchemaError naming what cannot be: each table's own problems, the key, max_children, the
+        order column."""
         for label, schema in (("parents'", self.parent), ("children's", self.child)):
             if not isinstance(schema, Schema):
                 raise SchemaError(f"the {label} schema must be a Schema, not {type(schema).__name__}")
@@ -106,8 +112,9 @@ class LinkedSchema:
             raise SchemaError(f"schema version {self.version} is not supported (this is version {SCHEMA_VERSION})")
 
     def persons(self) -> Schema:
-        """The schema of a person's row as models and measurements of persons read it: the parents' columns and
-        COUNT_COLUMN, how many child rows the person has (0 … max_children, public bounds)."""
+        """The schema of a person's row as models and measurements of persons read it: the parents'
+        columns and COUNT_COLUMN, how many child rows the person has (0 … max_children, public
+        bounds)."""
         count = ColumnSpec(COUNT_COLUMN, "integer", lower=0, upper=self.max_children)
         return replace(self.parent.modelled(), columns=[*self.parent.modelled().columns, count], rows=None)
 
@@ -120,7 +127,8 @@ class LinkedSchema:
         return self if (parent, child) == (self.parent, self.child) else replace(self, parent=parent, child=child)
 
     def check_conditions(self, conditions: dict | None) -> dict:
-        """Conditions on the parents' columns (a person's own facts); a child column cannot be fixed."""
+        """Conditions on the parents' columns (a person's own facts); a child column cannot be
+        fixed."""
         for name in conditions or {}:
             if name in self.child:
                 raise SchemaError(f"cannot condition on {name!r}: it is a column of the child rows; condition on "
@@ -201,15 +209,17 @@ class LinkedTables:
         return len(self.parents)
 
     def as_one(self) -> pd.DataFrame:
-        """Both tables stacked (a column says which), for what fingerprints a table (the budget book)."""
+        """Both tables stacked (a column says which), for what fingerprints a table (the budget
+        book)."""
         return pd.concat([self.parents.assign(**{"(table)": "parents"}), self.children.assign(**{"(table)": "children"})],
                          ignore_index=True)
 
 
 @dataclass
 class LinkedRows:
-    """Both tables validated against their schemas (keys gone): `person[i]` is the parents' row child row i
-    belongs to; a person's child rows follow their order (the order column's, else the table's)."""
+    """Both tables validated against their schemas (keys gone): `person[i]` is the parents' row
+    child row i belongs to; a person's child rows follow their order (the order column's, else the
+    table's)."""
     parents: pd.DataFrame
     children: pd.DataFrame
     person: np.ndarray
@@ -223,14 +233,17 @@ class LinkedRows:
 
 @dataclass
 class LinkedReport:
-    """What linking and validating changed. Every count here describes the private tables: the steward's alone."""
+    """What linking and validating changed. Every count here describes the private tables: the
+    steward's alone."""
     parents: ValidationReport
     children: ValidationReport
     orphans: int = 0             # child rows whose key has no parent: dropped
-    truncated_persons: int = 0   # persons with more than max_children rows (privacy.contribution kept a random few)
+    # persons with more than max_children rows (privacy.contribution kept a random few)
+    truncated_persons: int = 0
     dropped_children: int = 0    # the child rows that bounding left out
     max_children: int = 0
-    dropped_for_rules: int = 0   # what a single table's report says (linked tables have no rules yet)
+    # what a single table's report says (linked tables have no rules yet)
+    dropped_for_rules: int = 0
     broken_sequences: int = 0    # persons whose rows break the declared time index or changes
 
     @property
@@ -259,8 +272,8 @@ class LinkedReport:
 
 
 def _keys(column: pd.Series, markers: list[str]) -> tuple[pd.Series, pd.Series, bool]:
-    """A key column as comparable text (whole numbers without their ".0"), where it is missing, and whether every
-    value present is a number."""
+    """A key column as comparable text (whole numbers without their ".0"), where it is missing, and
+    whether every value present is a number."""
     missing = _is_missing(column, markers)
     present = column[~missing]
     numbers = pd.to_numeric(present, errors="coerce")
@@ -284,7 +297,8 @@ def linked_columns(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedTa
 
 
 def split_persons(tables: LinkedTables, key: str, held: np.ndarray) -> tuple[LinkedTables, LinkedTables]:
-    """(the persons not `held`, the persons `held`: positions in the parents' table), each with their child rows."""
+    """(the persons not `held`, the persons `held`: positions in the parents' table), each with
+    their child rows."""
     mask = np.zeros(len(tables.parents), dtype=bool)
     mask[held] = True
     out = []
@@ -296,9 +310,9 @@ def split_persons(tables: LinkedTables, key: str, held: np.ndarray) -> tuple[Lin
 
 
 def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows, LinkedReport]:
-    """Both tables checked (SchemaError, one line, for a key missing from either, a repeated parent key, keys of
-    different types, a table without rows, the two files swapped), validated against their schemas, and linked;
-    child rows whose key matches no parent are dropped and counted."""
+    """Both tables checked (SchemaError, one line, for a key missing from either, a repeated parent
+    key, keys of different types, a table without rows, the two files swapped), validated against
+    their schemas, and linked; child rows whose key matches no parent are dropped and counted."""
     if not isinstance(tables, LinkedTables):
         raise SchemaError("a linked schema trains on two tables: the parents' and the children's (--data and --child)")
     key, parents, children = schema.key, tables.parents, tables.children
@@ -334,7 +348,8 @@ def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows,
     person = person[linked].to_numpy(dtype=np.int64)
     order = np.lexsort((_order_key(kept_children, child_rows, schema), person))
     rows = LinkedRows(parent_rows, child_rows.iloc[order].reset_index(drop=True), person[order])
-    over = np.clip(rows.children_per_person() - schema.max_children, 0, None)  # what bounding will leave out
+    # what bounding will leave out
+    over = np.clip(rows.children_per_person() - schema.max_children, 0, None)
     facts = obeyed(rows.children, rows.person, schema)
     return rows, LinkedReport(parent_report, child_report, orphans=int((~linked).sum()),
                               truncated_persons=int((over > 0).sum()), dropped_children=int(over.sum()),
@@ -344,9 +359,9 @@ def link_tables(tables: LinkedTables, schema: LinkedSchema) -> tuple[LinkedRows,
 
 
 def _order_key(raw: pd.DataFrame, rows: pd.DataFrame, schema: LinkedSchema) -> np.ndarray:
-    """What each person's child rows are sorted by (a stable sort: ties keep the file's order; missing last):
-    the order column as validated, or, for a column read from dates (validation keeps their year), the dates
-    themselves, so that a person's rows within one year are ordered too."""
+    """What each person's child rows are sorted by (a stable sort: ties keep the file's order;
+    missing last): the order column as validated, or, for a column read from dates (validation keeps
+    their year), the dates themselves, so that a person's rows within one year are ordered too."""
     if not schema.order:
         return np.arange(len(rows))
     if schema.child[schema.order].date is not None:
@@ -357,8 +372,9 @@ def _order_key(raw: pd.DataFrame, rows: pd.DataFrame, schema: LinkedSchema) -> n
 
 
 def random_tables(schema: LinkedSchema, persons: int, seed: int | None = None) -> LinkedTables:
-    """`persons` persons drawn from the public schema alone (schema.tables.random_table), each with 1 to
-    max_children child rows, keys 1 … persons: rows to time a model on before training, never the steward's."""
+    """`persons` persons drawn from the public schema alone (schema.tables.random_table), each with
+    1 to max_children child rows, keys 1 … persons: rows to time a model on before training, never
+    the steward's."""
     per = np.random.default_rng(seed).integers(1, schema.max_children + 1, persons)
     parents = random_table(schema.parent, persons, seed=seed)
     children = random_table(schema.child, int(per.sum()), seed=None if seed is None else seed + 1)
@@ -367,8 +383,8 @@ def random_tables(schema: LinkedSchema, persons: int, seed: int | None = None) -
 
 
 def key_candidates(tables: LinkedTables) -> list[str]:
-    """The columns both tables have, those whose values are distinct in the parents' table (a key's) first:
-    what a steward picks the key from."""
+    """The columns both tables have, those whose values are distinct in the parents' table (a key's)
+    first: what a steward picks the key from."""
     parent_names = [str(c) for c in tables.parents.columns]
     shared = [str(c) for c in tables.children.columns if str(c) in parent_names]
     distinct = {name: bool(tables.parents[name].dropna().is_unique) for name in shared}
@@ -377,9 +393,9 @@ def key_candidates(tables: LinkedTables) -> list[str]:
 
 def draft_linked(tables: LinkedTables, key: str, max_children: int = DEFAULT_MAX_CHILDREN, order: str | None = None,
                  **options) -> LinkedSchema:
-    """Both tables' schemas drafted (schema.draft.draft_schema: READING THE PRIVATE TABLES, protective by
-    default), the key left out of both; max_children is the public default, never read from the
-    data.
+    """Both tables' schemas drafted (schema.draft.draft_schema: READING THE PRIVATE TABLES,
+    protective by default), the key left out of both; max_children is the public default, never read
+    from the data.
 
     With an order column, a panel's time is proposed where every person's rows show it
     (schema.panel.draft_panel: the order column a time index, a column's change per step). What

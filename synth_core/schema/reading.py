@@ -1,5 +1,5 @@
-"""Reading a steward's file (CSV or Parquet) into a table: its encoding and separator detected, and numbers
-written for people (thousands separators, percentages) read as numbers."""
+"""Reading a steward's file (CSV or Parquet) into a table: its encoding and separator detected, and
+numbers written for people (thousands separators, percentages) read as numbers."""
 from __future__ import annotations
 
 import codecs
@@ -26,8 +26,9 @@ SEPARATORS = {",": "commas", ";": "semicolons", "\t": "tabs", "|": "vertical bar
 
 
 def decode_text(data: bytes, name: str) -> tuple[str, str]:
-    """The text of a CSV file and the encoding it was read in: UTF-16 or UTF-8 by their byte-order marks, else
-    UTF-8, else Windows-1252 (Excel's), else Latin-1. A file with NUL bytes and no UTF-16 mark is not text."""
+    """The text of a CSV file and the encoding it was read in: UTF-16 or UTF-8 by their byte-order
+    marks, else UTF-8, else Windows-1252 (Excel's), else Latin-1. A file with NUL bytes and no
+    UTF-16 mark is not text."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return data.decode("utf-16"), "UTF-16"
     if data.startswith(codecs.BOM_UTF8):
@@ -44,8 +45,8 @@ def decode_text(data: bytes, name: str) -> tuple[str, str]:
 
 
 def sniff_separator(header: str) -> str:
-    """The header's separator: commas if it holds two or more comma-separated names, else the first of
-    semicolon, tab and vertical bar that does (a single column otherwise)."""
+    """The header's separator: commas if it holds two or more comma-separated names, else the first
+    of semicolon, tab and vertical bar that does (a single column otherwise)."""
     for sep in SEPARATORS:
         if len(next(csv.reader([header], delimiter=sep))) > 1:
             return sep
@@ -54,8 +55,9 @@ def sniff_separator(header: str) -> str:
 
 def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
                      missing_markers: Iterable[str] = ()) -> pd.DataFrame:
-    """Read an uploaded CSV or Parquet file from memory (nothing is written to disk). A CSV's encoding and
-    separator are detected (`decode_text`, `sniff_separator`); what was detected is in `table.attrs["read_as"]`."""
+    """Read an uploaded CSV or Parquet file from memory (nothing is written to disk). A CSV's
+    encoding and separator are detected (`decode_text`, `sniff_separator`); what was detected is in
+    `table.attrs["read_as"]`."""
     markers = list(missing_markers) or (list(schema.missing_markers) if schema else [])
     name = Path(filename).name
     read_as = "Parquet"
@@ -98,15 +100,17 @@ def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
     return table
 
 
-# numbers as people write them: thousands separated by commas ("1,234,567", "-1,234.5") or a percentage ("45%",
-# "12.5 %"); a percentage is read as the number before its sign (45, not 0.45), as the steward reads it
+# numbers as people write them: thousands separated by commas ("1,234,567", "-1,234.5") or a
+# percentage ("45%", "12.5 %"); a percentage is read as the number before its sign (45, not 0.45),
+# as the steward reads it
 _THOUSANDS = r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?\d+(?:\.\d+)?"
 _PERCENT = r"[-+]?\d+(?:\.\d+)?\s?%"
 
 
 def _numbers_written_for_people(table: pd.DataFrame, schema: Schema | None) -> dict[str, str]:
-    """Read in place the text columns whose every value is a number written with thousands separators (one at
-    least) or a percentage; {column: how it was written}. A column the schema declares categorical stays text."""
+    """Read in place the text columns whose every value is a number written with thousands
+    separators (one at least) or a percentage; {column: how it was written}. A column the schema
+    declares categorical stays text."""
     read = {}
     for name in table.columns:
         column = table[name]

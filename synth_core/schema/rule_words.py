@@ -1,5 +1,6 @@
-"""A rule in plain words, for the steward checking what they typed (schema/expressions.py parses it): "if
-relationship is one of Husband, Wife, then marital-status is one of Married-civ-spouse, Married-AF-spouse"."""
+"""A rule in plain words, for the steward checking what they typed (schema/expressions.py parses
+it): "if relationship is one of Husband, Wife, then marital-status is one of Married-civ-spouse,
+Married-AF-spouse"."""
 from __future__ import annotations
 
 import ast
@@ -13,8 +14,8 @@ _OPPOSITE = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn:
 
 
 def explain(expression: Expression) -> str:
-    """The expression in plain words, for a steward checking what they typed: "if relationship is one of
-    Husband, Wife, then marital-status is one of Married-civ-spouse, Married-AF-spouse"."""
+    """The expression in plain words, for a steward checking what they typed: "if relationship is
+    one of Husband, Wife, then marital-status is one of Married-civ-spouse, Married-AF-spouse"."""
     return _words(expression.tree, expression.names)
 
 

@@ -1,13 +1,15 @@
 """Declared rules: facts every row of the table obeys, which every synthetic row then obeys too.
 
-The schema's `"rules"` is a list of expressions in pandas' `DataFrame.query` syntax (schema/expressions.py: the
-language, how a missing value counts, what is refused), each true for every row:
+The schema's `"rules"` is a list of expressions in pandas' `DataFrame.query` syntax
+(schema/expressions.py: the language, how a missing value counts, what is refused), each true for
+every row:
 
     "rules": ["not (relationship in ['Husband', 'Wife']) or `marital-status` in ['Married-civ-spouse', 'Married-AF-spouse']",
               "`capital-gain` == 0 or `capital-loss` == 0"]
 
-A rule is a public fact, like a bound: declaring it costs no ε. The private table is held to the rules when it
-is validated (a row that breaks one is dropped and counted, the counts shown to the steward only;
+A rule is a public fact, like a bound: declaring it costs no ε. The private table is held to the
+rules when it is validated (a row that breaks one is dropped and counted, the counts shown to the
+steward only;
 a rule that most rows break, or rules that together drop most rows, are refused as probably
 mistyped), and a model's rows are held to them when it samples (models/base.py: rejection of the
 model's own rows, which is post-processing). This module is the rules' one home: parsing them
@@ -37,7 +39,8 @@ def _quote(text: str, limit: int = 80) -> str:
 
 
 def compiled(rules: Any, schema) -> list[Expression]:
-    """The schema's rules parsed and checked against its columns; SchemaError naming the rule and the problem."""
+    """The schema's rules parsed and checked against its columns; SchemaError naming the rule and
+    the problem."""
     if rules is None:
         return []
     if not isinstance(rules, list):
@@ -61,12 +64,13 @@ _FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, 
 
 
 def scale_from_rules(schema) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """What the rules say of each numeric column's scale, read from their text (public, like the bounds):
-    (edges, values). Edges: where its bins need an edge so that no bin holds values on both sides of what a rule
-    says of it: a value a rule names (`x == 0`, `x in [1, 2]`) gets a bin of its own, a threshold it compares
-    with (`x >= 18`) an edge between the values below and from it. Without them a discretising model's bin
-    [0, 20) decodes to 0 one time in 21, and holding its rows to `x == 0 or …` keeps too few of them. Values:
-    those a rule names, which a model that draws numbers as numbers draws exactly (encoding/vectors.py)."""
+    """What the rules say of each numeric column's scale, read from their text (public, like the
+    bounds): (edges, values). Edges: where its bins need an edge so that no bin holds values on both
+    sides of what a rule says of it: a value a rule names (`x == 0`, `x in [1, 2]`) gets a bin of
+    its own, a threshold it compares with (`x >= 18`) an edge between the values below and from it.
+    Without them a discretising model's bin [0, 20) decodes to 0 one time in 21, and holding its
+    rows to `x == 0 or …` keeps too few of them. Values: those a rule names, which a model that
+    draws numbers as numbers draws exactly (encoding/vectors.py)."""
     edges: dict[str, set] = {}
     values: dict[str, set] = {}
     for spec, named, point, op in _comparisons(schema):
@@ -74,14 +78,16 @@ def scale_from_rules(schema) -> tuple[dict[str, list[float]], dict[str, list[flo
             values.setdefault(spec.name, set()).update(named)
         for v in named:
             below, above = spec.point_edges(v)
-            # a point: a bin of its own; `x >= v` or `x < v`: an edge below v; `x > v` or `x <= v`: one above it
+            # a point: a bin of its own; `x >= v` or `x < v`: an edge below v; `x > v` or `x <= v`:
+            # one above it
             edges.setdefault(spec.name, set()).update(
                 (below, above) if point else (below,) if op in (ast.GtE, ast.Lt) else (above,))
     return ({name: sorted(e) for name, e in edges.items() if e}, {name: sorted(v) for name, v in values.items() if v})
 
 
 def _comparisons(schema):
-    """Each comparison of a numeric column with numbers in the schema's rules, as `_named` reads it."""
+    """Each comparison of a numeric column with numbers in the schema's rules, as `_named` reads
+    it."""
     for rule in compiled(schema.rules, schema):
         for node in ast.walk(rule.tree):
             if isinstance(node, ast.Compare):
@@ -94,8 +100,8 @@ def _comparisons(schema):
 
 
 def _named(schema, names: dict, left: ast.AST, op: type, right: ast.AST):
-    """(the numeric column, the finite values, whether they are points) a comparison names, with the operator
-    read from the column's side, or None."""
+    """(the numeric column, the finite values, whether they are points) a comparison names, with the
+    operator read from the column's side, or None."""
     spec = _numeric(schema, names, left)
     if spec is None:
         spec, right, op = _numeric(schema, names, right), left, _FLIPPED.get(op, op)
@@ -161,9 +167,9 @@ def hold_private_table(rules: list[Expression], table: pd.DataFrame) -> tuple[pd
 
 
 def contradiction(rules: list[Expression], conditions: dict, schema) -> str | None:
-    """The first rule that sampling conditions (checked: Schema.check_conditions) make impossible, as one line;
-    None if none does. A rule is judged where the conditions fix every column it reads; one they fix in part is
-    left to sampling, which says so when too few rows meet it."""
+    """The first rule that sampling conditions (checked: Schema.check_conditions) make impossible,
+    as one line; None if none does. A rule is judged where the conditions fix every column it reads;
+    one they fix in part is left to sampling, which says so when too few rows meet it."""
     fixed = set(conditions or {})
     judged = [rule for rule in rules if rule.columns and set(rule.columns) <= fixed]
     if not judged:
@@ -180,8 +186,8 @@ def contradiction(rules: list[Expression], conditions: dict, schema) -> str | No
 
 @dataclass(frozen=True)
 class RulePreview:
-    """A rule as the steward typed it, checked: its words, and how many of their rows break it (a private
-    count, for their screen only)."""
+    """A rule as the steward typed it, checked: its words, and how many of their rows break it (a
+    private count, for their screen only)."""
 
     text: str
     words: str
@@ -190,8 +196,8 @@ class RulePreview:
 
 
 def preview(text: str, schema, table: pd.DataFrame | None = None) -> RulePreview:
-    """A rule checked against the schema (SchemaError, one line, if it is not one) and, given the private table
-    (validated: schema/tables.py), the rows that break it."""
+    """A rule checked against the schema (SchemaError, one line, if it is not one) and, given the
+    private table (validated: schema/tables.py), the rows that break it."""
     try:
         rule = parse(text, schema, BOOL)
     except ExpressionError as e:
@@ -200,16 +206,16 @@ def preview(text: str, schema, table: pd.DataFrame | None = None) -> RulePreview
     return RulePreview(text, explain(rule), broken, 0 if table is None else len(table))
 
 
-# pairs of column-name words that read as "the second comes after the first" (a template, never a fact read from
-# the rows: the steward checks it against their rows' counts before adding it)
+# pairs of column-name words that read as "the second comes after the first" (a template, never a
+# fact read from the rows: the steward checks it against their rows' counts before adding it)
 _ORDERED = (("built", "renovated"), ("start", "end"), ("min", "max"), ("from", "to"), ("open", "close"),
             ("birth", "death"), ("admission", "discharge"), ("low", "high"), ("first", "last"))
 
 
 def templates(schema, limit: int = 6) -> list[str]:
-    """Rules a steward may mean, suggested from the column names only (never from the rows): an order between
-    two numbers whose names pair up (`yr_built` / `yr_renovated`), a gain and a loss that are not both
-    non-zero."""
+    """Rules a steward may mean, suggested from the column names only (never from the rows): an
+    order between two numbers whose names pair up (`yr_built` / `yr_renovated`), a gain and a loss
+    that are not both non-zero."""
     numbers = [c for c in schema.columns if c.is_numeric and not c.derived]
     out = []
     for a in numbers:
@@ -225,8 +231,9 @@ def templates(schema, limit: int = 6) -> list[str]:
 
 
 def forms(schema) -> list[str]:
-    """The rule forms written with this schema's own columns and public categories, for a steward to adapt:
-    an if-then between categories, an order between numbers, a value allowed to be missing."""
+    """The rule forms written with this schema's own columns and public categories, for a steward to
+    adapt: an if-then between categories, an order between numbers, a value allowed to be
+    missing."""
     numbers = [c for c in schema.columns if c.is_numeric and not c.derived]
     categories = [c for c in schema.columns if not c.is_numeric and not c.derived and len(c.vocabulary()) > 1]
     out = []

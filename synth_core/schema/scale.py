@@ -1,12 +1,13 @@
-"""A numeric column's public scale: everything that maps a column to or from its public range asks its
-ColumnSpec, which has these from `PublicScale` (its bounds, its log rule, the precision it is written at,
-released quantiles, the values it takes and the values that hold a share of its rows of their own). Nothing
-here reads the private table.
+"""A numeric column's public scale: everything that maps a column to or from its public range asks
+its ColumnSpec, which has these from `PublicScale` (its bounds, its log rule, the precision it is
+written at, released quantiles, the values it takes and the values that hold a share of its rows of
+their own). Nothing here reads the private table.
 
-A declared value set (`values`: codes, brackets written as their midpoints, Likert items, rates from a short
-list) is the column's whole range: its bins hold whole values (one each where they are few), a bin decodes to
-a value of the set, and `snap` puts any number a model writes on the nearest one. A declared point mass
-(`points`: the 0 most amounts hold) gets a bin of its own and is drawn exactly, as a value a rule names is."""
+A declared value set (`values`: codes, brackets written as their midpoints, Likert items, rates from
+a short list) is the column's whole range: its bins hold whole values (one each where they are few),
+a bin decodes to a value of the set, and `snap` puts any number a model writes on the nearest one. A
+declared point mass (`points`: the 0 most amounts hold) gets a bin of its own and is drawn exactly,
+as a value a rule names is."""
 from __future__ import annotations
 
 import math
@@ -17,17 +18,19 @@ import pandas as pd
 from .errors import SchemaError, finite_number
 
 
-MAX_VALUES = 200   # a declared value set lists at most this many values (more: the column is continuous)
+# a declared value set lists at most this many values (more: the column is continuous)
+MAX_VALUES = 200
 MAX_POINTS = 10    # declared point masses
 
 
 class PublicScale:
-    """The scale of a ColumnSpec (lower, upper, kind, binning, decimals, quantiles, values and points are its
-    fields)."""
+    """The scale of a ColumnSpec (lower, upper, kind, binning, decimals, quantiles, values and
+    points are its fields)."""
 
     def check_scale(self, where: str) -> None:
-        """A numeric column's value set and point masses as this module reads them (sorted, each once, inside
-        the bounds; a value set sets bounds it lacks); SchemaError naming the first problem."""
+        """A numeric column's value set and point masses as this module reads them (sorted, each
+        once, inside the bounds; a value set sets bounds it lacks); SchemaError naming the first
+        problem."""
         for label, most in (("values", MAX_VALUES), ("points", MAX_POINTS)):
             given = getattr(self, label)
             if given is None:
@@ -60,7 +63,8 @@ class PublicScale:
         return None if self.values is None else np.asarray(self.values, dtype=float)
 
     def snap(self, x) -> np.ndarray:
-        """Numbers put on the nearest declared value (missing ones kept); as they are without a value set."""
+        """Numbers put on the nearest declared value (missing ones kept); as they are without a
+        value set."""
         x = np.asarray(x, dtype=float)
         values = self.written_values()
         if values is None:
@@ -80,9 +84,10 @@ class PublicScale:
 
     def decode_bins(self, edges: np.ndarray, b: np.ndarray, rng: np.random.Generator,
                     how: str = "uniform") -> np.ndarray:
-        """A value for each bin index b of `edges` that the column can take: a declared value inside the bin
-        (the nearest where none is), else one of the values it is written at (whole numbers, multiples of
-        10^-decimals), else a number; drawn uniformly among them ("uniform") or the middle one ("midpoint")."""
+        """A value for each bin index b of `edges` that the column can take: a declared value inside
+        the bin (the nearest where none is), else one of the values it is written at (whole numbers,
+        multiples of 10^-decimals), else a number; drawn uniformly among them ("uniform") or the
+        middle one ("midpoint")."""
         lo, hi = edges[b], edges[b + 1]
         last_bin = b == len(edges) - 2
         values = self.written_values()
@@ -95,8 +100,9 @@ class PublicScale:
             pick = first + (np.floor(rng.random(len(b)) * (span + 1)) if how == "uniform" else span // 2)
             inside = values[np.clip(pick, 0, len(values) - 1).astype(int)]
             return np.where(empty, self.snap((lo + hi) / 2), inside)
-        # a value is drawn among those inside its bin (rounding a draw would move some across the bin's edge:
-        # narrow bins, such as bins at quantiles, lost a sixth of their rows to the next one)
+        # a value is drawn among those inside its bin (rounding a draw would move some across the
+        # bin's edge: narrow bins, such as bins at quantiles, lost a sixth of their rows to the next
+        # one)
         step = self.step
         if step is None:
             value = lo + rng.random(len(b)) * (hi - lo) if how == "uniform" else (lo + hi) / 2
@@ -123,8 +129,9 @@ class PublicScale:
         return float(lo), float(hi)
 
     def as_written(self, x, missing: np.ndarray | None = None):
-        """Numbers as a synthetic table holds this column: integers as int64 (pandas' Int64 where some are
-        missing), other numbers as float with NaN for missing. `missing` defaults to where x is NaN."""
+        """Numbers as a synthetic table holds this column: integers as int64 (pandas' Int64 where
+        some are missing), other numbers as float with NaN for missing. `missing` defaults to where
+        x is NaN."""
         x = np.asarray(x, dtype=float)
         missing = np.isnan(x) if missing is None else np.asarray(missing, dtype=bool)
         if self.kind == "integer":
@@ -139,10 +146,10 @@ class PublicScale:
         return x
 
     def to_unit(self, x, bounds: tuple[float, float] | None = None) -> np.ndarray:
-        """Values clipped to the public range and mapped to [0, 1]: linearly, or for log binning by log1p of the
-        distance to the lower bound (fine resolution near the bound, for heavy-tailed amounts). `bounds`
-        stands in for the public bounds where a caller has its own (the steward's review of a column
-        without them)."""
+        """Values clipped to the public range and mapped to [0, 1]: linearly, or for log binning by
+        log1p of the distance to the lower bound (fine resolution near the bound, for heavy-tailed
+        amounts). `bounds` stands in for the public bounds where a caller has its own (the steward's
+        review of a column without them)."""
         lo, hi = self._range(bounds)
         x = np.clip(np.asarray(x, dtype=float), lo, hi)
         if self.binning == "log":
@@ -150,7 +157,8 @@ class PublicScale:
         return (x - lo) / (hi - lo)
 
     def from_unit(self, u, bounds: tuple[float, float] | None = None) -> np.ndarray:
-        """The inverse of `to_unit`: points of [0, 1] (clipped) back to values inside the public range."""
+        """The inverse of `to_unit`: points of [0, 1] (clipped) back to values inside the public
+        range."""
         lo, hi = self._range(bounds)
         u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
         if self.binning == "log":
@@ -161,18 +169,18 @@ class PublicScale:
 
     def edges(self, n_bins: int, bounds: tuple[float, float] | None = None, per_integer: bool = True,
               quantile: bool = True) -> np.ndarray:
-        """n_bins + 1 edges cutting the public range, evenly on the column's scale (see `to_unit`); an integer
-        column whose range holds at most n_bins values gets one bin per integer (per_integer). A column with
-        released quantiles (and `quantile`) is cut at the levels 0, 1/n_bins, …, 1 of its quantile function
-        instead (`quantile_edges`)."""
+        """n_bins + 1 edges cutting the public range, evenly on the column's scale (see `to_unit`);
+        an integer column whose range holds at most n_bins values gets one bin per integer
+        (per_integer). A column with released quantiles (and `quantile`) is cut at the levels 0,
+        1/n_bins, …, 1 of its quantile function instead (`quantile_edges`)."""
         lo, hi = self._range(bounds)
         values = self.written_values()
         if values is not None:
             return self._value_edges(values, n_bins, lo, hi, quantile and bounds is None)
         count = self.n_values(bounds)
         if per_integer and count is not None and count <= n_bins:
-            # whole numbers, or a number written at a precision that allows few values (a rating 1.0-5.0 to
-            # 0.5...): one bin each, centred on it
+            # whole numbers, or a number written at a precision that allows few values (a rating
+            # 1.0-5.0 to 0.5...): one bin each, centred on it
             step = self.step
             values = lo + step * np.arange(count)
             return np.r_[values - step / 2, values[-1] + step / 2]
@@ -183,8 +191,9 @@ class PublicScale:
         return self._with_rule_edges(np.linspace(lo, hi, n_bins + 1))
 
     def _value_edges(self, values: np.ndarray, n_bins: int, lo: float, hi: float, quantile: bool) -> np.ndarray:
-        """Edges halfway between declared values: one bin a value where they are at most n_bins, else the
-        column's usual cut with each edge moved to the nearest halfway point (no value is split)."""
+        """Edges halfway between declared values: one bin a value where they are at most n_bins,
+        else the column's usual cut with each edge moved to the nearest halfway point (no value is
+        split)."""
         halfway = (values[1:] + values[:-1]) / 2
         if len(values) > n_bins:
             cut = (self.quantile_edges(n_bins) if quantile and self.quantiles else
@@ -193,20 +202,20 @@ class PublicScale:
         return np.r_[min(lo, values[0]), halfway, max(hi, values[-1])]
 
     def point_edges(self, value: float) -> tuple[float, float]:
-        """The edges of a bin that holds `value` alone: half a step either side, or for a column written at
-        any precision, [value, the next float)."""
+        """The edges of a bin that holds `value` alone: half a step either side, or for a column
+        written at any precision, [value, the next float)."""
         half = self.step / 2 if self.step else 0.0
         return value - half, (value + half if half else float(np.nextafter(value, np.inf)))
 
     def exact_values(self) -> list[float]:
-        """The values drawn exactly, not as a number that lands near them: those the schema's rules name
-        (`rule_values`) and the declared point masses."""
+        """The values drawn exactly, not as a number that lands near them: those the schema's rules
+        name (`rule_values`) and the declared point masses."""
         return sorted({*(getattr(self, "rule_values", None) or ()), *map(float, self.points or ())})
 
     def _with_rule_edges(self, edges: np.ndarray) -> np.ndarray:
-        """The edges with those the schema's rules put in the scale (`rule_edges`) and those of the declared
-        point masses' own bins; an edge of the cut closer than half a step to one of these is dropped (the bin
-        between would hold no value)."""
+        """The edges with those the schema's rules put in the scale (`rule_edges`) and those of the
+        declared point masses' own bins; an edge of the cut closer than half a step to one of these
+        is dropped (the bin between would hold no value)."""
         points = [e for p in self.points or () for e in self.point_edges(float(p))]
         extra = np.asarray([*(getattr(self, "rule_edges", None) or ()), *points], dtype=float)
         extra = extra[(extra > edges[0]) & (extra < edges[-1])]
@@ -217,8 +226,9 @@ class PublicScale:
         return np.unique(np.r_[edges[0], inner, extra, edges[-1]])
 
     def n_values(self, bounds: tuple[float, float] | None = None) -> int | None:
-        """How many values a numeric column can take between its public bounds (or `bounds`) at the precision
-        it is written at (`step`); None where that precision is not declared or the bounds are not public."""
+        """How many values a numeric column can take between its public bounds (or `bounds`) at the
+        precision it is written at (`step`); None where that precision is not declared or the bounds
+        are not public."""
         if self.is_numeric and self.values is not None:
             return len(self.values)
         step = self.step if self.is_numeric else None
@@ -229,17 +239,17 @@ class PublicScale:
 
     @property
     def step(self) -> float | None:
-        """The distance between two values the column is written at: 1 for integers, 10^-decimals for a
-        continuous column with declared decimals, None otherwise."""
+        """The distance between two values the column is written at: 1 for integers, 10^-decimals
+        for a continuous column with declared decimals, None otherwise."""
         if self.kind == "integer":
             return 1.0
         return 10.0 ** -self.decimals if self.decimals is not None else None
 
     def quantile_edges(self, n_bins: int) -> np.ndarray:
-        """Edges at the levels j/n_bins of the released quantile function (the bounds at levels 0 and 1; between
-        the released levels, linear on the column's scale, see `to_unit`). A value the quantiles repeat (a spike,
-        such as a zero most rows hold) gets a narrow bin of its own; an integer column's edges fall halfway
-        between whole numbers."""
+        """Edges at the levels j/n_bins of the released quantile function (the bounds at levels 0
+        and 1; between the released levels, linear on the column's scale, see `to_unit`). A value
+        the quantiles repeat (a spike, such as a zero most rows hold) gets a narrow bin of its own;
+        an integer column's edges fall halfway between whole numbers."""
         lo, hi = float(self.lower), float(self.upper)
         known = np.r_[lo, np.asarray(self.quantiles, float), hi]
         cuts = self.from_unit(np.interp(np.linspace(0, 1, n_bins + 1), np.linspace(0, 1, len(known)),
@@ -254,14 +264,16 @@ class PublicScale:
 
     def chart_bins(self, n_bins: int = 20, bounds: tuple[float, float] | None = None
                    ) -> tuple[float | None, np.ndarray]:
-        """How a chart shows the column: a point with a bar of its own, and the edges of at most n_bins bins over
-        the rest of the public range, even on the column's scale (see `to_unit`).
+        """How a chart shows the column: a point with a bar of its own, and the edges of at most
+        n_bins bins over the rest of the public range, even on the column's scale (see `to_unit`).
 
-        The point is the lower bound when it is zero or the scale is log (the bound a heavy-tailed amount
-        starts from): zero-inflated and clipped values pile up there and would dwarf every other bar; None
-        otherwise. An integer column's bins hold whole numbers, at least one each (edges halfway between)."""
+        The point is the lower bound when it is zero or the scale is log (the bound a heavy-tailed
+        amount starts from): zero-inflated and clipped values pile up there and would dwarf every
+        other bar; None otherwise. An integer column's bins hold whole numbers, at least one each
+        (edges halfway between)."""
         lo, hi = self._range(bounds)
-        if self.values is not None:  # a bar a value (or a few neighbouring values where they are many)
+        # a bar a value (or a few neighbouring values where they are many)
+        if self.values is not None:
             return None, self.edges(n_bins, bounds=(lo, hi), quantile=False)
         point = lo if lo == 0 or self.binning == "log" else None
         if self.kind != "integer":
@@ -276,8 +288,9 @@ class PublicScale:
 
 
 def on_declared_values(table: pd.DataFrame, schema) -> pd.DataFrame:
-    """A sampled table with each numeric column that declares a value set put on its values (whatever family
-    wrote it: a number a language model or a network wrote between them goes to the nearest)."""
+    """A sampled table with each numeric column that declares a value set put on its values
+    (whatever family wrote it: a number a language model or a network wrote between them goes to the
+    nearest)."""
     for spec in schema.columns:
         if spec.is_numeric and spec.values is not None and spec.name in table.columns:
             x = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)

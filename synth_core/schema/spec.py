@@ -2,9 +2,9 @@
 
 Everything a model, an encoder or a sampler may know about the private table without paying for it
 from the privacy budget lives here: column names, kinds, numeric bounds, category lists, whether a
-column may be missing, the rules of derived columns (schema/derived.py). `validate_table` checks a private
-table against a schema and never drops a row silently; `draft_schema` proposes a schema by *reading the
-data*, and marks it as such until the steward confirms that every fact in it is public.
+column may be missing, the rules of derived columns (schema/derived.py). `validate_table` checks a
+private table against a schema and never drops a row silently; `draft_schema` proposes a schema by
+*reading the data*, and marks it as such until the steward confirms that every fact in it is public.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ MOST_DECIMALS = 12
 MAX_ROWS = 10 ** 9
 
 
-RULE_DERIVED = {"rule_edges", "rule_values"}  # a column's fields derived from the schema's rules, never declared
+# a column's fields derived from the schema's rules, never declared
+RULE_DERIVED = {"rule_edges", "rule_values"}
 
 
 @dataclass
@@ -44,7 +45,8 @@ class ColumnSpec(PublicScale):
     """One column's public facts (its public scale: schema.scale.PublicScale).
 
     lower/upper: public bounds of a numeric column; values outside are clipped (and counted).
-    categories: the public list of a categorical column's values, compared as strings, in the steward's order
+    categories: the public list of a categorical column's values, compared as strings, in the
+    steward's order
         (kept by the encoders, the charts and the app; a draft lists numbers by their value: 1-5, 6-10, 10-20).
     unknown: if set, a category outside the public list is mapped to this reserved category
         instead of being an error.
@@ -54,14 +56,18 @@ class ColumnSpec(PublicScale):
     role: "sensitive" or "target" for fairness tooling; no effect on privacy.
     date: "year" for an integer column read from dates (validation keeps each date's year, a
         generalisation a drafted schema proposes for a date column).
-    derived: the public rule that computes this categorical column from another ({"from", "bins", "labels"}
+    derived: the public rule that computes this categorical column from another ({"from", "bins",
+    "labels"}
         or {"from", "map"}, see schema/derived.py): never modelled, computed after sampling.
-    quantiles: the column's values at the probability levels 1/L, …, (L−1)/L, released with DP by a run and
+    quantiles: the column's values at the probability levels 1/L, …, (L−1)/L, released with DP by a
+    run and
         paid from its ε (privacy.measurements.measure_quantiles): a discretising model's bins then follow the
         column's distribution (`edges`), a repeated value getting a bin of its own.
-    values: the numbers a numeric column takes (codes, brackets, a scale's steps; schema.scale): every model
+    values: the numbers a numeric column takes (codes, brackets, a scale's steps; schema.scale):
+    every model
         writes one of them. points: numbers a share of its rows hold exactly (the 0 of amounts), drawn exactly.
-    rule_edges, rule_values: set by Schema.modelled from the schema's rules, never declared (see below).
+    rule_edges, rule_values: set by Schema.modelled from the schema's rules, never declared (see
+    below).
     """
 
     name: str
@@ -79,11 +85,12 @@ class ColumnSpec(PublicScale):
     quantiles: list[float] | None = None
     values: list[float] | None = None
     points: list[float] | None = None
-    # edges the schema's declared rules put in the scale (Schema.modelled: a value a rule names gets a bin of its
-    # own, a threshold it compares with an edge), so a bin never holds values on both sides of a rule; derived
-    # from the rules, never written
+    # edges the schema's declared rules put in the scale (Schema.modelled: a value a rule names gets
+    # a bin of its own, a threshold it compares with an edge), so a bin never holds values on both
+    # sides of a rule; derived from the rules, never written
     rule_edges: list[float] | None = field(default=None, compare=False, repr=False)
-    rule_values: list[float] | None = field(default=None, compare=False, repr=False)  # the values rules name
+    # the values rules name
+    rule_values: list[float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_numeric(self) -> bool:
@@ -173,8 +180,9 @@ class ColumnSpec(PublicScale):
         return cats
 
     def check_value(self, value: Any) -> Any:
-        """A value this column may be fixed to (a sampling condition): None for a missing value (if the column
-        is nullable), a number inside the public bounds, or a public category; SchemaError otherwise."""
+        """A value this column may be fixed to (a sampling condition): None for a missing value (if
+        the column is nullable), a number inside the public bounds, or a public category;
+        SchemaError otherwise."""
         where = f"column {self.name!r}"
         if value is None or (isinstance(value, float) and math.isnan(value)):
             if not self.nullable:
@@ -210,12 +218,15 @@ class Schema:
     """The public facts of a table, with where they came from.
 
     drafted_from_data: the facts were proposed by reading the private table (`draft_schema`).
-    confirmed: the steward confirmed every fact is public. A drafted, unconfirmed schema is refused for
+    confirmed: the steward confirmed every fact is public. A drafted, unconfirmed schema is refused
+    for
         training unless the steward accepts it explicitly, and is flagged in the run's ledger and every report.
     excluded: columns of the table that are not modelled, with the reason (validation ignores them).
-    rows: the number of rows, if the steward declares it public; a run then plans with it and reports it,
+    rows: the number of rows, if the steward declares it public; a run then plans with it and
+    reports it,
         else it measures a noisy count paid from ε.
-    rules: conditions every row meets, in pandas' query syntax (schema/rules.py): the private table's rows that
+    rules: conditions every row meets, in pandas' query syntax (schema/rules.py): the private
+    table's rows that
         break one are dropped at validation, and every synthetic row obeys them all.
     """
 
@@ -224,9 +235,11 @@ class Schema:
     confirmed: bool = True
     missing_markers: list[str] = field(default_factory=list)
     version: int = SCHEMA_VERSION
-    # columns of the table left out of the model, and why (a draft proposes identifiers, empty columns, ...)
+    # columns of the table left out of the model, and why (a draft proposes identifiers, empty
+    # columns, ...)
     excluded: dict[str, str] = field(default_factory=dict)
-    # the table's number of rows, when the steward declares it public (else a run pays for a noisy count)
+    # the table's number of rows, when the steward declares it public (else a run pays for a noisy
+    # count)
     rows: int | None = None
     # conditions every row meets (schema/rules.py)
     rules: list[str] = field(default_factory=list)
@@ -263,9 +276,10 @@ class Schema:
         return [c for c in self.columns if c.derived]
 
     def modelled(self) -> "Schema":
-        """The schema a model learns, its encoders read and measured marginals count: this one without its
-        derived columns (itself if it has none)."""
-        edges, values = self.rule_scale()  # without rules (a model's schema) it keeps the ones it has
+        """The schema a model learns, its encoders read and measured marginals count: this one
+        without its derived columns (itself if it has none)."""
+        # without rules (a model's schema) it keeps the ones it has
+        edges, values = self.rule_scale()
         stale = {c.name for c in self.columns if c.is_numeric and self.rules
                  and (c.rule_edges, c.rule_values) != (edges.get(c.name), values.get(c.name))}
         if not self.derived_columns and not stale:
@@ -276,15 +290,15 @@ class Schema:
         return dataclasses.replace(self, columns=columns, rules=[] if self.derived_columns else self.rules)
 
     def rule_scale(self) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-        """What the declared rules say of numeric columns' scales: (edges, values) by column (schema/rules.py,
-        `scale_from_rules`)."""
+        """What the declared rules say of numeric columns' scales: (edges, values) by column
+        (schema/rules.py, `scale_from_rules`)."""
         if not self.rules:
             return {}, {}
         return schema_rules.scale_from_rules(self)
 
     def derive(self, table: pd.DataFrame) -> pd.DataFrame:
-        """The table with every derived column computed from its rule (added, or replaced), the schema's
-        columns in the schema's order: how sampled rows get their derived columns."""
+        """The table with every derived column computed from its rule (added, or replaced), the
+        schema's columns in the schema's order: how sampled rows get their derived columns."""
         if not self.derived_columns:
             return table
         out = table.copy()
@@ -298,7 +312,8 @@ class Schema:
 
     @property
     def rule_checks(self) -> list:
-        """The rules parsed against the columns (schema.expressions.Expression: `evaluate(table)` per row)."""
+        """The rules parsed against the columns (schema.expressions.Expression: `evaluate(table)`
+        per row)."""
         return schema_rules.compiled(self.rules, self)
 
     @property
@@ -316,7 +331,8 @@ class Schema:
         }
 
     def check_conditions(self, conditions: dict | None) -> dict:
-        """Sampling conditions {column: value} checked against the public facts (ColumnSpec.check_value)."""
+        """Sampling conditions {column: value} checked against the public facts
+        (ColumnSpec.check_value)."""
         checked = {}
         for name, value in (conditions or {}).items():
             if name not in self:
@@ -427,7 +443,8 @@ class Schema:
         return cls.from_dict(parse_schema_json(text))
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the schema as JSON; a draft (facts read from the private table) is readable by its owner only."""
+        """Write the schema as JSON; a draft (facts read from the private table) is readable by its
+        owner only."""
         write_atomic(Path(path), self.to_json(), private=self.drafted_from_data)
 
     @classmethod

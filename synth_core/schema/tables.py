@@ -1,5 +1,5 @@
-"""Private tables against the public schema: validate a table, and draw random rows from the schema alone
-(reading files: schema/reading.py; drafting a schema from a table: schema/draft.py)."""
+"""Private tables against the public schema: validate a table, and draw random rows from the schema
+alone (reading files: schema/reading.py; drafting a schema from a table: schema/draft.py)."""
 from __future__ import annotations
 
 import math
@@ -33,8 +33,8 @@ class ValidationReport:
     rows: int
     columns: dict[str, ColumnReport]
     ignored_columns: list[str]
-    # the schema's rules (schema/rules.py): how many rows broke each, and how many rows that dropped (a row
-    # breaking two rules counts once; `rows` is after)
+    # the schema's rules (schema/rules.py): how many rows broke each, and how many rows that dropped
+    # (a row breaking two rules counts once; `rows` is after)
     rule_breaks: dict[str, int] = field(default_factory=dict)
     dropped_for_rules: int = 0
 
@@ -68,7 +68,8 @@ class ValidationReport:
 
 
 def _number_text(value) -> str:
-    """A number as a category's text: 1.0 and "1.0" are "1", 2.50 is "2.5"; anything else as it is written."""
+    """A number as a category's text: 1.0 and "1.0" are "1", 2.50 is "2.5"; anything else as it is
+    written."""
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -87,20 +88,21 @@ def _is_missing(series: pd.Series, markers: Iterable[str]) -> pd.Series:
 
 
 def _written_at(values, rounded):
-    """Where each value already is its rounded form, up to single precision (7 significant digits: 1.7999999523
-    is 1.8 stored as R tables often store it)."""
+    """Where each value already is its rounded form, up to single precision (7 significant digits:
+    1.7999999523 is 1.8 stored as R tables often store it)."""
     return np.abs(np.asarray(rounded, float) - np.asarray(values, float)) <= 1e-6 * np.maximum(1.0, np.abs(values))
 
 
 def validate_table(table: pd.DataFrame, schema: Schema, hold_rules: bool = True) -> tuple[pd.DataFrame, ValidationReport]:
     """Check a private table against the public schema and return it in canonical form.
 
-    Canonical form: the schema's columns in the schema's order; categoricals as strings (missing as NA);
-    numbers as float (rounded to their declared precision: integers to whole numbers), clipped to the public
-    bounds, missing as NaN. A derived column the table lacks is computed from its rule; one it has is kept,
-    and its rows that disagree with the rule are counted. Rows that break a declared rule (schema.rules) are
-    dropped and counted; a rule that most rows break is refused as probably mistyped (hold_rules=False: kept, for
-    a review that measures how well a table obeys them, evaluate/).
+    Canonical form: the schema's columns in the schema's order; categoricals as strings (missing as
+    NA); numbers as float (rounded to their declared precision: integers to whole numbers), clipped
+    to the public bounds, missing as NaN. A derived column the table lacks is computed from its
+    rule; one it has is kept, and its rows that disagree with the rule are counted. Rows that break
+    a declared rule (schema.rules) are dropped and counted; a rule that most rows break is refused
+    as probably mistyped (hold_rules=False: kept, for a review that measures how well a table obeys
+    them, evaluate/).
     Raises SchemaError for anything that cannot be fixed without inventing or dropping data.
     """
     cols = _check_columns(table, schema)
@@ -137,7 +139,8 @@ def validate_table(table: pd.DataFrame, schema: Schema, hold_rules: bool = True)
 
 
 def _disagreeing(spec: ColumnSpec, given, computed: pd.Series) -> int:
-    """How many of a derived column's given values differ from what its rule computes (both missing: agree)."""
+    """How many of a derived column's given values differ from what its rule computes (both missing:
+    agree)."""
     if spec.is_numeric:
         given, computed = np.asarray(given, dtype=float), computed.to_numpy(dtype=float)
         return int((~np.isclose(given, computed, rtol=1e-9, atol=1e-9, equal_nan=True)).sum())
@@ -145,8 +148,8 @@ def _disagreeing(spec: ColumnSpec, given, computed: pd.Series) -> int:
 
 
 def _check_columns(table: pd.DataFrame, schema: Schema) -> list[str]:
-    """The table's column names as text; SchemaError for no table, an empty one, duplicated names or a column
-    the schema declares (and cannot derive) that the table lacks."""
+    """The table's column names as text; SchemaError for no table, an empty one, duplicated names or
+    a column the schema declares (and cannot derive) that the table lacks."""
     if not isinstance(table, pd.DataFrame):
         raise SchemaError("the table must be a pandas DataFrame")
     if len(table.columns) == 0 or len(table) == 0:
@@ -162,8 +165,8 @@ def _check_columns(table: pd.DataFrame, schema: Schema) -> list[str]:
 
 
 def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnReport) -> np.ndarray:
-    """A numeric column as floats: dates as their year, rounded to its declared precision, clipped to its
-    public bounds, put on the nearest of its declared values (each counted in `rep`)."""
+    """A numeric column as floats: dates as their year, rounded to its declared precision, clipped
+    to its public bounds, put on the nearest of its declared values (each counted in `rep`)."""
     if pd.api.types.is_bool_dtype(raw):
         raw = raw.astype(float)
     if spec.date == "year" and not pd.api.types.is_numeric_dtype(raw):
@@ -177,8 +180,8 @@ def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRepor
     if not np.isfinite(values[~miss]).all():
         raise SchemaError(f"column {spec.name!r} holds infinite values")
     if spec.kind == "integer" or spec.decimals is not None:
-        # to the declared precision; a value that differs by single precision only (1.7999999523 for 1.8) is
-        # written at it and not counted
+        # to the declared precision; a value that differs by single precision only (1.7999999523 for
+        # 1.8) is written at it and not counted
         rounded = values.round(0 if spec.kind == "integer" else int(spec.decimals))
         rep.rounded = int((~_written_at(values, rounded) & ~miss).sum())
         values = rounded
@@ -189,7 +192,8 @@ def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRepor
         rep.clipped_high = int((values > spec.upper).sum())
         values = values.clip(upper=spec.upper)
     values = values.to_numpy(dtype=float)
-    if spec.values is not None:  # a declared value set: a number between its values goes to the nearest
+    # a declared value set: a number between its values goes to the nearest
+    if spec.values is not None:
         snapped = spec.snap(values)
         rep.snapped = int((~_written_at(values, snapped) & ~miss.to_numpy()).sum())
         values = snapped
@@ -197,8 +201,8 @@ def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRepor
 
 
 def _categories(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnReport) -> np.ndarray:
-    """A categorical column as text from its public list; a value outside it goes to the column's `unknown`
-    category (counted in `rep`) or is refused."""
+    """A categorical column as text from its public list; a value outside it goes to the column's
+    `unknown` category (counted in `rep`) or is refused."""
     values = raw.astype(object).where(~miss, None)
     present = values[~miss]
     if pd.api.types.is_float_dtype(raw):
@@ -208,7 +212,8 @@ def _categories(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRe
         present = present.map(lambda v: str(v).strip())
     allowed = set(spec.categories or [])
     outside = ~present.isin(allowed)
-    if outside.any():  # "0.0" in a column read as text is the category "0" too, as a draft writes it
+    # "0.0" in a column read as text is the category "0" too, as a draft writes it
+    if outside.any():
         as_number = present[outside].map(_number_text)
         present = present.where(~outside | ~as_number.reindex(present.index).isin(allowed),
                                 as_number.reindex(present.index))
@@ -229,17 +234,18 @@ def _categories(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRe
 
 # --- the columns a schema models -------------------------------------------------------------------
 def schema_columns(table: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, list[str]]:
-    """The table with only the columns the schema names (in the table's order), and the names of the others: the
-    columns the schema leaves out (identifiers, case numbers, columns a draft excluded or the steward did not
-    declare). Training, the run's private copy, the review and `evaluate` see the first; `left_out` says the
-    second once."""
+    """The table with only the columns the schema names (in the table's order), and the names of the
+    others: the columns the schema leaves out (identifiers, case numbers, columns a draft excluded
+    or the steward did not declare). Training, the run's private copy, the review and `evaluate` see
+    the first; `left_out` says the second once."""
     names = set(schema.names)
     kept = [c for c in table.columns if str(c) in names]
     return table[kept], [str(c) for c in table.columns if str(c) not in names]
 
 
 def left_out(names: list[str]) -> str | None:
-    """'3 columns left out by the schema: 'person_id', 'case_number', 'notes'' (None when there are none)."""
+    """'3 columns left out by the schema: 'person_id', 'case_number', 'notes'' (None when there are
+    none)."""
     if not names:
         return None
     return f"{len(names)} column{'s' if len(names) > 1 else ''} left out by the schema: {_preview(names, 8)}"
@@ -255,8 +261,9 @@ def _years(raw: pd.Series, miss: pd.Series, name: str) -> pd.Series:
     return parsed.dt.year.astype(float)
 
 
-# a date with a two-digit year, day and month in either order ("1/3/11", "31-12-98", "03.01.11"): only its year is
-# ever kept, so the order does not matter; 69-99 are the 1900s and 00-68 the 2000s (POSIX's rule, as strptime's %y)
+# a date with a two-digit year, day and month in either order ("1/3/11", "31-12-98", "03.01.11"):
+# only its year is ever kept, so the order does not matter; 69-99 are the 1900s and 00-68 the 2000s
+# (POSIX's rule, as strptime's %y)
 _SHORT_DATE = r"^\s*(\d{1,2})([/.\-])(\d{1,2})\2(\d{2})\s*$"
 
 
@@ -278,17 +285,19 @@ def _parse_dates(values: pd.Series) -> pd.Series:
         warnings.simplefilter("ignore")  # pandas warns when it guesses a format per value
         try:
             return pd.to_datetime(text, errors="coerce", format="mixed")
-        except ValueError:  # dates with and without a time zone, or in several: all read in UTC (a year may move
-            return pd.to_datetime(text, errors="coerce", format="mixed", utc=True)  # for hours around New Year)
+        except ValueError:
+            # dates with and without a time zone, or in several: all read in UTC (a year may move
+            # for hours around New Year)
+            return pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
 
 
 def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05) -> pd.DataFrame:
-    """n rows drawn from the public schema alone: uniform over each column's public categories, uniform
-    within its public bounds (log-uniform for log binning), some missing values in nullable columns; derived
-    columns computed from their rules.
+    """n rows drawn from the public schema alone: uniform over each column's public categories,
+    uniform within its public bounds (log-uniform for log binning), some missing values in nullable
+    columns; derived columns computed from their rules.
 
-    It reads no private data, so it may be used freely: timing a model before training, format learning
-    for language models (DP-LLMTGen stage 1), tests."""
+    It reads no private data, so it may be used freely: timing a model before training, format
+    learning for language models (DP-LLMTGen stage 1), tests."""
     schema.check()
     schema.require_bounds()
     rng = np.random.default_rng(seed)
@@ -296,7 +305,8 @@ def random_table(schema: Schema, n: int, seed: int | None = None, missing_share:
     for spec in schema.modelled().columns:
         if spec.is_numeric:
             lo, hi = float(spec.lower), float(spec.upper)
-            values = spec.from_unit(rng.uniform(0.0, 1.0, n))  # uniform on the column's public scale
+            # uniform on the column's public scale
+            values = spec.from_unit(rng.uniform(0.0, 1.0, n))
             if spec.values is not None:  # a declared value set: uniform among its values
                 values = rng.choice(spec.written_values(), n)
             if spec.kind == "integer":

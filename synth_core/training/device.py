@@ -6,7 +6,8 @@ import torch
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """CUDA when present, else the CPU; an explicit choice wins (ValueError if this machine lacks it)."""
+    """CUDA when present, else the CPU; an explicit choice wins (ValueError if this machine lacks
+    it)."""
     if not device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -27,14 +28,15 @@ AUTOMATIC = "automatic"  # what a request that names no device gets: pick_device
 
 
 def available_devices() -> list[str]:
-    """The devices a steward may name for a run on this machine: automatic, the CPU, then each GPU."""
+    """The devices a steward may name for a run on this machine: automatic, the CPU, then each
+    GPU."""
     gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return [AUTOMATIC, "cpu", *gpus]
 
 
 def device_label(device: str | torch.device | None = None) -> str:
-    """A readable name for a device (None: the one training would pick): the GPU's name, or the CPU and the
-    threads torch uses."""
+    """A readable name for a device (None: the one training would pick): the GPU's name, or the CPU
+    and the threads torch uses."""
     dev = pick_device(device)
     if dev.type == "cuda":
         return f"GPU: {torch.cuda.get_device_name(dev)}"
@@ -42,9 +44,10 @@ def device_label(device: str | torch.device | None = None) -> str:
 
 
 def seed_everything(seed: int | None) -> None:
-    """Seed torch's and numpy's global generators, which give what a seed reproduces: initial weights and
-    a loss's own randomness (diffusion noise, masks). DP randomness never comes from here: the noise and
-    the Poisson batches are drawn from privacy.secret_generator, fresh for every run."""
+    """Seed torch's and numpy's global generators, which give what a seed reproduces: initial
+    weights and a loss's own randomness (diffusion noise, masks). DP randomness never comes from
+    here: the noise and the Poisson batches are drawn from privacy.secret_generator, fresh for every
+    run."""
     if seed is None:
         return
     torch.manual_seed(seed)

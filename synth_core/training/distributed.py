@@ -1,9 +1,10 @@
-"""One DP-SGD run across several processes, launched by torchrun (`torchrun --nproc-per-node N -m synth_core fit …`).
+"""One DP-SGD run across several processes, launched by torchrun (`torchrun --nproc-per-node N -m
+synth_core fit …`).
 
-torchrun starts N×M copies of the same command and tells each its place (RANK, WORLD_SIZE, LOCAL_RANK and the
-rendezvous in MASTER_ADDR/MASTER_PORT). `init_from_env` joins them in one process group (gloo on the CPU, nccl
-on CUDA, one GPU per process); `current()` is that group, or a group of one when torchrun is not in use, so the
-rest of the core asks the same questions either way.
+torchrun starts N×M copies of the same command and tells each its place (RANK, WORLD_SIZE,
+LOCAL_RANK and the rendezvous in MASTER_ADDR/MASTER_PORT). `init_from_env` joins them in one process
+group (gloo on the CPU, nccl on CUDA, one GPU per process); `current()` is that group, or a group of
+one when torchrun is not in use, so the rest of the core asks the same questions either way.
 
 What the privacy analysis needs of the processes, and where it is done:
 - Poisson sampling across ranks (`ShardSampler`): each rank owns a fixed, data-independent shard of the rows
@@ -35,8 +36,8 @@ from ..privacy import secret_generator
 
 T = TypeVar("T")
 
-# how long a rank waits in a collective for the others before the run fails (a rank that died is usually
-# noticed at once, by its closed connection; a hung one by this)
+# how long a rank waits in a collective for the others before the run fails (a rank that died is
+# usually noticed at once, by its closed connection; a hung one by this)
 TIMEOUT = datetime.timedelta(minutes=10)
 
 
@@ -60,8 +61,8 @@ class Group:
         return torch.tensor(values, dtype=torch.float64, device=device)
 
     def agree_to_stop(self, asked: bool) -> bool:
-        """True on every rank if any rank was asked to stop (a cancel seen by rank 0, a SIGTERM anywhere):
-        the ranks stop after the same step."""
+        """True on every rank if any rank was asked to stop (a cancel seen by rank 0, a SIGTERM
+        anywhere): the ranks stop after the same step."""
         if not self.active:
             return asked
         # torchrun killed outright leaves its processes running, unseen: they stop as after a cancel
@@ -71,7 +72,8 @@ class Group:
         return bool(t.item() > 0)
 
     def step_totals(self, batch: int, loss: float | None) -> tuple[int, float | None]:
-        """The global batch size and mean loss of a step from each rank's own (an empty batch has no loss)."""
+        """The global batch size and mean loss of a step from each rank's own (an empty batch has no
+        loss)."""
         if not self.active:
             return batch, loss
         t = self._tensor([float(batch), (loss or 0.0) * batch])
@@ -80,9 +82,9 @@ class Group:
         return total, (loss_sum / total if total else None)
 
     def share(self, compute: Callable[[], T]) -> T:
-        """`compute()` run on rank 0 only, its result sent to every rank (pickled: the plan, the ledger, the
-        schema with its bounds, the noisy marginals). If rank 0 fails, the others raise ProcessLost with its
-        message instead of waiting."""
+        """`compute()` run on rank 0 only, its result sent to every rank (pickled: the plan, the
+        ledger, the schema with its bounds, the noisy marginals). If rank 0 fails, the others raise
+        ProcessLost with its message instead of waiting."""
         if not self.active:
             return compute()
         box: list = [None]
@@ -122,8 +124,8 @@ def launched_by_torchrun() -> bool:
 
 
 def init_from_env() -> Group:
-    """Join the processes torchrun started (a group of one when it did not start this one). CUDA: nccl, with this
-    process on GPU LOCAL_RANK; otherwise gloo."""
+    """Join the processes torchrun started (a group of one when it did not start this one). CUDA:
+    nccl, with this process on GPU LOCAL_RANK; otherwise gloo."""
     global _current
     if not launched_by_torchrun():
         return _current
@@ -140,13 +142,15 @@ def init_from_env() -> Group:
 
 
 def most_processes() -> int:
-    """How many training processes this machine can run one run in: one per GPU on a CUDA machine (nccl needs a
-    GPU each), else one per CPU core (gloo; on a machine with few cores, no faster than one process)."""
+    """How many training processes this machine can run one run in: one per GPU on a CUDA machine
+    (nccl needs a GPU each), else one per CPU core (gloo; on a machine with few cores, no faster
+    than one process)."""
     return torch.cuda.device_count() if torch.cuda.is_available() else (os.cpu_count() or 1)
 
 
 def offered_processes() -> list[int]:
-    """The choices the app offers: 1 to the number of GPUs when it sees several, else one process."""
+    """The choices the app offers: 1 to the number of GPUs when it sees several, else one
+    process."""
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return list(range(1, gpus + 1)) if gpus > 1 else [1]
 
@@ -162,13 +166,14 @@ _TRANSPORT_ERRORS = ("gloo", "nccl", "connection", "timed out", "broken pipe")
 
 
 def lost(e: BaseException) -> ProcessLost | None:
-    """A failed collective as ProcessLost (another rank died, hung or cannot be reached); None for any other
-    error, which is the step's own and is raised as it is."""
+    """A failed collective as ProcessLost (another rank died, hung or cannot be reached); None for
+    any other error, which is the step's own and is raised as it is."""
     text = str(e).strip()
     if not isinstance(e, (RuntimeError, dist.DistError)) or not any(w in text.lower() for w in _TRANSPORT_ERRORS):
         return None
     first = text.splitlines()[0] if text else type(e).__name__
-    why = first.split("] ", 1)[-1].split(". ")[0]  # gloo's "[file:line] Read error …: Connection reset by peer"
+    # gloo's "[file:line] Read error …: Connection reset by peer"
+    why = first.split("] ", 1)[-1].split(". ")[0]
     return ProcessLost(f"another training process stopped or cannot be reached ({why}); the steps taken are "
                        "charged to the ledger")
 
@@ -181,8 +186,8 @@ def _collective(fn, *args, **kwargs):
 
 
 class ShardSampler:
-    """Poisson batches over this rank's shard of n rows (see the module's docstring): `steps` batches of
-    global row indices, empty ones included."""
+    """Poisson batches over this rank's shard of n rows (see the module's docstring): `steps`
+    batches of global row indices, empty ones included."""
 
     def __init__(self, n: int, sample_rate: float, steps: int, group: Group):
         self.shard = torch.arange(group.rank, n, group.world_size)
@@ -195,7 +200,8 @@ class ShardSampler:
         return self.steps
 
     def __iter__(self) -> Iterator[list[int]]:
-        if self._poisson is None:  # fewer rows than ranks: this rank has none, and still takes every step
+        # fewer rows than ranks: this rank has none, and still takes every step
+        if self._poisson is None:
             for _ in range(self.steps):
                 yield []
             return

@@ -1,11 +1,11 @@
 """The DP-SGD loop every model family shares.
 
-Poisson sampling (Opacus' UniformWithReplacementSampler: each row joins each batch independently with
-probability q), per-sample gradients (Opacus' GradSampleModule), per-sample clipping and Gaussian noise
-(Opacus' DPOptimizer), with σ calibrated by privacy.plan_noise. A step emits an event (step, epoch,
-loss, ε spent, samples/s) to a callback; training stops between steps when asked and keeps what it has.
-Large Poisson batches are split into physical chunks whose clipped gradients are summed before the one
-noisy step, so memory stays bounded without changing the privacy analysis.
+Poisson sampling (Opacus' UniformWithReplacementSampler: each row joins each batch independently
+with probability q), per-sample gradients (Opacus' GradSampleModule), per-sample clipping and
+Gaussian noise (Opacus' DPOptimizer), with σ calibrated by privacy.plan_noise. A step emits an event
+(step, epoch, loss, ε spent, samples/s) to a callback; training stops between steps when asked and
+keeps what it has. Large Poisson batches are split into physical chunks whose clipped gradients are
+summed before the one noisy step, so memory stays bounded without changing the privacy analysis.
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     lr_decay: bool = True             # cosine decay to 10% of lr over the planned steps
-    physical_batch_size: int = 8192   # memory bound; each extra chunk repeats the hooks' fixed costs
+    # memory bound; each extra chunk repeats the hooks' fixed costs
+    physical_batch_size: int = 8192
     # "ghost": Opacus' ghost clipping computes per-sample gradient norms without materialising
     # per-sample gradients (two backward passes); "hooks": materialised per-sample gradients.
     # Both clip each sample's whole gradient to max_grad_norm.
@@ -59,7 +60,8 @@ class TrainConfig:
         return asdict(self)
 
     def check(self) -> None:
-        """ValueError naming the first option that cannot train (a batch of 0, a clipping norm of 0, ...)."""
+        """ValueError naming the first option that cannot train (a batch of 0, a clipping norm of 0,
+        ...)."""
         def number(name: str, positive: bool = True) -> None:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
@@ -77,7 +79,8 @@ class TrainConfig:
         count("batch_size")
         count("physical_batch_size")
         number("lr")
-        number("max_grad_norm")  # 0 would clip every gradient to nothing: training that learns nothing
+        # 0 would clip every gradient to nothing: training that learns nothing
+        number("max_grad_norm")
         number("weight_decay", positive=False)
         if self.weight_decay < 0:
             raise ValueError(f"weight_decay must be ≥ 0, not {self.weight_decay!r}")
@@ -106,8 +109,8 @@ class TrainResult:
 
 @dataclass
 class StepCount:
-    """DP steps started, counted in memory by the loop: what the ledger charges however training ends (a
-    step counts from the moment its batch touches the rows)."""
+    """DP steps started, counted in memory by the loop: what the ledger charges however training
+    ends (a step counts from the moment its batch touches the rows)."""
 
     started: int = 0
 
@@ -127,17 +130,19 @@ def train(
     The non-private mode exists to measure what privacy costs (benchmarks); it is never offered as a
     way to train on private data. Both modes draw Poisson batches with the same expected size.
 
-    Under torchrun (training.distributed) DP training runs across the processes: rank 0's weights on every
-    rank (Opacus' DifferentiallyPrivateDistributedDataParallel), each rank's Poisson batch from its shard,
-    clipped on the rank, the clipped sums all-reduced with the noise added once (Opacus' distributed
-    optimizers); the result is the single-process step on the union of the ranks' batches.
+    Under torchrun (training.distributed) DP training runs across the processes: rank 0's weights on
+    every rank (Opacus' DifferentiallyPrivateDistributedDataParallel), each rank's Poisson batch
+    from its shard, clipped on the rank, the clipped sums all-reduced with the noise added once
+    (Opacus' distributed optimizers); the result is the single-process step on the union of the
+    ranks' batches.
     """
     device = pick_device(config.device)
     n = int(data.shape[0])
     if n < 2:
         raise ValueError("training needs at least two rows")
     group = distributed.current() if plan is not None else distributed.Group()
-    # a loss's own randomness (diffusion noise, masks) differs between ranks; the weights start as rank 0's
+    # a loss's own randomness (diffusion noise, masks) differs between ranks; the weights start as
+    # rank 0's
     seed_everything(None if config.seed is None else config.seed + 1_000_003 * group.rank)
     module.to(device)
     data = data.to(device)
@@ -177,10 +182,11 @@ def train(
 
 def private_parts(module: torch.nn.Module, config: TrainConfig, plan: NoisePlan, group: distributed.Group,
                   device: torch.device):
-    """(the module wrapped for per-sample gradients, Opacus' DP optimizer, the optimizer inside it) for
-    `config`'s clipping mode; under torchrun with rank 0's weights and the distributed optimizer (noise once,
-    clipped sums all-reduced)."""
-    # Opacus' distributed optimizers divide by the batch each rank expects and average over the ranks
+    """(the module wrapped for per-sample gradients, Opacus' DP optimizer, the optimizer inside it)
+    for `config`'s clipping mode; under torchrun with rank 0's weights and the distributed optimizer
+    (noise once, clipped sums all-reduced)."""
+    # Opacus' distributed optimizers divide by the batch each rank expects and average over the
+    # ranks
     expected = plan.expected_batch_size / group.world_size
     wrapped = DPDDP(module) if group.active else module
     if config.grad_sample_mode == "ghost":
@@ -204,21 +210,23 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, plan: Nois
               on_event: Callable[[dict], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
               steps: StepCount | None = None, group: distributed.Group | None = None) -> TrainResult:
-    """The loop every DP training shares: Poisson batches of indices into n items (each item joins each batch
-    independently with the plan's sampling rate), one call of `step_fn(indices)` per batch, one event per
-    step, a stop check between steps. With `plan=None` (no privacy, to measure what privacy costs) the
-    sampling rate and the number of steps are given instead.
+    """The loop every DP training shares: Poisson batches of indices into n items (each item joins
+    each batch independently with the plan's sampling rate), one call of `step_fn(indices)` per
+    batch, one event per step, a stop check between steps. With `plan=None` (no privacy, to measure
+    what privacy costs) the sampling rate and the number of steps are given instead.
 
     step_fn returns the step's loss, or a dict with "loss" and extra figures for the event (a GAN's
-    generator loss). Each event carries the ε spent so far (the plan's curve); the result's epsilon_spent
-    is that of the steps taken (inf without privacy). `steps` counts every step started, before its batch
-    touches the rows, so a failure inside a step is still charged.
+    generator loss). Each event carries the ε spent so far (the plan's curve); the result's
+    epsilon_spent is that of the steps taken (inf without privacy). `steps` counts every step
+    started, before its batch touches the rows, so a failure inside a step is still charged.
 
-    The batches are drawn from a secret generator (privacy.secret_generator): no seed can replay them.
+    The batches are drawn from a secret generator (privacy.secret_generator): no seed can replay
+    them.
 
-    `group` (DP training only; the torchrun group by default): each rank draws its batches from its shard
-    of the n items (distributed.ShardSampler), the ranks agree before each step whether to stop, and the
-    events carry the global batch and loss. `step_fn` does the rest (the all-reduce of the noisy sum).
+    `group` (DP training only; the torchrun group by default): each rank draws its batches from its
+    shard of the n items (distributed.ShardSampler), the ranks agree before each step whether to
+    stop, and the events carry the global batch and loss. `step_fn` does the rest (the all-reduce of
+    the noisy sum).
     """
     if plan is not None:
         sample_rate, planned = plan.sample_rate, plan.steps
@@ -247,7 +255,8 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, plan: Nois
         try:
             out = step_fn(indices)
         except (RuntimeError, torch.distributed.DistError) as e:
-            gone = distributed.lost(e) if group.active else None  # the optimizer's all-reduce found a rank gone
+            # the optimizer's all-reduce found a rank gone
+            gone = distributed.lost(e) if group.active else None
             if gone is None:
                 raise
             raise gone from e
@@ -293,14 +302,16 @@ def _ghost_clipping_backward(model, optimizer, losses: torch.Tensor) -> None:
     the backward through every layer (all depend on the embeddings) but skips the weight-gradient
     products of the other layers. A network without embeddings may name such parameters itself
     (`ghost_targets()`, e.g. its first layer's weight, on which every later layer depends); a layer
-    the pass does not reach fails loudly rather than being clipped wrongly. Pass 2 is Opacus' own: the loss reweighted by each sample's clip
-    factor, so p.grad is the sum of clipped per-sample gradients.
+    the pass does not reach fails loudly rather than being clipped wrongly. Pass 2 is Opacus' own:
+    the loss reweighted by each sample's clip factor, so p.grad is the sum of clipped per-sample
+    gradients.
     """
     targets = [m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.weight.requires_grad]
     network = model._module.module if isinstance(model._module, DPDDP) else model._module
     declared = getattr(network, "ghost_targets", None)
     if declared is not None:
-        # the network names parameters every layer's output depends on (e.g. its first layer's weight)
+        # the network names parameters every layer's output depends on (e.g. its first layer's
+        # weight)
         targets = [p for p in declared() if p.requires_grad]
     if not targets:
         DPTensorFastGradientClipping(model, optimizer, losses, "mean").backward()
@@ -330,7 +341,8 @@ def _one_step(model, optimizer, data, batch_idx, loss_fn, physical: int, mode: s
     optimizer.zero_grad(set_to_none=True)
     n = len(batch_idx)
     if n == 0:
-        # An empty Poisson batch still costs a step: the update is pure noise, as the analysis assumes.
+        # An empty Poisson batch still costs a step: the update is pure noise, as the analysis
+        # assumes.
         if mode == "hooks":
             for p in optimizer.params:
                 p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
@@ -351,7 +363,8 @@ def _one_step(model, optimizer, data, batch_idx, loss_fn, physical: int, mode: s
             (losses.mean() * (len(chunk) / n)).backward()
         total += float(losses.detach().sum())
         if mode is not None and i < len(chunks) - 1:
-            optimizer.signal_skip_step(do_skip=True)  # clip and sum this chunk; noise once, at the end
+            # clip and sum this chunk; noise once, at the end
+            optimizer.signal_skip_step(do_skip=True)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
     optimizer.step()
@@ -359,22 +372,24 @@ def _one_step(model, optimizer, data, batch_idx, loss_fn, physical: int, mode: s
 
 
 class FuncDPStep:
-    """One DP-SGD step whose per-sample gradients come from torch.func (vmap of grad) instead of Opacus' hooks.
+    """One DP-SGD step whose per-sample gradients come from torch.func (vmap of grad) instead of
+    Opacus' hooks.
 
-    Opacus' hooks see one backward pass; a loss that differentiates inside itself (the gradient penalty of
-    a WGAN-GP critic, ‖∇ₓD(x̂)‖ on interpolates of a real and a fake row) needs a double backward, whose
-    per-sample gradients the hooks cannot give. Here the whole per-sample loss, inner gradient included,
-    is differentiated for each sample on its own (torch.func.grad of a one-row function, vectorised with
-    vmap), so everything a sample's row touches is in its gradient. Then the same arithmetic as Opacus'
-    DPOptimizer (loss_reduction="mean"): clip each sample's whole gradient to max_grad_norm, sum, add
-    N(0, (σ·max_grad_norm)²) once per step, divide by the expected batch size, apply the optimizer. The
-    noise is drawn in secure mode from `generator`, a secret one (privacy.secret_generator) when not given.
-    The accountant sees exactly what it assumes of DP-SGD; tests/test_gan.py checks this step against
-    the Opacus path on a plain loss. Under torchrun the clipped sums are all-reduced and rank 0 adds the noise.
+    Opacus' hooks see one backward pass; a loss that differentiates inside itself (the gradient
+    penalty of a WGAN-GP critic, ‖∇ₓD(x̂)‖ on interpolates of a real and a fake row) needs a double
+    backward, whose per-sample gradients the hooks cannot give. Here the whole per-sample loss,
+    inner gradient included, is differentiated for each sample on its own (torch.func.grad of a
+    one-row function, vectorised with vmap), so everything a sample's row touches is in its
+    gradient. Then the same arithmetic as Opacus' DPOptimizer (loss_reduction="mean"): clip each
+    sample's whole gradient to max_grad_norm, sum, add N(0, (σ·max_grad_norm)²) once per step,
+    divide by the expected batch size, apply the optimizer. The noise is drawn in secure mode from
+    `generator`, a secret one (privacy.secret_generator) when not given. The accountant sees exactly
+    what it assumes of DP-SGD; tests/test_gan.py checks this step against the Opacus path on a plain
+    loss. Under torchrun the clipped sums are all-reduced and rank 0 adds the noise.
 
-    per_sample_loss(forward, *rows) -> scalar: the loss of ONE sample; `forward` calls the module with
-    the parameters being differentiated; each of `rows` is that sample's slice of a batch tensor with a
-    leading batch dimension of 1.
+    per_sample_loss(forward, *rows) -> scalar: the loss of ONE sample; `forward` calls the module
+    with the parameters being differentiated; each of `rows` is that sample's slice of a batch
+    tensor with a leading batch dimension of 1.
     """
 
     def __init__(self, module: torch.nn.Module, per_sample_loss: Callable, optimizer: torch.optim.Optimizer,
@@ -392,7 +407,8 @@ class FuncDPStep:
         self.params = [p for _, p in module.named_parameters() if p.requires_grad]
         device = self.params[0].device if self.params else torch.device("cpu")
         self.generator = generator if generator is not None else secret_generator(device)
-        # under torchrun: rank 0's weights (Opacus' DPDDP broadcasts them as it wraps), the noisy sum over the ranks
+        # under torchrun: rank 0's weights (Opacus' DPDDP broadcasts them as it wraps), the noisy
+        # sum over the ranks
         self.group = group if group is not None else distributed.current()
         if self.group.active:
             DPDDP(module)
@@ -410,7 +426,8 @@ class FuncDPStep:
         return vmap(grad_and_value(one), in_dims=(None,) + (0,) * len(batch), randomness="different")(params, *batch)
 
     def clipped_sum(self, *batch: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Sum over the batch of per-sample gradients each clipped to max_grad_norm, and the per-sample losses."""
+        """Sum over the batch of per-sample gradients each clipped to max_grad_norm, and the
+        per-sample losses."""
         total = [torch.zeros_like(p) for p in self.params]
         losses = []
         n = batch[0].shape[0]
@@ -426,8 +443,8 @@ class FuncDPStep:
         return total, (torch.cat(losses) if losses else torch.zeros(0))
 
     def step(self, *batch: torch.Tensor) -> float | None:
-        """One noisy step on a Poisson batch (batch tensors share their first dimension, possibly 0).
-        Returns the batch's mean loss (None for an empty batch, whose update is pure noise)."""
+        """One noisy step on a Poisson batch (batch tensors share their first dimension, possibly
+        0). Returns the batch's mean loss (None for an empty batch, whose update is pure noise)."""
         n = batch[0].shape[0]
         if n:
             total, losses = self.clipped_sum(*batch)

@@ -1,17 +1,20 @@
 """Layers with fast per-sample gradient norms for Opacus' ghost clipping.
 
-GhostLinear: Opacus' ghost norm of a Linear layer on sequences computes the (B, T, T) gram g·gᵀ twice,
-once for the weight and once for the bias; this computes it once (a tenth of a DP-TBART step).
+GhostLinear: Opacus' ghost norm of a Linear layer on sequences computes the (B, T, T) gram g·gᵀ
+twice, once for the weight and once for the bias; this computes it once (a tenth of a DP-TBART
+step).
 
-Opacus' generic ghost-clipping norm for nn.Embedding de-duplicates (sample, token) pairs with a Python-level
-`unique` that dominated DP training time here (a third of a DP-TBART step on 2 CPU cores). For an
-embedding looked up at T positions of each sample the squared norm of sample n's gradient is
+Opacus' generic ghost-clipping norm for nn.Embedding de-duplicates (sample, token) pairs with a
+Python-level `unique` that dominated DP training time here (a third of a DP-TBART step on 2 CPU
+cores). For an embedding looked up at T positions of each sample the squared norm of sample n's
+gradient is
 
     ||Σ_t onehot(id_nt) ⊗ g_nt||² = Σ_{t,t'} [id_nt = id_nt'] · <g_nt, g_nt'>,
 
-a (B, T, T) computation. `TokenEmbedding` is an nn.Embedding whose ghost-clipping norm is computed that
-way; its per-sample gradients (for Opacus' "hooks" mode) are Opacus' own. tests/test_privacy_engine.py checks the
-norms against per-sample gradients computed one sample at a time.
+a (B, T, T) computation. `TokenEmbedding` is an nn.Embedding whose ghost-clipping norm is computed
+that way; its per-sample gradients (for Opacus' "hooks" mode) are Opacus' own.
+tests/test_privacy_engine.py checks the norms against per-sample gradients computed one sample at a
+time.
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ from opacus.grad_sample.utils import register_grad_sampler, register_norm_sample
 
 class TokenEmbedding(nn.Embedding):
     def __init__(self, num_embeddings: int, embedding_dim: int):
-        super().__init__(num_embeddings, embedding_dim)  # no padding_idx, max_norm: the norm below assumes none
+        # no padding_idx, max_norm: the norm below assumes none
+        super().__init__(num_embeddings, embedding_dim)
 
 
 register_grad_sampler(TokenEmbedding)(compute_embedding_grad_sample)

@@ -1,5 +1,5 @@
-"""DP-LLMTGen: the model (model), its settings and presets (config), the backbone it builds on (backbone), constrained decoding (grammar). Rows
-as text are in encoding.text."""
+"""DP-LLMTGen: the model (model), its settings and presets (config), the backbone it builds on
+(backbone), constrained decoding (grammar). Rows as text are in encoding.text."""
 from .backbone import PACKAGED_INSTALL, BackboneError, list_local_causal_lms, packaged_backbones, resolve_backbone
 from .grammar import Grammar
 from .config import PRESETS, LLMConfig

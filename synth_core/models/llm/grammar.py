@@ -1,7 +1,8 @@
-"""Constrained decoding (SynLM, Sablayrolles et al. 2023): at each step, the tokens that keep a row inside the
-row grammar: a trie over the remaining column names and the public categories, and a number automaton
-(numbers.NumberAutomaton) that only lets through digits that can still end inside the public bounds at the
-declared precision. Automaton numbers the states as rows reach them, for the sampler and the masked loss."""
+"""Constrained decoding (SynLM, Sablayrolles et al. 2023): at each step, the tokens that keep a row
+inside the row grammar: a trie over the remaining column names and the public categories, and a
+number automaton (numbers.NumberAutomaton) that only lets through digits that can still end inside
+the public bounds at the declared precision. Automaton numbers the states as rows reach them, for
+the sampler and the masked loss."""
 from __future__ import annotations
 
 import torch
@@ -9,18 +10,21 @@ import torch
 from ...encoding.text import TextCodec
 from .numbers import NumberAutomaton
 
-NUMBER = "#"  # a numeric value's segment once its first character is read: (NUMBER, number automaton state)
+# a numeric value's segment once its first character is read: (NUMBER, number automaton state)
+NUMBER = "#"
 
 
 class Grammar:
-    """Which tokens may come next in a row, from a row's decoding state (Automaton numbers the states).
+    """Which tokens may come next in a row, from a row's decoding state (Automaton numbers the
+    states).
 
-    State: (remaining columns, phase, column, segment). Phases: "name" (a remaining column's ", name is ";
-    "name is " for the first column), "value" of a column, "end" (only EOS). The segment is the ids read in
-    the phase, except a number's: (NUMBER, its automaton's state), so that prefixes with the same futures
-    are one state. In the compact format every column's segment is the separator and the first remaining
-    column is the one it names. States and steps speak token ids; masks are over the model's outputs
-    (`outputs`: the token id of each output; None: one output per token id)."""
+    State: (remaining columns, phase, column, segment). Phases: "name" (a remaining column's ", name
+    is "; "name is " for the first column), "value" of a column, "end" (only EOS). The segment is
+    the ids read in the phase, except a number's: (NUMBER, its automaton's state), so that prefixes
+    with the same futures are one state. In the compact format every column's segment is the
+    separator and the first remaining column is the one it names. States and steps speak token ids;
+    masks are over the model's outputs (`outputs`: the token id of each output; None: one output per
+    token id)."""
 
     def __init__(self, codec: TextCodec, device, outputs: list[int] | None = None):
         self.c = codec
@@ -37,7 +41,8 @@ class Grammar:
                         for j, spec in enumerate(codec.schema.columns) if spec.is_numeric}
 
     def _mask(self, ids) -> torch.Tensor:
-        """The mask allowing token ids `ids`: the same object for the same set (Automaton relies on it)."""
+        """The mask allowing token ids `ids`: the same object for the same set (Automaton relies on
+        it)."""
         key = tuple(sorted(set(ids)))
         mask = self._by_ids.get(key)
         if mask is None:
@@ -46,8 +51,9 @@ class Grammar:
         return mask
 
     def value_tokens(self, j: int, seg: tuple) -> tuple[torch.Tensor, bool]:
-        """(tokens that continue column j's value after `seg`, whether `seg` is a complete value); cached
-        by (j, seg) alone, so that states differing only in the columns left share the work."""
+        """(tokens that continue column j's value after `seg`, whether `seg` is a complete value);
+        cached by (j, seg) alone, so that states differing only in the columns left share the
+        work."""
         key = (j, seg)
         if key in self.value_cache:
             return self.value_cache[key]
@@ -79,7 +85,8 @@ class Grammar:
             mask = self._mask([names[r][n] for r in remaining if len(names[r]) > n and names[r][:n] == seg])
         else:
             mask, end = self.value_tokens(j, seg)
-            if end:  # or what follows the value: the next column's first token, or EOS after the last
+            # or what follows the value: the next column's first token, or EOS after the last
+            if end:
                 follow = self._mask([c.next_ids[r][0] for r in remaining if r != j] or [c.eos])
                 key = (id(mask), id(follow))
                 if key not in self._unions:
@@ -114,7 +121,8 @@ class Grammar:
         return (remaining, "name", None, seg)
 
     def _alternatives(self, j: int) -> list:
-        """Column j's values as token sequences, when it has a fixed list: its categories, its missing value."""
+        """Column j's values as token sequences, when it has a fixed list: its categories, its
+        missing value."""
         spec = self.c.schema.columns[j]
         alternatives = [] if spec.is_numeric else list(self.c.cat_ids[j].values())
         if spec.nullable:
@@ -140,27 +148,31 @@ class Grammar:
 
 
 class Automaton:
-    """The grammar with its states numbered as they are reached, for constrained decoding and the masked loss
-    alike: each state's mask is an index into one table (each distinct mask once; index 0 allows every output:
-    no mask), each transition is computed once, so a step of a row is a lookup and the table lives on the
-    device. Indices only grow, so rows encoded or drawn at different times share one table.
+    """The grammar with its states numbered as they are reached, for constrained decoding and the
+    masked loss alike: each state's mask is an index into one table (each distinct mask once; index
+    0 allows every output: no mask), each transition is computed once, so a step of a row is a
+    lookup and the table lives on the device. Indices only grow, so rows encoded or drawn at
+    different times share one table.
 
-    For the loss, a position's mask is a public function of the row's own tokens before it (the schema's
-    grammar), so each row's loss still reads that row alone."""
+    For the loss, a position's mask is a public function of the row's own tokens before it (the
+    schema's grammar), so each row's loss still reads that row alone."""
 
     def __init__(self, grammar: Grammar):
         self.grammar = grammar
         self.masks: list[torch.Tensor] = [torch.ones(grammar.size, dtype=torch.bool)]
-        self._allows: list[frozenset | None] = [None]  # each mask's allowed outputs (None: all), for of_row
+        # each mask's allowed outputs (None: all), for of_row
+        self._allows: list[frozenset | None] = [None]
         self.mask_of: list[int] = []  # state id -> mask index
-        self._by_object: dict[int, int] = {}  # the grammar's mask objects (one per set of tokens) -> index
+        # the grammar's mask objects (one per set of tokens) -> index
+        self._by_object: dict[int, int] = {}
         self._ids: dict[tuple, int] = {}
         self._states: list[tuple] = []
         self._next: dict[tuple[int, int], int] = {}
         self._table: torch.Tensor | None = None
         self._filled = 0
         C = len(grammar.c.names)
-        self.start = self.state_id(grammar._enter_name(tuple(range(C)), ()))  # compact: the first value
+        # compact: the first value
+        self.start = self.state_id(grammar._enter_name(tuple(range(C)), ()))
 
     def __len__(self) -> int:
         return len(self._states)
@@ -186,8 +198,9 @@ class Automaton:
         return nxt
 
     def of_row(self, ids: list[int]) -> list[int]:
-        """Mask indices for a row's token ids (BOS first): entry t is the mask over what may stand at t; 0 at
-        BOS, and where the grammar would not allow the row's token (never for a row inside the schema)."""
+        """Mask indices for a row's token ids (BOS first): entry t is the mask over what may stand
+        at t; 0 at BOS, and where the grammar would not allow the row's token (never for a row
+        inside the schema)."""
         g, out, sid = self.grammar, [0], self.start
         for tok in ids[1:]:
             k = self.mask_of[sid]
@@ -197,8 +210,8 @@ class Automaton:
         return out
 
     def table(self, device: torch.device) -> torch.Tensor:
-        """Every mask so far, on `device` (rows past the last index unused): masks found since the last call
-        are copied over, the rest stays."""
+        """Every mask so far, on `device` (rows past the last index unused): masks found since the
+        last call are copied over, the rest stays."""
         n, device = len(self.masks), torch.device(device)
         if self._table is None or self._table.device.type != device.type or (
                 device.index is not None and self._table.device.index != device.index):

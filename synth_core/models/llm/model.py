@@ -1,38 +1,42 @@
 """DP-LLMTGen (Tran & Xiong 2024): a causal language model fine-tuned with LoRA in two stages.
 
-A row is written as text (encoding.text), numbers to the precision the public schema declares: by default
-"{column} is {value}, {column} is {value}, …" with the column order permuted per row (so any set of columns
-can be given in a prompt); for a pretrained backbone, a compact CSV line in schema order after a header that
-names the columns once (half the tokens; the header's keys and values are computed once per batch,
-`prefix_cache`), and an output layer cut to the tokens a row can hold (`output_tokens`).
+A row is written as text (encoding.text), numbers to the precision the public schema declares: by
+default "{column} is {value}, {column} is {value}, …" with the column order permuted per row (so any
+set of columns can be given in a prompt); for a pretrained backbone, a compact CSV line in schema
+order after a header that names the columns once (half the tokens; the header's keys and values are
+computed once per batch, `prefix_cache`), and an output layer cut to the tokens a row can hold
+(`output_tokens`).
 
-Stage 1, format learning, costs no privacy: the model is fine-tuned (without DP) on rows drawn from the
-public schema alone (`schema.random_table`: uniform over the public categories, uniform within the
-public bounds); it learns how a row is written, not what the private rows say. Stage 2 fine-tunes the
-LoRA parameters (or, for the untrained default backbone, its weights: `stage2_full`) with DP-SGD through
-the core's engine (Poisson sampling, per-sample clipping, calibrated Gaussian noise, events, cancel,
-ledger). Its loss is a weighted cross-entropy, weight α on the tokens of values and 1 − α on the tokens of
-the format, plus β × a numerical-understanding loss: the squared error, scaled by the column's public
-range, between the true number and the number made of the expected values of the model's predicted
-digits, which is differentiable in the model's logits. For a pretrained backbone sampled with constraints
-(the default) the cross-entropy at each token is over the tokens the row grammar allows there
-(`constrained_loss`, grammar.Automaton): the choice the model makes when it samples, so a token with one
-choice costs nothing and the noisy steps go into the values rather than into the format.
+Stage 1, format learning, costs no privacy: the model is fine-tuned (without DP) on rows drawn from
+the public schema alone (`schema.random_table`: uniform over the public categories, uniform within
+the public bounds); it learns how a row is written, not what the private rows say. Stage 2
+fine-tunes the LoRA parameters (or, for the untrained default backbone, its weights: `stage2_full`)
+with DP-SGD through the core's engine (Poisson sampling, per-sample clipping, calibrated Gaussian
+noise, events, cancel, ledger). Its loss is a weighted cross-entropy, weight α on the tokens of
+values and 1 − α on the tokens of the format, plus β × a numerical-understanding loss: the squared
+error, scaled by the column's public range, between the true number and the number made of the
+expected values of the model's predicted digits, which is differentiable in the model's logits. For
+a pretrained backbone sampled with constraints (the default) the cross-entropy at each token is over
+the tokens the row grammar allows there (`constrained_loss`, grammar.Automaton): the choice the
+model makes when it samples, so a token with one choice costs nothing and the noisy steps go into
+the values rather than into the format.
 
-Stage 2 does not learn which column comes next (`stage2_order`, off by default). The order is drawn at random
-for each row, so that choice says nothing about the table, and its loss cannot fall below log(columns left);
-yet each row's gradient would hold its random pulls, which clipping scales together with the useful part.
-At a column name stage 2's loss is −log Σ_names p(name): that some column comes next, i.e. that the value
-ended there (which a number's length depends on). Stage 1 still trains the choice, and constrained decoding
-draws the next column uniformly from those not yet written (`uniform_order`), as training did, so the
-model decides only when a value ends. (benchmarks/history/2026-11-27.md, "Fourth session", has the figures.)
+Stage 2 does not learn which column comes next (`stage2_order`, off by default). The order is drawn
+at random for each row, so that choice says nothing about the table, and its loss cannot fall below
+log(columns left); yet each row's gradient would hold its random pulls, which clipping scales
+together with the useful part. At a column name stage 2's loss is −log Σ_names p(name): that some
+column comes next, i.e. that the value ended there (which a number's length depends on). Stage 1
+still trains the choice, and constrained decoding draws the next column uniformly from those not yet
+written (`uniform_order`), as training did, so the model decides only when a value ends.
+(benchmarks/history/2026-11-27.md, "Fourth session", has the figures.)
 
-Sampling (sampling.py) starts from a random column name ("random-initialised prompt") or from the conditions
-("sex is Female, income is >50K" — value-specified prompt). Generated text is parsed back and checked
-against the public schema; a malformed row is rejected and counted, never returned. Constrained
-decoding (SynLM, Sablayrolles et al. 2023) masks, at each step, every token that would leave the row
-grammar: a trie over the remaining column names and the public categories, and a number automaton that
-only lets through digits that can still end inside the public bounds at the declared precision.
+Sampling (sampling.py) starts from a random column name ("random-initialised prompt") or from the
+conditions ("sex is Female, income is >50K" — value-specified prompt). Generated text is parsed back
+and checked against the public schema; a malformed row is rejected and counted, never returned.
+Constrained decoding (SynLM, Sablayrolles et al. 2023) masks, at each step, every token that would
+leave the row grammar: a trie over the remaining column names and the public categories, and a
+number automaton that only lets through digits that can still end inside the public bounds at the
+declared precision.
 
 Backbone: any Hugging Face causal LM in a local directory or the local hub cache (loaded with
 local_files_only: nothing is downloaded), or, by default, a small GPT-2 built from a config with a
@@ -69,7 +73,8 @@ from .sampling import TextSampling
 # --- the model --------------------------------------------------------------------------------------
 @register("dp-llmtgen")
 class DPLLMTGen(TextSampling, SynthModel):
-    """A causal language model, LoRA-fine-tuned on rows written as text: format first, then with DP-SGD."""
+    """A causal language model, LoRA-fine-tuned on rows written as text: format first, then with
+    DP-SGD."""
 
     label = "Language model writing rows as text"
     description = ("Language model that writes each row as text (\"age is 39, sex is Female, …\"), first taught "
@@ -82,15 +87,16 @@ class DPLLMTGen(TextSampling, SynthModel):
     config_class = LLMConfig
     presets = PRESETS
     size_presets = {"quick": "quick", "standard": "cpu", "best": "gpu"}
-    # a row is tens of tokens generated one by one (seconds per row with a pretrained backbone on the CPU): a
-    # calibrated sample keeps its first pool rather than wait up to four times as long for a larger one
+    # a row is tens of tokens generated one by one (seconds per row with a pretrained backbone on
+    # the CPU): a calibrated sample keeps its first pool rather than wait up to four times as long
+    # for a larger one
     max_pool_growth = 1
 
 
     @classmethod
     def local_choices(cls) -> list[LocalChoice]:
-        """The backbone: the offline default, a pretrained model installed or in the local Hugging Face cache, or
-        a directory a model was saved to."""
+        """The backbone: the offline default, a pretrained model installed or in the local Hugging
+        Face cache, or a directory a model was saved to."""
         from .backbone import PACKAGED_INSTALL, list_local_causal_lms, packaged_backbones, resolve_backbone
         offered = {**{f"SmolLM2-135M, pretrained (installed package) · {name}": name for name in packaged_backbones()},
                    **{f"{m['id']} (in the local Hugging Face cache)": m["id"] for m in list_local_causal_lms()}}
@@ -115,7 +121,8 @@ class DPLLMTGen(TextSampling, SynthModel):
 
     @classmethod
     def upgrade_state(cls, state: dict) -> dict:
-        # saves from before `row_format` and `output_tokens` wrote sentences and predicted every token
+        # saves from before `row_format` and `output_tokens` wrote sentences and predicted every
+        # token
         config = dict(state["config"])
         config.setdefault("row_format", "sentence")
         config.setdefault("output_tokens", "all")
@@ -123,7 +130,8 @@ class DPLLMTGen(TextSampling, SynthModel):
 
     @classmethod
     def configure(cls, preset: str, overrides: dict | None = None, seed: int | None = 0, device: str | None = None):
-        """The preset's values, with a pretrained backbone's recipe (PRETRAINED) under the options."""
+        """The preset's values, with a pretrained backbone's recipe (PRETRAINED) under the
+        options."""
         if isinstance(overrides, dict) and overrides.get("backbone") and preset in PRETRAINED:
             recipe = PRETRAINED[preset]
             overrides = {**recipe["model"], **recipe["train"], **overrides}
@@ -164,7 +172,8 @@ class DPLLMTGen(TextSampling, SynthModel):
                 raise SchemaError(f"the tokenizer of {cfg.backbone} has no end-of-sequence token")
             self.codec = TextCodec(self.schema, self.tokenizer, self.row_format)
         self.max_len = self._longest_row() + 2
-        # a model's output layer may be wider than its tokenizer (padded vocabularies): mask that too
+        # a model's output layer may be wider than its tokenizer (padded vocabularies): mask that
+        # too
         self.codec.vocab_size = max(len(self.tokenizer), int(base.config.vocab_size))
         # the model's outputs: token ids (`outputs`, None: one per token id) and a token id's output
         self.outputs: list[int] | None = None
@@ -180,8 +189,9 @@ class DPLLMTGen(TextSampling, SynthModel):
         self.net = with_lora(base, cfg, self.device)
         self.cache_keyword = cache_keyword(self.net)
         self.lora_names = {n for n, _ in self.net.named_parameters() if "lora_" in n}
-        # a pretrained model's output layer cut to the row's tokens is small: stage 2 trains it, which moves the
-        # values' distributions directly (as the default's LoRA on its output layer does)
+        # a pretrained model's output layer cut to the row's tokens is small: stage 2 trains it,
+        # which moves the values' distributions directly (as the default's LoRA on its output layer
+        # does)
         self.head_names = ({n for n, p in self.net.named_parameters() if p is self._output_layer().weight}
                            if self.outputs is not None else set())
         # the first ORDER token of each column's name, after BOS or after a value
@@ -191,7 +201,8 @@ class DPLLMTGen(TextSampling, SynthModel):
                 if ORDER in kind:
                     self._order_starts[self.output_of[seg[kind.index(ORDER)]]] = True
         self.format_learned = False
-        self.order_choice_now = cfg.stage2_order  # does the loss teach which column comes next (see learn_format)
+        # does the loss teach which column comes next (see learn_format)
+        self.order_choice_now = cfg.stage2_order
         self.stage1_result: TrainResult | None = None
         self.numeric_cols = torch.tensor([s.is_numeric for s in self.schema.columns])
         self.inv_range = torch.tensor([1.0 / r for r in self.codec.ranges], dtype=torch.float32)
@@ -205,7 +216,8 @@ class DPLLMTGen(TextSampling, SynthModel):
         for d, out in enumerate(self.digit_outputs):
             self.digit_value[out] = float(d)
         self._prefix = torch.tensor([self.codec.prefix_ids], dtype=torch.long, device=self.device)
-        self._loss_masks: Automaton | None = None  # stage 2's masks (constrained_loss), built when rows are encoded
+        # stage 2's masks (constrained_loss), built when rows are encoded
+        self._loss_masks: Automaton | None = None
 
     def _longest_row(self) -> int:
         """Tokens of the longest possible row, from the public schema."""
@@ -226,10 +238,11 @@ class DPLLMTGen(TextSampling, SynthModel):
         return sum(p.numel() for p in self.net.parameters())
 
     def prefix_cache(self, batch: int, capacity: int | None = None):
-        """The header's keys and values (compact format), computed once for `batch` rows with the current
-        weights, without gradient: the header is public and the same for every row, so each row's gradient
-        is that of its own tokens reading it. None when rows have no header, unless `capacity` is given:
-        then a cache for decoding that many positions (header included; backbone.decoding_cache)."""
+        """The header's keys and values (compact format), computed once for `batch` rows with the
+        current weights, without gradient: the header is public and the same for every row, so each
+        row's gradient is that of its own tokens reading it. None when rows have no header, unless
+        `capacity` is given: then a cache for decoding that many positions (header included;
+        backbone.decoding_cache)."""
         if self._prefix.shape[1] == 0:
             return None if capacity is None else decoding_cache(capacity)
         from transformers import DynamicCache
@@ -240,9 +253,10 @@ class DPLLMTGen(TextSampling, SynthModel):
         return header if capacity is None else decoding_cache(capacity, header)
 
     def time_fixed_costs(self, probe_steps: int = 3) -> float:
-        """For timing.estimate_fit_seconds: stage 1's seconds (they do not scale with the private table),
-        estimated from `probe_steps` timed stage-1 steps instead of running it all. Stage 1 is then skipped
-        by this model (marked learned): a timing probe only, whose weights are never used."""
+        """For timing.estimate_fit_seconds: stage 1's seconds (they do not scale with the private
+        table), estimated from `probe_steps` timed stage-1 steps instead of running it all. Stage 1
+        is then skipped by this model (marked learned): a timing probe only, whose weights are never
+        used."""
         calls = [0]
 
         def stop() -> bool:
@@ -269,9 +283,10 @@ class DPLLMTGen(TextSampling, SynthModel):
         return getattr(head, "base_layer", head)  # under a peft LoRA wrapper, the Linear it wraps
 
     def untie_embeddings(self) -> None:
-        """Give the output layer its own copy of a shared embedding matrix when stage 2 trains them: it clips
-        each row's gradient per parameter use, and one weight used as both embedding and output layer would
-        have two. A LoRA-only stage 2 leaves them shared (frozen), as a pretrained GPT-2 has them."""
+        """Give the output layer its own copy of a shared embedding matrix when stage 2 trains them:
+        it clips each row's gradient per parameter use, and one weight used as both embedding and
+        output layer would have two. A LoRA-only stage 2 leaves them shared (frozen), as a
+        pretrained GPT-2 has them."""
         if not self.stage2_full:
             return
         head = self._output_layer()
@@ -279,9 +294,9 @@ class DPLLMTGen(TextSampling, SynthModel):
             head.weight = nn.Parameter(head.weight.detach().clone(), requires_grad=head.weight.requires_grad)
 
     def stage2_names(self) -> set[str]:
-        """The parameters stage 2 trains: LoRA only, or every weight but the position embeddings (GPT-2 feeds
-        them one row of position ids for the whole batch, so they have no per-row gradient to clip; they
-        keep what stage 1 learned from the public schema)."""
+        """The parameters stage 2 trains: LoRA only, or every weight but the position embeddings
+        (GPT-2 feeds them one row of position ids for the whole batch, so they have no per-row
+        gradient to clip; they keep what stage 1 learned from the public schema)."""
         if not self.stage2_full:
             return set(self.lora_names) | self.head_names
         return {n for n, _ in self.net.named_parameters() if not n.endswith("wpe.weight")}
@@ -301,9 +316,9 @@ class DPLLMTGen(TextSampling, SynthModel):
 
     # --- encoding ---------------------------------------------------------------------------------
     def encode(self, table: pd.DataFrame, seed: int | None = None, masks: bool = True) -> torch.Tensor:
-        """(rows, 5, L) tensor: token ids (-1 pad), kinds, columns, digit exponents, and the index of the
-        grammar's mask at each token (see constrained_loss; 0: none, always when `masks` is False); each row
-        in its own random column order (seeded)."""
+        """(rows, 5, L) tensor: token ids (-1 pad), kinds, columns, digit exponents, and the index
+        of the grammar's mask at each token (see constrained_loss; 0: none, always when `masks` is
+        False); each row in its own random column order (seeded)."""
         rng = np.random.default_rng(self.train_config.seed if seed is None else seed)
         C = len(self.codec.names)
         cols = [table[n].tolist() for n in self.schema.names]
@@ -328,8 +343,8 @@ class DPLLMTGen(TextSampling, SynthModel):
 
     # --- training ---------------------------------------------------------------------------------
     def loss_fn(self, module, rows: torch.Tensor) -> torch.Tensor:
-        """Per-row loss: weighted cross-entropy (α on value tokens, 1 − α on format tokens) + β × the
-        numerical-understanding loss (see numeric_loss)."""
+        """Per-row loss: weighted cross-entropy (α on value tokens, 1 − α on format tokens) + β ×
+        the numerical-understanding loss (see numeric_loss)."""
         ce, num = self.row_losses(module, rows)
         return ce + self.config.beta * num
 
@@ -339,14 +354,16 @@ class DPLLMTGen(TextSampling, SynthModel):
         rows = rows[:, :, :L]
         ids, kinds, cols, exps, where = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4, 1:]
         inp = ids[:, :-1].clamp(min=0)
-        tgt, kind = self.output_of[ids[:, 1:].clamp(min=0)], kinds[:, 1:]  # the target outputs (pads masked below)
+        # the target outputs (pads masked below)
+        tgt, kind = self.output_of[ids[:, 1:].clamp(min=0)], kinds[:, 1:]
         logits = module(input_ids=inp.contiguous(), **{self.cache_keyword: self.prefix_cache(len(inp))},
                         use_cache=False).logits.float()
         if bool((where > 0).any()):
             if self._loss_masks is None:
                 raise RuntimeError("rows encoded with the grammar's masks after those were let go: encode them again")
-            # over what constrained decoding allows at each token (a token with one choice costs nothing); a
-            # finite floor, not -inf: the name and digit terms below also read positions where none is allowed
+            # over what constrained decoding allows at each token (a token with one choice costs
+            # nothing); a finite floor, not -inf: the name and digit terms below also read positions
+            # where none is allowed
             allowed = self._loss_masks.table(logits.device)[where]
             logits = logits.masked_fill(~allowed, -1e9)
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.clamp(min=0).reshape(-1),
@@ -366,9 +383,10 @@ class DPLLMTGen(TextSampling, SynthModel):
         return ce_row, self.numeric_loss(logits, tgt, kind, cols[:, 1:], exps[:, 1:])
 
     def numeric_loss(self, logits, tgt, kind, cols, exps) -> torch.Tensor:
-        """Per row: mean over numeric columns of ((E[number] − number) / public range)², where E[number]
-        is Σ E[digit]·10^place with E[digit] = Σ_d d·p(d) over the digit tokens' probabilities
-        (teacher forcing). Differentiable in the logits, unlike an argmax-based number."""
+        """Per row: mean over numeric columns of ((E[number] − number) / public range)², where
+        E[number] is Σ E[digit]·10^place with E[digit] = Σ_d d·p(d) over the digit tokens'
+        probabilities (teacher forcing). Differentiable in the logits, unlike an argmax-based
+        number."""
         dev = logits.device
         digit_ids = torch.tensor(self.digit_outputs, device=dev)
         p = torch.softmax(logits[..., digit_ids], dim=-1)                       # (B, T, 10)
@@ -390,7 +408,8 @@ class DPLLMTGen(TextSampling, SynthModel):
     def learn_format(self, should_stop: Callable[[], bool] | None = None) -> TrainResult:
         """Stage 1 (ε = 0): non-private fine-tuning on random rows from the public schema."""
         cfg = self.config
-        if cfg.stage1_rows <= 0:  # no format learning: constrained decoding keeps the rows well formed
+        # no format learning: constrained decoding keeps the rows well formed
+        if cfg.stage1_rows <= 0:
             self.format_learned = True
             self.stage1_result = TrainResult(steps_done=0, steps_planned=0, cancelled=False, epsilon_spent=0.0,
                                              seconds=0.0, samples_seen=0, last_loss=None, device=str(self.device))
@@ -401,13 +420,14 @@ class DPLLMTGen(TextSampling, SynthModel):
         data = self.encode(self.format_table(), seed=(self.train_config.seed or 0) + 11, masks=False)
         tc = dataclasses.replace(self.train_config, epochs=cfg.stage1_epochs, batch_size=cfg.stage1_batch_size,
                                  lr=cfg.stage1_lr)
-        self.order_choice_now = True  # stage 1 learns the whole format, which column comes next included
+        # stage 1 learns the whole format, which column comes next included
+        self.order_choice_now = True
         if not self.pretrained:
-            # the default's input and output embeddings are trained as ONE matrix in stage 1, as GPT-2's are:
-            # a value token's embedding then carries what the output side learned of it (which column it
-            # belongs to), which stage 2 builds its links between columns on. Stage 2 needs them apart (see
-            # untie_embeddings). Adult, ε = 1: train-on-synthetic ROC-AUC 0.56 untied, 0.71 tied
-            # (benchmarks/history/2026-11-27.md, "Fourth session")
+            # the default's input and output embeddings are trained as ONE matrix in stage 1, as
+            # GPT-2's are: a value token's embedding then carries what the output side learned of it
+            # (which column it belongs to), which stage 2 builds its links between columns on. Stage
+            # 2 needs them apart (see untie_embeddings). Adult, ε = 1: train-on-synthetic ROC-AUC
+            # 0.56 untied, 0.71 tied (benchmarks/history/2026-11-27.md, "Fourth session")
             self._output_layer().weight = self.net.get_input_embeddings().weight
         try:
             result = train(self.net, data, self.loss_fn, tc, None, should_stop=should_stop)
@@ -420,11 +440,13 @@ class DPLLMTGen(TextSampling, SynthModel):
         return result
 
     def prepare(self, should_stop: Callable[[], bool] | None = None) -> bool:
-        """Stage 1 (public schema only, no privacy cost), before the private table is first touched; then
-        stage 2's parameters are made trainable (see stage2_names). False if stage 1 was cancelled."""
+        """Stage 1 (public schema only, no privacy cost), before the private table is first touched;
+        then stage 2's parameters are made trainable (see stage2_names). False if stage 1 was
+        cancelled."""
         if not self.format_learned:
             self.learn_format(should_stop)
-            if not self.format_learned:  # cancelled during stage 1: the private table was never read
+            # cancelled during stage 1: the private table was never read
+            if not self.format_learned:
                 return False
         self.untie_embeddings()
         self._trainable(False)
@@ -434,7 +456,8 @@ class DPLLMTGen(TextSampling, SynthModel):
         try:
             return super().train_private(data, plan, on_event, should_stop, steps)
         finally:
-            # the grammar states the private rows reached (their prefixes) are not kept past their training
+            # the grammar states the private rows reached (their prefixes) are not kept past their
+            # training
             self._loss_masks = None
 
     def ledger_details(self) -> dict:
@@ -447,10 +470,10 @@ class DPLLMTGen(TextSampling, SynthModel):
                 "format_learning_rows": self.config.stage1_rows}
 
     # --- persistence --------------------------------------------------------------------------------
-    # model.pt holds every weight for the default backbone (its base weights were trained in stage 1) or a
-    # pretrained one trained in full, the LoRA adapter only for a pretrained one trained with LoRA (rebuilt
-    # from `backbone`, offline). The default backbone's tokenizer is rebuilt from the schema; a pretrained
-    # one's is saved beside (tokenizer/).
+    # model.pt holds every weight for the default backbone (its base weights were trained in stage
+    # 1) or a pretrained one trained in full, the LoRA adapter only for a pretrained one trained
+    # with LoRA (rebuilt from `backbone`, offline). The default backbone's tokenizer is rebuilt from
+    # the schema; a pretrained one's is saved beside (tokenizer/).
     def state(self) -> dict:
         return {**super().state(), "format_learned": self.format_learned}
 

@@ -1,17 +1,18 @@
-"""The number automaton of constrained decoding: which characters may follow a number's prefix so that the
-number can still end inside the column's public bounds, written at the schema's precision (exactly `decimals`
-digits after the point; no leading zeros; a minus sign only first).
+"""The number automaton of constrained decoding: which characters may follow a number's prefix so
+that the number can still end inside the column's public bounds, written at the schema's precision
+(exactly `decimals` digits after the point; no leading zeros; a minus sign only first).
 
-A state is what is left to write, not the prefix itself: after the whole part W, for each count k of whole
-digits still to come, the offsets (in units of 10^-decimals) that a value W·10^k + … may still add inside the
-bounds, relative to the least such value. Two prefixes with the same futures are one state (most prefixes of a
-wide column's values are "any k more digits"), so the states and their masks stay few however many distinct
-values are drawn, and a step is a few integer operations instead of re-parsing the prefix.
+A state is what is left to write, not the prefix itself: after the whole part W, for each count k of
+whole digits still to come, the offsets (in units of 10^-decimals) that a value W·10^k + … may still
+add inside the bounds, relative to the least such value. Two prefixes with the same futures are one
+state (most prefixes of a wide column's values are "any k more digits"), so the states and their
+masks stay few however many distinct values are drawn, and a step is a few integer operations
+instead of re-parsing the prefix.
 
-States (hashable tuples): ("sign", negative, lo, hi) before the first digit, magnitudes in [lo, hi] units;
-("int", R) with R[k] = (lo, hi) offsets or None; ("frac", m, (lo, hi)) after m digits of the fraction.
-None is a dead state (no completion); the start may have no positive values left and still allow "-"
-(`alive`)."""
+States (hashable tuples): ("sign", negative, lo, hi) before the first digit, magnitudes in [lo, hi]
+units; ("int", R) with R[k] = (lo, hi) offsets or None; ("frac", m, (lo, hi)) after m digits of the
+fraction. None is a dead state (no completion); the start may have no positive values left and still
+allow "-" (`alive`)."""
 from __future__ import annotations
 
 import math
@@ -32,14 +33,16 @@ def _int_state(R: list):
 
 
 class NumberAutomaton:
-    """One numeric column's automaton: bounds [lower, upper] written with `decimals` digits after the point."""
+    """One numeric column's automaton: bounds [lower, upper] written with `decimals` digits after
+    the point."""
 
     def __init__(self, lower: float, upper: float, decimals: int):
         self.d = int(decimals)
         self.scale = s = 10 ** self.d
         lo_u, hi_u = math.ceil(float(lower) * s - 1e-9), math.floor(float(upper) * s + 1e-9)
         pos, neg = (max(0, lo_u), hi_u), (max(1, -hi_u), -lo_u)  # magnitudes of each sign, in units
-        self.start = ("sign", False, *pos)  # may be empty of positive values, with negative ones left
+        # may be empty of positive values, with negative ones left
+        self.start = ("sign", False, *pos)
         self._negative = ("sign", True, *neg) if neg[0] <= neg[1] else None
 
     def step(self, state, ch: str):

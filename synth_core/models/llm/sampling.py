@@ -1,9 +1,9 @@
 """DP-LLMTGen's sampling: rows written by the trained language model, token by token with a KV cache
-(backbone.decoding_cache), in batches grouped by prompt length; constrained decoding (grammar.Automaton over
-grammar.Grammar) keeps every row inside the public schema; a value-specified prompt ("sex is Female, …")
-fixes conditions exactly, and those the row format cannot put in a prompt (the compact format's non-leading
-columns) are met by rejection. Generated text is parsed back and checked against the public schema; a
-malformed row is rejected and counted, never returned.
+(backbone.decoding_cache), in batches grouped by prompt length; constrained decoding
+(grammar.Automaton over grammar.Grammar) keeps every row inside the public schema; a value-specified
+prompt ("sex is Female, …") fixes conditions exactly, and those the row format cannot put in a
+prompt (the compact format's non-leading columns) are met by rejection. Generated text is parsed
+back and checked against the public schema; a malformed row is rejected and counted, never returned.
 
 A mixin of DPLLMTGen (model.py), which builds what it reads: net, codec, tokenizer, the output map
 (`token_of`), `_never`, `_order_starts`, `prefix_cache`, `cache_keyword`, `max_len`."""
@@ -30,8 +30,8 @@ class TextSampling:
     @torch.no_grad()
     def generate_ids(self, prompts: list[list[int]], states: list[tuple] | None, generator: torch.Generator,
                      temperature: float = 1.0) -> list[list[int]]:
-        """Continue each prompt until EOS or the longest row; `states` (constrained decoding) gives each
-        row's grammar state after its prompt. Rows are grouped by prompt length."""
+        """Continue each prompt until EOS or the longest row; `states` (constrained decoding) gives
+        each row's grammar state after its prompt. Rows are grouped by prompt length."""
         net, device = self.net, self.device
         net.eval()
         automaton = self._automaton if states is not None else None
@@ -79,9 +79,10 @@ class TextSampling:
         return out
 
     def _uniform_next_column(self, probs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Spread each row's probability of the tokens that start a column's name evenly over the allowed
-        ones: the total (the chance that the value ends here) is the model's, the next column is uniform.
-        (With a tokenizer whose column names share their first token, it is uniform over first tokens.)"""
+        """Spread each row's probability of the tokens that start a column's name evenly over the
+        allowed ones: the total (the chance that the value ends here) is the model's, the next
+        column is uniform. (With a tokenizer whose column names share their first token, it is
+        uniform over first tokens.)"""
         starts = self._order_starts & mask  # rows where no name may start keep their probabilities
         mass = (probs * starts).sum(1, keepdim=True)
         spread = mass / starts.sum(1, keepdim=True).clamp(min=1)
@@ -107,13 +108,15 @@ class TextSampling:
     def _draw(self, m: int, cond: dict[int, str], constrained: bool, generator: torch.Generator,
               rng: np.random.Generator, temperature: float) -> tuple[list[list], dict[str, int]]:
         C = len(self.codec.names)
-        # without conditions, the first column is drawn at random (the compact format's is always the first)
+        # without conditions, the first column is drawn at random (the compact format's is always
+        # the first)
         firsts = [None] * m if cond else ([0] * m if self.codec.fixed_order else list(rng.integers(0, C, m)))
         prompts = [self.codec.prompt_ids(cond, f) for f in firsts]
         rest = tuple(j for j in range(C) if j not in cond)
         states = None
         if constrained:
-            if cond:  # the prompt ends with the last condition's value: ", name is " or EOS comes next
+            # the prompt ends with the last condition's value: ", name is " or EOS comes next
+            if cond:
                 states = [(rest, "name", None, ()) if rest else ((), "end", None, ())] * m
             else:
                 states = [(tuple(range(C)), "value", int(f), ()) for f in firsts]
@@ -122,12 +125,13 @@ class TextSampling:
 
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, temperature: float = 1.0,
                max_tries_factor: int = 20, chunk_size: int = 8192, constrained: bool | None = None) -> pd.DataFrame:
-        """n rows. `conditions` ({"sex": "Female"}) become the prompt's prefix ("sex is Female, …"), so every
-        row satisfies them; in the compact format only leading columns can (`TextCodec.exact_prefix`), and
-        rows are drawn until enough meet the others (rejection). With constrained decoding (the default)
-        every generated row is well formed; without it malformed rows are rejected and counted.
-        `last_sample_info` reports the format compliance with constraints and, from a tenth of the rows asked
-        for (at least 10, at most `compliance_probe`) drawn unconstrained, without."""
+        """n rows. `conditions` ({"sex": "Female"}) become the prompt's prefix ("sex is Female, …"),
+        so every row satisfies them; in the compact format only leading columns can
+        (`TextCodec.exact_prefix`), and rows are drawn until enough meet the others (rejection).
+        With constrained decoding (the default) every generated row is well formed; without it
+        malformed rows are rejected and counted. `last_sample_info` reports the format compliance
+        with constraints and, from a tenth of the rows asked for (at least 10, at most
+        `compliance_probe`) drawn unconstrained, without."""
         self._check_rows(n)
         constrained = self.config.constrained if constrained is None else bool(constrained)
         conditions = dict(conditions or {})
@@ -148,8 +152,9 @@ class TextSampling:
                 want = int(want / max(len(kept) / tried, 1 / max_tries_factor) * 1.1) + 1
             m = min(batch, want, budget - tried)
             if getattr(self, "_automaton", None) is None or len(self._automaton) > AUTOMATON_STATES:
-                # the grammar's numbered states and masks are kept between batches and calls (they are public:
-                # the schema's grammar), up to a bound: the sentence format reaches ~26 new ones a row
+                # the grammar's numbered states and masks are kept between batches and calls (they
+                # are public: the schema's grammar), up to a bound: the sentence format reaches ~26
+                # new ones a row
                 self._automaton = Automaton(Grammar(self.codec, self.device, self.outputs))
             rows, why = self._draw(m, cond, constrained, generator, rng, temperature)
             tried += m
@@ -169,7 +174,8 @@ class TextSampling:
         }
         if constrained:
             info["format_compliance_constrained"] = compliance
-            # a tenth of the rows asked for (at least 10), at most compliance_probe: a small request stays quick
+            # a tenth of the rows asked for (at least 10), at most compliance_probe: a small request
+            # stays quick
             probe = min(self.config.compliance_probe, n, max(10, n // 10))
             if probe > 0:
                 rows, why = self._draw(probe, cond, False, generator, rng, temperature)
