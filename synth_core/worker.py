@@ -30,6 +30,7 @@ from .runs import LIVE_STATES, RunDir, RunError, RunGone
 from .runs.draws import DrawStopped, Stop, set_draw_status
 from .runs.rundir import DrawDir
 from .training import distributed
+from .training.device import use_free_cores
 
 
 def main(argv: list[str]) -> int:
@@ -67,7 +68,11 @@ def main(argv: list[str]) -> int:
             raise BudgetError(f"{run.path} lost its charge.json: it is not trained without its table's charge")
         if group.is_main:
             processes = f" in {group.world_size} processes" if group.active else ""
-            print(f"{time.strftime('%H:%M:%S')} training {request.model}{processes}", flush=True)
+            # one process: torch's threads on the cores free now (a busy neighbour made two
+            # threads 15 times slower than one)
+            threads = "" if group.active else f" on {use_free_cores()} CPU thread(s)"
+            print(f"{time.strftime('%H:%M:%S')} training {request.model}{processes}{threads}",
+                  flush=True)
         # a job made before requests said so draws as many review rows (persons) as the run releases
         # it trained on
         review = request.review_rows or REVIEW_RELEASED
@@ -101,6 +106,7 @@ def draw(run_path: str, draw_id: str) -> int:
     job = DrawDir(RunDir(run_path).require(), draw_id)
     try:
         set_draw_status(job, "running", "loading the model")
+        use_free_cores()
         from .api import load_model
         from .release.generate import run_draw
         run_draw(job, load_model(job.run.path), stop)

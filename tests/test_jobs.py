@@ -494,3 +494,32 @@ def test_a_generate_request_past_its_estimate_has_no_time_left_to_show():
     assert past_estimate(job.elapsed(), job.expected_s).startswith("40 s so far, longer than the 30 s estimated")
     # nothing timed: no estimate
     assert SamplingJob(key="run", rows=100, future=Future()).left() is None
+
+
+def test_training_takes_the_cores_a_busy_neighbour_leaves_free():
+    """Beside a busy process on 2 cores, two torch threads made a DP-SGD step 15 times slower than
+    one (each waits for the other at every operation): the worker and the estimate's probe take
+    the cores free now, at least one."""
+    import multiprocessing
+    import os
+    from synth_core.training.device import free_cores, torch_threads
+    import torch
+    cores = len(os.sched_getaffinity(0))
+    assert 1 <= free_cores() <= cores
+    busy = multiprocessing.get_context("spawn").Process(target=_spin, daemon=True)
+    busy.start()
+    try:
+        time.sleep(0.5)
+        assert free_cores() <= max(1, cores - 1)
+    finally:
+        busy.terminate()
+        busy.join()
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def _spin() -> None:
+    while True:
+        pass

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..training.device import device_label
+from ..training.device import device_label, free_cores, torch_threads
 from .. import home
 from ..files import write_atomic
 from ..models import get_model_class, model_class_for
@@ -231,7 +231,14 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
 
     review_rows / calibrated: the review sample drawn after training (a calibrated one draws a
     pool). steps: the steps or rounds the caller already told the steward to expect (else from the
-    plan, as below)."""
+    plan, as below). Timed on the CPU threads the run's worker will take: the cores free now."""
+    with torch_threads(free_cores()):
+        return _estimate(model, schema, preset, n_rows, epsilon, delta, options, device,
+                         probe_steps, review_rows, calibrated, book, steps)
+
+
+def _estimate(model, schema, preset, n_rows, epsilon, delta, options, device, probe_steps,
+              review_rows, calibrated, book, steps) -> dict:
     klass = model_class_for(model, schema)
     synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
     # only its steps and batch size matter here

@@ -1,6 +1,10 @@
 """Where training runs, what it is called, and what a seed reproduces."""
 from __future__ import annotations
 
+import os
+import time
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -41,6 +45,47 @@ def device_label(device: str | torch.device | None = None) -> str:
     if dev.type == "cuda":
         return f"GPU: {torch.cuda.get_device_name(dev)}"
     return f"CPU ({torch.get_num_threads()} threads)"
+
+
+def free_cores(window_s: float = 0.25) -> int:
+    """The CPU cores no other process keeps busy now: this process's cores less the machine's busy
+    share over `window_s` (/proc/stat; a core counts from 0.7 of one busy), at least 1. Beside one
+    busy process on 2 cores, a DP-SGD step on two threads took 2.3 s against 0.15 s on one (each
+    thread waits for the other at every operation; benchmarks/RESULTS.md, "Estimates against
+    runs")."""
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+
+    def counters() -> tuple[float, float]:
+        with open("/proc/stat") as f:
+            ticks = [float(x) for x in f.readline().split()[1:]]
+        return sum(ticks), ticks[3] + (ticks[4] if len(ticks) > 4 else 0.0)  # all, idle + iowait
+    try:
+        total, idle = counters()
+        time.sleep(window_s)
+        total2, idle2 = counters()
+    except (OSError, ValueError, IndexError):
+        return cores
+    busy = (os.cpu_count() or cores) * (1.0 - (idle2 - idle) / max(total2 - total, 1e-9))
+    return max(1, min(cores, cores - int(busy + 0.3)))
+
+
+def use_free_cores() -> int:
+    """Train and draw on the cores free now (free_cores): torch's threads; how many."""
+    threads = free_cores()
+    torch.set_num_threads(threads)
+    return threads
+
+
+@contextmanager
+def torch_threads(threads: int):
+    """torch on `threads` threads within the block (a probe timed as the run will train)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def seed_everything(seed: int | None) -> None:
