@@ -71,19 +71,25 @@ def free_cores(window_s: float = 0.25) -> int:
 
 
 def use_free_cores() -> int:
-    """Train and draw on the cores free now (free_cores): torch's threads; how many."""
+    """Train and draw on the cores free now (free_cores): torch's threads and numpy's (BLAS and
+    OpenMP pools, threadpoolctl; a calibrated draw is numpy's); how many."""
+    from threadpoolctl import threadpool_limits
     threads = free_cores()
     torch.set_num_threads(threads)
+    threadpool_limits(limits=threads)
     return threads
 
 
 @contextmanager
 def torch_threads(threads: int):
-    """torch on `threads` threads within the block (a probe timed as the run will train)."""
+    """torch and numpy on `threads` threads within the block (a probe timed as the run will
+    train)."""
+    from threadpoolctl import threadpool_limits
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        yield
+        with threadpool_limits(limits=threads):
+            yield
     finally:
         torch.set_num_threads(before)
 
