@@ -25,6 +25,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
     # numpy's BLAS and scikit-learn's OpenMP in this process, from now on
     threadpool_limits(limits=1)
+# the threads a worker and the estimate's probe take (training.device.free_cores): this process's,
+# so a run's stored costs and the next estimate name the same device whatever the load meanwhile
+os.environ["SYNTH_CPU_THREADS"] = str(torch.get_num_threads())
 
 
 # JAX's compiled programs (models.aim_config.keep_compiled) shared by this run's test processes and

@@ -496,7 +496,7 @@ def test_a_generate_request_past_its_estimate_has_no_time_left_to_show():
     assert SamplingJob(key="run", rows=100, future=Future()).left() is None
 
 
-def test_training_takes_the_cores_a_busy_neighbour_leaves_free():
+def test_training_takes_the_cores_a_busy_neighbour_leaves_free(monkeypatch):
     """Beside a busy process on 2 cores, two torch threads made a DP-SGD step 15 times slower than
     one (each waits for the other at every operation): the worker and the estimate's probe take
     the cores free now, at least one."""
@@ -504,6 +504,8 @@ def test_training_takes_the_cores_a_busy_neighbour_leaves_free():
     import os
     from synth_core.training.device import free_cores, torch_threads
     import torch
+    monkeypatch.delenv("SYNTH_CPU_THREADS", raising=False)  # the tests pin it (conftest)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cores = len(os.sched_getaffinity(0))
     assert 1 <= free_cores() <= cores
     busy = multiprocessing.get_context("spawn").Process(target=_spin, daemon=True)

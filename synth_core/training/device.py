@@ -52,9 +52,15 @@ def free_cores(window_s: float = 0.25) -> int:
     share over `window_s` (/proc/stat; a core counts from 0.7 of one busy), at least 1. Beside one
     busy process on 2 cores, a DP-SGD step on two threads took 2.3 s against 0.15 s on one (each
     thread waits for the other at every operation; benchmarks/RESULTS.md, "Estimates against
-    runs")."""
+    runs"). $SYNTH_CPU_THREADS names the count outright; $OMP_NUM_THREADS caps it."""
+    pinned, cap = (os.environ.get(name, "").strip()
+                   for name in ("SYNTH_CPU_THREADS", "OMP_NUM_THREADS"))
+    if pinned.isdigit() and int(pinned) > 0:
+        return int(pinned)
     cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
              else os.cpu_count() or 1)
+    if cap.isdigit() and int(cap) > 0:
+        cores = min(cores, int(cap))
 
     def counters() -> tuple[float, float]:
         with open("/proc/stat") as f:
