@@ -86,6 +86,7 @@ def cell(table: str, size: str, load: int) -> dict:
     from synth_core.runs import RunDir
     from synth_core.runs.jobs import job_state, progress
     from test_app import APP, RUN_S, choose_total
+    os.environ.pop("SYNTH_CPU_THREADS", None)  # tests/conftest.py pins it; a steward's app does not
 
     os.environ["SYNTH_WORKBENCH_HOME"] = tempfile.mkdtemp(prefix="bench-estimates-")
     burners = [multiprocessing.Process(target=burn, daemon=True) for _ in range(load)]
