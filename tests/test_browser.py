@@ -308,7 +308,8 @@ def test_two_tabs_draw_side_by_side_and_the_long_fair_draw_is_cancelled(server, 
         choose(long_tab, "Favourable target value", ">50K")
         expect(long_tab.get_by_text("tried and candidate rows included")).to_be_visible()
         long_tab.get_by_role("button", name="Generate", exact=True).click()
-        expect(long_tab.get_by_text("Sampling 1,000,000 rows")).to_be_visible()
+        # .first: while a page reruns, Streamlit keeps the last run's elements beside the new ones
+        expect(long_tab.get_by_text("Sampling 1,000,000 rows").first).to_be_visible()
 
         # the short one, in the other session: drawn and shown while the long one still draws
         short_tab.get_by_label("Rows to generate", exact=True).fill("200")
@@ -318,11 +319,12 @@ def test_two_tabs_draw_side_by_side_and_the_long_fair_draw_is_cancelled(server, 
         expect(short_tab.get_by_text("200 synthetic rows (unconditional)")).to_be_visible(
             timeout=PATIENCE_S * 1000)
         no_exception(short_tab)
-        expect(long_tab.get_by_text("Sampling 1,000,000 rows")).to_be_visible()  # still drawing
-        expect(short_tab.get_by_text("started in another tab")).to_be_visible()  # seen from there
+        # still drawing
+        expect(long_tab.get_by_text("Sampling 1,000,000 rows").first).to_be_visible()
+        expect(short_tab.get_by_text("started in another tab").first).to_be_visible()  # seen there
 
-        long_tab.get_by_role("button", name="Cancel this draw").click()
-        expect(long_tab.get_by_text("Cancelled: no rows were written")).to_be_visible()
+        long_tab.get_by_role("button", name="Cancel this draw").first.click()
+        expect(long_tab.get_by_text("Cancelled: no rows were written").first).to_be_visible()
         no_exception(long_tab)
         long_tab.screenshot(path=str(tmp_path / "cancelled.png"), full_page=True)
         browser.close()
@@ -367,7 +369,8 @@ def test_schema_work_survives_a_reload_and_a_new_session(server, tmp_path):
         page.get_by_text("Leave a column out of the model").click()
         choose(page, "Column to leave out", "hours-per-week", exact=True)
         page.get_by_role("button", name="Leave it out").click()
-        expect(page.get_by_text("left out by you")).to_be_visible()
+        expect(page.get_by_text("left out by you").first).to_be_visible()
+        wait_idle(page)  # the rerun's stale elements (a second rule box among them) are gone
         # a rule
         page.get_by_label("Add a rule").fill("age >= 17")
         page.get_by_label("Add a rule").press("Enter")
@@ -378,7 +381,7 @@ def test_schema_work_survives_a_reload_and_a_new_session(server, tmp_path):
         assert edited(schema_file(page))
 
         page.reload()  # ten minutes of step 2 are not lost
-        expect(page.get_by_text("Restored people.csv")).to_be_visible()
+        expect(page.get_by_text("Restored people.csv").first).to_be_visible()
         no_exception(page)
         assert edited(schema_file(page))
 
@@ -389,7 +392,7 @@ def test_schema_work_survives_a_reload_and_a_new_session(server, tmp_path):
         other.locator('input[type="file"]').first.set_input_files(str(csv))
         expect(other.get_by_text("Loaded people.csv: 300 rows")).to_be_visible()
         other.get_by_role("link", name="2 · Public schema").click()
-        other.get_by_role("button", name="Continue with").click()
+        other.get_by_role("button", name="Continue with").first.click()
         wait_idle(other)
         no_exception(other)
         assert edited(schema_file(other))
