@@ -271,7 +271,7 @@ def test_two_real_tables_one_after_the_other_in_a_real_browser(server, tmp_path)
         browser.close()
 
 
-@pytest.mark.slow  # on a loaded 2-core clone the cancel's message was once not seen: slow until fixed
+@pytest.mark.slow  # under load, the cancel's message was once not seen: slow until fixed
 def test_two_tabs_draw_side_by_side_and_the_long_fair_draw_is_cancelled(server, tmp_path,
                                                                          monkeypatch):
     """Issue 61 item 1: a long fairness-controlled draw in one tab, an ordinary draw in another (two
