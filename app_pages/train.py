@@ -59,9 +59,10 @@ def show_run(run: RunDir) -> None:
     c[1].metric(prog["unit"], f"{prog['steps_done']} / {prog['steps_planned'] or '…'}")
     c[2].metric("ε spent" + (", at most" if live else ""),
                 f"{epsilon(summary.get('spent_epsilon') or 0.0)} of {epsilon(target)}",
-                help="While the run trains, the figure is an upper bound between the accountant's exact "
-                     "points (computing it exactly at every step would slow training); the ledger "
-                     "settles the exact figure when the run ends, so a cancelled run may show less."
+                help="While the run trains, the figure is an upper bound between the accountant's "
+                     "exact points (computing it exactly at every step would slow training); the "
+                     "ledger settles the exact figure when the run ends, so a cancelled run may "
+                     "show less."
                 if live else None)
     c[3].metric("time left" if live else "training time",
                 duration(prog["remaining_s"] if live else prog["elapsed_s"]))

@@ -212,9 +212,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="part of ε for the numeric columns' quantiles (bins follow them); default: auto's, else 0")
     ap.add_argument("--device", default=None)
     ap.add_argument("--point-share", type=float, default=None,
-                    help="draft a point mass for a value this share of a column's rows hold (default the "
-                         "draft's, synth_core.schema.draft.POINT_SHARE), at most --draft-points of them")
-    ap.add_argument("--draft-points", type=int, default=None, help="with --point-share: the most points")
+                    help="draft a point mass for a value this share of a column's rows hold "
+                         "(default the draft's, synth_core.schema.draft.POINT_SHARE), at most "
+                         "--draft-points of them")
+    ap.add_argument("--draft-points", type=int, default=None,
+                    help="with --point-share: the most points")
     ap.add_argument("--no-value-sets", action="store_true",
                     help="clear every column's value set and point masses from the schema the model is told (the "
                          "table is read and split with them, as without the flag): issue 59's before")

@@ -35,10 +35,14 @@ CORPUS = {
 }
 # in the slow suite: the large, the wide (ames took 53 s of the fast suite's 2-core minutes) and one
 # whose mess (a column of one value) the draft's own tests cover
-SLOW = {("dslabs", "movielens"): ("100,004 rows, user and movie ids, a timestamp, titles", None, ""),
-        ("tidyr", "billboard"): ("80 columns: artist, track, a date, 76 weeks of ranks mostly NA", None, "NA"),
-        ("openintro", "ames"): ("83 columns, two identifiers (Order, PID), columns of NA", None, "NA"),
-        ("mosaicData", "SnowGR"): ("a numeric column holding one value and blanks (June's snow)", None, "")}
+SLOW = {
+    ("dslabs", "movielens"): ("100,004 rows, user and movie ids, a timestamp, titles", None, ""),
+    ("tidyr", "billboard"): ("80 columns: artist, track, a date, 76 weeks of ranks mostly NA", None,
+                             "NA"),
+    ("openintro", "ames"): ("83 columns, two identifiers (Order, PID), columns of NA", None, "NA"),
+    ("mosaicData", "SnowGR"): ("a numeric column holding one value and blanks (June's snow)", None,
+                               ""),
+}
 
 
 def _csv(package: str, item: str, missing: str) -> bytes:
