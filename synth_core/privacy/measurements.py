@@ -36,6 +36,9 @@ COUNT_SHARE = 0.02          # of ε, for the noisy row count (ε = 1: Laplace no
 COUNT_EPSILON_FLOOR = 0.01  # but at least this (a count from less is too noisy to plan with) ...
 COUNT_SHARE_CAP = 0.05      # ... and never more than this share of ε
 TAIL = 1e-3                 # the noisy count plus its (1 − TAIL) upper tail bounds n from above
+# a preview names the other δ a noisy count may lead to unless the count lands this far out
+# (once in a million runs; five noise scales, as before, missed once in 150: a suite run saw it)
+PREVIEW_TAIL = 1e-6
 
 
 def count_epsilon(epsilon: float) -> float:
@@ -76,11 +79,11 @@ def run_delta(asked: float | None, rows: int, count_epsilon: float | None) -> fl
 
 def delta_may_differ(asked: float | None, rows: int, count_epsilon: float | None) -> float | None:
     """Where a preview's `run_delta` from the exact count may not be the run's (its noisy count,
-    within five noise scales, may cross a power of ten): the δ it may use instead; None where it
-    cannot."""
+    but for a chance of PREVIEW_TAIL, may cross a power of ten): the δ it may use instead; None
+    where it cannot."""
     if asked is not None or count_epsilon is None:
         return None
-    reach = math.ceil(5 / count_epsilon)
+    reach = math.ceil(math.log(1 / PREVIEW_TAIL) / count_epsilon)
     other = {run_delta(None, max(2, r), count_epsilon) for r in (rows - reach, rows + reach)}
     other.discard(run_delta(None, rows, count_epsilon))
     return min(other) if other else None
