@@ -13,12 +13,11 @@ from synth_core.request import FitRequest, check_rows, review_rows_for
 from synth_core.runs.jobs import start_fit_job
 from synth_core.models import families_for, get_model_class, model_class_for
 from synth_core.models.recommend import AUTO, CANDIDATES, recommend
-from synth_core.api import preview_plan
 from synth_core.benchmark_model import compares, floor
 from synth_core.forecast import curve, forecast_for, pairs_text
+from synth_core.plan import plan_run
 from synth_core.privacy import BudgetError, delta_warning
-from synth_core.privacy.split import (before_training, default_bounds_epsilon, epsilon_left,
-                                      planned_delta)
+from synth_core.privacy.split import default_bounds_epsilon, planned_delta
 from synth_core.privacy.value_sets import searchable
 from synth_core.privacy.budget import DEFAULT_CALIBRATION_SHARE, MAX_CALIBRATION_SHARE, MAX_QUANTILE_SHARE
 from synth_core.schema import Schema, SchemaError
@@ -26,7 +25,7 @@ from synth_core.schema.linked import schema_from_json
 from synth_core.shape import shape_of
 from synth_core.training.device import AUTOMATIC, available_devices, device_label
 from synth_core.training.distributed import offered_processes
-from synth_core.runs.timing import estimate_fit_seconds, stored_costs
+from synth_core.runs.timing import estimate_plan, stored_costs
 from workbench import release_planner, state
 from workbench.charts import forecast_chart
 from synth_core.format import duration, epsilon as epsilon_text, runs
@@ -344,17 +343,19 @@ except (BudgetError, SchemaError) as e:
 
 
 @st.cache_data(show_spinner="Asking the accountant…", max_entries=64)
-def noise_plan(family: str, preset: str, schema_json: str, n: int, epsilon: float, delta: float, accountant: str,
-               options_json: str, bounds_epsilon: float, calibration_share: float, quantile_share: float):
-    schema = schema_from_json(schema_json)
-    model = model_class_for(family, schema)(schema, preset=preset, device="cpu", seed=0, **json.loads(options_json))
-    plan = preview_plan(model, n, epsilon, delta, accountant, bounds_epsilon, calibration_share,
-                        rows_public=schema.rows is not None, quantile_share=quantile_share)
-    summary = model.plan_summary(plan, n, epsilon, accountant, bounds=bounds_epsilon > 0,
-                                 statistics=calibration_share > 0)
-    # the steps or rounds to expect: the number the estimate, the train page and the report start
-    # from
-    return plan.to_dict(), summary, model.expected_steps(plan)
+def noise_plan(request_json: str, schema_json: str, n: int):
+    """The run's own plan (synth_core.plan, as `fit` makes it from the count it releases): its
+    noise, in words, and the steps or rounds to expect (the number the estimate, the train page
+    and the report start from)."""
+    planned = plan_run(FitRequest.from_dict(json.loads(request_json)), schema_from_json(schema_json),
+                       n)
+    return planned.noise.to_dict(), planned.summary(), planned.steps
+
+
+def plan_key(request: FitRequest) -> str:
+    """The request as the plan reads it (not its name, seed or the table's name)."""
+    return json.dumps(request.replace(name=None, table_name=None, seed=None).to_dict(),
+                      sort_keys=True)
 
 
 st.subheader("What the accountant computed")
@@ -366,10 +367,7 @@ elif local_problem:
     st.info("No plan until the choice above can be used.")
 else:
     try:
-        plan, summary, expected_steps = noise_plan(
-            klass.family, preset, schema.to_json(), n_train, epsilon, delta, accountant,
-            json.dumps(model_options, sort_keys=True), before_training(bounds_epsilon, values_epsilon),
-            calibration_share, quantile_share)
+        plan, summary, expected_steps = noise_plan(plan_key(request), schema.to_json(), n_train)
     except (BudgetError, SchemaError, ValueError) as e:
         st.error(f"No noise plan: {e}")
     else:
@@ -452,10 +450,8 @@ if (known and not (estimate and estimate.get("key") == est_key)) or st.button(
         f"Estimate training time on this machine ({device})", disabled=plan is None, key="estimate_button"):
     with st.spinner("Timing a few training steps on random rows from the public schema…"):
         try:
-            left = epsilon_left(epsilon, before_training(bounds_epsilon, values_epsilon), schema.rows is not None)
-            result = estimate_fit_seconds(klass.family, schema, preset, n_train, left, delta, options=model_options,
-                                          review_rows=review_rows_for(n_train), calibrated=calibration_share > 0,
-                                          steps=expected_steps)
+            result = estimate_plan(plan_run(request, schema, n_train),
+                                   review_rows=review_rows_for(n_train), steps=expected_steps)
             st.session_state["estimate"] = estimate = {"key": est_key, **result}
         except (SchemaError, ValueError, RuntimeError) as e:
             st.error(f"Could not time the model: {e}")

@@ -18,8 +18,6 @@ from .files import atomic_output, check_output_file, check_output_folder
 from .models import SynthModel
 from .models.options import check_sample_rows
 from .privacy import PrivacyLedger
-from .privacy.planning import NoisePlan
-from .privacy.split import planned_split
 from .privacy.table_budget import TableCharge
 from .release.export import to_csv, write_linked
 from .request import REVIEW_RELEASED, FitRequest  # noqa: F401 - REVIEW_RELEASED: the API's name for it
@@ -113,16 +111,6 @@ def _pay(admitted: pipeline.Admitted, ledger: PrivacyLedger, group) -> tuple:
     if paid.schema.to_dict() != admitted.schema.to_dict():
         return (paid, *validate_table(admitted.rows, paid.schema))
     return paid, admitted.rows, admitted.report
-
-
-def preview_plan(model: SynthModel, n_rows: int, epsilon: float, delta: float, accountant: str = "prv",
-                 bounds_epsilon: float = 0.0, calibration_share: float = 0.0, rows_public: bool = False,
-                 quantile_share: float = 0.0) -> NoisePlan:
-    """The noise plan a run of `model` would train with on about n_rows rows, ε split as `fit`
-    splits it (privacy.split): for a page to show before anything is spent."""
-    split = planned_split(epsilon, delta, bounds_epsilon, rows_public, calibration_share, quantile_share)
-    return model.plan_privacy(n_rows, split.left, delta, accountant,
-                              split.alongside(delta, model.full_schema, accountant))
 
 
 def load_model(run_dir: str | Path, device: str | None = None) -> SynthModel:

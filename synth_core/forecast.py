@@ -19,11 +19,10 @@ import math
 from dataclasses import dataclass
 
 from .benchmark_model import Interval, compares, extrapolation, fidelity
-from .models import get_model_class
 from .models.recommend import by_rule
 from .privacy.budget import BudgetError, plain_number
 from .privacy.measurements import FINE_BINS, MARGINAL_BINS, marginals_noise_std
-from .privacy.split import before_training, planned_delta, planned_split
+from .plan import RunPlan, plan_run
 from .request import FitRequest
 from .schema import Schema, SchemaError
 from .shape import shape_of
@@ -98,16 +97,13 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
     if unbounded:
         raise SchemaError(f"the forecast needs every number's public bounds; {', '.join(map(repr, unbounded))} "
                           "has none (declare them, or forecast again once a run has estimated them)")
-    resolved = request.resolved(schema, rows)
-    delta, _ = planned_delta(resolved.delta, epsilon, rows, schema.rows is not None)
-    before = before_training(resolved.bounds_epsilon, resolved.values_epsilon)
-    split = planned_split(epsilon, delta, before, schema.rows is not None,
-                          resolved.calibration_share or 0.0, resolved.quantile_share or 0.0)
+    plan = plan_run(request, schema, rows)
+    resolved, delta = plan.request, plan.delta
     modelled = schema.modelled()
     figures, note = _fidelity(schema, rows, epsilon, resolved.model)
     beyond = extrapolation(schema, rows, epsilon)
     try:
-        std, source, cells = _count_noise(schema, resolved, rows, split, delta, accountant)
+        std, source, cells = _count_noise(plan)
     except BudgetError as e:  # the run would be refused: said, beside what the benchmarks expect
         return Forecast(resolved.model, epsilon, delta, rows, None,
                         f"nothing: the run would be refused ({e})",
@@ -123,23 +119,20 @@ def forecast(schema: Schema, epsilon: float, rows: int, model: str = "auto", del
                     beyond)
 
 
-def _count_noise(schema: Schema, resolved: FitRequest, rows: int, split, delta: float,
-                 accountant: str) -> tuple[float | None, str, dict]:
+def _count_noise(plan: RunPlan) -> tuple[float | None, str, dict]:
     """(the σ of each count the run releases or None, what releases them, the cells each column is
     counted in); BudgetError where no noise reaches the run's ε at its δ."""
+    schema, resolved = plan.schema, plan.request
     modelled = schema.modelled()
-    if split.marginals > 0:
-        std = marginals_noise_std(schema, split.marginals, delta, accountant)
+    if plan.split.marginals > 0:
+        std = marginals_noise_std(schema, plan.split.marginals, plan.delta, resolved.accountant)
         cells = {c.name: MARGINAL_BINS if c.is_numeric else len(c.vocabulary()) + c.nullable
                  for c in modelled.columns}
         cells.update({c.name: FINE_BINS for c in modelled.columns if c.is_numeric})
         return std, (f"the marginals the run measures with {resolved.calibration_share:.0%} of what "
                      "the count leaves"), cells
-    synth = get_model_class(resolved.model)(schema, preset=resolved.preset, device="cpu", seed=0,
-                                            **(resolved.options or {}))
-    alongside = split.alongside(delta, schema, accountant)
-    plan = synth.plan_privacy(rows, split.left, delta, accountant, alongside)
-    return (synth.count_noise(plan), f"the first measurement of every column ({synth.label})",
+    synth = plan.synth()
+    return (plan.count_noise(), f"the first measurement of every column ({synth.label})",
             dict(getattr(synth, "sizes", {}) or {}))
 
 

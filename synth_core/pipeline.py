@@ -29,9 +29,10 @@ from .privacy.measurements import (Marginals, count_epsilon, measure_marginals, 
                                    noisy_count, rows_to_draw)
 from .privacy.person_marginals import measure_person_marginals
 from .privacy.planning import NoisePlan
-from .privacy.split import split_left
+from .privacy.split import Split, split_left
 from .privacy.table_budget import TableBudgets, TableCharge
 from .privacy.value_sets import find_value_sets
+from .plan import RunPlan
 from .request import REVIEW_RELEASED, FitRequest, check_rows, review_rows_for
 from .runs import RunDir
 from .runs.lifecycle import Events, say_trained
@@ -134,8 +135,13 @@ class Paid:
     calibration: Marginals | None
     # the measurements' mechanisms, for the accountant to compose with training
     alongside: tuple
-    left: float                # what the count and bounds left: for training and the measurements
+    split: Split               # what the count and bounds left, and each measurement's share of it
     spent_before: float        # what the count and bounds spent
+
+    @property
+    def left(self) -> float:
+        """What the count and bounds left: for training and the measurements."""
+        return self.split.left
 
 
 def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple[Paid, pd.DataFrame, ValidationReport]:
@@ -180,7 +186,7 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
         calibration, mechanism = measure_marginals(rows, schema, split.marginals, delta, ledger, rows=ledger.n_rows,
                                                    accountant=request.accountant)
         alongside += (mechanism,)
-    return Paid(ledger, resolved, delta, schema, calibration, alongside, left, spent), rows, report
+    return Paid(ledger, resolved, delta, schema, calibration, alongside, split, spent), rows, report
 
 
 @dataclass
@@ -198,8 +204,10 @@ def build(paid: Paid, share=lambda compute: compute()) -> Built:
     synth = model_class_for(request.model, paid.schema)(paid.schema, preset=request.preset, device=request.device,
                                            seed=request.seed, **(request.options or {}))
     synth.calibration = paid.calibration
-    plan = share(lambda: synth.plan_privacy(paid.ledger.n_rows, paid.left, paid.delta, request.accountant,
-                                            paid.alongside))
+    # the one plan a preview makes too (synth_core.plan), from the count released and what is left
+    planned = RunPlan(request, paid.schema, paid.ledger.n_rows, paid.delta, paid.split,
+                      alongside=paid.alongside, model=synth)
+    plan = share(lambda: planned.noise)
     plan.prior_epsilon = paid.spent_before  # the live ε is the whole run's
     review = request.review_rows
     review = (review_rows_for(rows_to_draw(paid.ledger.n_rows, paid.calibration)) if review == REVIEW_RELEASED

@@ -90,3 +90,50 @@ def test_linked_tables_are_shown_the_delta_their_run_records():
             paid, _, _ = pay(admitted, open_ledger(admitted))
             assert paid.delta == shown or (other is not None and paid.delta == other), (n, eps)
             assert paid.left == pytest.approx(planned_split(eps, paid.delta, 0.0, False).left)
+
+
+@pytest.mark.parametrize("family", ["dp-tbart", "aim"])
+def test_the_plan_a_preview_makes_is_the_plan_the_run_trains_with(family, tmp_path):
+    """One plan (synth_core.plan): the model page's preview, the forecast and the time estimate ask
+    plan_run; the run builds its own RunPlan from what it released. Where the count is public they
+    agree to the last digit: the noise, the sampling shape, the steps."""
+    from synth_core.pipeline import build
+    from synth_core.plan import plan_run
+    from synth_core.runs.timing import CostBook, estimate_plan
+    table, schema = _table(700, public=True)
+    request = FitRequest(model=family, preset="tiny", epsilon=1.0, calibration_share=0.3)
+    preview = plan_run(request, schema, 700)
+    admitted = admit(table, schema, request)
+    paid, _, _ = pay(admitted, open_ledger(admitted))
+    built = build(paid)
+    assert (preview.delta, preview.split) == (paid.delta, paid.split)
+    ran, shown = built.plan.to_dict(), preview.noise.to_dict()
+    ran.pop("prior_epsilon", None), shown.pop("prior_epsilon", None)
+    assert shown == ran
+    assert preview.steps == built.model.expected_steps(built.plan)
+    estimate = estimate_plan(preview, probe_steps=1, book=CostBook(tmp_path / "costs.json"))
+    assert estimate["steps"] == preview.steps
+    assert estimate["batch_size"] == preview.batch
+
+
+@pytest.mark.parametrize("public", [False, True])
+def test_linked_tables_are_shown_the_delta_and_split_their_run_records(public):
+    """The same for persons: δ from the count of persons, the split of what it leaves."""
+    import dataclasses
+    from synth_core.plan import plan_run
+    from test_linked import patients, public_schema
+    for persons in (60, 120):
+        tables = patients(persons, seed=persons)
+        schema = public_schema()
+        if public:
+            schema = dataclasses.replace(schema, parent=dataclasses.replace(
+                schema.parent, rows=persons))
+        for eps in (0.25, 1.0):
+            request = FitRequest(model="auto", epsilon=eps, preset="tiny")
+            preview = plan_run(request, schema, persons)
+            admitted = admit(tables, schema, request)
+            paid, _, _ = pay(admitted, open_ledger(admitted))
+            assert paid.delta in (preview.delta, preview.other_delta), (persons, eps)
+            if paid.delta == preview.delta:
+                assert paid.split == preview.split
+            assert paid.request.model == preview.request.model

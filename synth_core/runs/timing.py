@@ -23,7 +23,10 @@ from .. import home
 from ..files import write_atomic
 from ..models import get_model_class, model_class_for
 from ..models.calibration import MIN_POOL, pool_size
+from ..plan import RunPlan, plan_run
+from ..privacy.budget import DEFAULT_CALIBRATION_SHARE
 from ..privacy.measurements import public_marginals
+from ..request import FitRequest
 from ..privacy.contribution import bound_children
 from ..schema import Schema, random_table
 from ..schema.linked import LinkedSchema, link_tables, random_tables
@@ -226,27 +229,36 @@ def estimate_fit_seconds(model: str, schema: Schema, preset: str, n_rows: int, e
                          options: dict | None = None, device: str | None = None, probe_steps: int = 2,
                          review_rows: int = 0, calibrated: bool = False, book: CostBook | None = None,
                          steps: int | None = None) -> dict:
-    """The run's seconds, phase by phase, from the plan and stored costs (timed now when none is
-    stored).
+    """`estimate_plan` for a run of the family `model` at (ε, δ) on n_rows rows, planned as the
+    run plans it (`synth_core.plan.plan_run`; `calibrated`: with the default share of ε for the
+    marginals, else none)."""
+    request = FitRequest(model=model, preset=preset, options=options, epsilon=epsilon, delta=delta,
+                         device=device, quantile_share=0.0,
+                         calibration_share=DEFAULT_CALIBRATION_SHARE if calibrated else 0.0)
+    return estimate_plan(plan_run(request, schema, n_rows), probe_steps, review_rows, book, steps)
 
-    review_rows / calibrated: the review sample drawn after training (a calibrated one draws a
-    pool). steps: the steps or rounds the caller already told the steward to expect (else from the
-    plan, as below). Timed on the CPU threads the run's worker will take: the cores free now."""
+
+def estimate_plan(plan: RunPlan, probe_steps: int = 2, review_rows: int = 0,
+                  book: CostBook | None = None, steps: int | None = None) -> dict:
+    """The run's seconds, phase by phase, from its plan (the one the model page shows) and stored
+    costs (timed now when none is stored).
+
+    review_rows: the review sample drawn after training (a calibrated one, where the plan measures
+    marginals, draws a pool). steps: the steps or rounds the caller already told the steward to
+    expect (else the plan's). Timed on the CPU threads the run's worker will take: the cores free
+    now."""
     with torch_threads(free_cores()):
-        return _estimate(model, schema, preset, n_rows, epsilon, delta, options, device,
-                         probe_steps, review_rows, calibrated, book, steps)
+        return _estimate(plan, probe_steps, review_rows, book, steps)
 
 
-def _estimate(model, schema, preset, n_rows, epsilon, delta, options, device, probe_steps,
-              review_rows, calibrated, book, steps) -> dict:
-    klass = model_class_for(model, schema)
-    synth = klass(schema, preset=preset, device=device, seed=0, **(options or {}))
-    # only its steps and batch size matter here
-    plan = synth.plan_privacy(n_rows, epsilon, delta, accountant="rdp")
-    batch = max(1, int(round(plan.expected_batch_size)))
+def _estimate(planned: RunPlan, probe_steps, review_rows, book, steps) -> dict:
+    request, klass = planned.request, planned.family
+    model, preset, options, device = request.model, request.preset, request.options, request.device
+    schema, calibrated = planned.schema, planned.split.marginals > 0
+    plan, batch = planned.noise, planned.batch
     label = device_label(device)
     book = book if book is not None else CostBook()
-    costs = book.get(costs_key(klass.family, preset, label, synth.schema, options))
+    costs = book.get(costs_key(klass.family, preset, label, planned.synth().schema, options))
     fixed = 0.0
     # a stored run's setup already holds a model's fixed work (DP-LLMTGen's format learning runs
     # inside its fit)
@@ -258,7 +270,7 @@ def _estimate(model, schema, preset, n_rows, epsilon, delta, options, device, pr
     # the model page, the train page and the report say one number); else the steps a past run of
     # the model took, as a share of its plan's (DP-SGD takes them all)
     if steps is None:
-        steps = synth.expected_steps(plan) if plan.steps_adapt or costs.steps_share is None \
+        steps = planned.steps if plan.steps_adapt or costs.steps_share is None \
             else plan.steps * costs.steps_share
     steps = max(1, int(round(steps)))
     phases = {"start": costs.startup_s, "setup": costs.setup_s + fixed, "training": per_step * steps,
