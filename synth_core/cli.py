@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from tqdm import tqdm
@@ -110,19 +111,24 @@ class _Progress:
         self.bar = None
 
     def __call__(self, e: dict) -> None:
-        if self.bar is None:
-            self.bar = tqdm(total=e["steps"], unit=str(e.get("unit", "steps")).rstrip("s"),
-                            desc=str(e.get("mechanism", "training")), dynamic_ncols=True)
-        self.bar.total = max(e["steps"], e["step"])
-        self.bar.update(e["step"] - self.bar.n)
-        figures = {"loss": f"{e['loss']:.3f}" if e["loss"] is not None else "-", "eps": f"{e['epsilon']:.3f}"}
-        if e.get("samples_per_s") is not None:
-            figures["rows_s"] = f"{e['samples_per_s']:.0f}"
-        self.bar.set_postfix(**figures, refresh=False)
+        try:
+            if self.bar is None:
+                self.bar = tqdm(total=e["steps"], unit=str(e.get("unit", "steps")).rstrip("s"),
+                                desc=str(e.get("mechanism", "training")), dynamic_ncols=True)
+            self.bar.total = max(e["steps"], e["step"])
+            self.bar.update(e["step"] - self.bar.n)
+            figures = {"loss": f"{e['loss']:.3f}" if e["loss"] is not None else "-",
+                       "eps": f"{e['epsilon']:.3f}"}
+            if e.get("samples_per_s") is not None:
+                figures["rows_s"] = f"{e['samples_per_s']:.0f}"
+            self.bar.set_postfix(**figures, refresh=False)
+        except OSError:  # the terminal went away (a closed pipe): the fit goes on, unseen
+            self.bar = tqdm(disable=True)
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.close()
+            with suppress(OSError):
+                self.bar.close()
 
 
 def _fit_table(args, table, schema, request: FitRequest, overwrite: bool = False) -> int:
@@ -135,7 +141,9 @@ def _fit_table(args, table, schema, request: FitRequest, overwrite: bool = False
         if stop["asked"]:
             raise KeyboardInterrupt
         stop["asked"] = True
-        tqdm.write("stopping after this step; the model trained so far is kept (Ctrl-C again to abort)")
+        with suppress(OSError):  # the reader went away (a closed pipe): the stop goes on, unsaid
+            tqdm.write("stopping after this step; the model trained so far is kept "
+                       "(Ctrl-C again to abort)")
 
     group = distributed.current()
     # every problem at once, before anything is said or spent
@@ -461,33 +469,20 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     args = build_parser(families=command in FAMILY_COMMANDS).parse_args(argv)
+    run = {"schema": schema_command, "fit": _fit, "sample": _sample, "demo": _demo,
+           "evaluate": _evaluate, "report": _evaluate, "audit": _audit, "runs": _runs,
+           "forecast": _forecast}[args.command]
     try:
-        if args.command == "schema":
-            return schema_command(args)
-        if args.command == "fit":
-            return _fit(args)
-        if args.command == "sample":
-            return _sample(args)
-        if args.command == "demo":
-            return _demo(args)
-        if args.command in ("evaluate", "report"):
-            return _evaluate(args)
-        if args.command == "audit":
-            return _audit(args)
-        if args.command == "runs":
-            return _runs(args)
-        if args.command == "forecast":
-            return _forecast(args)
+        code = run(args)
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ProcessLost as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    # the reader went away (`| head`): nothing to say, and nowhere to say it
+    # the reader went away (`| head`): nothing to say, and nowhere to say it (below)
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        code = 0
     # a file that cannot be read or written: permissions, a full disk, a missing folder
     except OSError as e:
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
@@ -496,4 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("aborted", file=sys.stderr)
         return 130
-    return 1
+    # what is left to say, unless its reader went away (a closed pipe: a fit's cancel stays one)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    return code
