@@ -1,7 +1,7 @@
 """What every model family shares: configuration and presets, DP fit through the engine, save and load,
 the registry. A family supplies the hooks `SynthModel`'s docstring lists (`build`, `encode`, `draw`, and
-`loss_fn` or its own mechanism); scikit-learn style, `fit` then `sample`. The token models' sampling is in
-token.py, the vector models' in vector.py.
+`loss_fn` or its own mechanism); scikit-learn style, `fit` then `sample` (sampling.py: the flow,
+written once). The token models' `draw` is in token.py, the vector models' in vector.py.
 
 A family never computes or records an ε: it declares how its training samples (`sampling_shape`), the
 privacy layer plans the noise for it, the engine counts the steps it starts, and `fit` has the privacy layer
@@ -19,7 +19,6 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -29,17 +28,14 @@ from ..privacy import planning, selection
 from ..privacy.planning import RhoPlan, SamplingShape
 from ..privacy.ledger import record_training
 from ..privacy.measurements import Marginals
-from ..schema import Schema, SchemaError
+from ..schema import Schema
 from ..schema.linked import LinkedSchema, schema_from_dict
-from ..schema.rules import breaking, contradiction
-from ..schema.scale import on_declared_values
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
-from .calibration import balance_rows, grow_and_calibrate, pool_size
 from .own_mechanism import OwnMechanism
-from .resampling import resample
-from .options import check_model_options, check_sample_rows
+from .sampling import Sampling, draw_with_rejection  # noqa: F401 - the families' import
+from .options import check_model_options
 from . import plan_words
 from .plan_words import PlanSummary
 from .traits import Described, Timed
@@ -47,12 +43,6 @@ from .traits import Described, Timed
 MODELS: dict[str, type["SynthModel"]] = {}
 # the families that model linked tables (schema.linked), by the family's name a steward knows them by
 LINKED_MODELS: dict[str, type["SynthModel"]] = {}
-# sampling under the schema's rules: a model whose rows obey them less often than 1 in MAX_REJECTION is told so
-# (the rule to blame named) instead of drawing on; each draw is at least MIN_RULE_DRAW rows, so the rate is seen
-MAX_REJECTION = 50
-MIN_RULE_DRAW = 200
-
-
 def register(name: str, linked: bool = False):
     """Register a family under `name` (what --model, the app's list and a run's model.json call it); refused
     (TypeError) if it leaves part of the contract (SynthModel's docstring) unimplemented. linked: the class that
@@ -97,27 +87,7 @@ def model_class_for(name: str, schema) -> type["SynthModel"]:
     return get_model_class(name, linked=isinstance(schema, LinkedSchema))
 
 
-def draw_with_rejection(n: int, draw: Callable[[int], Any], rejecting: bool, max_tries_factor: int,
-                        chunk_size: int) -> tuple[list, int, int]:
-    """Call `draw(m)` (m rows generated, those meeting the conditions returned) until n rows are kept or
-    `max_tries_factor`·n were tried; chunks grow with the observed acceptance rate. Returns (the kept
-    chunks, rows kept, rows tried)."""
-    kept, accepted, tried = [], 0, 0
-    budget = n * (max_tries_factor if rejecting else 1)
-    while accepted < n and tried < budget:
-        want = n - accepted
-        if rejecting and tried:
-            rate = max(accepted / tried, 1.0 / max_tries_factor)
-            want = int(want / rate * 1.2) + 1
-        m = min(chunk_size, max(want, 1), budget - tried)
-        chunk = draw(m)
-        tried += m
-        kept.append(chunk)
-        accepted += len(chunk)
-    return kept, accepted, tried
-
-
-class SynthModel(Described, Timed, OwnMechanism, abc.ABC):
+class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
     """A model family's DP contract. A family implements, and ARCHITECTURE.md's "Adding a family" walks through:
 
     build()          (abstract) its network in `self.net` from the public schema only (None: no network)
@@ -209,6 +179,8 @@ class SynthModel(Described, Timed, OwnMechanism, abc.ABC):
     uses_dp_sgd = True
     # whether its training already fits noisy marginals (AIM): a calibration measurement would only repeat it
     measures_marginals = False
+    # what the run's noisy marginals are to this family (a person family: both levels')
+    calibration_type: type = Marginals
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
     # the variance of the row count the run released (0: public, or no ledger); set by `fit` from the ledger
@@ -313,84 +285,9 @@ class SynthModel(Described, Timed, OwnMechanism, abc.ABC):
         return {}
 
     # --- sampling -----------------------------------------------------------------------------------
-    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, calibrate: bool = True,
-               **options) -> pd.DataFrame:
-        """n synthetic rows; `conditions` fixes chosen columns' values, e.g. {"sex": "Female"}. Sampling
-        costs no privacy. A run that measured marginals (`calibration`) draws a pool of rows from the model
-        and resamples it towards them (models.calibration); calibrate=False returns the model's own rows.
-        Derived columns are then computed from their rules (`Schema.derive`); they cannot be conditioned on.
-        `last_sample_info` reports the method, and the calibration."""
-        self._check_rows(n)
-        conditions = self.full_schema.check_conditions(conditions)  # refuses a derived column, naming its source
-        contradicted = contradiction(self.full_schema.rule_checks, conditions, self.full_schema)
-        if contradicted:
-            raise SchemaError(contradicted)
-        if not calibrate or self.calibration is None:
-            return self.full_schema.derive(self.draw_obeying(n, conditions, seed, **options))
-        try:
-            pool = self.draw_obeying(pool_size(n, self.min_pool), conditions, seed, **options)
-        except SamplingError:  # the conditions are met too rarely for a pool: the rows asked for, uncalibrated
-            table = self.draw_obeying(n, conditions, seed, **options)
-            self.last_sample_info["calibration"] = {"note": "too few rows meet the conditions for a calibration pool"}
-            return self.full_schema.derive(table)
-
-        def more(rows: int, k: int) -> pd.DataFrame | None:  # the k-th further draw, for a pool that must grow
-            try:
-                return self.draw_obeying(rows, conditions, None if seed is None else seed + 3 * k, **options)
-            except SamplingError:
-                return None
-
-        pool, weights, info = grow_and_calibrate(pool, n, more, self.calibration, self.schema, conditions,
-                                                 growth=self.max_pool_growth, rules=self.full_schema.rule_checks)
-        rng = np.random.default_rng(None if seed is None else seed + 2)
-        picked = resample(weights, n, rng, lambda: balance_rows(pool, self.calibration, self.schema))
-        table = pool.iloc[picked].reset_index(drop=True)
-        self.last_sample_info = {**self.last_sample_info, "rows": n, "calibration": info}
-        return self.full_schema.derive(table)
-
     @abc.abstractmethod
     def draw(self, n: int, conditions: dict | None = None, seed: int | None = None, **options) -> pd.DataFrame:
         """The family's sampler: n rows of the model meeting `conditions`; sets `last_sample_info`."""
-
-    def draw_obeying(self, n: int, conditions: dict, seed: int | None, **options) -> pd.DataFrame:
-        """n rows of `draw`, each number of a column with a declared value set on one of its values (whatever
-        the family, schema.scale), that obey the schema's rules (schema/rules.py): the model's rows that break
-        one are rejected and more are drawn, as many more as the rate seen so far asks; SamplingError naming
-        the rule to blame when fewer than 1 in MAX_REJECTION obey (post-processing of the model's own rows:
-        no ε)."""
-        rules = self.full_schema.rule_checks
-        if not rules:
-            return on_declared_values(self.draw(n, conditions, seed, **options), self.schema)
-        kept, obeyed, tried, broken = [], 0, 0, dict.fromkeys((r.text for r in rules), 0)
-        while obeyed < n:
-            rate = obeyed / tried if tried else 1.0
-            want = max(MIN_RULE_DRAW, int((n - obeyed) / max(rate, 1 / MAX_REJECTION) * 1.1) + 1)
-            rows = on_declared_values(self.draw(want, conditions, None if seed is None else seed + 7 * len(kept),
-                                                **options), self.schema)
-            breaks = breaking(rules, self.full_schema.derive(rows))
-            for text, rows_broken in breaks.items():
-                broken[text] += int(rows_broken.sum())
-            keep = ~np.logical_or.reduce(list(breaks.values()))
-            kept.append(rows.loc[keep])
-            obeyed, tried = obeyed + int(keep.sum()), tried + len(rows)
-            if obeyed < n and (obeyed * MAX_REJECTION < tried or tried >= MAX_REJECTION * n):
-                worst = max(broken, key=broken.get)
-                raise SamplingError(f"only {obeyed:,} of {tried:,} rows the model drew obey the declared rules; the "
-                                    f"rule {worst!r} is broken by {broken[worst] / tried:.0%} of them. Check the rule "
-                                    "(and any conditions), or train with more ε so the model learns it")
-        self.last_sample_info = {**self.last_sample_info, "rows": n, "rules": {
-            "tried": tried, "obeyed": obeyed, "acceptance": obeyed / tried, "broken": broken}}
-        return pd.concat(kept, ignore_index=True).iloc[:n].reset_index(drop=True)
-
-    def _sampling_randomness(self, seed: int | None) -> tuple[torch.Generator, np.random.Generator]:
-        """The generators sampling draws from: seeded by `seed` (the same rows again), fresh otherwise."""
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
-        return generator, np.random.default_rng(None if seed is None else seed + 1)
-
-    @staticmethod
-    def _check_rows(n) -> None:
-        check_sample_rows(n)
 
     # --- persistence --------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -474,5 +371,5 @@ class SynthModel(Described, Timed, OwnMechanism, abc.ABC):
         if state.get("plan"):
             model.plan = planning.plan_from_dict(state["plan"])
         if state.get("calibration"):
-            model.calibration = Marginals.from_dict(state["calibration"])
+            model.calibration = model.calibration_type.from_dict(state["calibration"])
         return model

@@ -23,8 +23,7 @@ from ..privacy.person_marginals import PersonMarginals
 from ..schema.linked import COUNT_COLUMN, LinkedRows, LinkedSchema, LinkedTables
 from ..schema.panel import hold_panel
 from .base import SamplingError, SynthModel, draw_with_rejection, register
-from .calibration import MIN_PERSON_POOL, balance_persons, calibrate_persons, grow_pool, pool_size
-from .resampling import resample
+from .calibration import MIN_PERSON_POOL, balance_persons, calibrate_persons
 from .tbart import PRESETS, TabularTransformer, TBARTConfig
 
 # DP-TBART's presets with three times the epochs on the CPU sizes: a table of persons holds hundreds
@@ -59,6 +58,7 @@ class PersonTBART(SynthModel):
     dp_mechanism = "DP-SGD over persons (Poisson sampling of persons, per-person clipping, Gaussian noise)"
     trains_distributed = False
     min_pool = MIN_PERSON_POOL  # a person is a long sequence to draw
+    calibration_type = PersonMarginals
 
     @classmethod
     def configure(cls, preset, overrides=None, seed=0, device=None):
@@ -171,49 +171,49 @@ class PersonTBART(SynthModel):
                 parents[name] = float(value)
         return with_keys(parents, children, person, self.schema.key)
 
-    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, calibrate: bool = True,
-               **options) -> LinkedTables:
-        """n synthetic persons with their child rows (LinkedTables); sampling costs no privacy. A
-        run that measured the marginals of both levels (privacy.person_marginals) draws a pool of
-        persons and resamples it towards them (models.calibration.calibrate_persons);
-        calibrate=False returns the model's own."""
-        if not calibrate or self.calibration is None:
-            return self.draw(n, conditions, seed, **options)
+    # sampling (SynthModel.sample's flow): a pool of persons, weighed at both levels
+    # (privacy.person_marginals, models.calibration.calibrate_persons) and picked whole
+    def sample_conditions(self, n: int, conditions: dict | None) -> dict:
+        self._check_rows(n)
+        return self.schema.check_conditions(conditions)
+
+    def draw_kept(self, n: int, conditions: dict, seed: int | None, **options) -> LinkedTables:
+        return self.draw(n, conditions, seed, **options)
+
+    def _levels(self, pool: LinkedTables) -> tuple:
+        """The persons' rows with their count of child rows; theirs; each child row's person."""
         key = self.schema.key
+        owner = pool.children[key].to_numpy() - 1
+        persons = pool.parents.drop(columns=[key]).assign(
+            **{COUNT_COLUMN: np.bincount(owner, minlength=len(pool))})
+        return persons, pool.children.drop(columns=[key]), owner, self.calibration, self.schema
 
-        # the persons' rows with their count of child rows; theirs
-        def levels(pool: LinkedTables) -> tuple:
-            owner = pool.children[key].to_numpy() - 1
-            persons = pool.parents.drop(columns=[key]).assign(**{COUNT_COLUMN: np.bincount(owner,
-                                                                                           minlength=len(pool))})
-            return persons, pool.children.drop(columns=[key]), owner, self.calibration, self.schema
+    def weigh_pool(self, pool: LinkedTables, conditions: dict) -> tuple[np.ndarray, dict]:
+        return calibrate_persons(*self._levels(pool), conditions)
 
-        def weigh(pool: LinkedTables) -> tuple:
-            return calibrate_persons(*levels(pool), conditions)
+    def join_pool(self, pool: LinkedTables, extra: LinkedTables) -> LinkedTables:
+        return join_persons(pool, extra, self.schema.key)
 
-        # a pool whose weights rest on too few persons grows
-        def more(persons: int, k: int) -> LinkedTables:
-            return self.draw(persons, conditions, None if seed is None else seed + 3 * k, **options)
+    def balanced(self, pool: LinkedTables) -> np.ndarray:
+        return balance_persons(*self._levels(pool))
 
-        pool = self.draw(pool_size(n, self.min_pool), conditions, seed, **options)
-        drawn = self.last_sample_info
-        pool, weights, info = grow_pool(pool, n, more, weigh, lambda a, b: join_persons(a, b, key))
-        picked = resample(weights, n, np.random.default_rng(None if seed is None else seed + 2),
-                          lambda: balance_persons(*levels(pool)))
-        out = pick_persons(pool, picked, key)
-        self.last_sample_info = {**drawn, "rows": n, "child_rows": len(out.children),
-                                 "calibration": {**info, "unit": "persons"}}
-        return out
+    def pick(self, pool: LinkedTables, picked: np.ndarray) -> LinkedTables:
+        return pick_persons(pool, picked, self.schema.key)
+
+    def sample_facts(self, picked: LinkedTables, info: dict) -> dict:
+        return {"child_rows": len(picked.children), "calibration": {**info, "unit": "persons"}}
+
+    def finish(self, tables: LinkedTables) -> LinkedTables:
+        return tables
 
     # --- persistence --------------------------------------------------------------------------------------
     def state(self) -> dict:
-        """model.json: the base's, marked linked, with the run's marginals of both levels under
-        their own key."""
-        return {**super().state(), "linked": True, "calibration": None,
-                "person_calibration": self.calibration.to_dict() if self.calibration else None}
+        """model.json: the base's, marked linked (the marginals of both levels under
+        "calibration", as every family keeps its own)."""
+        return {**super().state(), "linked": True}
 
     def restore(self, state: dict) -> None:
-        if state.get("person_calibration"):
+        if state.get("person_calibration"):  # written before the key was the base's
             self.calibration = PersonMarginals.from_dict(state["person_calibration"])
 
 
