@@ -449,3 +449,23 @@ def test_a_persons_rows_are_ordered_by_their_dates_not_only_by_the_year_the_sche
     # 17 Feb, 3 Nov 2020, 5 Jan 2021, then the undated row
     assert first["lab"].tolist() == [1, 3, 4, 9]
     assert rows.children[rows.person == 1]["lab"].tolist() == [1, 2]
+
+
+def test_a_model_saved_before_the_shared_calibration_key_still_calibrates(fitted, tmp_path):
+    """model.json kept a person family's marginals under "person_calibration" until sampling was
+    written once; such a run folder (a backup, an old home) samples as it did."""
+    import shutil
+    from synth_core.models.base import SynthModel
+    from synth_core.privacy.person_marginals import PersonMarginals
+    _, tmp = fitted
+    old = tmp_path / "model"
+    shutil.copytree(tmp / "run" / "model", old)
+    state = json.loads((old / "model.json").read_text())
+    assert state["calibration"] and "person_calibration" not in state
+    state["person_calibration"], state["calibration"] = state["calibration"], None
+    (old / "model.json").write_text(json.dumps(state))
+    model = SynthModel.load(old, device="cpu")
+    assert isinstance(model.calibration, PersonMarginals)
+    tables = model.sample(100, seed=1)
+    assert model.last_sample_info["calibration"]["unit"] == "persons"
+    assert len(tables.parents) == 100
