@@ -64,8 +64,7 @@ class Admitted:
 def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: int = 1) -> Admitted:
     """Every problem with the request and the schema at once, then the table against the schema
     (columns, types, categories; declared bounds clip); nothing is spent."""
-    if not isinstance(schema, (Schema, LinkedSchema)):
-        raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
+    shape_of(schema)  # a Schema or a LinkedSchema (SchemaError, one line, for anything else)
     request.check(schema, world_size)
     # persons: linked, then each one's child rows bounded (secret draws)
     if isinstance(schema, LinkedSchema):

@@ -135,8 +135,7 @@ class FitRequest:
         return self
 
     def _check_schema(self, schema: Schema | LinkedSchema) -> None:
-        if not isinstance(schema, (Schema, LinkedSchema)):
-            raise SchemaError(f"the schema must be a Schema (see Schema.load), not {type(schema).__name__}")
+        shape_of(schema)  # a Schema or a LinkedSchema (SchemaError, one line, for anything else)
         schema.check()
         self._check_shape(shape_of(schema))
         if schema.provenance["warning"] and not self.accept_draft:

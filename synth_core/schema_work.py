@@ -29,6 +29,7 @@ from .privacy.book_file import BookFile
 from .schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table_bytes
 from .schema.linked import LinkedSchema, LinkedTables, draft_linked, schema_from_dict
 from .schema.spec import RULE_DERIVED
+from .shape import shape_of
 
 VERSION = 1
 WORK_FIELDS = {"version", "table", "saved", "confirmed_on", "schema", "left_out"}
@@ -58,7 +59,7 @@ def fingerprint(table) -> str:
 
 def is_confirmed(schema) -> bool:
     """Whether a drafted schema was confirmed public (a declared one has nothing to confirm)."""
-    parts = [schema.parent, schema.child] if isinstance(schema, LinkedSchema) else [schema]
+    parts = shape_of(schema).parts(schema)
     return any(p.drafted_from_data for p in parts) and not schema.provenance["warning"]
 
 

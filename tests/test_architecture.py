@@ -113,7 +113,8 @@ LAYERS = [{"errors", "files", "home", "format"}, {"schema"},
           {"demo", "encoding", "benchmark_model", "shape"}, {"privacy"}, {"schema_work"},
           {"training"}, {"models"}, {"request"}, {"plan"}, {"forecast"}, {"runs"}, {"evaluate"},
           {"release"}, {"pipeline"}, {"api"},
-          {"cli_args", "cli", "cli_schema", "cli_book", "worker", "__main__", "__init__"}]
+          {"cli_args", "cli", "cli_schema", "cli_book", "cli_review", "worker", "__main__",
+           "__init__"}]
 
 
 def test_imports_never_run_up_the_layers():

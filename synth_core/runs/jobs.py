@@ -38,6 +38,7 @@ from ..request import (DEFAULT_PRESET, MAX_HOLDOUT_SHARE, REVIEW_RELEASED, REVIE
 from . import process
 from .rundir import LIVE_STATES, RunDir, RunError
 from ..schema import Schema, SchemaError, schema_columns
+from ..shape import shape_of_data
 from ..schema.linked import LinkedSchema, LinkedTables, linked_columns, split_persons
 
 def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
@@ -183,7 +184,7 @@ def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema:
             _write_rows(holdout, run, "holdout")
         run.write_schema(schema)
         run.write_request({**request, "table": table_id, "start_key": start_key, "rows": len(train),
-                           "unit": "persons" if isinstance(train, LinkedTables) else "rows",  # what `rows` counts
+                           "unit": shape_of_data(train).unit,  # what `rows` counts
                            "created": time.time(), "holdout_rows": 0 if holdout is None else len(holdout)})
         run.set_status("created", "waiting for the training process to start")
     except BaseException:
