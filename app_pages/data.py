@@ -1,13 +1,17 @@
 """Step 1: the sensitive table, uploaded or a built-in demo."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
 import pandas as pd
 import streamlit as st
 
 from synth_core.demo import DEMOS, load_demo
 from synth_core.privacy.budget import BudgetError
 from synth_core.request import check_rows
-from synth_core.schema import SchemaError, draft_schema, read_table_bytes
+from synth_core.schema import SchemaError, draft_schema, read_table, read_table_bytes
 from synth_core.schema.linked import (DEFAULT_MAX_CHILDREN, MOST_CHILDREN, LinkedTables, draft_linked, key_candidates,
                                       link_tables)
 from workbench import kept, state
@@ -34,55 +38,77 @@ if notice and notice[0] == st.session_state.get("table_name"):
 kept.render(forget=True)  # work kept for this table before, or the table restored by a reload
 
 limit_mb = st.get_option("server.maxUploadSize")
-upload_tab, demo_tab = st.tabs(["Upload a file", "Use a demo table"])
-
-def read_upload(uploaded, markers: list[str]):
-    """The uploaded file as a table with text column names, and how it was read (encoding,
-    separator)."""
-    table = read_table_bytes(uploaded.getvalue(), uploaded.name, missing_markers=markers)
-    table.columns = [str(c) for c in table.columns]
-    return table, table.attrs.get("read_as")
+upload_tab, path_tab, demo_tab = st.tabs(["Upload a file", "Open a file on this machine",
+                                          "Use a demo table"])
 
 
-def one_table(markers: list[str]) -> None:
-    uploaded = st.file_uploader(f"CSV or Parquet file (at most {limit_mb} MB)", type=["csv", "parquet", "pq"],
-                                key="upload")
-    if uploaded is None or st.session_state.get("loaded_upload_id") == uploaded.file_id:
+@dataclass
+class Picked:
+    """A file the steward picked: uploaded, or named by its path on this machine."""
+    name: str                 # the file's name, as the page says it
+    id: object                # another for another file (or the same path changed)
+    read: Callable            # markers -> (table with text column names, how it was read)
+    kept: tuple               # what the home keeps for a reload: (name, bytes) or (name, path)
+
+
+def uploaded_file(uploaded) -> Picked:
+    def read(markers):
+        table = read_table_bytes(uploaded.getvalue(), uploaded.name, missing_markers=markers)
+        table.columns = [str(c) for c in table.columns]
+        return table, table.attrs.get("read_as")
+    return Picked(uploaded.name, uploaded.file_id, read, (uploaded.name, uploaded.getvalue()))
+
+
+def file_at(typed: str) -> Picked | None:
+    """The file at a typed path (~ for the home folder); None, said, where there is none."""
+    path = Path(typed.strip().strip('"').strip("'")).expanduser()
+    if not path.is_file():
+        st.error(f"No file at {path}" + (": it is a folder." if path.is_dir() else "."))
+        return None
+
+    def read(markers):
+        table = read_table(path, missing_markers=markers)
+        table.columns = [str(c) for c in table.columns]
+        return table, table.attrs.get("read_as")
+    stat = path.stat()
+    return Picked(path.name, (str(path.resolve()), stat.st_mtime, stat.st_size), read,
+                  (path.name, str(path.resolve())))
+
+
+def one_table(picked: Picked | None, source: str, markers: list[str]) -> None:
+    if picked is None or st.session_state.get("loaded_upload_id") == (picked.id, tuple(markers)):
         return
     try:
-        table, read_as = read_upload(uploaded, markers)
-        check_rows(len(table), uploaded.name)
+        table, read_as = picked.read(markers)
+        check_rows(len(table), picked.name)
         draft = draft_schema(table, missing_markers=markers)
     except (SchemaError, BudgetError) as e:
         st.error(f"This file cannot be used: {e}")
         return
-    state.set_dataset(table, uploaded.name, "upload", draft,
-                      files=[(uploaded.name, uploaded.getvalue())], markers=markers)
-    st.session_state["loaded_upload_id"] = uploaded.file_id
-    loaded(f"Loaded {uploaded.name}: {len(table):,} rows, {len(table.columns)} columns"
+    state.set_dataset(table, picked.name, source, draft, files=[picked.kept], markers=markers)
+    st.session_state["loaded_upload_id"] = (picked.id, tuple(markers))
+    loaded(f"Loaded {picked.name}: {len(table):,} rows, {len(table.columns)} columns"
            + (f" (read as {read_as})" if read_as else "") + ". "
            "A schema was drafted from the data: review and confirm it on step 2.")
 
 
-def two_tables(markers: list[str]) -> None:
+def two_tables(parents_file: Picked | None, children_file: Picked | None, source: str,
+               markers: list[str]) -> None:
     """A table of one row per person and a table of their rows, linked by a key column both have."""
-    c1, c2 = st.columns(2)
-    parents_file = c1.file_uploader("Persons: one row each (patients, customers)", type=["csv", "parquet", "pq"],
-                                    key="upload_parents")
-    children_file = c2.file_uploader("Their rows: any number each (visits, transactions)",
-                                     type=["csv", "parquet", "pq"], key="upload_children")
     if parents_file is None or children_file is None:
         st.caption("Both files are needed; each person's rows are linked to them by a column both files have.")
         return
-    ids = (parents_file.file_id, children_file.file_id, tuple(markers))
-    read = st.session_state.get("linked_read")
+    # the upload's widgets keep their names; the path tab's are its own (both tabs are drawn)
+    k = "" if source == "upload" else f"{source}_"
+    ids = (parents_file.id, children_file.id, tuple(markers))
+    read = st.session_state.get(f"{k}linked_read")
     if read is None or read[0] != ids:
         try:
-            (parents, _), (children, _) = read_upload(parents_file, markers), read_upload(children_file, markers)
+            (parents, _), (children, _) = parents_file.read(markers), children_file.read(markers)
         except SchemaError as e:
             st.error(f"These files cannot be used: {e}")
             return
-        st.session_state["linked_read"] = read = (ids, LinkedTables(parents, children))
+        st.session_state[f"{k}linked_read"] = read = (ids, LinkedTables(parents, children))
     tables = read[1]
     keys = key_candidates(tables)
     if not keys:
@@ -90,19 +116,19 @@ def two_tables(markers: list[str]) -> None:
                  "key column that links them (a patient number, a customer id).")
         return
     c1, c2, c3 = st.columns(3)
-    key = c1.selectbox("Key column (links each row to its person)", keys, key="link_key",
+    key = c1.selectbox("Key column (links each row to its person)", keys, key=f"{k}link_key",
                        help="An identifier: it is never modelled and never exported; synthetic persons get new "
                             "keys 1, 2, 3, …")
     max_children = int(c2.number_input("Most rows one person may contribute", min_value=1, max_value=MOST_CHILDREN,
-                                       value=DEFAULT_MAX_CHILDREN, step=1, key="link_max_children",
+                                       value=DEFAULT_MAX_CHILDREN, step=1, key=f"{k}link_max_children",
                                        help="Your public choice, never read from the data: a person with more "
                                             "rows keeps a random selection of this many. Larger keeps more rows "
                                             "but needs more noise, since all of a person's rows are protected "
                                             "together."))
     orders = ["(the file's order)"] + [c for c in tables.children.columns if c != key]
-    order = c3.selectbox("Order of a person's rows", orders, key="link_order",
+    order = c3.selectbox("Order of a person's rows", orders, key=f"{k}link_order",
                          help="A numeric column (a day, a year) a person's rows follow; or keep the file's order.")
-    if st.button("Use these two tables", type="primary", key="use_linked"):
+    if st.button("Use these two tables", type="primary", key=f"{k}use_linked"):
         try:
             check_rows(len(tables.parents), parents_file.name)
             draft = draft_linked(tables, key, max_children=max_children, missing_markers=markers,
@@ -112,23 +138,63 @@ def two_tables(markers: list[str]) -> None:
         except (SchemaError, BudgetError) as e:
             st.error(f"These tables cannot be used: {e}")
             return
-        state.set_dataset(tables, f"{parents_file.name} + {children_file.name}", "upload", draft,
-                          files=[(f.name, f.getvalue()) for f in (parents_file, children_file)],
-                          markers=markers)
+        state.set_dataset(tables, f"{parents_file.name} + {children_file.name}", source, draft,
+                          files=[parents_file.kept, children_file.kept], markers=markers)
         loaded(f"Loaded {len(tables.parents):,} persons ({parents_file.name}) and their {len(tables.children):,} "
                f"rows ({children_file.name}), linked by {key}. A schema of both was drafted from the data: review "
                "and confirm it on step 2.")
 
 
+ONE, TWO = "One table", "Two linked tables: a row per person, and their rows"
+
+
+def how_read(tab: str) -> tuple[list[str], bool]:
+    """(the missing markers, whether two linked tables) as the steward sets them in a tab."""
+    typed = st.text_input("Values that mean 'missing' (comma-separated)", value="?, NA",
+                          key=f"markers_{tab}",
+                          help="Cells holding exactly one of these are read as missing values.")
+    shape = st.radio("Your data", [ONE, TWO], horizontal=True, key=f"{tab}_shape",
+                     help="Two linked tables (patients and their visits, customers and their "
+                          "transactions) are synthesized together, and privacy then protects a whole "
+                          "person with all their rows.")
+    return [m.strip() for m in typed.split(",") if m.strip()], shape == TWO
+
+
 with upload_tab:
-    markers_text = st.text_input("Values that mean 'missing' (comma-separated)", value="?, NA",
-                                 help="Cells holding exactly one of these are read as missing values.")
-    markers = [m.strip() for m in markers_text.split(",") if m.strip()]
-    shape = st.radio("Your data", ["One table", "Two linked tables: a row per person, and their rows"],
-                     horizontal=True, key="upload_shape",
-                     help="Two linked tables (patients and their visits, customers and their transactions) are "
-                          "synthesized together, and privacy then protects a whole person with all their rows.")
-    (one_table if shape == "One table" else two_tables)(markers)
+    markers, linked = how_read("upload")
+    types = ["csv", "parquet", "pq"]
+    if not linked:
+        uploaded = st.file_uploader(f"CSV or Parquet file (at most {limit_mb} MB)", type=types,
+                                    key="upload")
+        one_table(uploaded_file(uploaded) if uploaded else None, "upload", markers)
+    else:
+        c1, c2 = st.columns(2)
+        parents = c1.file_uploader("Persons: one row each (patients, customers)", type=types,
+                                   key="upload_parents")
+        children = c2.file_uploader("Their rows: any number each (visits, transactions)",
+                                    type=types, key="upload_children")
+        two_tables(parents and uploaded_file(parents), children and uploaded_file(children),
+                   "upload", markers)
+
+with path_tab:
+    st.caption("For a file too large to upload, or one you would rather not copy: the app reads it "
+               "where it is, and a reload reads it there again (the workbench home keeps its path, "
+               "not a copy). CSV or Parquet.")
+    markers, linked = how_read("path")
+    if not linked:
+        typed = st.text_input("Path of the file", key="open_path",
+                              placeholder="/data/registry/extract.csv")
+        if st.button("Open", key="open_path_button", disabled=not typed.strip()):
+            one_table(file_at(typed), "path", markers)
+    else:
+        c1, c2 = st.columns(2)
+        typed_parents = c1.text_input("Path of the persons' file (one row each)",
+                                      key="open_path_parents")
+        typed_children = c2.text_input("Path of their rows' file", key="open_path_children")
+        if typed_parents.strip() and typed_children.strip():
+            two_tables(file_at(typed_parents), file_at(typed_children), "path", markers)
+        else:
+            st.caption("Both files are needed.")
 
 with demo_tab:
     choice = st.selectbox("Demo table", list(DEMOS), key="demo_choice")

@@ -11,7 +11,8 @@ columns in another order, 40 written 40.0) finds the same file. Written atomical
 
 last-table/: the last table loaded in the app, as Streamlit forgets an upload's bytes on a reload:
 an upload's files as uploaded (owner-only, like a run's private rows: in the home only, never
-exported), a demo by its name. The next table loaded replaces it; the steward may forget it.
+exported), a file opened by its path on this machine by that path (a table too large to upload is
+not copied), a demo by its name. The next table loaded replaces it; the steward may forget it.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import math
 import shutil
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from . import home
 from .demo import DEMOS, load_demo
@@ -27,6 +29,7 @@ from .files import DATA_LIMIT, SCHEMA_LIMIT, atomic_output, read_input, write_at
 from .privacy import table_identity as identity
 from .privacy.book_file import BookFile
 from .schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table_bytes
+from .schema import read_table as read_file
 from .schema.linked import LinkedSchema, LinkedTables, draft_linked, schema_from_dict
 from .schema.spec import RULE_DERIVED
 from .shape import shape_of
@@ -34,6 +37,8 @@ from .shape import shape_of
 VERSION = 1
 WORK_FIELDS = {"version", "table", "saved", "confirmed_on", "schema", "left_out"}
 KEPT_FIELDS = {"version", "source", "name", "files", "markers", "link", "loaded"}
+# where the last table came from: uploaded (kept as its bytes), a path on this machine, a demo
+SOURCES = ("upload", "path", "demo")
 
 
 class WorkError(ValueError):
@@ -177,9 +182,9 @@ def read_work(table_key: str) -> Work | None:
 # --- the last table loaded ------------------------------------------------------------------------
 @dataclass
 class KeptTable:
-    """The last table loaded: an upload's files [(name, bytes)], the missing markers it was read
-    with and its link ({key, max_children, order}: two linked files), or a demo's name; when it
-    was loaded."""
+    """The last table loaded: an upload's files [(name, bytes)] or an opened file's [(name,
+    path)], the missing markers it was read with and its link ({key, max_children, order}: two
+    linked files), or a demo's name; when it was loaded."""
     source: str
     name: str
     files: list
@@ -194,7 +199,8 @@ class KeptTable:
             return load_demo(self.name)
         frames = []
         for name, data in self.files:
-            frame = read_table_bytes(data, name, missing_markers=self.markers)
+            frame = (read_file(data, missing_markers=self.markers) if self.source == "path"
+                     else read_table_bytes(data, name, missing_markers=self.markers))
             frame.columns = [str(c) for c in frame.columns]
             frames.append(frame)
         if self.link is None:
@@ -209,8 +215,8 @@ def _kept_meta():
 
 
 def keep_table(source: str, name: str, files=(), markers=(), link: dict | None = None) -> None:
-    """Keep the table just loaded in place of the last: an upload's files owner-only, a demo's
-    name."""
+    """Keep the table just loaded in place of the last: an upload's files owner-only, an opened
+    file's path, a demo's name."""
     root = home.last_table_root()
     forget_table()
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -219,6 +225,8 @@ def keep_table(source: str, name: str, files=(), markers=(), link: dict | None =
         with atomic_output(root / f"{i}.data", "wb", private=True) as f:
             f.write(data)
         stored.append({"name": str(file_name), "stored": f"{i}.data"})
+    for file_name, path in (files if source == "path" else ()):
+        stored.append({"name": str(file_name), "path": str(Path(path).expanduser().resolve())})
     meta = {"version": VERSION, "source": source, "name": name, "files": stored,
             "markers": [str(m) for m in markers], "link": link, "loaded": time.time()}
     write_atomic(_kept_meta(), json.dumps(meta), private=True)
@@ -227,19 +235,23 @@ def keep_table(source: str, name: str, files=(), markers=(), link: dict | None =
 def _check_kept(data: dict) -> None:
     source, files, link, markers = data.get("source"), data.get("files"), data.get("link"), \
         data.get("markers", [])
-    if source not in ("upload", "demo") or not isinstance(data.get("name"), str) \
+    if source not in SOURCES or not isinstance(data.get("name"), str) \
             or not isinstance(files, list) or not isinstance(markers, list) \
             or not all(isinstance(m, str) for m in markers):
         raise WorkError("its source, name, files or markers are not what the workbench writes")
     if source == "demo" and data["name"] not in DEMOS:
         raise WorkError(f"no demo table is named {data['name']!r}")
-    if source == "upload" and len(files) != (1 if link is None else 2):
+    if source != "demo" and len(files) != (1 if link is None else 2):
         raise WorkError("it holds neither one table's file nor two linked ones'")
     if link is not None and (not isinstance(link, dict) or not isinstance(link.get("key"), str)
                              or not isinstance(link.get("max_children"), int)):
         raise WorkError("its link is not a key and a most rows per person")
-    if any(not isinstance(f, dict) or f.get("stored") not in ("0.data", "1.data") for f in files):
+    if source == "upload" and any(not isinstance(f, dict)
+                                  or f.get("stored") not in ("0.data", "1.data") for f in files):
         raise WorkError("a file it names is not one the workbench kept")
+    if source == "path" and any(not isinstance(f, dict) or not isinstance(f.get("path"), str)
+                                or not Path(f["path"]).is_absolute() for f in files):
+        raise WorkError("a file it names is not a path on this machine")
 
 
 def read_table() -> KeptTable | None:
@@ -249,8 +261,9 @@ def read_table() -> KeptTable | None:
     if data is None:
         return None
     _check_kept(data)
-    files = [(str(f.get("name")), read_input(home.last_table_root() / f["stored"],
-                                             "kept table's file", DATA_LIMIT, WorkError))
+    files = [(str(f.get("name")), f["path"] if data["source"] == "path" else
+              read_input(home.last_table_root() / f["stored"], "kept table's file", DATA_LIMIT,
+                         WorkError))
              for f in data["files"]]
     return KeptTable(data["source"], data["name"], files, data.get("markers", []),
                      data.get("link"), _time(data.get("loaded"), "loaded"))
