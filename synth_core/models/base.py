@@ -179,8 +179,6 @@ class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
     uses_dp_sgd = True
     # whether its training already fits noisy marginals (AIM): a calibration measurement would only repeat it
     measures_marginals = False
-    # what the run's noisy marginals are to this family (a person family: both levels')
-    calibration_type: type = Marginals
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
     # the variance of the row count the run released (0: public, or no ledger); set by `fit` from the ledger
@@ -371,5 +369,5 @@ class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
         if state.get("plan"):
             model.plan = planning.plan_from_dict(state["plan"])
         if state.get("calibration"):
-            model.calibration = model.calibration_type.from_dict(state["calibration"])
+            model.calibration = model.drawn_as.marginals.from_dict(state["calibration"])
         return model

@@ -23,6 +23,7 @@ from ..privacy.person_marginals import PersonMarginals
 from ..schema.linked import COUNT_COLUMN, LinkedRows, LinkedSchema, LinkedTables
 from ..schema.panel import hold_panel
 from .base import SamplingError, SynthModel, draw_with_rejection, register
+from .sampling import Rows
 from .calibration import MIN_PERSON_POOL, balance_persons, calibrate_persons
 from .tbart import PRESETS, TabularTransformer, TBARTConfig
 
@@ -43,6 +44,55 @@ class PersonTransformer(TabularTransformer):
         return [head(h[:, where]) for head, where in zip(self.heads, positions)]
 
 
+class Persons(Rows):
+    """A person family's sample (models.sampling.Rows' hooks): persons with their child rows, a
+    pool weighed at both levels (privacy.person_marginals, models.calibration.calibrate_persons)
+    and picked whole, each with their rows."""
+    marginals = PersonMarginals
+
+    @staticmethod
+    def conditions(model, n: int, conditions: dict | None) -> dict:
+        model._check_rows(n)
+        return model.schema.check_conditions(conditions)
+
+    @staticmethod
+    def draw(model, n: int, conditions: dict, seed: int | None, **options) -> LinkedTables:
+        return model.draw(n, conditions, seed, **options)
+
+    @staticmethod
+    def _levels(model, pool: LinkedTables) -> tuple:
+        """The persons' rows with their count of child rows; theirs; each child row's person."""
+        key = model.schema.key
+        owner = pool.children[key].to_numpy() - 1
+        persons = pool.parents.drop(columns=[key]).assign(
+            **{COUNT_COLUMN: np.bincount(owner, minlength=len(pool))})
+        return persons, pool.children.drop(columns=[key]), owner, model.calibration, model.schema
+
+    @classmethod
+    def weigh(cls, model, pool: LinkedTables, conditions: dict) -> tuple[np.ndarray, dict]:
+        return calibrate_persons(*cls._levels(model, pool), conditions)
+
+    @staticmethod
+    def join(model, pool: LinkedTables, extra: LinkedTables) -> LinkedTables:
+        return join_persons(pool, extra, model.schema.key)
+
+    @classmethod
+    def balanced(cls, model, pool: LinkedTables) -> np.ndarray:
+        return balance_persons(*cls._levels(model, pool))
+
+    @staticmethod
+    def pick(model, pool: LinkedTables, picked: np.ndarray) -> LinkedTables:
+        return pick_persons(pool, picked, model.schema.key)
+
+    @staticmethod
+    def facts(model, picked: LinkedTables, info: dict) -> dict:
+        return {"child_rows": len(picked.children), "calibration": {**info, "unit": "persons"}}
+
+    @staticmethod
+    def finish(model, tables: LinkedTables) -> LinkedTables:
+        return tables
+
+
 @register("dp-tbart", linked=True)
 class PersonTBART(SynthModel):
     """DP-TBART trained on person sequences: person-level DP for a parent table and its child
@@ -58,7 +108,7 @@ class PersonTBART(SynthModel):
     dp_mechanism = "DP-SGD over persons (Poisson sampling of persons, per-person clipping, Gaussian noise)"
     trains_distributed = False
     min_pool = MIN_PERSON_POOL  # a person is a long sequence to draw
-    calibration_type = PersonMarginals
+    drawn_as = Persons  # persons with their rows, weighed at both levels
 
     @classmethod
     def configure(cls, preset, overrides=None, seed=0, device=None):
@@ -170,41 +220,6 @@ class PersonTBART(SynthModel):
             if self.schema.parent[name].is_numeric and value is not None:
                 parents[name] = float(value)
         return with_keys(parents, children, person, self.schema.key)
-
-    # sampling (SynthModel.sample's flow): a pool of persons, weighed at both levels
-    # (privacy.person_marginals, models.calibration.calibrate_persons) and picked whole
-    def sample_conditions(self, n: int, conditions: dict | None) -> dict:
-        self._check_rows(n)
-        return self.schema.check_conditions(conditions)
-
-    def draw_kept(self, n: int, conditions: dict, seed: int | None, **options) -> LinkedTables:
-        return self.draw(n, conditions, seed, **options)
-
-    def _levels(self, pool: LinkedTables) -> tuple:
-        """The persons' rows with their count of child rows; theirs; each child row's person."""
-        key = self.schema.key
-        owner = pool.children[key].to_numpy() - 1
-        persons = pool.parents.drop(columns=[key]).assign(
-            **{COUNT_COLUMN: np.bincount(owner, minlength=len(pool))})
-        return persons, pool.children.drop(columns=[key]), owner, self.calibration, self.schema
-
-    def weigh_pool(self, pool: LinkedTables, conditions: dict) -> tuple[np.ndarray, dict]:
-        return calibrate_persons(*self._levels(pool), conditions)
-
-    def join_pool(self, pool: LinkedTables, extra: LinkedTables) -> LinkedTables:
-        return join_persons(pool, extra, self.schema.key)
-
-    def balanced(self, pool: LinkedTables) -> np.ndarray:
-        return balance_persons(*self._levels(pool))
-
-    def pick(self, pool: LinkedTables, picked: np.ndarray) -> LinkedTables:
-        return pick_persons(pool, picked, self.schema.key)
-
-    def sample_facts(self, picked: LinkedTables, info: dict) -> dict:
-        return {"child_rows": len(picked.children), "calibration": {**info, "unit": "persons"}}
-
-    def finish(self, tables: LinkedTables) -> LinkedTables:
-        return tables
 
     # --- persistence --------------------------------------------------------------------------------------
     def state(self) -> dict:

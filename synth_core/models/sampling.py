@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from ..errors import SamplingError
+from ..privacy.measurements import Marginals
 from ..schema import SchemaError
 from ..schema.rules import breaking, contradiction
 from ..schema.scale import on_declared_values
@@ -45,83 +46,101 @@ def draw_with_rejection(n: int, draw: Callable[[int], Any], rejecting: bool, max
     return kept, accepted, tried
 
 
-class Sampling:
-    """SynthModel's sampling; a family supplies `draw` (abstract in SynthModel)."""
+class Rows:
+    """What a sample is made of, and how its pool is weighed and picked: a single table's rows,
+    kept where they obey the rules, weighed towards the run's noisy marginals (`marginals`), picked
+    and then given their derived columns. A family of another shape declares its own (`drawn_as`;
+    models.persons.Persons), as a type, not a branch in the flow."""
+    marginals = Marginals  # what the run's noisy marginals are to it (model.json's "calibration")
 
-    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None, calibrate: bool = True,
-               **options):
-        """n synthetic rows (a person family: persons with their rows); `conditions` fixes chosen
-        columns' values, e.g. {"sex": "Female"}. Sampling costs no privacy. A run that measured
-        marginals (`calibration`) draws a pool from the model and resamples it towards them
-        (models.calibration); calibrate=False returns the model's own. Derived columns are then
-        computed from their rules (`finish`). `last_sample_info` reports the method and the
-        calibration. Written once: a shape's family changes the hooks below, not this flow."""
-        conditions = self.sample_conditions(n, conditions)
-        if not calibrate or self.calibration is None:
-            return self.finish(self.draw_kept(n, conditions, seed, **options))
-        try:
-            pool = self.draw_kept(pool_size(n, self.min_pool), conditions, seed, **options)
-        except SamplingError:  # the conditions are met too rarely for a pool: the n asked, uncalibrated
-            table = self.draw_kept(n, conditions, seed, **options)
-            self.last_sample_info["calibration"] = {
-                "note": "too few rows meet the conditions for a calibration pool"}
-            return self.finish(table)
-
-        def more(rows: int, k: int):  # the k-th further draw, for a pool that must grow
-            try:
-                return self.draw_kept(rows, conditions, None if seed is None else seed + 3 * k,
-                                      **options)
-            except SamplingError:
-                return None
-
-        pool, weights, info = grow_pool(pool, n, more, lambda p: self.weigh_pool(p, conditions),
-                                        self.join_pool, self.max_pool_growth)
-        rng = np.random.default_rng(None if seed is None else seed + 2)
-        picked = self.pick(pool, resample(weights, n, rng, lambda: self.balanced(pool)))
-        self.last_sample_info = {**self.last_sample_info, "rows": n,
-                                 **self.sample_facts(picked, info)}
-        return self.finish(picked)
-
-    # the sampling flow's hooks (a family of another shape overrides them: models.persons)
-    def sample_conditions(self, n: int, conditions: dict | None) -> dict:
+    @staticmethod
+    def conditions(model, n: int, conditions: dict | None) -> dict:
         """The conditions checked (a derived column refused, naming its source; none that
         contradict a rule), and the count asked for."""
-        self._check_rows(n)
-        conditions = self.full_schema.check_conditions(conditions)
-        contradicted = contradiction(self.full_schema.rule_checks, conditions, self.full_schema)
+        model._check_rows(n)
+        schema = model.full_schema
+        conditions = schema.check_conditions(conditions)
+        contradicted = contradiction(schema.rule_checks, conditions, schema)
         if contradicted:
             raise SchemaError(contradicted)
         return conditions
 
-    def draw_kept(self, n: int, conditions: dict, seed: int | None, **options):
-        """n of the model's own rows as sampling keeps them: obeying the rules (`draw_obeying`)."""
-        return self.draw_obeying(n, conditions, seed, **options)
-
-    def weigh_pool(self, pool: pd.DataFrame, conditions: dict) -> tuple[np.ndarray, dict]:
-        """The pool's weights towards the measured marginals, and what calibration did."""
-        return calibrate_weights(pool, self.calibration, self.schema, conditions,
-                                 self.full_schema.rule_checks)
+    @staticmethod
+    def draw(model, n: int, conditions: dict, seed: int | None, **options):
+        """n of the model's own rows as sampling keeps them: obeying the rules."""
+        return model.draw_obeying(n, conditions, seed, **options)
 
     @staticmethod
-    def join_pool(pool: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:
+    def weigh(model, pool: pd.DataFrame, conditions: dict) -> tuple[np.ndarray, dict]:
+        """The pool's weights towards the measured marginals, and what calibration did."""
+        return calibrate_weights(pool, model.calibration, model.schema, conditions,
+                                 model.full_schema.rule_checks)
+
+    @staticmethod
+    def join(model, pool: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:
         return pd.concat([pool, extra], ignore_index=True)
 
-    def balanced(self, pool: pd.DataFrame) -> np.ndarray:
+    @staticmethod
+    def balanced(model, pool: pd.DataFrame) -> np.ndarray:
         """The pool's cells on each column's counts, for a pick balanced on them."""
-        return balance_rows(pool, self.calibration, self.schema)
+        return balance_rows(pool, model.calibration, model.schema)
 
     @staticmethod
-    def pick(pool: pd.DataFrame, picked: np.ndarray) -> pd.DataFrame:
+    def pick(model, pool: pd.DataFrame, picked: np.ndarray) -> pd.DataFrame:
         """The pool's rows `picked` (indices, repeats allowed)."""
         return pool.iloc[picked].reset_index(drop=True)
 
-    def sample_facts(self, picked, info: dict) -> dict:
+    @staticmethod
+    def facts(model, picked, info: dict) -> dict:
         """What `last_sample_info` says of a calibrated sample beside its row count."""
         return {"calibration": info}
 
-    def finish(self, table):
+    @staticmethod
+    def finish(model, table):
         """The sample as returned: derived columns computed from their rules."""
-        return self.full_schema.derive(table)
+        return model.full_schema.derive(table)
+
+
+class Sampling:
+    """SynthModel's sampling; a family supplies `draw` (abstract in SynthModel)."""
+    drawn_as: type = Rows  # what a sample is made of (a shape's family: its own, models.persons)
+
+    def sample(self, n: int, conditions: dict | None = None, seed: int | None = None,
+               calibrate: bool = True, **options):
+        """n synthetic rows (a person family: persons with their rows); `conditions` fixes chosen
+        columns' values, e.g. {"sex": "Female"}. Sampling costs no privacy. A run that measured
+        marginals (`calibration`) draws a pool from the model and resamples it towards them
+        (models.calibration); calibrate=False returns the model's own. Derived columns are then
+        computed from their rules. `last_sample_info` reports the method and the calibration.
+        Written once: what differs by shape is `drawn_as`'s."""
+        how = self.drawn_as
+        conditions = how.conditions(self, n, conditions)
+        if not calibrate or self.calibration is None:
+            return how.finish(self, how.draw(self, n, conditions, seed, **options))
+        try:
+            pool = how.draw(self, pool_size(n, self.min_pool), conditions, seed, **options)
+        except SamplingError:  # the conditions are met too rarely for a pool: the n asked, uncalibrated
+            table = how.draw(self, n, conditions, seed, **options)
+            self.last_sample_info["calibration"] = {
+                "note": "too few rows meet the conditions for a calibration pool"}
+            return how.finish(self, table)
+
+        def more(rows: int, k: int):  # the k-th further draw, for a pool that must grow
+            try:
+                return how.draw(self, rows, conditions, None if seed is None else seed + 3 * k,
+                                **options)
+            except SamplingError:
+                return None
+
+        pool, weights, info = grow_pool(pool, n, more, lambda p: how.weigh(self, p, conditions),
+                                        lambda p, extra: how.join(self, p, extra),
+                                        self.max_pool_growth)
+        rng = np.random.default_rng(None if seed is None else seed + 2)
+        balanced = resample(weights, n, rng, lambda: how.balanced(self, pool))
+        picked = how.pick(self, pool, balanced)
+        self.last_sample_info = {**self.last_sample_info, "rows": n,
+                                 **how.facts(self, picked, info)}
+        return how.finish(self, picked)
 
     def draw_obeying(self, n: int, conditions: dict, seed: int | None, **options) -> pd.DataFrame:
         """n rows of `draw`, each number of a column with a declared value set on one of its values (whatever
