@@ -173,18 +173,27 @@ def free_text_reason(present: pd.Series) -> str | None:
             "never proposed as categories")
 
 
+def _distinct(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """Each distinct value once and the rows that hold it: a test of every value asked of each
+    distinct one (a column of a million rows holds a few hundred), its share counted in rows."""
+    counts = values.value_counts(sort=False, dropna=False)
+    return pd.Series(counts.index.array), counts.to_numpy()
+
+
 def _dates(present: pd.Series) -> pd.Series | None:
-    """The parsed dates if (nearly) every value of a text column is a date that shows its year (four
-    digits: ranges such as "1-5" or "10-20" parse as days of this year, and a date column is kept as
-    its year)."""
+    """The parsed dates of a text column's distinct values if (nearly) every value is a date that
+    shows its year (four digits: ranges such as "1-5" or "10-20" parse as days of this year, and a
+    date column is kept as its year)."""
     if len(present) == 0 or pd.api.types.is_numeric_dtype(present):
         return None
-    text = present.astype(str).str.strip()
+    text, rows = _distinct(present.astype(str).str.strip())
+    n = rows.sum()
     shows_year = text.str.contains(r"\d{4}", regex=True) | _short_date_years(text).notna()
-    if not shows_year.all() or not text.str.contains(r"[-/:T .]", regex=True).mean() > 0.95:
+    dated = text.str.contains(r"[-/:T .]", regex=True).to_numpy(dtype=bool)
+    if not shows_year.all() or not rows[dated].sum() / n > 0.95:
         return None
     parsed = _parse_dates(text)
-    return parsed if parsed.notna().mean() >= 0.95 else None
+    return parsed if rows[parsed.notna().to_numpy()].sum() / n >= 0.95 else None
 
 
 def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers: Iterable[str] = (),
@@ -237,6 +246,24 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
     return Schema(columns=specs, drafted_from_data=True, confirmed=False, missing_markers=markers, excluded=excluded)
 
 
+def _all_numbers(present: pd.Series) -> bool:
+    """Whether every value reads as a number: asked of each distinct value (a text column of a
+    million rows holds a few hundred; reading each row took most of a draft)."""
+    if pd.api.types.is_numeric_dtype(present):
+        return True
+    try:
+        distinct = pd.Series(present.unique())
+    except TypeError:  # values that cannot be told apart by hashing (lists): every one asked
+        distinct = present
+    return bool(pd.to_numeric(distinct, errors="coerce").notna().all())
+
+
+def _number_texts(numbers: pd.Series) -> pd.Series:
+    """Each number's text as a category's (`_number_text`), worked out once per distinct value:
+    equal numbers write alike."""
+    return numbers.map({v: _number_text(v) for v in numbers.unique()})
+
+
 def _draft_column(name: str, raw: pd.Series, miss: pd.Series, role: str | None, max_categories: int,
                   min_category_count: int) -> ColumnSpec | str:
     """One column's proposal (see `draft_schema`), or why it is left out."""
@@ -244,11 +271,12 @@ def _draft_column(name: str, raw: pd.Series, miss: pd.Series, role: str | None, 
     nullable = bool(miss.any())
     if len(present) == 0:
         return "it holds no values"
-    numeric = pd.to_numeric(present, errors="coerce")
+    numbers = _all_numbers(present)
+    numeric = pd.to_numeric(present, errors="coerce") if numbers else None
     # yes/no values are categories, also in a column of objects (booleans beside a missing value)
     boolean = pd.api.types.is_bool_dtype(raw) or (raw.dtype == object and bool(
         present.map(lambda v: isinstance(v, (bool, np.bool_))).all()))
-    is_numeric = numeric.notna().all() and not boolean
+    is_numeric = numbers and numeric.notna().all() and not boolean
     dates = None if is_numeric else _dates(present)
     reason = None if dates is not None else _identifier_reason(name, present, numeric if is_numeric else None)
     if not reason and dates is None and not is_numeric and not boolean:
@@ -277,7 +305,7 @@ def _draft_column(name: str, raw: pd.Series, miss: pd.Series, role: str | None, 
                           binning="log" if skewed and values is None else "uniform", role=role,
                           decimals=None if is_int or values is not None else _decimals(numeric, (lo, hi)),
                           values=values, points=points)
-    values = present.map(_number_text) if is_numeric else present.astype(str).str.strip()
+    values = _number_texts(present) if is_numeric else present.astype(str).str.strip()
     counts = values.value_counts()
     cats = natural_order(counts[counts >= min_category_count].index[:max_categories])
     if not cats:
