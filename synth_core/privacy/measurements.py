@@ -221,14 +221,29 @@ def public_marginals(table: pd.DataFrame, schema: Schema, n_bins: int = MARGINAL
     drawn from the public schema alone, to time a calibrated draw): no noise, no ledger."""
     schema = schema.modelled()
     chosen = measured_marginals(schema, n_bins)
-    encoders = {b: TokenEncoder(schema, b) for b in {bins for _, bins in chosen}}
     out = Marginals(n_bins=n_bins, noise_std=1.0, rows=len(table))
-    for columns, bins in chosen:
-        cells, shape = encoders[bins].cells(table, columns)
-        counts = np.bincount(cells, minlength=int(np.prod(shape))).astype(float)
+    for (columns, bins), (counts, shape) in zip(chosen, _exact_counts(table, schema, chosen)):
         out.marginals.append(Marginal(columns, shape, counts,
                                       n_bins=None if bins == n_bins else bins))
     return out
+
+
+def _exact_counts(table: pd.DataFrame, schema: Schema, chosen: list):
+    """Each chosen marginal's exact counts over its cells (flat, C order) and the cells' shape,
+    as `TokenEncoder.cells` places the rows; each column placed once per bins, not once per
+    marginal that holds it (a table of a million rows spent 19 s placing columns again)."""
+    encoders = {b: TokenEncoder(schema, b) for b in {bins for _, bins in chosen}}
+    placed: dict[tuple[int, str], tuple[np.ndarray, int]] = {}
+    for columns, bins in chosen:
+        flat, shape = None, []
+        for name in columns:
+            if (bins, name) not in placed:
+                cells, (size,) = encoders[bins].cells(table, (name,))
+                placed[bins, name] = cells.astype(np.min_scalar_type(size)), size
+            cells, size = placed[bins, name]
+            flat = cells.astype(np.int64) if flat is None else flat * size + cells
+            shape.append(size)
+        yield np.bincount(flat, minlength=int(np.prod(shape))).astype(float), tuple(shape)
 
 
 def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
@@ -240,11 +255,8 @@ def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta
     schema = schema.modelled()
     chosen = measured_marginals(schema, n_bins, fine_bins)
     mechanism, std = _mechanism(chosen, epsilon, delta, accountant)
-    encoders = {b: TokenEncoder(schema, b) for b in {bins for _, bins in chosen}}
     out = Marginals(n_bins=n_bins, noise_std=std, rows=int(rows))
-    for columns, bins in chosen:
-        cells, shape = encoders[bins].cells(table, columns)
-        counts = np.bincount(cells, minlength=int(np.prod(shape))).astype(float)
+    for (columns, bins), (counts, shape) in zip(chosen, _exact_counts(table, schema, chosen)):
         out.marginals.append(Marginal(columns, shape, noisy_counts(counts, std),
                                       n_bins=None if bins == n_bins else bins))
     out.total = pooled_rows(rows, ledger.count_variance, out.marginals, out.std)
