@@ -149,7 +149,7 @@ ONE, TWO = "One table", "Two linked tables: a row per person, and their rows"
 
 
 def how_read(tab: str) -> tuple[list[str], bool]:
-    """(the missing markers, whether two linked tables) as the steward sets them in a tab."""
+    """(the missing markers, whether two files) as the steward sets them in a tab."""
     typed = st.text_input("Values that mean 'missing' (comma-separated)", value="?, NA",
                           key=f"markers_{tab}",
                           help="Cells holding exactly one of these are read as missing values.")
@@ -161,9 +161,9 @@ def how_read(tab: str) -> tuple[list[str], bool]:
 
 
 with upload_tab:
-    markers, linked = how_read("upload")
+    markers, two_files = how_read("upload")
     types = ["csv", "parquet", "pq"]
-    if not linked:
+    if not two_files:
         uploaded = st.file_uploader(f"CSV or Parquet file (at most {limit_mb} MB)", type=types,
                                     key="upload")
         one_table(uploaded_file(uploaded) if uploaded else None, "upload", markers)
@@ -180,8 +180,8 @@ with path_tab:
     st.caption("For a file too large to upload, or one you would rather not copy: the app reads it "
                "where it is, and a reload reads it there again (the workbench home keeps its path, "
                "not a copy). CSV or Parquet.")
-    markers, linked = how_read("path")
-    if not linked:
+    markers, two_files = how_read("path")
+    if not two_files:
         typed = st.text_input("Path of the file", key="open_path",
                               placeholder="/data/registry/extract.csv")
         if st.button("Open", key="open_path_button", disabled=not typed.strip()):

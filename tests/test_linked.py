@@ -19,6 +19,7 @@ from synth_core.request import REVIEW_RELEASED
 from synth_core.cli import main
 from synth_core.home import budgets_path
 from synth_core.models import get_model_class
+from synth_core.shape import PERSONS
 from synth_core.privacy.contribution import bound_children
 from synth_core.request import FitRequest
 from synth_core.schema import ColumnSpec, Schema, SchemaError
@@ -254,8 +255,8 @@ def test_a_draft_is_refused_a_key_neither_table_has():
 
 
 def test_the_flat_families_list_is_unchanged_and_dp_tbart_is_the_linked_one():
-    assert get_model_class("dp-tbart", linked=True).family == "dp-tbart"
-    assert get_model_class("dp-tbart") is not get_model_class("dp-tbart", linked=True)
+    assert get_model_class("dp-tbart", PERSONS).family == "dp-tbart"
+    assert get_model_class("dp-tbart") is not get_model_class("dp-tbart", PERSONS)
     with pytest.raises(ValueError, match="does not support linked tables"):
         FitRequest(model="dp-wgan").check(public_schema())
     FitRequest(model="auto", epsilon=1.0).check(public_schema())

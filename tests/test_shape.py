@@ -40,17 +40,18 @@ def test_what_a_shape_cannot_do_is_refused_from_its_facts():
 SWITCH = re.compile(r"\b(linked|LinkedSchema)\b")
 MOST_SWITCHES = 0
 # tests of a schema's or a table's type in the core, outside the schema package and the shape: the
-# count may only fall, as the shape takes them over. 28 remain (33 before the one plan and the
-# sampling hooks), each where the work is a layer above the shape's (it cannot import them):
+# count may only fall, as the shape takes them over. 26 remain (33 before the one plan, the
+# sampling shape and the registry by declared shape), each where the work is a layer above the
+# shape's (it cannot import them):
 # - privacy: the budget book's fingerprints of both tables (table_budget 4) and the pipeline's
 #   person-level measurements and bounded children (pipeline 3);
-# - the families: the registry by shape (models/base 2, persons 1) and auto's linked pick
+# - the families: the person family refusing another schema (persons 1) and auto's linked pick
 #   (recommend 1, request 2);
 # - the run folder's and the CLI's files: private rows in two files (jobs 3, rundir 2), reading
 #   and describing two tables (cli_schema 3, cli_review 2, cli 1, api 1, schema_work 1);
 # - timing's random persons (timing 2).
 CORE_SWITCH = re.compile(r"isinstance\([^)]*Linked(Schema|Tables)\)")
-MOST_CORE_SWITCHES = 28
+MOST_CORE_SWITCHES = 26
 
 
 def test_pages_switch_on_linked_tables_no_more_than_before():

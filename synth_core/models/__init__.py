@@ -6,11 +6,11 @@ from __future__ import annotations
 import importlib
 
 # the modules that register the families: dp-tbart; tablediffusion, tablediffusion-denoiser;
-# tablediffusion-masked; dtgan-d, dtgan-g, dp-wgan; dp-llmtgen; aim; and on linked tables
-# (LINKED_MODELS) dp-tbart
+# tablediffusion-masked; dtgan-d, dtgan-g, dp-wgan; dp-llmtgen; aim; and on persons' tables
+# (a class that takes shape.PERSONS) dp-tbart
 FAMILY_MODULES = ("tbart", "diffusion", "masked_diffusion", "gan", "llm", "aim", "persons")
 
-__all__ = ["LINKED_MODELS", "MODELS", "SamplingError", "SynthModel", "families_for",
+__all__ = ["FAMILIES", "LINKED_MODELS", "MODELS", "SamplingError", "SynthModel", "families_for",
            "get_model_class", "model_class_for", "register"]
 
 

@@ -29,7 +29,8 @@ from ..privacy.planning import RhoPlan, SamplingShape
 from ..privacy.ledger import record_training
 from ..privacy.measurements import Marginals
 from ..schema import Schema
-from ..schema.linked import LinkedSchema, schema_from_dict
+from ..schema.linked import schema_from_dict
+from ..shape import PERSONS, SINGLE, shape_of
 from ..training import distributed
 from ..training.device import device_label, pick_device
 from ..training.engine import StepCount, TrainConfig, TrainResult, train
@@ -40,13 +41,17 @@ from . import plan_words
 from .plan_words import PlanSummary
 from .traits import Described, Timed
 
-MODELS: dict[str, type["SynthModel"]] = {}
-# the families that model linked tables (schema.linked), by the family's name a steward knows them by
-LINKED_MODELS: dict[str, type["SynthModel"]] = {}
-def register(name: str, linked: bool = False):
-    """Register a family under `name` (what --model, the app's list and a run's model.json call it); refused
-    (TypeError) if it leaves part of the contract (SynthModel's docstring) unimplemented. linked: the class that
-    trains the family `name` on linked tables (schema.linked), in LINKED_MODELS."""
+# every family's classes by (name, the shape they take): one registry; a family declares its shape
+# (`takes`, a capability as scikit-learn's tags are), and a name may have one class per shape
+FAMILIES: dict[tuple[str, str], type["SynthModel"]] = {}
+MODELS: dict[str, type["SynthModel"]] = {}         # those that take one table, by name (a view)
+LINKED_MODELS: dict[str, type["SynthModel"]] = {}  # those that take persons' tables (a view)
+
+
+def register(name: str):
+    """Register a family under `name` (what --model, the app's list and a run's model.json call
+    it) for the shape its class declares it takes (`takes`); refused (TypeError) if it leaves part
+    of the contract (SynthModel's docstring) unimplemented."""
     def deco(cls):
         missing = sorted(getattr(cls, "__abstractmethods__", ()))
         if missing:
@@ -58,33 +63,32 @@ def register(name: str, linked: bool = False):
             raise TypeError(f"the family {name!r} has its own mechanism (uses_dp_sgd = False): "
                             "implement train_private, spending self.budget")
         cls.family = name
-        (LINKED_MODELS if linked else MODELS)[name] = cls
+        FAMILIES[(name, cls.takes.name)] = cls
+        (LINKED_MODELS if cls.takes is PERSONS else MODELS)[name] = cls
         return cls
     return deco
 
 
-def get_model_class(name: str, linked: bool = False) -> type["SynthModel"]:
-    """The family `name`; linked: the class that trains it on linked tables (ValueError, one line, for a family
-    that does not support them)."""
-    if linked:
-        if name in LINKED_MODELS:
-            return LINKED_MODELS[name]
-        get_model_class(name)  # an unknown name is told so first
-        raise ValueError(f"{name} does not support linked tables yet; choose {', '.join(sorted(LINKED_MODELS))}")
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}") from None
+def get_model_class(name: str, shape=SINGLE) -> type["SynthModel"]:
+    """The family `name` for tables of `shape` (synth_core.shape: one table by default); ValueError,
+    one line, for an unknown name or a family that does not take that shape."""
+    if (name, shape.name) in FAMILIES:
+        return FAMILIES[(name, shape.name)]
+    if not any(n == name for n, _ in FAMILIES):
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}")
+    raise ValueError(f"{name} does not support {shape.name} yet; choose "
+                     f"{', '.join(sorted(n for n, s in FAMILIES if s == shape.name))}")
 
 
 def families_for(schema) -> list[str]:
     """The families that train tables of `schema`'s shape (one table, or linked ones), by name."""
-    return sorted(LINKED_MODELS if isinstance(schema, LinkedSchema) else MODELS)
+    shape = shape_of(schema)
+    return sorted(n for n, s in FAMILIES if s == shape.name)
 
 
 def model_class_for(name: str, schema) -> type["SynthModel"]:
     """The class that trains the family `name` on tables of `schema`'s shape (one table, or linked ones)."""
-    return get_model_class(name, linked=isinstance(schema, LinkedSchema))
+    return get_model_class(name, shape_of(schema))
 
 
 class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
@@ -177,6 +181,8 @@ class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
     dp_mechanism = "DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise)"
     # whether it trains by DP-SGD (takes the training options: epochs, batch size, ...); AIM does not
     uses_dp_sgd = True
+    # the shape of the tables it trains on (synth_core.shape): one table; a person family: PERSONS
+    takes = SINGLE
     # whether its training already fits noisy marginals (AIM): a calibration measurement would only repeat it
     measures_marginals = False
     # whether its private training runs across torchrun's processes (training.distributed)
@@ -340,7 +346,7 @@ class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             raise FileNotFoundError(f"no saved model in {directory}: {e}") from None
         try:
-            klass = get_model_class(state["family"], linked=bool(state.get("linked")))
+            klass = get_model_class(state["family"], PERSONS if state.get("linked") else SINGLE)
             if not issubclass(klass, cls):
                 raise ValueError(f"{directory} holds a {state['family']} model, not a {cls.family} one")
             state = klass.upgrade_state(state)

@@ -24,6 +24,7 @@ from ..schema.linked import COUNT_COLUMN, LinkedRows, LinkedSchema, LinkedTables
 from ..schema.panel import hold_panel
 from .base import SamplingError, SynthModel, draw_with_rejection, register
 from .sampling import Rows
+from ..shape import PERSONS
 from .calibration import MIN_PERSON_POOL, balance_persons, calibrate_persons
 from .tbart import PRESETS, TabularTransformer, TBARTConfig
 
@@ -93,7 +94,7 @@ class Persons(Rows):
         return tables
 
 
-@register("dp-tbart", linked=True)
+@register("dp-tbart")
 class PersonTBART(SynthModel):
     """DP-TBART trained on person sequences: person-level DP for a parent table and its child
     rows."""
@@ -109,6 +110,7 @@ class PersonTBART(SynthModel):
     trains_distributed = False
     min_pool = MIN_PERSON_POOL  # a person is a long sequence to draw
     drawn_as = Persons  # persons with their rows, weighed at both levels
+    takes = PERSONS     # persons' tables (schema.linked)
 
     @classmethod
     def configure(cls, preset, overrides=None, seed=0, device=None):
