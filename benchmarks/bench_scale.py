@@ -153,7 +153,7 @@ def child(stage: str, n: int, work: Path) -> dict:
         _cli(["fit", "--data", str(csv), "--schema", str(SCHEMA), "--model", "auto",
               "--preset", "quick", "--epsilon", str(EPSILON), "--out", str(run), "--overwrite",
               "--public-table"])
-        out["model"] = json.loads((run / "config.json").read_text()).get("model")
+        _trained(run, out)
     elif stage == "sample":
         _cli(["sample", "--run", str(run), "--rows", str(n), "--out", str(synthetic),
               "--seed", "0"])
@@ -164,6 +164,16 @@ def child(stage: str, n: int, work: Path) -> dict:
     seconds = time.perf_counter() - start
     # VmHWM, not getrusage's ru_maxrss: Linux carries the parent's peak across fork and exec into it
     return {"seconds": round(seconds, 3), "parts": parts, "peak_rss_mb": _rss_mb("VmHWM"), **out}
+
+
+def _trained(run: Path, out: dict) -> None:
+    """The family auto chose, the steps (AIM: rounds) it took and planned."""
+    from synth_core.runs.rundir import RunDir
+    done = RunDir(run)
+    config, events = done.config(), done.events()
+    out["model"] = config.get("model")
+    out["steps"] = events[-1].get("step") if events else None
+    out["planned"] = (config.get("plan") or {}).get("rounds") or (config.get("plan") or {}).get("steps")
 
 
 def _count(schema, csv, parts, out, start, read_table, validate_table) -> None:
