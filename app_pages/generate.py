@@ -173,22 +173,27 @@ def generated_of(done: SamplingJob) -> dict:
             "fair_result": result.fairness, "note": result.note, "draw": done.draw.id}
 
 
-ended_here = job is not None and job.done
-if ended_here:
-    st.session_state.pop("sampling")
+def outcome_of(done: SamplingJob) -> dict:
+    """This session's ended draw as the page shows it until the next request: its rows, or how it
+    ended without them (`ended`: cancelled, failed, or rows that cannot be read back)."""
     try:
-        st.session_state["generated"] = generated_of(job)
+        return generated_of(done)
     except DrawError as e:
-        if e.state == "cancelled":
-            st.warning(str(e))
-        else:
-            st.error(f"Could not generate: {e}")
+        ended, message = e.state, str(e)
     except (RunError, OSError, ValueError) as e:
-        st.error(f"The rows drawn cannot be read back: {e}")
+        ended, message = "unreadable", str(e)
+    return {"run": done.key, "draw": done.draw.id, "ended": ended, "message": message}
+
+
+if job is not None and job.done:
+    # kept before the draw is let go, so that a rerun interrupting this one, and every later one
+    # until the next request, says how it ended (never the newest draw of another tab instead)
+    st.session_state["generated"] = outcome_of(job)
+    st.session_state.pop("sampling", None)
     job = None
 
 generated = st.session_state.get("generated")
-if not ended_here and (not generated or generated["run"] != str(run.path)):
+if not generated or generated["run"] != str(run.path):
     latest = SamplingJob.latest(run)  # a page opened anew (a reload, a tab) shows the last draw
     try:
         generated = generated_of(latest) if latest is not None else None
@@ -198,6 +203,14 @@ if not ended_here and (not generated or generated["run"] != str(run.path)):
     except (RunError, OSError, ValueError) as e:
         st.warning(f"The last draw of this run cannot be read back: {e}")
 if not generated or generated["run"] != str(run.path):
+    st.stop()
+if "ended" in generated:  # this session's last draw wrote no rows
+    if generated["ended"] == "cancelled":
+        st.warning(generated["message"])
+    elif generated["ended"] == "failed":
+        st.error(f"Could not generate: {generated['message']}")
+    else:
+        st.error(f"The rows drawn cannot be read back: {generated['message']}")
     st.stop()
 
 table, info = generated["table"], generated["info"]
