@@ -372,9 +372,18 @@ def test_schema_work_survives_a_reload_and_a_new_session(server, tmp_path):
     demo_table(300, seed=3).to_csv(csv, index=False)
 
     def schema_file(page) -> dict:
-        with page.expect_download() as got:
-            page.get_by_role("button", name="Download schema JSON").click()
-        return json.loads(Path(got.value.path()).read_text())
+        """The schema JSON the page offers. A rerun still under way re-registers the file and
+        cancels a download begun before it (seen under load): waited for, and tried again."""
+        from playwright.sync_api import Error as PlaywrightError
+        for attempt in range(3):
+            wait_idle(page)
+            try:
+                with page.expect_download() as got:
+                    page.get_by_role("button", name="Download schema JSON").first.click()
+                return json.loads(Path(got.value.path()).read_text())
+            except PlaywrightError:
+                if attempt == 2:
+                    raise
 
     def edited(schema: dict) -> bool:
         income = next(c for c in schema["columns"] if c["name"] == "income")
