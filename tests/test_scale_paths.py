@@ -31,17 +31,12 @@ def _dates_per_row(present: pd.Series) -> pd.Series | None:
     return parsed if parsed.notna().mean() >= 0.95 else None
 
 
-def _csv_text_per_row(data: bytes, name: str):
-    text, encoding = reading.decode_text(data, name)
-    return io.StringIO(text), text.split("\n", 1)[0].rstrip("\r"), encoding
-
-
 PER_ROW = {
     (draft, "_dates"): _dates_per_row,
     (draft, "_all_numbers"): lambda present: bool(
         pd.to_numeric(present, errors="coerce").notna().all()),
     (draft, "_number_texts"): lambda numbers: numbers.map(_number_text),
-    (reading, "_csv_text"): _csv_text_per_row,
+    (reading, "_csv_source"): lambda data, text, encoding: io.StringIO(text),
     (reading, "_each_once"): lambda values: values,
 }
 

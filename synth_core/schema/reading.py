@@ -53,38 +53,12 @@ def sniff_separator(header: str) -> str:
     return ","
 
 
-# a UTF-8 file is checked this many bytes at a time
-CHUNK = 16 * 1024 * 1024
-
-
-def _is_utf8(data: bytes) -> bool:
-    """Whether `decode_text` would read the file as UTF-8 (after a UTF-8 byte-order mark, or with
-    no NUL byte in its first 64 kB), checked a chunk at a time: the text is never held whole."""
-    marked = data.startswith(codecs.BOM_UTF8)
-    if not marked and b"\x00" in data[:65536]:
-        return False
-    view = memoryview(data)[len(codecs.BOM_UTF8) if marked else 0:]
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    try:
-        for start in range(0, len(view), CHUNK):
-            decoder.decode(view[start:start + CHUNK])
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _csv_text(data: bytes, name: str) -> tuple[io.IOBase, str, str]:
-    """What pandas parses, the header line and the encoding (`decode_text`'s): a UTF-8 file from
-    its own bytes, without its byte-order mark (at 1M rows its text, and a StringIO of it four
-    times that, held 0.5 GB), a file in another encoding from its decoded text."""
-    if _is_utf8(data):
-        body = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
-        end = body.find(b"\n")
-        header = (body if end < 0 else body[:end]).decode("utf-8").rstrip("\r")
-        return io.BytesIO(body), header, "UTF-8"
-    text, encoding = decode_text(data, name)
-    return io.StringIO(text), text.split("\n", 1)[0].rstrip("\r"), encoding
+def _csv_source(data: bytes, text: str, encoding: str) -> io.IOBase:
+    """What pandas parses: UTF-8 from the file's own bytes (without its byte-order mark), other
+    encodings from the decoded text."""
+    if encoding != "UTF-8":
+        return io.StringIO(text)
+    return io.BytesIO(data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data)
 
 
 def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
@@ -99,11 +73,14 @@ def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
         if Path(name).suffix.lower() in (".parquet", ".pq"):
             table = pd.read_parquet(io.BytesIO(data))
         else:
-            source, header, encoding = _csv_text(data, name)
+            text, encoding = decode_text(data, name)
+            header = text.split("\n", 1)[0].rstrip("\r")
             if not header.strip():
                 raise SchemaError(f"{name} is empty")
             sep = sniff_separator(header)
             dtype = {c.name: str for c in schema.columns if not c.is_numeric} if schema else None
+            source = _csv_source(data, text, encoding)
+            del text  # a table of 1M rows: its text, and as a StringIO four times it, held 0.5 GB
             table = pd.read_csv(source, sep=sep, dtype=dtype, skipinitialspace=True,
                                 na_values=markers or None, keep_default_na=True,
                                 **({"encoding": "utf-8"} if isinstance(source, io.BytesIO) else {}))
