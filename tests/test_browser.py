@@ -362,6 +362,7 @@ def test_two_tabs_draw_side_by_side_and_the_long_fair_draw_is_cancelled(server, 
         browser.close()
 
 
+@pytest.mark.slow  # 40 s; tests/test_schema_kept.py holds the same in AppTest in the fast suite
 def test_schema_work_survives_a_reload_and_a_new_session(server, tmp_path):
     """Issue 61 item 2: upload, edit the schema (a role, a left-out column, a rule), reload, and
     the edits are there; the same in a new session (another browser) that uploads the file again."""

@@ -68,6 +68,7 @@ def _training_entry(run: RunDir):
     return entry
 
 
+@pytest.mark.slow  # 10-13 s: two torchrun ranks; the noiseless-step test stays fast
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the ranks' processes through /proc")
 def test_the_app_trains_in_two_processes_and_a_cancel_stops_every_rank(worker_root):
     # the count declared public: a plan to compare with
@@ -99,6 +100,7 @@ def test_the_app_trains_in_two_processes_and_a_cancel_stops_every_rank(worker_ro
     assert len(table) == 20 and list(table.columns) == schema.names
 
 
+@pytest.mark.slow  # 10-13 s: two torchrun ranks; the noiseless-step test stays fast
 def test_a_killed_rank_fails_the_run_and_its_steps_are_charged(tmp_path):
     data, schema_path = tmp_path / "rows.csv", tmp_path / "schema.json"
     demo_table(400).to_csv(data, index=False)
