@@ -9,7 +9,8 @@ target, and removed if anything fails (a full disk, Ctrl-C).
 Every file a steward names for the workbench to read (a table, a schema) goes through
 `read_input`: a regular file only (a device such as /dev/zero, a FIFO or a folder is refused
 before it is opened: reading it would never end, or block) of at most a stated size
-(DATA_LIMIT, SCHEMA_LIMIT), so that a wrong path costs a line, not the machine's memory.
+(FILE_LIMIT, DATA_LIMIT, SCHEMA_LIMIT), so that a wrong path costs a line, not the machine's
+memory.
 """
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ class OutputError(ValueError):
 MB = 1024 * 1024
 # a table's file: the app's upload limit (.streamlit/config.toml, maxUploadSize)
 DATA_LIMIT = 200 * MB
+# a table named by its path (the CLI, the app's "Open a file on this machine"): what the browser
+# cannot upload; pandas holds about five times a CSV (a 108 MB file peaked at 563 MB), so 2 GB of
+# CSV is about 10 GB of memory (benchmarks/RESULTS.md, "Scale curve")
+FILE_LIMIT = 2048 * MB
 # a schema's JSON: one of many thousand categories is a few MB
 SCHEMA_LIMIT = 10 * MB
 

@@ -22,7 +22,7 @@ import pytest
 
 from synth_core.cli import main
 from synth_core.demo import demo_schema, demo_table, pbcseq_schema, pbcseq_tables
-from synth_core.files import DATA_LIMIT, SCHEMA_LIMIT, read_input
+from synth_core.files import FILE_LIMIT, SCHEMA_LIMIT, read_input
 from synth_core.forecast import check_forecast_rows, forecast, run_forecast
 from synth_core.privacy import BudgetError
 from synth_core.privacy.budget import check_budget, check_run_budget
@@ -53,8 +53,8 @@ def inputs(tmp_path_factory) -> Path:
     os.symlink(d / "fifo", d / "fifo-link.json")
     os.symlink(d / "loop-b", d / "loop-a")
     os.symlink(d / "loop-a", d / "loop-b")
-    with open(d / "huge.csv", "wb") as f:  # sparse: it claims 201 MB and holds nothing on disk
-        f.truncate(DATA_LIMIT + 1024 * 1024)
+    with open(d / "huge.csv", "wb") as f:  # sparse: it claims 2,049 MB and holds nothing on disk
+        f.truncate(FILE_LIMIT + 1024 * 1024)
     with open(d / "huge.json", "wb") as f:
         f.truncate(SCHEMA_LIMIT + 1)
     (d / "latin1.json").write_bytes(b'{"version": 1, "columns": [], "x": "\xe9\xff"}')
@@ -383,7 +383,7 @@ DEVICE_CASES = [
     *[(reader, path, what, words) for reader, what in READERS[1:3] + READERS[4:5] + READERS[10:]
       for path, words in NOT_FILES[1:6]],
     # files too large to read, which claim their size
-    *[(reader, "{in}/huge.csv", what, "more than the 200 MB")
+    *[(reader, "{in}/huge.csv", what, "more than the 2,048 MB")
       for reader, what in READERS if what == "data file"],
     *[(reader, "{in}/huge.json", what, "more than the 10 MB")
       for reader, what in READERS if what == "schema file"],
@@ -397,7 +397,7 @@ def test_a_device_a_pipe_a_folder_or_a_huge_file_is_refused_before_it_is_read(
         reader, path, what, words, inputs, tmp_path, monkeypatch):
     """Issue 58 item 6e: /dev/zero as a schema or a data file was read without limit (6.5 GB in
     75 s); a FIFO would block for ever. Every read of a steward's file goes through
-    files.read_input: a regular file of a stated size (200 MB of data, 10 MB of schema), or one
+    files.read_input: a regular file of a stated size (2,048 MB of data, 10 MB of schema), or one
     line."""
     argv = [a.replace("{x}", path) for a in reader]
     shown = path.replace("{in}", str(inputs))
@@ -414,7 +414,7 @@ API_FILE_CASES = [
     ("read_table missing", lambda d: read_table(d / "nowhere.csv"), SchemaError, "no such file"),
     ("read_table empty path", lambda d: read_table(""), SchemaError, "the path is empty"),
     ("read_table huge", lambda d: read_table(d / "huge.csv"), SchemaError,
-     "it holds 201 MB, more than the 200 MB the workbench reads"),
+     "it holds 2,049 MB, more than the 2,048 MB the workbench reads"),
     ("Schema.load /dev/zero", lambda d: Schema.load("/dev/zero"), SchemaError,
      "not a regular file"),
     ("Schema.load fifo link", lambda d: Schema.load(d / "fifo-link.json"), SchemaError,

@@ -11,14 +11,15 @@ from typing import Iterable
 
 import pandas as pd
 
-from ..files import DATA_LIMIT, read_input
+from ..files import FILE_LIMIT, read_input
 from .spec import Schema, SchemaError, _preview
 
 
 def read_table(path: str | os.PathLike, schema: Schema | None = None, missing_markers: Iterable[str] = ()) -> pd.DataFrame:
     """Read a CSV or Parquet file; a clear SchemaError for an unreadable, empty or ambiguous
-    file, or one that is not a regular file or holds more than DATA_LIMIT (files.read_input)."""
-    data = read_input(path, "data file", DATA_LIMIT, SchemaError)
+    file, or one that is not a regular file or holds more than FILE_LIMIT (files.read_input: a
+    file named by its path may be larger than an upload)."""
+    data = read_input(path, "data file", FILE_LIMIT, SchemaError)
     return read_table_bytes(data, Path(path).name, schema, missing_markers)
 
 
