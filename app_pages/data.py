@@ -120,7 +120,8 @@ def two_tables(parents_file: Picked | None, children_file: Picked | None, source
                        help="An identifier: it is never modelled and never exported; synthetic persons get new "
                             "keys 1, 2, 3, …")
     max_children = int(c2.number_input("Most rows one person may contribute", min_value=1, max_value=MOST_CHILDREN,
-                                       value=DEFAULT_MAX_CHILDREN, step=1, key=f"{k}link_max_children",
+                                       value=DEFAULT_MAX_CHILDREN, step=1,
+                                       key=f"{k}link_max_children",
                                        help="Your public choice, never read from the data: a person with more "
                                             "rows keeps a random selection of this many. Larger keeps more rows "
                                             "but needs more noise, since all of a person's rows are protected "
@@ -155,8 +156,8 @@ def how_read(tab: str) -> tuple[list[str], bool]:
                           help="Cells holding exactly one of these are read as missing values.")
     shape = st.radio("Your data", [ONE, TWO], horizontal=True, key=f"{tab}_shape",
                      help="Two linked tables (patients and their visits, customers and their "
-                          "transactions) are synthesized together, and privacy then protects a whole "
-                          "person with all their rows.")
+                          "transactions) are synthesized together, and privacy then protects a "
+                          "whole person with all their rows.")
     return [m.strip() for m in typed.split(",") if m.strip()], shape == TWO
 
 

@@ -347,8 +347,8 @@ def noise_plan(request_json: str, schema_json: str, n: int):
     """The run's own plan (synth_core.plan, as `fit` makes it from the count it releases): its
     noise, in words, and the steps or rounds to expect (the number the estimate, the train page
     and the report start from)."""
-    planned = plan_run(FitRequest.from_dict(json.loads(request_json)), schema_from_json(schema_json),
-                       n)
+    request = FitRequest.from_dict(json.loads(request_json))
+    planned = plan_run(request, schema_from_json(schema_json), n)
     return planned.noise.to_dict(), planned.summary(), planned.steps
 
 

@@ -173,7 +173,8 @@ def _trained(run: Path, out: dict) -> None:
     config, events = done.config(), done.events()
     out["model"] = config.get("model")
     out["steps"] = events[-1].get("step") if events else None
-    out["planned"] = (config.get("plan") or {}).get("rounds") or (config.get("plan") or {}).get("steps")
+    plan = config.get("plan") or {}
+    out["planned"] = plan.get("rounds") or plan.get("steps")
 
 
 def _count(schema, csv, parts, out, start, read_table, validate_table) -> None:

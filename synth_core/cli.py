@@ -321,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     args = build_parser(families=command in FAMILY_COMMANDS).parse_args(argv)
     run = {"schema": schema_command, "fit": _fit, "sample": _sample, "demo": _demo,
-           "evaluate": evaluate_command, "report": evaluate_command, "audit": audit_command, "runs": _runs,
-           "forecast": _forecast}[args.command]
+           "evaluate": evaluate_command, "report": evaluate_command, "audit": audit_command,
+           "runs": _runs, "forecast": _forecast}[args.command]
     try:
         code = run(args)
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError) as e:

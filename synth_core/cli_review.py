@@ -25,7 +25,8 @@ def drawing(model, rows: int, what: str, run) -> float:
         seconds = sampling_seconds(model, str(RunDir(run).public_config().get("preset", "")), rows)
     except (RunError, OSError, ValueError):  # a config it cannot read costs only the estimate
         seconds = None
-    about = f" (about {duration(seconds)}, at this machine's last run of the model)" if seconds else ""
+    about = (f" (about {duration(seconds)}, at this machine's last run of the model)" if seconds
+             else "")
     print(f"drawing {rows:,} {what} from {run}{about}…", flush=True)
     return time.perf_counter()
 
@@ -49,7 +50,9 @@ def _labelled(items: list[str], prefix: str) -> list[tuple[str, str]]:
     out = []
     for i, item in enumerate(items):
         label, _, path = item.rpartition("=") if "=" in item else ("", "", item)
-        out.append((label or (Path(path).name if prefix == "run" else f"synthetic {i + 1}" if len(items) > 1 else "synthetic"), path))
+        named = (Path(path).name if prefix == "run"
+                 else f"synthetic {i + 1}" if len(items) > 1 else "synthetic")
+        out.append((label or named, path))
     return out
 
 
@@ -98,10 +101,10 @@ def evaluate_command(args) -> int:
         return 0
     sections = _Sections()
     try:
-        html_path, json_path = build_report(real, synthetic, schema, holdout=holdout, target=args.target,
-                                            sensitive=args.sensitive, ledger=ledgers, out_dir=args.out,
-                                            seed=args.seed, include_umap=not args.no_umap, n_threads=args.threads,
-                                            progress=sections)
+        html_path, json_path = build_report(
+            real, synthetic, schema, holdout=holdout, target=args.target,
+            sensitive=args.sensitive, ledger=ledgers, out_dir=args.out, seed=args.seed,
+            include_umap=not args.no_umap, n_threads=args.threads, progress=sections)
     finally:
         sections.close()
     print(f"wrote {html_path} and {json_path}")
@@ -116,26 +119,29 @@ def _evaluate_linked(args, schema, runs: list, files: list) -> int:
     from .evaluate.linked import canonical, review_linked, write_linked_report
     from .release.export import LINKED_FILES
     if not isinstance(schema, LinkedSchema) or args.real_child is None:
-        raise SchemaError("linked tables are reviewed with a linked schema (a --run of linked tables, or --schema), "
-                          "--real PARENTS and --real-child CHILDREN")
+        raise SchemaError("linked tables are reviewed with a linked schema (a --run of linked "
+                          "tables, or --schema), --real PARENTS and --real-child CHILDREN")
     if args.out is None:
         raise SchemaError("give --out, the folder for report.html and report.json")
-    real = canonical(LinkedTables(read_table(args.real, schema.parent), read_table(args.real_child, schema.child)),
-                     schema)
+    real = canonical(LinkedTables(read_table(args.real, schema.parent),
+                                  read_table(args.real_child, schema.child)), schema)
     synthetic, ledgers = {}, {}
     for label, path in runs:
-        synthetic[label], _ = api.sample(path, len(real.parents), seed=args.seed, on_draw=lambda model: drawing(
-            model, len(real.parents), "persons with their child rows (as many as the real persons)", path))
+        what = "persons with their child rows (as many as the real persons)"
+        synthetic[label], _ = api.sample(
+            path, len(real.parents), seed=args.seed,
+            on_draw=lambda model: drawing(model, len(real.parents), what, path))
         ledgers[label] = RunDir(path).ledger_dict()
     for label, path in files:
         folder = Path(path)
-        synthetic[label] = LinkedTables(*(read_table(folder / LINKED_FILES[which], part) for which, part in
-                                          (("parents", schema.parent), ("children", schema.child))))
+        parts = (("parents", schema.parent), ("children", schema.child))
+        synthetic[label] = LinkedTables(*(read_table(folder / LINKED_FILES[which], part)
+                                          for which, part in parts))
     holdout = canonical(LinkedTables(read_table(args.holdout, schema.parent),
                                      read_table(args.holdout_child, schema.child)), schema) \
         if args.holdout and args.holdout_child else None
-    print("measuring both levels' figures" + (" and training on the synthetic persons…" if holdout is not None
-                                              else "…"), flush=True)
+    print("measuring both levels' figures"
+          + (" and training on the synthetic persons…" if holdout is not None else "…"), flush=True)
     review = review_linked(real, synthetic, schema, holdout, args.target, seed=args.seed)
     html_path, json_path = write_linked_report(review, args.out, ledgers)
     print(f"wrote {html_path} and {json_path}")
@@ -154,13 +160,15 @@ def audit_command(args) -> int:
         schema = Schema.load(args.schema)
         table = read_table(args.data, schema)
     options = {"epochs": args.epochs} if args.epochs else None
-    print(f"training {args.model} once on base rows + {args.canaries} random canaries (each in with probability 1/2)…",
-          flush=True)
-    result = run_audit(args.model, epsilon=args.epsilon, delta=args.delta, broken=args.broken, table=table,
-                       schema=schema, n_canaries=args.canaries, options=options, seed=args.seed)
+    print(f"training {args.model} once on base rows + {args.canaries} random canaries (each in "
+          "with probability 1/2)…", flush=True)
+    result = run_audit(args.model, epsilon=args.epsilon, delta=args.delta, broken=args.broken,
+                       table=table, schema=schema, n_canaries=args.canaries, options=options,
+                       seed=args.seed)
     print(result.summary())
     for g in result.guesses:
-        print(f"  top/bottom {g['k_plus']}: {g['correct']} of {g['guesses']} guesses right -> ε ≥ {g['epsilon_lower_bound']:.3f}")
+        print(f"  top/bottom {g['k_plus']}: {g['correct']} of {g['guesses']} guesses right "
+              f"-> ε ≥ {g['epsilon_lower_bound']:.3f}")
     print(f"can prove: {result.can_prove}\ncannot prove: {result.cannot_prove}")
     if args.json:
         write_atomic(args.json, json.dumps(result.to_dict(), indent=2))

@@ -47,9 +47,9 @@ def main(argv: list[str]) -> int:
         if terminated:
             raise KeyboardInterrupt  # asked twice: abort now
         terminated.append(signum)
-        with suppress(OSError):  # a log that takes nothing (a closed pipe, a full disk): still a stop
-            print(f"{time.strftime('%H:%M:%S')} asked to stop: stopping after this step, keeping the "
-                  "model", flush=True)
+        with suppress(OSError):  # a log that takes nothing (a closed pipe, a full disk): a stop
+            print(f"{time.strftime('%H:%M:%S')} asked to stop: stopping after this step, "
+                  "keeping the model", flush=True)
 
     signal.signal(signal.SIGTERM, on_sigterm)
     run = RunDir(argv[0]).require()

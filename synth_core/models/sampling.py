@@ -20,17 +20,18 @@ from .calibration import balance_rows, calibrate_weights, grow_pool, pool_size
 from .options import check_sample_rows
 from .resampling import resample
 
-# sampling under the schema's rules: a model whose rows obey them less often than 1 in MAX_REJECTION is told so
-# (the rule to blame named) instead of drawing on; each draw is at least MIN_RULE_DRAW rows, so the rate is seen
+# sampling under the schema's rules: a model whose rows obey them less often than 1 in
+# MAX_REJECTION is told so (the rule to blame named) instead of drawing on; each draw is at least
+# MIN_RULE_DRAW rows, so the rate is seen
 MAX_REJECTION = 50
 MIN_RULE_DRAW = 200
 
 
 def draw_with_rejection(n: int, draw: Callable[[int], Any], rejecting: bool, max_tries_factor: int,
                         chunk_size: int) -> tuple[list, int, int]:
-    """Call `draw(m)` (m rows generated, those meeting the conditions returned) until n rows are kept or
-    `max_tries_factor`·n were tried; chunks grow with the observed acceptance rate. Returns (the kept
-    chunks, rows kept, rows tried)."""
+    """Call `draw(m)` (m rows generated, those meeting the conditions returned) until n rows are
+    kept or `max_tries_factor`·n were tried; chunks grow with the observed acceptance rate. Returns
+    (the kept chunks, rows kept, rows tried)."""
     kept, accepted, tried = [], 0, 0
     budget = n * (max_tries_factor if rejecting else 1)
     while accepted < n and tried < budget:
@@ -119,7 +120,7 @@ class Sampling:
             return how.finish(self, how.draw(self, n, conditions, seed, **options))
         try:
             pool = how.draw(self, pool_size(n, self.min_pool), conditions, seed, **options)
-        except SamplingError:  # the conditions are met too rarely for a pool: the n asked, uncalibrated
+        except SamplingError:  # conditions met too rarely for a pool: the n asked, uncalibrated
             table = how.draw(self, n, conditions, seed, **options)
             self.last_sample_info["calibration"] = {
                 "note": "too few rows meet the conditions for a calibration pool"}
@@ -143,11 +144,11 @@ class Sampling:
         return how.finish(self, picked)
 
     def draw_obeying(self, n: int, conditions: dict, seed: int | None, **options) -> pd.DataFrame:
-        """n rows of `draw`, each number of a column with a declared value set on one of its values (whatever
-        the family, schema.scale), that obey the schema's rules (schema/rules.py): the model's rows that break
-        one are rejected and more are drawn, as many more as the rate seen so far asks; SamplingError naming
-        the rule to blame when fewer than 1 in MAX_REJECTION obey (post-processing of the model's own rows:
-        no ε)."""
+        """n rows of `draw`, each number of a column with a declared value set on one of its values
+        (whatever the family, schema.scale), that obey the schema's rules (schema/rules.py): the
+        model's rows that break one are rejected and more are drawn, as many more as the rate seen
+        so far asks; SamplingError naming the rule to blame when fewer than 1 in MAX_REJECTION obey
+        (post-processing of the model's own rows: no ε)."""
         rules = self.full_schema.rule_checks
         if not rules:
             return on_declared_values(self.draw(n, conditions, seed, **options), self.schema)
@@ -155,8 +156,9 @@ class Sampling:
         while obeyed < n:
             rate = obeyed / tried if tried else 1.0
             want = max(MIN_RULE_DRAW, int((n - obeyed) / max(rate, 1 / MAX_REJECTION) * 1.1) + 1)
-            rows = on_declared_values(self.draw(want, conditions, None if seed is None else seed + 7 * len(kept),
-                                                **options), self.schema)
+            drawn = self.draw(want, conditions, None if seed is None else seed + 7 * len(kept),
+                              **options)
+            rows = on_declared_values(drawn, self.schema)
             breaks = breaking(rules, self.full_schema.derive(rows))
             for text, rows_broken in breaks.items():
                 broken[text] += int(rows_broken.sum())
@@ -165,17 +167,20 @@ class Sampling:
             obeyed, tried = obeyed + int(keep.sum()), tried + len(rows)
             if obeyed < n and (obeyed * MAX_REJECTION < tried or tried >= MAX_REJECTION * n):
                 worst = max(broken, key=broken.get)
-                raise SamplingError(f"only {obeyed:,} of {tried:,} rows the model drew obey the declared rules; the "
-                                    f"rule {worst!r} is broken by {broken[worst] / tried:.0%} of them. Check the rule "
-                                    "(and any conditions), or train with more ε so the model learns it")
+                raise SamplingError(
+                    f"only {obeyed:,} of {tried:,} rows the model drew obey the declared rules; "
+                    f"the rule {worst!r} is broken by {broken[worst] / tried:.0%} of them. Check "
+                    "the rule (and any conditions), or train with more ε so the model learns it")
         self.last_sample_info = {**self.last_sample_info, "rows": n, "rules": {
             "tried": tried, "obeyed": obeyed, "acceptance": obeyed / tried, "broken": broken}}
         return pd.concat(kept, ignore_index=True).iloc[:n].reset_index(drop=True)
 
     def _sampling_randomness(self, seed: int | None) -> tuple[torch.Generator, np.random.Generator]:
-        """The generators sampling draws from: seeded by `seed` (the same rows again), fresh otherwise."""
+        """The generators sampling draws from: seeded by `seed` (the same rows again), fresh
+        otherwise."""
         generator = torch.Generator(device=self.device)
-        generator.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
+        drawn_seed = int(seed) if seed is not None else int(torch.randint(0, 2**31 - 1, (1,)))
+        generator.manual_seed(drawn_seed)
         return generator, np.random.default_rng(None if seed is None else seed + 1)
 
     @staticmethod
