@@ -171,11 +171,16 @@ def texts(elements) -> str:
     return " | ".join(str(e.value) for e in elements)
 
 
-def test_the_page_finds_its_draw_again_after_a_reload_and_cancels_it(trained):
+def long_draw_started() -> AppTest:
+    """A fresh session (a tab) on step 6 that has asked for LONG rows: its draw runs on."""
     at = AppTest.from_file(APP, default_timeout=RUN_S).run()
     at.switch_page("app_pages/generate.py").run()
     at.number_input(key="rows").set_value(LONG)
-    at.button(key="generate").click().run()
+    return at.button(key="generate").click().run()
+
+
+def test_the_page_finds_its_draw_again_after_a_reload_and_cancels_it(trained):
+    at = long_draw_started()
     first = at.session_state["sampling"]
     try:
         at.run()  # a second click while it draws starts nothing

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from test_draw_jobs import APP, LONG, RUN_S, rerun_until_drawn, texts
+from test_draw_jobs import APP, RUN_S, long_draw_started, rerun_until_drawn, texts
 from test_draw_jobs import trained, trained_once  # noqa: F401  (the fixtures)
 
 
 def test_a_cancelled_draw_is_said_on_every_rerun_not_another_tabs_rows(trained):
-    at = AppTest.from_file(APP, default_timeout=RUN_S).run()
-    at.switch_page("app_pages/generate.py").run()
-    at.number_input(key="rows").set_value(LONG)
-    at.button(key="generate").click().run()
+    at = long_draw_started()
     mine = at.session_state["sampling"]
     try:
         other = AppTest.from_file(APP, default_timeout=RUN_S).run()  # another tab, drawing after
