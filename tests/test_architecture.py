@@ -88,7 +88,7 @@ def test_no_module_outgrows_its_concept():
 
 # lines over 100 characters in the code, the pages, the benchmarks and the tests: 5,734 before
 # issue 60's rewrap of comments and docstrings, 3,164 after (code lines, indented blocks inside
-# docstrings, '# --- section ---' rules), 3,116 at the next stop; the count may only fall
+# docstrings, '# --- section ---' rules), 3,079 at the next stop; the count may only fall
 MOST_LONG_LINES = 3079
 
 
