@@ -8,9 +8,9 @@ import torch.nn as nn
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
 from synth_core.schema import Schema, SchemaError
-from synth_core.training import engine
 from synth_core.training.engine import TrainConfig, train
-from synth_core.training.layers import GhostLinear, TokenEmbedding
+from synth_core.training.layers import (GhostLinear, TokenEmbedding, ghost_linear_norm_sample,
+                                        register_samplers, token_embedding_norm_sample)
 from synth_core.privacy import (BudgetError, EpsilonCurve, PrivacyLedger, default_delta, delta_warning, epsilon_after,
                                 plan_noise)
 
@@ -82,7 +82,15 @@ def tiny_loss(module, rows):
     return module(rows) ** 2
 
 
-def test_poisson_sampling_draws_variable_batches_with_expected_size():
+def test_poisson_sampling_draws_variable_batches_with_expected_size(monkeypatch):
+    from opacus.utils import uniform_sampler
+    made = []
+
+    class Spy(uniform_sampler.UniformWithReplacementSampler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+    monkeypatch.setattr(uniform_sampler, "UniformWithReplacementSampler", Spy)
     sizes = []
     data = torch.randint(0, 7, (2000, 3))
     plan = plan_noise(2000, 100, 2, 2.0, 1e-4, accountant="rdp")
@@ -92,8 +100,8 @@ def test_poisson_sampling_draws_variable_batches_with_expected_size():
     # Poisson: batch sizes vary around q·n (fixed-size shuffling would give identical sizes)
     assert len(set(sizes)) > 5
     assert abs(np.mean(sizes) - 100) < 3 * math.sqrt(100 / len(sizes)) + 2
-    # the engine's sampler is Opacus' Poisson sampler
-    assert engine.UniformWithReplacementSampler.__module__ == "opacus.utils.uniform_sampler"
+    # the engine's batches came from Opacus' Poisson sampler, once for the run
+    assert len(made) == 1 and made[0].sample_rate == plan.sample_rate
     assert result.epsilon_spent <= 2.0
 
 
@@ -111,6 +119,12 @@ def test_ghost_clipping_norms_match_per_sample_gradients_one_at_a_time():
     net = TinyNet()
     rows = torch.tensor([[1, 1, 2], [3, 4, 5], [6, 6, 6], [0, 2, 0]])
     expected = _per_sample_grad_norms(net, rows)
+    # the engine registers the layers' norms before it wraps a network; here by hand, and they are
+    # this module's (not Opacus' generic fallback)
+    register_samplers()
+    norms = GradSampleModuleFastGradientClipping.NORM_SAMPLERS
+    assert norms[GhostLinear] is ghost_linear_norm_sample
+    assert norms[TokenEmbedding] is token_embedding_norm_sample
     gsm = GradSampleModuleFastGradientClipping(net, loss_reduction="sum", use_ghost_clipping=True, max_grad_norm=1.0)
     net.zero_grad()
     tiny_loss(gsm, rows).sum().backward()

@@ -12,7 +12,7 @@ import secrets
 
 import numpy as np
 import torch
-from opacus.optimizers.optimizer import _generate_noise
+
 
 def secret_generator(device: torch.device | str = "cpu") -> torch.Generator:
     """A torch generator for DP randomness on `device`, seeded with 64 bits from the OS's CSPRNG.
@@ -52,4 +52,5 @@ def gaussian_noise(std: float, like: torch.Tensor, generator: torch.Generator) -
     """N(0, std²) noise shaped like `like`, drawn as Opacus' secure mode does (the sum of four draws
     halved, the first draw thrown away), which resists attacks on the floating-point representation
     of a single Gaussian draw (Mironov 2012; Holohan et al. 2021)."""
+    from opacus.optimizers.optimizer import _generate_noise  # here: importing Opacus takes 2 s
     return _generate_noise(std, like, generator=generator, secure_mode=True)

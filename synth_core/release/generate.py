@@ -14,11 +14,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .fair_sampling import FairGeneration, fair_sample
 from ..format import duration
 from ..models.calibration import summary as calibration_summary
 from ..models.options import check_sample_rows
@@ -27,6 +26,10 @@ from ..runs.draws import (DrawError, DrawLimitReached, DrawMeter, Stop, cancel_d
                           draw_state, live_draws, set_draw_status, start_draw)
 from ..runs.rundir import DrawDir
 from ..runs.timing import rows_drawn, stored_costs
+
+# fair_sampling is imported where fairness is asked: it imports scikit-learn (1 s)
+if TYPE_CHECKING:
+    from .fair_sampling import FairGeneration
 
 # fair_sample's pilot: an unconditioned sample whose group rates plan the conditioned rows
 FAIR_PILOT_ROWS = 5000
@@ -51,6 +54,7 @@ def generate(model, rows: int, conditions: dict | None = None, fairness: dict | 
     target_gap), else with fixed values (`conditions`), else unconditioned. Fixed values are not
     combined with fairness."""
     if fairness:
+        from .fair_sampling import fair_sample
         result = fair_sample(model, rows, seed=seed, pilot_rows=FAIR_PILOT_ROWS, **fairness)
         info = {"method": "fairness control", **fairness, **result.summary(), "seed": seed}
         notes = [n for n in (_gap_note(result, fairness.get("target_gap")), _share_note(result))
@@ -178,6 +182,8 @@ def read_generated(draw: DrawDir) -> Generated:
         raise DrawError("failed", f"the table this draw wrote, {result['file']}, is no longer in "
                                   "the run folder")
     fair = result.get("fairness")
+    if fair is not None:
+        from .fair_sampling import FairGeneration
     return Generated(table, result["info"], None if fair is None else FairGeneration(table, **fair),
                      result.get("note"), result["file"])
 

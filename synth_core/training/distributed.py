@@ -29,7 +29,6 @@ from typing import Callable, Iterator, TypeVar
 
 import torch
 import torch.distributed as dist
-from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
 from ..errors import ProcessLost
 from ..privacy import secret_generator
@@ -190,6 +189,7 @@ class ShardSampler:
     batches of global row indices, empty ones included."""
 
     def __init__(self, n: int, sample_rate: float, steps: int, group: Group):
+        from opacus.utils.uniform_sampler import UniformWithReplacementSampler
         self.shard = torch.arange(group.rank, n, group.world_size)
         self.steps = steps
         self._poisson = (UniformWithReplacementSampler(num_samples=len(self.shard), sample_rate=sample_rate,

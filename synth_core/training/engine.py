@@ -16,16 +16,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import torch
-from opacus import GradSampleModule
-from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
-from opacus.grad_sample import GradSampleModuleFastGradientClipping
-from opacus.optimizers import (DistributedDPOptimizer, DistributedDPOptimizerFastGradientClipping, DPOptimizer,
-                               DPOptimizerFastGradientClipping)
-from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
-from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
 from ..privacy import NoisePlan, gaussian_noise, secret_generator
-from . import distributed
+from . import distributed, layers
 from .device import device_label, pick_device, seed_everything
 
 # Opacus' hooks see module outputs whose inputs need no gradient (token ids): harmless, and noisy
@@ -187,6 +180,13 @@ def private_parts(module: torch.nn.Module, config: TrainConfig, plan: NoisePlan,
     (noise once, clipped sums all-reduced)."""
     # Opacus' distributed optimizers divide by the batch each rank expects and average over the
     # ranks
+    from opacus import GradSampleModule
+    from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
+    from opacus.optimizers import (DistributedDPOptimizer,
+                                   DistributedDPOptimizerFastGradientClipping, DPOptimizer,
+                                   DPOptimizerFastGradientClipping)
+    layers.register_samplers()
     expected = plan.expected_batch_size / group.world_size
     wrapped = DPDDP(module) if group.active else module
     if config.grad_sample_mode == "ghost":
@@ -203,6 +203,16 @@ def private_parts(module: torch.nn.Module, config: TrainConfig, plan: NoisePlan,
                              expected_batch_size=expected, loss_reduction="mean",
                              generator=secret_generator(device), secure_mode=True)
     return model, optimizer, base_opt
+
+
+def poisson_batches(n: int, sample_rate: float, steps: int, group: distributed.Group):
+    """`steps` Poisson batches of indices among n, each drawn by a secret generator: Opacus'
+    sampler, or under torchrun this rank's shard of them (distributed.ShardSampler)."""
+    if group.active:
+        return distributed.ShardSampler(n, sample_rate, steps, group)
+    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+    return UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate,
+                                         generator=secret_generator(), steps=steps)
 
 
 def run_steps(step_fn: Callable[[list], float | dict | None], n: int, plan: NoisePlan | None = None,
@@ -237,11 +247,7 @@ def run_steps(step_fn: Callable[[list], float | dict | None], n: int, plan: Nois
         group = distributed.Group()
     counter = steps if steps is not None else StepCount()
     steps_per_epoch = 1.0 / sample_rate
-    if group.active:
-        sampler = distributed.ShardSampler(n, sample_rate, planned, group)
-    else:
-        sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate,
-                                                generator=secret_generator(), steps=planned)
+    sampler = poisson_batches(n, sample_rate, planned, group)
     events: list[dict] = []
     start = time.perf_counter()
     samples_seen, step, last_loss, cancelled = 0, 0, None, False
@@ -306,6 +312,8 @@ def _ghost_clipping_backward(model, optimizer, losses: torch.Tensor) -> None:
     the loss reweighted by each sample's clip factor, so p.grad is the sum of clipped per-sample
     gradients.
     """
+    from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+    from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
     targets = [m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.weight.requires_grad]
     network = model._module.module if isinstance(model._module, DPDDP) else model._module
     declared = getattr(network, "ghost_targets", None)
@@ -411,6 +419,7 @@ class FuncDPStep:
         # sum over the ranks
         self.group = group if group is not None else distributed.current()
         if self.group.active:
+            from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
             DPDDP(module)
 
     def _per_sample_grads(self, batch: tuple[torch.Tensor, ...]):

@@ -15,14 +15,15 @@ a (B, T, T) computation. `TokenEmbedding` is an nn.Embedding whose ghost-clippin
 that way; its per-sample gradients (for Opacus' "hooks" mode) are Opacus' own.
 tests/test_privacy_engine.py checks the norms against per-sample gradients computed one sample at a
 time.
+
+Opacus learns of these layers when something trains (`register_samplers`, which the engine calls
+before it wraps a network): importing Opacus takes 2 s, which a process that only loads a model and
+draws rows from it never needs.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from opacus.grad_sample.embedding import compute_embedding_grad_sample
-from opacus.grad_sample.linear import compute_linear_grad_sample, compute_linear_norm_sample
-from opacus.grad_sample.utils import register_grad_sampler, register_norm_sampler
 
 
 class TokenEmbedding(nn.Embedding):
@@ -31,10 +32,6 @@ class TokenEmbedding(nn.Embedding):
         super().__init__(num_embeddings, embedding_dim)
 
 
-register_grad_sampler(TokenEmbedding)(compute_embedding_grad_sample)
-
-
-@register_norm_sampler(TokenEmbedding)
 def token_embedding_norm_sample(layer: TokenEmbedding, activations: list[torch.Tensor],
                                 backprops: torch.Tensor) -> dict[nn.Parameter, torch.Tensor]:
     ids, g = activations[0], backprops
@@ -51,14 +48,11 @@ class GhostLinear(nn.Linear):
     pass
 
 
-register_grad_sampler(GhostLinear)(compute_linear_grad_sample)
-
-
-@register_norm_sampler(GhostLinear)
 def ghost_linear_norm_sample(layer: GhostLinear, activations: list[torch.Tensor],
                              backprops: torch.Tensor) -> dict[nn.Parameter, torch.Tensor]:
     g = backprops
     if g.dim() != 3:
+        from opacus.grad_sample.linear import compute_linear_norm_sample
         return compute_linear_norm_sample(layer, activations, backprops)
     a = activations[0].to(g.dtype)
     ggT = torch.bmm(g, g.transpose(1, 2))
@@ -69,3 +63,15 @@ def ghost_linear_norm_sample(layer: GhostLinear, activations: list[torch.Tensor]
     if layer.bias is not None and layer.bias.requires_grad:
         out[layer.bias] = ggT.sum(dim=(1, 2)).clamp(min=0).sqrt()
     return out
+
+
+def register_samplers() -> None:
+    """Tell Opacus how to take these layers' per-sample gradients (Opacus' own) and norms (the ones
+    above); idempotent. Before wrapping a network that holds them for DP-SGD."""
+    from opacus.grad_sample.embedding import compute_embedding_grad_sample
+    from opacus.grad_sample.linear import compute_linear_grad_sample
+    from opacus.grad_sample.utils import register_grad_sampler, register_norm_sampler
+    register_grad_sampler(TokenEmbedding)(compute_embedding_grad_sample)
+    register_norm_sampler(TokenEmbedding)(token_embedding_norm_sample)
+    register_grad_sampler(GhostLinear)(compute_linear_grad_sample)
+    register_norm_sampler(GhostLinear)(ghost_linear_norm_sample)
