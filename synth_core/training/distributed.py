@@ -129,6 +129,9 @@ def init_from_env() -> Group:
     if not launched_by_torchrun():
         return _current
     rank, world, local = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    # Opacus (imported where training starts, not with this module) before the group starts:
+    # imported after it, a rank aborted as it exited on a loaded machine (3 runs in 5)
+    import opacus  # noqa: F401
     if not dist.is_initialized():
         if torch.cuda.is_available():
             if local >= torch.cuda.device_count():
