@@ -321,61 +321,6 @@ def test_a_table_with_identifiers_goes_from_upload_to_review_and_export(workspac
     assert not jobs.str.startswith("=").any() and jobs.str.startswith("'=HYPERLINK").any()
 
 
-def test_generate_page_sampling_survives_clicks_and_fairness_control(workspace):
-    at = new_app()
-    at.switch_page("app_pages/data.py").run()
-    at.button(key="use_demo").click().run()  # the built-in invented census, with a declared schema
-    no_exceptions(at)
-    train_tiny(at)
-    assert wait_for_run(at) == "completed"
-    at.switch_page("app_pages/generate.py").run()
-
-    # sampling runs in a process of its own: another click neither cancels nor repeats it, and no
-    # old table is offered beside it (tests/test_draw_jobs.py holds a draw long enough to see it
-    # wait)
-    from synth_core.runs.rundir import DrawDir
-    at.number_input(key="rows").set_value(150)
-    at.button(key="generate").click().run()
-    first = at.session_state["sampling"]
-    assert "Sampling 150 rows" in str(at.get("progress")[0].proto) and not at.get("download_button")
-    at.number_input(key="rows").set_value(999).run()  # another click while it draws
-    assert at.session_state.get("sampling", first) is first
-    wait_for_sample(at)
-    assert len(DrawDir.all(RunDir(at.session_state["run_path"]))) == 1  # one draw, never repeated
-    assert len(at.session_state["generated"]["table"]) == 150 and at.get("download_button")
-
-    at.number_input(key="rows").set_value(600)
-    at.checkbox(key="use_fairness").check().run()
-    assert at.selectbox(key="sensitive").value == "sex" and at.selectbox(key="target").value == "income"
-    # the favourable value is the steward's choice, never assumed (for a recidivism target the last
-    # is the bad one)
-    assert at.selectbox(key="positive").value is None and at.button(key="generate").disabled
-    at.selectbox(key="positive").set_value(">50K").run()
-    at.slider(key="target_gap").set_value(0.0)
-    at.number_input(key="min_group_rows").set_value(30)
-    at.button(key="generate").click().run(timeout=RUN_S)
-    wait_for_sample(at)
-    no_exceptions(at)
-    assert not at.error, texts(at.error)
-    result = at.session_state["generated"]["fair_result"]
-    assert result.share > 0
-    labels = {m.label: m.value for m in at.metric}
-    assert "demographic-parity gap before" in labels and "after" in labels
-    info = at.session_state["generated"]["info"]
-    assert info["method"] == "fairness control" and info["fairness_share"] == result.share
-    # group sizes, shown
-    groups = next(d for d in at.dataframe if "rows before" in d.value.columns).value
-    assert set(groups["sex"]) == {"Female", "Male"} and groups["rows after"].sum() == 600
-    # a gap the model's own rows already meet: nothing is conditioned, and the page says so instead
-    # of a before/after that would only show resampling noise
-    at.slider(key="target_gap").set_value(0.5)
-    at.button(key="generate").click().run(timeout=RUN_S)
-    wait_for_sample(at)
-    no_exceptions(at)
-    assert at.session_state["generated"]["fair_result"].share == 0
-    assert "No change needed" in texts(at.info) and "demographic-parity gap before" not in {m.label for m in at.metric}
-
-
 @pytest.mark.parametrize("name,content,message", [
     ("empty.csv", b"", "is empty"),
     ("header.csv", b"a,b,c\n", "no rows"),

@@ -278,7 +278,7 @@ def draw_of(run, rows: int):
 
 
 # slow: 30 s quiet, 45 to 70 s beside a busy neighbour (a training run, two draw processes, two
-# browser sessions); tests/test_generate_outcome.py checks the page's part in the fast suite
+# browser sessions); test_draw_jobs.py (the reload test) checks the page's part in the fast suite
 @pytest.mark.slow
 def test_two_tabs_draw_side_by_side_and_the_long_fair_draw_is_cancelled(server, tmp_path,
                                                                          monkeypatch):
