@@ -280,10 +280,15 @@ def scaled_wasserstein(real: pd.Series, synth: pd.Series, encoder: PublicEncoder
     return float(stats.wasserstein_distance(encoder.scale_numeric(name, a), encoder.scale_numeric(name, b)))
 
 
-def column_figures(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+def column_figures(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema,
+                   max_rows: int | None = None, seed: int = 0) -> pd.DataFrame:
     """Per column: kind, score (KS or TV complement, 1 = same), metric, distance (Wasserstein on
     range-scaled numbers or Jensen-Shannon on categories, 0 = same), distance_metric, chi-square p
-    (categorical), missing share real/synthetic."""
+    (categorical), missing share real/synthetic. On at most `max_rows` rows of each table (sampled
+    with `seed`; the report caps it at COLUMN_ROWS: a million rows whole took 19 s)."""
+    if isinstance(real, pd.DataFrame) and isinstance(synthetic, pd.DataFrame):
+        real = sample_rows(real, max_rows, seed)
+        synthetic = sample_rows(synthetic, max_rows, seed + 1)
     real_c = canonical(real, schema, "real")
     syn_c = canonical(synthetic, schema, "synthetic")
     enc = PublicEncoder(schema).fit(real_c)
