@@ -310,3 +310,42 @@ def test_the_row_count_is_public_only_when_declared_and_noisy_otherwise(toy_sche
     with pytest.raises(SchemaError, match="declares"):
         api.fit(toy_table, wrong, epsilon=2.0, preset="tiny", run_dir=tmp_path / "c", public_table=True)
     assert not (tmp_path / "c").exists()
+
+
+def test_the_remembered_rdp_curve_is_opacus_own_to_the_bit(monkeypatch):
+    """Opacus' RDP curve is computed once per (q, σ, orders) (privacy.accounting._remembered): what
+    it returns for any steps is bit for bit what Opacus computes, and ε by either accountant is
+    unchanged."""
+    import numpy as np
+    from opacus.accountants.analysis import rdp
+    from opacus.accountants.utils import get_noise_multiplier
+    from synth_core.privacy.accounting import _opacus, _remembered, compose, Gaussian
+    _opacus()
+    assert getattr(rdp.compute_rdp, "remembered", False)
+    original = rdp.compute_rdp.__wrapped__
+    fresh = _remembered(original)
+    orders = _opacus().orders + [80, 256, 1024]
+    for q, sigma, steps in ((0.01, 0.7, 1000), (0.05, 1.3, 200), (0.2, 3.0, 7), (1.0, 5.0, 1),
+                            (0.003, 0.9, 5000), (0.05, 1.3, 1)):
+        for _ in range(2):  # computed, then remembered
+            got = fresh(q=q, noise_multiplier=sigma, steps=steps, orders=orders)
+            want = original(q=q, noise_multiplier=sigma, steps=steps, orders=orders)
+            assert np.array_equal(got, want), (q, sigma, steps)
+        assert fresh(q=q, noise_multiplier=sigma, steps=steps, orders=2.5) == original(
+            q=q, noise_multiplier=sigma, steps=steps, orders=2.5)
+    # the accountants through it: the same σ for a target, the same ε for a composition, as with
+    # Opacus' own function
+    from synth_core.privacy import accounting
+
+    def figures():
+        accounting.compose.cache_clear()
+        accounting._rdp_one_step.cache_clear()
+        mechanisms = (Gaussian(1.1, 0.05, 200), Gaussian(8.0, 1.0, 1))
+        return [get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.05,
+                                     steps=200, accountant=a, epsilon_tolerance=0.005)
+                for a in ("rdp", "prv")] + [compose(mechanisms, 1e-5, a) for a in ("rdp", "prv")]
+    remembered = figures()
+    monkeypatch.setattr(rdp, "compute_rdp", original)
+    assert figures() == remembered
+    accounting.compose.cache_clear()
+    accounting._rdp_one_step.cache_clear()
