@@ -193,3 +193,37 @@ def test_the_reviews_column_table_and_projection_read_a_sample_of_a_large_table(
     assert (sampled["score"] > 0.8).all()  # two samples of one table: close, not equal
     projection = projections.pca_projection(table, table, schema, max_rows=300)
     assert seen[4:] == [300, 300] and projection.sample_sizes == {"real": 300, "synthetic": 300}
+
+
+def test_validation_maps_each_distinct_text_once_with_the_table_row_by_row_gives(monkeypatch):
+    """Issue 62: text columns are stripped and checked once per distinct value (tables._per_value),
+    not once per row; the canonical table, the report and the refusals are what row-by-row mapping
+    gives, on values as stewards write them (padding, markers, numbers written as text, mixed
+    types, unknown values)."""
+    import pandas as pd
+    from synth_core.schema import ColumnSpec, Schema, SchemaError, validate_table
+    from synth_core.schema import tables
+    n = 3000
+    table = pd.DataFrame({
+        "grade": pd.Series(["A ", " B", "A", "N/A", "", None, "C", "1", "1.0", "b"] * (n // 10),
+                           dtype=object),
+        "mixed": pd.Series([1, 1.0, True, "1", " 2 ", None, "x", 2, "2.0", "N/A"] * (n // 10),
+                           dtype=object),
+        "arrow": pd.Series(["no", "yes ", "N/A", " no", None] * (n // 5), dtype="string"),
+    })
+    schema = Schema(columns=[
+        ColumnSpec("grade", "categorical", categories=["A", "B", "C", "1"], unknown="C",
+                   nullable=True),
+        ColumnSpec("mixed", "categorical", categories=["1", "2", "True", "x"], nullable=True),
+        ColumnSpec("arrow", "categorical", categories=["no", "yes"], nullable=True)],
+        missing_markers=["N/A", ""])
+    fast, fast_report = validate_table(table, schema)
+    with pytest.raises(SchemaError) as fast_refusal:
+        validate_table(table.assign(arrow=table["arrow"].fillna("maybe")), schema)
+    monkeypatch.setattr(tables, "_per_value", lambda series, fn: series.map(fn))
+    slow, slow_report = validate_table(table, schema)
+    with pytest.raises(SchemaError) as slow_refusal:
+        validate_table(table.assign(arrow=table["arrow"].fillna("maybe")), schema)
+    pd.testing.assert_frame_equal(fast, slow)
+    assert repr(fast_report) == repr(slow_report) and fast_report.columns["grade"].mapped_unknown
+    assert str(fast_refusal.value) == str(slow_refusal.value) and "maybe" in str(fast_refusal.value)
