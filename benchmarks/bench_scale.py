@@ -128,6 +128,7 @@ def child(stage: str, n: int, work: Path) -> dict:
     os.environ["SYNTH_WORKBENCH_HOME"] = str(work / "home")
     parts, out = {}, {}
     if stage == "count":
+        import opacus  # noqa: F401  (the accountant's; imported where an ε is first computed)
         import synth_core.privacy.measurements  # noqa: F401
     if stage in ("fit", "sample", "review"):
         import synth_core.cli  # noqa: F401
