@@ -140,8 +140,8 @@ def _evaluate_linked(args, schema, runs: list, files: list) -> int:
     holdout = canonical(LinkedTables(read_table(args.holdout, schema.parent),
                                      read_table(args.holdout_child, schema.child)), schema) \
         if args.holdout and args.holdout_child else None
-    print("measuring both levels' figures"
-          + (" and training on the synthetic persons…" if holdout is not None else "…"), flush=True)
+    training = " and training on the synthetic persons" if holdout is not None else ""
+    print(f"measuring both levels' figures{training}…", flush=True)
     review = review_linked(real, synthetic, schema, holdout, args.target, seed=args.seed)
     html_path, json_path = write_linked_report(review, args.out, ledgers)
     print(f"wrote {html_path} and {json_path}")
