@@ -232,73 +232,6 @@ def plan(shape: SamplingShape, epsilon: float, delta: float, accountant: str = "
     return out
 
 
-def _calibrate_composed(epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str,
-                        alongside: tuple[Gaussian, ...]) -> float:
-    """σ for DP-SGD such that it and the `alongside` mechanisms, composed, end at (ε, δ): RDP's
-    answer for the composition (RDP bounds ε from above, so its σ is enough), then with PRV a search
-    below it."""
-    if compose(alongside, delta, accountant) >= epsilon:
-        raise BudgetError(f"the measurements alone spend ε={compose(alongside, delta, accountant):.3g} of "
-                          f"{epsilon:g}: nothing is left for training; lower the share they take")
-
-    def total(sigma: float, how: str) -> float:
-        return compose((Gaussian(sigma, sample_rate, steps), *alongside), delta, how)
-
-    def bisect(how: str, low: float, high: float, ratio: float) -> tuple[float, float]:
-        """[low, high] narrowed on a log scale until high / low ≤ ratio; total(high) stays within
-        ε."""
-        while high / low > ratio:
-            mid = math.sqrt(low * high)
-            low, high = (mid, high) if total(mid, how) > epsilon else (low, mid)
-        return low, high
-
-    # RDP's σ for the composition (an upper bound on ε, so enough noise), by bisection: microseconds
-    # an evaluation
-    low, high = 0.05, 1e4
-    if total(high, "rdp") > epsilon:
-        if accountant != "prv" or total(high, "prv") > epsilon:
-            raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} with the measurements alongside")
-        # at a small ε RDP's bound on the measurements alone exceeds it (a Gaussian PRV sets to ε =
-        # 0.025 costs 0.10 by RDP at δ = 1e-5): bisect with PRV itself, about ten evaluations
-        low, high = bisect("prv", low, high, 1.05)
-        return _search_down(lambda sigma: total(sigma, "prv") - epsilon, low, high, 0.005 * epsilon)[1]
-    low, high = bisect("rdp", low, high, 1.002)
-    # PRV, tighter, needs less noise: bracket it below RDP's σ, then narrow it
-    if accountant == "prv":
-        low = 0.85 * high
-        while total(low, "prv") <= epsilon and low > 0.05:
-            high, low = low, 0.85 * low
-        low, high = _search_down(lambda sigma: total(sigma, "prv") - epsilon, low, high, 0.005 * epsilon)
-    return high
-
-
-def _search_down(excess, low: float, high: float, tolerance: float, max_evaluations: int = 12) -> tuple[float, float]:
-    """Narrow [low, high] (excess(low) > 0 ≥ excess(high), excess decreasing) by regula falsi
-    (Illinois), until high spends within `tolerance` of the target. Returns the bracket; high is
-    always safe."""
-    f_low, f_high = None, excess(high)
-    side = 0
-    for _ in range(max_evaluations):
-        if -f_high <= tolerance or high - low <= 1e-4 * high:
-            break
-        if f_low is None:
-            f_low = excess(low)
-        mid = high - f_high * (high - low) / (f_high - f_low) if f_low != f_high else (low + high) / 2
-        mid = min(max(mid, low + 0.02 * (high - low)), high - 0.02 * (high - low))
-        f_mid = excess(mid)
-        if f_mid > 0:
-            low, f_low = mid, f_mid
-            if side == -1:
-                f_high /= 2
-            side = -1
-        else:
-            high, f_high = mid, f_mid
-            if side == 1:
-                f_low /= 2
-            side = 1
-    return low, high
-
-
 def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: float, delta: float,
                accountant: str = "prv", max_grad_norm: float = 1.0, alongside: tuple[Gaussian, ...] = ()) -> NoisePlan:
     """Calibrate σ so that `epochs` worth of Poisson-sampled steps end at (ε, δ); with Gaussian
@@ -312,8 +245,7 @@ def plan_noise(n_rows: int, expected_batch_size: float, epochs: float, epsilon: 
     sample_rate = min(1.0, float(expected_batch_size) / n_rows)
     steps = max(1, int(round(epochs / sample_rate)))
     try:
-        sigma = (_calibrate_composed(epsilon, delta, sample_rate, steps, accountant, tuple(alongside)) if alongside
-                 else calibrate_noise(epsilon, delta, sample_rate, steps, accountant))
+        sigma = calibrate_noise(epsilon, delta, sample_rate, steps, accountant, tuple(alongside))
     except ValueError as e:
         raise BudgetError(f"no noise level reaches ε={epsilon:g}, δ={delta:g} in {steps} steps: {e}") from None
     planned = epsilon_after(sigma, sample_rate, steps, delta, accountant)
