@@ -26,6 +26,7 @@ def test_calibrated_noise_ends_at_target_epsilon_within_5_percent(accountant, ep
     assert plan.steps == 100 and plan.sample_rate == pytest.approx(0.05)
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # Opacus' PRV at q = 1
 @pytest.mark.parametrize("accountant", ["prv", "rdp"])
 def test_the_noise_search_ends_just_within_the_target_on_few_curves(accountant, monkeypatch):
     """privacy.accounting.calibrate_noise: the σ found spends at most ε by the accountant, and at
