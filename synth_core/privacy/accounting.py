@@ -172,15 +172,20 @@ def _orders_for(mechanisms: tuple, integer: bool = False) -> tuple:
     return tuple(o for o in orders if float(o).is_integer()) if integer else orders
 
 
-def _rdp_epsilon(mechanisms: tuple, delta: float, orders: tuple) -> float:
-    """ε at δ of the mechanisms' Rényi curves added up, on `orders` (Opacus' conversion)."""
+def _rdp_spent(mechanisms: tuple, delta: float, orders: tuple) -> tuple[float, float]:
+    """ε at δ of the mechanisms' Rényi curves added up, on `orders` (Opacus' conversion), and the
+    order that gave it."""
     curve = sum(m.rho * np.asarray(orders) if isinstance(m, ZCDP)
                 else _rdp_one_step(m.noise_multiplier, m.sample_rate, orders) * m.steps
                 for m in mechanisms)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        eps, _ = _opacus().rdp.get_privacy_spent(orders=list(orders), rdp=curve, delta=delta)
-    return float(eps)
+        eps, order = _opacus().rdp.get_privacy_spent(orders=list(orders), rdp=curve, delta=delta)
+    return float(eps), float(order)
+
+
+def _rdp_epsilon(mechanisms: tuple, delta: float, orders: tuple) -> float:
+    return _rdp_spent(mechanisms, delta, orders)[0]
 
 
 @functools.lru_cache(maxsize=256)
@@ -209,40 +214,56 @@ def compose(mechanisms: tuple, delta: float, accountant: str = "prv") -> float:
 def calibrate_noise(epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str,
                     alongside: tuple[Gaussian, ...] = ()) -> float:
     """σ such that `steps` Poisson-sampled Gaussian steps of rate `sample_rate`, composed with the
-    Gaussian mechanisms `alongside` (a run's measurements), end at (ε, δ) by the accountant;
-    remembered (a run plans once and reports it, the model page plans on every rerun).
+    Gaussian mechanisms `alongside` (a run's measurements), end at (ε, δ) by the accountant,
+    within 0.5% of ε; remembered (a run plans once and reports it, the model page on every
+    rerun).
 
     Each σ tried is a new Rényi curve, 40-100 ms at a tiny fit's rate (Opacus sums a series in
-    Python per fractional order): 13 of them made planning a third of a small fit's time. So
-    RDP's σ (an upper bound on ε, so enough noise) is found on the integer orders first, 4 ms a
-    curve (a bound on fewer orders is looser, so that σ is enough on all of them), then narrowed
-    on all orders, where it is 0-3% smaller: one to five curves. PRV, tighter, searches below it."""
+    Python per fractional order): 13 of them made planning a third of a small fit's time. A bound
+    on fewer orders is looser, so a σ found on them is enough on all. So RDP's σ is found on the
+    integer orders (4 ms a curve), narrowed on the orders within 1 of the best of them, and checked
+    on all; PRV, tighter, searches below it."""
     if alongside and compose(alongside, delta, accountant) >= epsilon:
         spent = compose(alongside, delta, accountant)
         raise BudgetError(f"the measurements alone spend ε={spent:.3g} of {epsilon:g}: nothing is "
                           "left for training; lower the share they take")
+    everything = _orders_for(alongside)
+    whole = _orders_for(alongside, integer=True)
 
-    def total(sigma: float, how: str) -> float:
+    def total(sigma: float, how) -> float:
+        """ε by an accountant's name, or by RDP on a tuple of orders."""
         mechanisms = (Gaussian(sigma, sample_rate, steps), *alongside)
-        if how == "integer":
-            return _rdp_epsilon(mechanisms, delta, _orders_for(mechanisms, integer=True))
+        if isinstance(how, tuple):
+            return _rdp_epsilon(mechanisms, delta, how)
         return compose(mechanisms, delta, how)
 
-    def excess(how: str):
+    def excess(how):
         return lambda sigma: total(sigma, how) - epsilon
 
-    def bisect(how: str, low: float, high: float, ratio: float) -> tuple[float, float]:
+    def bisect(how, low: float, high: float, ratio: float) -> tuple[float, float]:
         """[low, high] narrowed on a log scale until high / low ≤ ratio; high stays within ε."""
         while high / low > ratio:
             mid = math.sqrt(low * high)
             low, high = (mid, high) if total(mid, how) > epsilon else (low, mid)
         return low, high
 
+    def narrow(how, high: float) -> float:
+        """Down from `high` (within ε by `how`) to where `how` spends ε, within 0.2% of it."""
+        step = 1.002
+        while total(high / step, how) <= epsilon and high / step > 0.05:
+            high, step = high / step, 1.04
+        return _search_down(excess(how), high / step, high, 0.002 * epsilon)[1]
+
     low, high = 0.05, 1e4
-    if total(high, "integer") <= epsilon:
-        low, high = bisect("integer", low, high, 1.002)
+    if total(high, whole) <= epsilon:
+        high = bisect(whole, low, high, 1.002)[1]
+        best = _rdp_spent((Gaussian(high, sample_rate, steps), *alongside), delta, whole)[1]
+        near = tuple(o for o in everything if o in whole or abs(o - best) < 1)
+        high = narrow(near, high)
+        if accountant == "rdp" and total(high, "rdp") < 0.998 * epsilon:
+            high = narrow("rdp", high)  # the best order is further off
     elif total(high, "rdp") <= epsilon:
-        low, high = bisect("rdp", low, high, 1.002)
+        high = narrow("rdp", bisect("rdp", low, high, 1.002)[1])
     else:
         if accountant != "prv" or total(high, "prv") > epsilon:
             raise BudgetError("even σ = 10,000 spends more" + (" with the measurements alongside"
@@ -251,11 +272,6 @@ def calibrate_noise(epsilon: float, delta: float, sample_rate: float, steps: int
         # ε = 0.025 costs 0.10 by RDP at δ = 1e-5): bisect with PRV itself, about ten evaluations
         low, high = bisect("prv", low, high, 1.05)
         return _search_down(excess("prv"), low, high, 0.005 * epsilon)[1]
-    # on all orders: the step below the integer orders' answer, then down until it spends too much
-    step = 1.002
-    while total(high / step, "rdp") <= epsilon and high / step > 0.05:
-        high, step = high / step, 1.04
-    low, high = _search_down(excess("rdp"), high / step, high, 0.002 * epsilon)
     if accountant == "prv":
         low = 0.85 * high
         while total(low, "prv") <= epsilon and low > 0.05:
