@@ -458,6 +458,29 @@ def test_the_train_page_times_an_adaptive_runs_first_round_by_a_past_run_and_add
     assert "grow longer as its model grows" in shown["may_rise"] and "rise" in shown["may_rise"]
 
 
+def test_the_programs_folder_keeps_the_newest_within_its_bound_and_jax_never_scans_it(tmp_path):
+    """models.aim_config.prune_compiled holds the compiled programs' folder under its bound, once a
+    process: the newest kept, the older deleted with JAX's last-use records. JAX is not asked to
+    bound it: its bound read every entry on every write, and a run's rounds slowed as it wrote."""
+    import jax
+    from synth_core.models.aim_config import mbi, prune_compiled
+    folder = tmp_path / "jax"
+    folder.mkdir()
+    for i in range(6):
+        program = folder / f"p{i}-cache"
+        program.write_bytes(b"x" * 100)
+        os.utime(program, (1000 + i, 1000 + i))
+        (folder / f"p{i}-atime").write_bytes(b"t")
+    (folder / "gone-atime").write_bytes(b"t")  # a record whose program is gone
+    assert prune_compiled(folder, 350) == 300
+    kept = [f"p{i}-{k}" for i in (3, 4, 5) for k in ("atime", "cache")]
+    assert sorted(p.name for p in folder.iterdir()) == kept
+    assert prune_compiled(tmp_path / "none", 350) == 0
+    mbi()
+    if "JAX_COMPILATION_CACHE_MAX_SIZE" not in os.environ:
+        assert jax.config.jax_compilation_cache_max_size == -1  # JAX's own: no bound, no scan
+
+
 def test_compiled_programs_are_kept_in_the_homes_cache_for_the_next_fit(tmp_path):
     """A fit in a new process finds what the last one compiled (models.aim_config.keep_compiled): in
     the workbench home's cache/jax, unless $JAX_COMPILATION_CACHE_DIR says elsewhere."""

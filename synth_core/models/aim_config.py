@@ -2,6 +2,7 @@
 imported on first use; the mechanism is models.aim."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -26,8 +27,8 @@ def mbi():
     return _MBI
 
 
-# the most JAX's compiled programs may take on disk before the least recently used go (a round on 80
-# columns adds about 0.8 MB)
+# the most JAX's compiled programs may take on disk before the oldest go, when a process starts (a
+# round on 80 columns adds about 0.8 MB)
 COMPILED_BYTES = 512 * 2 ** 20
 
 
@@ -37,15 +38,45 @@ def keep_compiled(jax) -> None:
     structure: on Ames (79 columns, AIM's tiny size, 5 rounds) 463 small programs took 17 of the
     fit's 28 s, and the next fit, in a new process, 11 s. A program is compiled from shapes (the
     public schema's domains and the model's structure); the rows reach it only as arguments, never
-    as constants. Every program is kept (JAX keeps only those that took a second to compile), under
-    COMPILED_BYTES, file-locked so that parallel runs can share it."""
+    as constants. Every program is kept (JAX keeps only those that took a second to compile).
+
+    The folder is held under COMPILED_BYTES here, once a process (`prune_compiled`), not by JAX
+    ($JAX_COMPILATION_CACHE_MAX_SIZE): JAX's bound reads every entry's size and last use on every
+    write, so a run slowed as it compiled. AIM on DoctorContacts at ε = 1 had written 2,100
+    programs after 20 rounds of 3-5 s, and its 21st round took 86 s, 55% of it in those reads."""
     if not jax.config.jax_compilation_cache_dir:
         from ..home import cache_root
         jax.config.update("jax_compilation_cache_dir", str(cache_root() / "jax"))
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if "JAX_COMPILATION_CACHE_MAX_SIZE" not in os.environ:
-        jax.config.update("jax_compilation_cache_max_size", COMPILED_BYTES)
+        prune_compiled(jax.config.jax_compilation_cache_dir, COMPILED_BYTES)
+
+
+def prune_compiled(folder, most: int) -> int:
+    """The newest programs in the cache `folder` that fit in `most` bytes kept, the older deleted,
+    with the last-use records JAX writes when it bounds the folder itself (none are needed when it
+    does not). Returns the bytes kept. A program another process deletes meanwhile is compiled
+    again where it is asked for."""
+    from pathlib import Path
+    entries = []
+    for path in Path(folder).glob("*-cache"):
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            entries.append((stat.st_mtime, stat.st_size, path))
+    kept = 0
+    for _, size, path in sorted(entries, key=lambda e: e[0], reverse=True):
+        if kept + size <= most:
+            kept += size
+            continue
+        for gone in (path, path.with_name(path.name[: -len("-cache")] + "-atime")):
+            with contextlib.suppress(OSError):
+                gone.unlink()
+    for record in Path(folder).glob("*-atime"):
+        if not record.with_name(record.name[: -len("-atime")] + "-cache").exists():
+            with contextlib.suppress(OSError):
+                record.unlink()
+    return kept
 
 
 @dataclass
