@@ -8,6 +8,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 # mbi runs on JAX; in float64, as mbi advises for tables of over 100k rows
 _MBI = None
@@ -58,7 +59,6 @@ def prune_compiled(folder, most: int) -> int:
     with the last-use records JAX writes when it bounds the folder itself (none are needed when it
     does not). Returns the bytes kept. A program another process deletes meanwhile is compiled
     again where it is asked for."""
-    from pathlib import Path
     entries = []
     for path in Path(folder).glob("*-cache"):
         with contextlib.suppress(OSError):

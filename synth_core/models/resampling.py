@@ -19,9 +19,8 @@ within 0.004 either way, lower in most.
 The cube method walks the pool's inclusion chances, p + 1 rows at a time, along a direction that
 keeps every balanced count, until one of those rows is in or out: one small QR a pool row, about
 0.07 ms with BALANCE_CELLS counts on 2 cores (a pool of 60,000 rows and 59 counts: 4.1 s, 7.1 s
-with numpy's complete QR). Requests over BALANCE_UP_TO
-rows are drawn systematically: their pool would take longer, and the noise of drawing that many rows
-is small beside the model's own error.
+with numpy's complete QR). Requests over BALANCE_UP_TO rows are drawn systematically: their pool
+would take longer, and the noise of drawing that many rows is small beside the model's own error.
 """
 from __future__ import annotations
 
