@@ -79,19 +79,11 @@ def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
             if not header.strip():
                 raise SchemaError(f"{name} is empty")
             sep = sniff_separator(header)
-            dtype = {c.name: str for c in schema.columns if not c.is_numeric} if schema else None
             source = _csv_source(data, text, encoding)
             del text  # a table of 1M rows: its text, and as a StringIO four times it, held 0.5 GB
-            table = pd.read_csv(source, sep=sep, dtype=dtype, skipinitialspace=True,
-                                na_values=markers or None, keep_default_na=True,
+            table = pd.read_csv(source, **csv_options(sep, schema, markers),
                                 **({"encoding": "utf-8"} if isinstance(source, io.BytesIO) else {}))
-            # pandas renames a repeated header "a" to "a.1"; the steward must hear about it
-            raw_names = [n.strip() for n in next(csv.reader([header], delimiter=sep))]
-            read_as = f"{encoding} text, " + (f"columns separated by {SEPARATORS[sep]}" if len(raw_names) > 1
-                                              else "one column")
-            dupes = sorted({n for n in raw_names if raw_names.count(n) > 1})
-            if dupes:
-                raise SchemaError(f"{name} has duplicated column names: {_preview(dupes)}")
+            read_as = csv_read_as(name, header, sep, encoding)
     except SchemaError:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as e:
@@ -105,11 +97,37 @@ def read_table_bytes(data: bytes, filename: str, schema: Schema | None = None,
         raise SchemaError(f"{name} has no columns")
     if len(table) == 0:
         raise SchemaError(f"{name} has a header but no rows")
-    numbers = _numbers_written_for_people(table, schema) if read_as != "Parquet" else {}
-    if numbers:
-        read_as += "; read as numbers: " + ", ".join(f"{name} ({how})" for name, how in numbers.items())
+    if read_as != "Parquet":
+        read_as = numbers_for_people(table, schema, read_as)
     table.attrs["read_as"] = read_as
     return table
+
+
+def csv_options(sep: str, schema: Schema | None, markers: list[str]) -> dict:
+    """How pandas parses a steward's CSV, whole or a batch at a time (schema/batches.py): the
+    schema's categories as text, the missing markers and pandas' own (NA, N/A, blanks)."""
+    return dict(sep=sep, skipinitialspace=True, na_values=markers or None, keep_default_na=True,
+                dtype={c.name: str for c in schema.columns if not c.is_numeric} if schema else None)
+
+
+def csv_read_as(name: str, header: str, sep: str, encoding: str) -> str:
+    """How a CSV was read, in words; SchemaError for a header that repeats a name (pandas renames
+    a repeated "a" to "a.1": the steward must hear about it)."""
+    raw_names = [n.strip() for n in next(csv.reader([header], delimiter=sep))]
+    dupes = sorted({n for n in raw_names if raw_names.count(n) > 1})
+    if dupes:
+        raise SchemaError(f"{name} has duplicated column names: {_preview(dupes)}")
+    return f"{encoding} text, " + (f"columns separated by {SEPARATORS[sep]}" if len(raw_names) > 1
+                                   else "one column")
+
+
+def numbers_for_people(table: pd.DataFrame, schema: Schema | None, read_as: str) -> str:
+    """`read_as` with the columns read as numbers in place (`_numbers_written_for_people`) said."""
+    numbers = _numbers_written_for_people(table, schema)
+    if numbers:
+        read_as += "; read as numbers: " + ", ".join(f"{name} ({how})"
+                                                     for name, how in numbers.items())
+    return read_as
 
 
 # numbers as people write them: thousands separated by commas ("1,234,567", "-1,234.5") or a

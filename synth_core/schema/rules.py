@@ -144,26 +144,59 @@ def hold_private_table(rules: list[Expression], table: pd.DataFrame) -> tuple[pd
     mistyped), or rules that together drop most rows (MOSTLY_BROKEN: the same limit)."""
     if not rules or table.empty:
         return table, {}
-    broken = breaking(rules, table)
-    counts = {text: int(rows.sum()) for text, rows in broken.items()}
-    for rule in rules:
-        count = counts[rule.text]
-        if count > MOSTLY_BROKEN * len(table):
-            missing = [c for c in rule.columns if table[c].isna()[broken[rule.text]].mean() > 0.5]
-            why = (f"most of them miss a value of {', '.join(map(repr, missing))}, and a comparison with a missing "
-                   f"value is false: allow it with isna({_backticked(missing[0])}) or …" if missing else
-                   "probably mistyped; correct it or take it out")
-            raise SchemaError(f"rule {_quote(rule.text)} is broken by {count:,} of the table's {len(table):,} rows "
-                              f"({count / len(table):.0%}): {why}")
-    keep = ~np.logical_or.reduce(list(broken.values()))
-    dropped = int((~keep).sum())
-    if dropped > MOSTLY_BROKEN * len(table):  # the rules together, held to what one rule is held to
-        each = ", ".join(f"{_quote(text, 40)} {count:,}" for text, count in counts.items() if count)
-        raise SchemaError(f"the rules together drop {dropped:,} of the table's {len(table):,} "
-                          f"rows ({dropped / len(table):.0%}), more than half though each alone "
-                          f"drops less ({each}): probably one is mistyped or they contradict each "
-                          "other; correct or take out one")
-    return table.loc[keep].reset_index(drop=True), counts
+    tally = RuleTally.of(rules, table)
+    tally.refuse_mostly_broken(rules)
+    return table.loc[tally.keep].reset_index(drop=True), tally.counts
+
+
+@dataclass
+class RuleTally:
+    """What the rules make of some rows: which rows obey them all (`keep`), how many break each
+    rule, how many of those miss a value of each column it reads, the rows seen and dropped. Tallies
+    of a table's batches add up to the whole table's (`add`), so a table read a batch at a time is
+    refused exactly as the whole one is."""
+    keep: np.ndarray
+    counts: dict[str, int]
+    missing: dict[tuple[str, str], int]
+    rows: int
+    dropped: int
+
+    @classmethod
+    def of(cls, rules: list[Expression], table: pd.DataFrame) -> "RuleTally":
+        broken = breaking(rules, table)
+        keep = ~np.logical_or.reduce(list(broken.values())) if broken else np.ones(len(table), bool)
+        missing = {(rule.text, c): int((table[c].isna().to_numpy() & broken[rule.text]).sum())
+                   for rule in rules for c in rule.columns}
+        return cls(keep, {text: int(rows.sum()) for text, rows in broken.items()}, missing,
+                   len(table), int((~keep).sum()))
+
+    def add(self, other: "RuleTally") -> "RuleTally":
+        """This tally and another batch's (`keep`: the other's)."""
+        counts = {k: self.counts.get(k, 0) + v for k, v in other.counts.items()}
+        missing = {k: self.missing.get(k, 0) + v for k, v in other.missing.items()}
+        return RuleTally(other.keep, counts, missing, self.rows + other.rows,
+                         self.dropped + other.dropped)
+
+    def refuse_mostly_broken(self, rules: list[Expression]) -> None:
+        """SchemaError for a rule most rows break, or rules that together drop most rows."""
+        n = self.rows
+        for rule in rules:
+            count = self.counts[rule.text]
+            if count > MOSTLY_BROKEN * n:
+                missing = [c for c in rule.columns if self.missing[rule.text, c] > 0.5 * count]
+                why = (f"most of them miss a value of {', '.join(map(repr, missing))}, and a "
+                       "comparison with a missing value is false: allow it with "
+                       f"isna({_backticked(missing[0])}) or …" if missing else
+                       "probably mistyped; correct it or take it out")
+                raise SchemaError(f"rule {_quote(rule.text)} is broken by {count:,} of the table's "
+                                  f"{n:,} rows ({count / n:.0%}): {why}")
+        if self.dropped > MOSTLY_BROKEN * n:  # the rules together, held to what one rule is held to
+            each = ", ".join(f"{_quote(text, 40)} {count:,}"
+                             for text, count in self.counts.items() if count)
+            raise SchemaError(f"the rules together drop {self.dropped:,} of the table's {n:,} "
+                              f"rows ({self.dropped / n:.0%}), more than half though each alone "
+                              f"drops less ({each}): probably one is mistyped or they "
+                              "contradict each other; correct or take out one")
 
 
 def contradiction(rules: list[Expression], conditions: dict, schema) -> str | None:
