@@ -41,7 +41,8 @@ ADULT = ROOT.parent / "shared" / "datasets" / "adult.csv"
 SCHEMA = ROOT / "benchmarks" / "adult.schema.json"
 OUT = ROOT / "benchmarks" / "results" / "scale"
 SIZES = (10_000, 100_000, 1_000_000)
-STAGES = ("read", "read_parquet", "draft", "count", "fit", "sample", "review")
+STAGES = ("read", "read_parquet", "draft", "count", "engine", "engine_parquet", "fit", "sample",
+          "review")
 MISSING = "?"
 EPSILON = 1.0
 SEED = 62
@@ -127,7 +128,9 @@ def child(stage: str, n: int, work: Path) -> dict:
     run, synthetic = work / f"run-{n}", work / f"synthetic-{n}.csv"
     os.environ["SYNTH_WORKBENCH_HOME"] = str(work / "home")
     parts, out = {}, {}
-    if stage == "count":
+    if stage in ("count", "engine", "engine_parquet"):
+        import synth_core.encoding.engine  # noqa: F401
+        import duckdb  # noqa: F401
         import opacus  # noqa: F401  (the accountant's; imported where an ε is first computed)
         import synth_core.privacy.measurements  # noqa: F401
     if stage in ("fit", "sample", "review"):
@@ -150,6 +153,8 @@ def child(stage: str, n: int, work: Path) -> dict:
         (work / f"draft-{n}-{os.environ.get('BENCH_LABEL', 'this')}.json").write_text(text)
     elif stage == "count":
         _count(schema, csv, parts, out, start, read_table, validate_table)
+    elif stage in ("engine", "engine_parquet"):
+        _engine(schema, csv if stage == "engine" else parquet, parts, out, start)
     elif stage == "fit":
         _cli(["fit", "--data", str(csv), "--schema", str(SCHEMA), "--model", "auto",
               "--preset", "quick", "--epsilon", str(EPSILON), "--out", str(run), "--overwrite",
@@ -194,6 +199,26 @@ def _count(schema, csv, parts, out, start, read_table, validate_table) -> None:
     marginals, _ = measure_marginals(rows, schema, 0.3 * EPSILON, 1e-7, ledger, rows=released)
     _clock(parts, "marginals", t)
     out["marginals"] = len(marginals.marginals)
+
+
+def _engine(schema, path, parts, out, start) -> None:
+    """What `_count` measures, with the table read and validated a batch at a time into the
+    embedded engine (encoding/engine.py) and counted there: never held whole."""
+    from synth_core.encoding.engine import TableStore
+    from synth_core.privacy.ledger import PrivacyLedger
+    from synth_core.privacy.measurements import count_epsilon, measure_marginals, noisy_count
+    with TableStore.from_file(path, schema, folder=path.parent) as store:
+        t = _clock(parts, "load", start)
+        ledger = PrivacyLedger(target_epsilon=EPSILON, target_delta=1e-7, n_rows=None,
+                               rows_public=False)
+        released = noisy_count(len(store), count_epsilon(EPSILON), ledger)
+        t = _clock(parts, "count", t)
+        marginals, _ = measure_marginals(store, schema, 0.3 * EPSILON, 1e-7, ledger,
+                                         rows=released)
+        _clock(parts, "marginals", t)
+        out["marginals"] = len(marginals.marginals)
+        out["engine_mb"] = round(sum(f.stat().st_size for f in store._dir.rglob("*")
+                                     if f.is_file()) / 1e6, 1)
 
 
 # --- the parent: each stage in a fresh process, capped -------------------------------------------

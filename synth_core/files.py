@@ -68,6 +68,22 @@ def read_input(path: str | os.PathLike, what: str, limit: int,
     return data
 
 
+def input_file(path: str | os.PathLike, what: str, error: type[Exception] = ValueError) -> Path:
+    """The path of a file a steward named that is read a part at a time, never whole (so of any
+    size: schema/batches.py), or `error` in one line as `read_input` says it: no such file, a
+    folder, anything that is not a regular file."""
+    if path is None or not str(path).strip():
+        raise error(f"give the {what} to read (the path is empty)")
+    shown = f"the {what} {path}"
+    try:
+        _check_input(os.stat(path).st_mode, 0, shown, 0, error)
+    except FileNotFoundError:
+        raise error(f"cannot read {shown}: no such file") from None
+    except OSError as e:
+        raise error(f"cannot read {shown}: {e.strerror or e}") from None
+    return Path(path)
+
+
 def _check_input(mode: int, size: int, shown: str, limit: int, error: type[Exception]) -> None:
     if stat.S_ISDIR(mode):
         raise error(f"cannot read {shown}: it is a folder, not a file")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..encoding.engine import Counting
 from ..encoding.tokens import TokenEncoder
 from ..schema import Schema
 from .accounting import Gaussian, gaussian_for
@@ -228,11 +229,15 @@ def public_marginals(table: pd.DataFrame, schema: Schema, n_bins: int = MARGINAL
     return out
 
 
-def _exact_counts(table: pd.DataFrame, schema: Schema, chosen: list):
+def _exact_counts(table: pd.DataFrame | Counting, schema: Schema, chosen: list):
     """Each chosen marginal's exact counts over its cells (flat, C order) and the cells' shape,
     as `TokenEncoder.cells` places the rows; each column placed once per bins, not once per
     marginal that holds it (a table of a million rows spent 19 s placing columns again)."""
     encoders = {b: TokenEncoder(schema, b) for b in {bins for _, bins in chosen}}
+    if isinstance(table, Counting):  # a table an engine holds counts there
+        for columns, bins in chosen:
+            yield table.counts(encoders[bins], columns)
+        return
     placed: dict[tuple[int, str], tuple[np.ndarray, int]] = {}
     for columns, bins in chosen:
         flat, shape = None, []
@@ -246,7 +251,8 @@ def _exact_counts(table: pd.DataFrame, schema: Schema, chosen: list):
         yield np.bincount(flat, minlength=int(np.prod(shape))).astype(float), tuple(shape)
 
 
-def measure_marginals(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
+def measure_marginals(table: pd.DataFrame | Counting, schema: Schema, epsilon: float,
+                      delta: float, ledger: PrivacyLedger,
                       rows: int, accountant: str = "prv", n_bins: int = MARGINAL_BINS,
                       fine_bins: int | None = FINE_BINS) -> tuple[Marginals, Gaussian]:
     """The marginals `measured_marginals` lists, of a validated table, measured by one Gaussian
@@ -301,7 +307,8 @@ def quantile_columns(schema: Schema) -> list[str]:
     return out
 
 
-def measure_quantiles(table: pd.DataFrame, schema: Schema, epsilon: float, delta: float, ledger: PrivacyLedger,
+def measure_quantiles(table: pd.DataFrame | Counting, schema: Schema, epsilon: float,
+                      delta: float, ledger: PrivacyLedger,
                       accountant: str = "prv") -> tuple[Schema, Gaussian | None]:
     """A copy of `schema` whose numeric columns (`quantile_columns`) carry quantiles released with
     DP, and the mechanism, for the accountant to compose with the run's others (None: no column to
@@ -323,15 +330,24 @@ def measure_quantiles(table: pd.DataFrame, schema: Schema, epsilon: float, delta
     for name in columns:
         spec = out[name]
         cells = spec.edges(QUANTILE_CELLS, quantile=False)
-        values = pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=float)
-        values = np.clip(values[~np.isnan(values)], spec.lower, spec.upper)
-        counts = np.histogram(values, bins=cells)[0].astype(float)
+        counts = _histogram(table, spec, cells)
         spec.quantiles = _quantiles_of(noisy_counts(counts, std), cells, levels, spec)
     ledger.record("Quantiles of numeric columns (Gaussian mechanism on public histograms)", epsilon=epsilon,
                   delta=delta, accountant=accountant, kind=QUANTILES, noise_multiplier=mechanism.noise_multiplier,
                   sample_rate=1.0, steps=1, noise_std=std, columns=columns, levels=QUANTILE_LEVELS,
                   cells=QUANTILE_CELLS)
     return out, mechanism
+
+
+def _histogram(table: pd.DataFrame | Counting, spec, cells: np.ndarray) -> np.ndarray:
+    """A numeric column's present values counted between `cells`, a value beyond the cells in
+    the first or last (a log scale's last edge may fall a rounding short of the upper bound: the
+    rows at the bound were left out)."""
+    if isinstance(table, Counting):
+        return table.histogram(spec.name, cells)
+    values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
+    values = np.clip(values[~np.isnan(values)], cells[0], cells[-1])
+    return np.histogram(values, bins=cells)[0].astype(float)
 
 
 def _quantiles_of(counts: np.ndarray, cells: np.ndarray, levels: np.ndarray, spec) -> list[float]:

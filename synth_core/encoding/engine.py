@@ -1,0 +1,180 @@
+"""Counting a private table too large to hold: DuckDB, an embedded engine, keeps its validated rows
+on disk and answers the counts a run releases (the row count, marginals, histograms), so memory is
+bounded by the engine's limit and the counts' cells, not by the rows.
+
+The rows come a batch at a time (schema/batches.py: read, validated and held to the rules as the
+whole table would be) and are kept in canonical form: a number as a double, a category as its place
+in the public vocabulary, missing as NULL. Where a row falls among a count's cells is the public
+encoder's (`TokenEncoder`'s codec: its edges, its vocabulary, its missing cell), written as
+SQL, so a count here equals `TokenEncoder.cells` counted in memory (tests/test_engine.py).
+
+The database lives in an owner-only temporary folder that `close` (or the end of the process)
+deletes: it holds private rows.
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import weakref
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..schema import Schema
+from ..schema.batches import BATCH_ROWS, ValidatedBatches, read_batches
+from ..schema.tables import ValidationReport
+from .tokens import ColumnCodec, TokenEncoder
+
+# what the engine may hold in memory before it spills to its folder
+MEMORY_MB = 512
+
+
+def _double(x: float) -> str:
+    """A float as an SQL double, exactly (a bare 0.1 would be a DECIMAL)."""
+    return f"CAST('{float(x)!r}' AS DOUBLE)"
+
+
+def cell_sql(column: str, codec: ColumnCodec) -> str:
+    """SQL for each row's cell of `codec` (its local index), as `TokenEncoder._local_tokens`
+    places a value: a number in the bin `searchsorted(edges, x, 'right') - 1` clipped to the bins,
+    a category at its place in the vocabulary, missing in the column's missing cell."""
+    missing = codec.null_local if codec.null_local is not None else 0
+    if codec.spec.is_numeric:
+        edges = codec.edges
+        steps = " ".join(f"WHEN {column} < {_double(e)} THEN {k}"
+                         for k, e in enumerate(edges[1:-1]))
+        return (f"CASE WHEN {column} IS NULL OR isnan({column}) THEN {missing} {steps} "
+                f"ELSE {len(edges) - 2} END")
+    return f"COALESCE({column}, {missing})"
+
+
+def stored_form(table: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Validated rows as an engine keeps them: column i of the schema as `c{i}`, a number as a
+    double (missing: NaN), a category as its place in the public vocabulary (missing: NA)."""
+    frame = {}
+    for i, spec in enumerate(schema.columns):
+        values = table[spec.name]
+        if spec.is_numeric:
+            frame[f"c{i}"] = pd.to_numeric(values).astype(float)
+        else:
+            codes = pd.Categorical(values, categories=spec.vocabulary()).codes
+            frame[f"c{i}"] = pd.array(np.where(codes < 0, None, codes), dtype="Int32")
+    return pd.DataFrame(frame)
+
+
+def stored_types(schema: Schema, sql_int: str = "INTEGER") -> str:
+    """The stored form's columns and their SQL types."""
+    return ", ".join(f"c{i} {'DOUBLE' if spec.is_numeric else sql_int}"
+                     for i, spec in enumerate(schema.columns))
+
+
+class Counting(ABC):
+    """What an engine answers about a table it holds in `stored_form` (as the view `_view`): the
+    rows, the counts on an encoder's cells, a column's histogram. An engine runs SQL (`_query`:
+    the result's columns as arrays); the SQL is written once, here, in what DuckDB and Spark both
+    read."""
+    schema: Schema
+    report: ValidationReport | None
+    _view: str
+
+    @abstractmethod
+    def _query(self, sql: str) -> dict[str, np.ndarray]:
+        """The result of `sql`, each of its columns as an array."""
+
+    def _column(self, name: str) -> str:
+        return f"c{self.schema.names.index(name)}"
+
+    def __len__(self) -> int:
+        return int(self._query(f"SELECT count(*) AS n FROM {self._view}")["n"][0])
+
+    def counts(self, encoder: TokenEncoder, columns) -> tuple[np.ndarray, tuple[int, ...]]:
+        """The rows' counts on the joint cells of `columns` in `encoder`'s discretisation (flat,
+        C order, as floats) and the cells' shape: `TokenEncoder.cells` counted by the engine."""
+        codecs = [encoder.codecs[encoder.column_index(name)] for name in columns]
+        shape = tuple(c.size for c in codecs)
+        cells = ", ".join(f"{cell_sql(self._column(c.spec.name), c)} AS a{i}"
+                          for i, c in enumerate(codecs))
+        got = self._query(f"SELECT {cells}, count(*) AS n FROM {self._view} GROUP BY ALL")
+        out = np.zeros(math.prod(shape))
+        if len(got["n"]):
+            at = np.ravel_multi_index(tuple(np.asarray(got[f"a{i}"], np.int64)
+                                            for i in range(len(codecs))), shape)
+            out[at] = np.asarray(got["n"], float)
+        return out, shape
+
+    def histogram(self, name: str, edges: np.ndarray) -> np.ndarray:
+        """The present values of a numeric column counted in the cells between `edges`, as
+        `np.histogram` counts them (values outside clipped to the first or last cell)."""
+        spec = self.schema[name]
+        codec = ColumnCodec(spec=spec, offset=0, labels=list(range(len(edges) - 1)),
+                            edges=np.asarray(edges, float))
+        column = self._column(name)
+        got = self._query(
+            f"SELECT {cell_sql(column, codec)} AS a, count(*) AS n FROM {self._view} "
+            f"WHERE {column} IS NOT NULL AND NOT isnan({column}) GROUP BY ALL")
+        out = np.zeros(len(edges) - 1)
+        out[np.asarray(got["a"], np.int64)] = np.asarray(got["n"], float)
+        return out
+
+
+class TableStore(Counting):
+    """A private table's validated rows in an embedded DuckDB database, for counting."""
+    _view = "rows"
+
+    def __init__(self, schema: Schema, folder: str | os.PathLike | None = None,
+                 memory_mb: int = MEMORY_MB, threads: int | None = None):
+        import duckdb
+        self.schema = schema
+        self.report: ValidationReport | None = None
+        self._dir = Path(tempfile.mkdtemp(prefix="synth-core-table-", dir=folder))  # 0700
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
+        self.con = duckdb.connect(str(self._dir / "rows.duckdb"), config={
+            "memory_limit": f"{int(memory_mb)}MB", "temp_directory": str(self._dir / "spill"),
+            "threads": int(threads or min(2, os.cpu_count() or 1)),
+            "preserve_insertion_order": False})
+        self.con.execute(f"CREATE TABLE rows ({stored_types(schema)})")
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, schema: Schema, batch_rows: int = BATCH_ROWS,
+                  **options) -> "TableStore":
+        """The rows of a CSV or Parquet file of any size, read and validated a batch at a time;
+        `report` is the whole table's validation report. SchemaError, with nothing kept, where the
+        whole table would be refused."""
+        store = cls(schema, **options)
+        try:
+            validated = ValidatedBatches(read_batches(path, schema, batch_rows), schema)
+            for batch in validated:
+                store.append(batch)
+            store.report = validated.report
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def append(self, table: pd.DataFrame) -> None:
+        """Validated rows (schema.validate_table's canonical form) added to the store."""
+        self.con.register("batch", stored_form(table, self.schema))
+        try:
+            self.con.execute("INSERT INTO rows SELECT * FROM batch")
+        finally:
+            self.con.unregister("batch")
+
+    def _query(self, sql: str) -> dict[str, np.ndarray]:
+        return self.con.execute(sql).fetchnumpy()
+
+    def close(self) -> None:
+        """The database closed and its folder deleted."""
+        try:
+            self.con.close()
+        finally:
+            self._cleanup()
+
+    def __enter__(self) -> "TableStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

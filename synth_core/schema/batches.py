@@ -1,0 +1,197 @@
+"""A steward's table a batch at a time: read as `read_table` reads the whole file, validated against
+the public schema and held to its rules as `validate_table` holds the whole table, so that a table
+larger than memory is counted (encoding/engine.py) with the numbers the whole table gives.
+
+Everything validation does to a row looks at that row alone, except the refusals of rules that
+most rows break: those add up over the batches (`schema.rules.RuleTally`) and are asked at the end,
+as are "every row breaks a rule" and the report's counts.
+"""
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from ..files import input_file
+from .reading import csv_options, csv_read_as, numbers_for_people, sniff_separator
+from .rules import RuleTally
+from .spec import Schema, SchemaError
+from .tables import ColumnReport, ValidationReport, validate_table
+
+# rows read, validated and handed on at a time: about 10 MB of an Adult-shaped CSV
+BATCH_ROWS = 100_000
+_CHECK_BYTES = 16 * 1024 * 1024
+
+
+def _encoding(path: Path) -> tuple[str, str]:
+    """The encoding pandas reads the file in and its label, as `reading.decode_text` decides for
+    a whole file, checked 16 MB at a time: UTF-16 or UTF-8 by their byte-order marks, else UTF-8,
+    else Windows-1252, else Latin-1."""
+    with open(path, "rb") as f:
+        head = f.read(65536)
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16", "UTF-16"
+    if head.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig", "UTF-8"
+    if b"\x00" in head:
+        raise SchemaError(f"cannot read {path.name} as a table: it is not text (is it a "
+                          "spreadsheet or another format? save it as CSV)")
+    for encoding, label in (("utf-8", "UTF-8"), ("cp1252", "Windows-1252 (Excel)")):
+        decoder = codecs.getincrementaldecoder(encoding)()
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(_CHECK_BYTES):
+                    decoder.decode(chunk)
+            decoder.decode(b"", final=True)
+            return encoding, label
+        except UnicodeDecodeError:
+            continue
+    return "latin-1", "Latin-1"
+
+
+def _header(path: Path, encoding: str) -> str:
+    with open(path, encoding=encoding, newline="") as f:
+        return f.readline().rstrip("\r\n")
+
+
+def read_batches(path: str | os.PathLike, schema: Schema | None = None,
+                 batch_rows: int = BATCH_ROWS) -> Iterator[pd.DataFrame]:
+    """The rows of a CSV or Parquet file, `batch_rows` at a time, each read as `read_table` reads
+    a whole file (the same encodings, separators, missing markers and numbers written for people);
+    any size, as the file is never held whole (a regular file only: files.input_file)."""
+    path = input_file(path, "data file", SchemaError)
+    markers = list(schema.missing_markers) if schema else []
+    if path.suffix.lower() in (".parquet", ".pq"):
+        yield from _parquet_batches(path, batch_rows)
+        return
+    encoding, label = _encoding(path)
+    header = _header(path, encoding)
+    if not header.strip():
+        raise SchemaError(f"{path.name} is empty")
+    sep = sniff_separator(header)
+    read_as = csv_read_as(path.name, header, sep, label)
+    seen = 0
+    try:
+        for chunk in pd.read_csv(path, encoding=encoding, chunksize=batch_rows,
+                                 **csv_options(sep, schema, markers)):
+            if len(chunk):  # a header alone reads as one empty chunk
+                seen += len(chunk)
+                numbers_for_people(chunk, schema, read_as)
+                yield chunk
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise SchemaError(f"cannot read {path.name} as a table: {reason}") from None
+    if not seen:
+        raise SchemaError(f"{path.name} has a header but no rows")
+
+
+def _parquet_batches(path: Path, batch_rows: int) -> Iterator[pd.DataFrame]:
+    try:
+        source = pq.ParquetFile(path)
+        batches = source.iter_batches(batch_size=batch_rows)
+        seen = 0
+        for batch in batches:
+            if batch.num_rows:
+                seen += batch.num_rows
+                yield batch.to_pandas()
+    except Exception as e:  # pyarrow raises its own types for a damaged file
+        if isinstance(e, SchemaError):
+            raise
+        raise SchemaError(f"cannot read {path.name} as a table: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    if not seen:
+        raise SchemaError(f"{path.name} has a header but no rows")
+
+
+@dataclass
+class Counted:
+    """What validation counted of some of a table's rows: the rows kept, each column's report, the
+    rows breaking each rule, those of them missing a value the rule reads, the rows dropped. The
+    batches' add up (`+`) to the whole table's, and `report` makes its refusals and its report;
+    plain numbers (`to_json`), so a cluster's workers send theirs back (encoding/spark.py)."""
+    rows: int = 0
+    columns: dict[str, ColumnReport] = field(default_factory=dict)
+    ignored: list[str] | None = None
+    breaks: dict[str, int] = field(default_factory=dict)
+    missing: dict[tuple[str, str], int] = field(default_factory=dict)
+    dropped: int = 0
+
+    def __add__(self, other: "Counted") -> "Counted":
+        columns = {}
+        for name in {**self.columns, **other.columns}:
+            mine = self.columns.get(name, ColumnReport())
+            theirs = other.columns.get(name, ColumnReport())
+            columns[name] = ColumnReport(**{f.name: getattr(mine, f.name) + getattr(theirs, f.name)
+                                            for f in fields(ColumnReport)})
+        return Counted(self.rows + other.rows, columns,
+                       self.ignored if self.ignored is not None else other.ignored,
+                       _summed(self.breaks, other.breaks), _summed(self.missing, other.missing),
+                       self.dropped + other.dropped)
+
+    def report(self, schema: Schema) -> ValidationReport:
+        """The whole table's report; SchemaError where `validate_table` refuses the whole table (a
+        rule most rows break, rules that drop most rows, no row left)."""
+        rules = schema.rule_checks
+        if rules:
+            RuleTally(None, self.breaks, self.missing, self.rows + self.dropped,
+                      self.dropped).refuse_mostly_broken(rules)
+        if not self.rows:
+            raise SchemaError("every row of the table breaks a declared rule: nothing is left to "
+                              "learn from")
+        return ValidationReport(rows=self.rows, columns=self.columns,
+                                ignored_columns=self.ignored or [], rule_breaks=dict(self.breaks),
+                                dropped_for_rules=self.dropped)
+
+    def to_json(self) -> str:
+        return json.dumps({"rows": self.rows, "ignored": self.ignored, "dropped": self.dropped,
+                           "columns": {k: asdict(v) for k, v in self.columns.items()},
+                           "breaks": self.breaks, "missing": [[r, c, n] for (r, c), n in
+                                                              self.missing.items()]})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Counted":
+        d = json.loads(text)
+        return cls(d["rows"], {k: ColumnReport(**v) for k, v in d["columns"].items()},
+                   d["ignored"], d["breaks"], {(r, c): n for r, c, n in d["missing"]},
+                   d["dropped"])
+
+
+def _summed(a: dict, b: dict) -> dict:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}
+
+
+def validate_batch(batch: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, Counted]:
+    """One batch of a table validated against the schema (`validate_table`) and held to its rules,
+    and what that counted, to add up with the other batches'."""
+    clean, report = validate_table(batch, schema, hold_rules=False)
+    counted = Counted(len(clean), report.columns, report.ignored_columns)
+    if schema.rule_checks:
+        tally = RuleTally.of(schema.rule_checks, clean)
+        clean = clean.loc[tally.keep].reset_index(drop=True)
+        counted = Counted(len(clean), report.columns, report.ignored_columns, tally.counts,
+                          tally.missing, tally.dropped)
+    return clean, counted
+
+
+class ValidatedBatches:
+    """A table's batches validated against the schema and held to its rules; after the last one,
+    `report` is the whole table's `ValidationReport` (and the refusals `validate_table` makes of a
+    whole table are made, from what the batches counted)."""
+
+    def __init__(self, batches, schema: Schema):
+        self.batches, self.schema = batches, schema
+        self.report: ValidationReport | None = None
+
+    def __iter__(self) -> Iterator[pd.DataFrame]:
+        total = Counted()
+        for batch in self.batches:
+            clean, counted = validate_batch(batch, self.schema)
+            total = total + counted
+            yield clean
+        self.report = total.report(self.schema)
