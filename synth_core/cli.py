@@ -45,17 +45,47 @@ from .shape import shape_of
 def _fit(args) -> int:
     from .training import distributed
     schema = load_schema(args.schema)
-    table = read_tables(args, schema)
+    request = _request(args)
+    table = _engine_table(args, schema, request) or read_tables(args, schema)
     # under torchrun: one run across its processes (training.distributed)
     group = distributed.init_from_env()
     try:
-        return _fit_table(args, table, schema, _request(args), overwrite=args.overwrite)
+        return _fit_table(args, table, schema, request, overwrite=args.overwrite)
     except (SchemaError, BudgetError, RunError, SamplingError, ValueError):
         if group.is_main:
             raise
         return 2  # every rank refuses alike: rank 0 says it
     finally:
         distributed.shutdown()
+        if hasattr(table, "close"):
+            table.close()
+
+
+def _engine_table(args, schema, request: FitRequest):
+    """The table counted by the embedded engine, never read whole (encoding/engine.py), where
+    `--engine` asks for it, or where reading it whole would take more memory than a CSV as large
+    as a browser upload does (files.DATA_LIMIT, eight times over) and the model learns from counts
+    (aim, or auto among such families); None: read it whole."""
+    from .encoding.engine import TableStore
+    from .files import DATA_LIMIT
+    from .pipeline import engine_families
+    from .schema.batches import CSV_TIMES, whole_bytes
+    if not shape_of(schema).engine:
+        return None
+    if not args.engine:
+        try:
+            large = whole_bytes(args.data) > CSV_TIMES * DATA_LIMIT
+        except Exception:  # noqa: BLE001 - read_table says what is wrong with the file
+            return None
+        if not large:
+            return None
+        try:
+            engine_families(schema, request)
+        except (SchemaError, ValueError):
+            return None  # read whole, as before (up to files.FILE_LIMIT)
+    engine_families(schema, request)  # asked for: what it cannot do, in one line
+    print(f"reading {args.data} a batch at a time into the counting engine…", flush=True)
+    return TableStore.from_file(args.data, schema)
 
 
 def _demo(args) -> int:

@@ -22,7 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from .home import budgets_path
+from .encoding.engine import Counting
 from .models import SynthModel, model_class_for
+from .models.recommend import AUTO, CANDIDATES
 from .privacy import PrivacyLedger, delta_warning, run_delta
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.measurements import (Marginals, count_epsilon, measure_marginals, measure_quantiles,
@@ -66,8 +68,12 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
     (columns, types, categories; declared bounds clip); nothing is spent."""
     shape_of(schema)  # a Schema or a LinkedSchema (SchemaError, one line, for anything else)
     request.check(schema, world_size)
+    if isinstance(table, Counting):  # a table an engine holds: validated as it was read
+        engine_families(schema, request)
+        rows, report = table, table.report
+        check_rows(len(rows))
     # persons: linked, then each one's child rows bounded (secret draws)
-    if isinstance(schema, LinkedSchema):
+    elif isinstance(schema, LinkedSchema):
         rows, report = bound_children(*link_tables(table, schema), schema.max_children)
         check_rows(len(rows), "the parents' table")
     else:
@@ -85,6 +91,30 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
                           "pay for a noisy count instead")
     warning = schema.provenance["warning"]
     return Admitted(request, schema, rows, report, [warning] if warning else [])
+
+
+def engine_families(schema: Schema | LinkedSchema, request: FitRequest) -> tuple[str, ...]:
+    """The families that may fit a table an engine holds (encoding/engine.py): those that learn
+    from counts (`counts_from_engine`), for auto among its candidates; SchemaError, before anything
+    is spent, for what the engine does not answer yet (linked tables, DP bounds, value sets, a
+    family that reads rows)."""
+    words = "a table counted by the engine (too large to hold)"
+    if not shape_of(schema).engine:
+        raise SchemaError(f"{words} is one table; linked tables are read whole")
+    lacking = [c.name for c in schema.columns if c.is_numeric and not c.has_bounds]
+    if lacking:
+        raise SchemaError(f"{words} needs every number's bounds declared; {len(lacking)} lack "
+                          f"them: {', '.join(lacking[:5])}")
+    if request.values_epsilon:
+        raise SchemaError(f"{words} cannot search value sets with DP yet: declare them, or leave "
+                          "values_epsilon at 0")
+    asked = CANDIDATES if request.model == AUTO else (request.model,)
+    able = tuple(f for f in asked if model_class_for(f, schema).counts_from_engine)
+    if not able:
+        raise SchemaError(f"{request.model} reads the rows themselves, which {words} does not "
+                          "hold; choose aim, which learns from counts, or a smaller table")
+    model_class_for(able[0], schema).check_schema(schema)
+    return able
 
 
 def open_ledger(admitted: Admitted) -> PrivacyLedger:
@@ -168,7 +198,8 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
     if schema is not admitted.schema:  # new bounds or value sets: clip, snap and count against them
         rows, report = validate_table(rows, schema)
     # public facts and the released count only
-    resolved = request.resolved(admitted.schema, ledger.n_rows)
+    among = engine_families(schema, request) if isinstance(rows, Counting) else None
+    resolved = request.resolved(admitted.schema, ledger.n_rows, among)
     model_class_for(resolved.model, schema).check_processes(world_size)
     left, spent = ledger.remaining_epsilon, ledger.spent_epsilon
     split = split_left(left, resolved.calibration_share, resolved.quantile_share)

@@ -228,10 +228,11 @@ class FitRequest:
                                  f"{self.processes!r}")
 
     # --- defaults -----------------------------------------------------------------------------------
-    def resolved(self, schema: Schema, rows: int) -> "FitRequest":
+    def resolved(self, schema: Schema, rows: int, among: tuple[str, ...] | None = None
+                 ) -> "FitRequest":
         """The request with every default filled in and, for auto, the recommendation for the public
         `schema` and the row count the run releases (`rows`: declared public or noisy, never the
-        exact one) applied."""
+        exact one) applied; `among`: auto picks only these families."""
         from .models import model_class_for
         # one family models linked tables, its marginals measured at two levels
         if isinstance(schema, LinkedSchema):
@@ -246,7 +247,7 @@ class FitRequest:
                 share = 0.0 if klass.measures_marginals else DEFAULT_CALIBRATION_SHARE
             return dataclasses.replace(self, preset=self.preset or DEFAULT_PRESET, calibration_share=share,
                                        quantile_share=self.quantile_share or 0.0)
-        choice = recommend(schema, rows, self.epsilon)
+        choice = recommend(schema, rows, self.epsilon, among)
         preset = self.preset or choice.preset
         resolved = dataclasses.replace(
             self, model=choice.family, preset=preset, options=choice.options_for(preset), choice=choice,

@@ -39,6 +39,8 @@ class SingleTable:
     no_fairness: str = ""
     links: bool = False          # the parts are linked by a key (the link has its own editor)
     chunks: bool = True          # a large draw may be made in chunks, joined (rows are independent)
+    # a table too large to hold may be counted by the embedded engine (encoding/engine.py)
+    engine: bool = True
     part_labels: tuple = ("",)   # a page's tab per part ("" for the only one)
     part_owners: tuple = ("the table",)  # each part, as a message names it
 
@@ -120,6 +122,7 @@ class PersonTables:
     no_fairness: str = "Not offered for linked tables yet."
     links: bool = True
     chunks: bool = False  # one draw: persons' keys are numbered across it
+    engine: bool = False  # persons are linked whole, in memory
     part_labels: tuple = ("Persons: one row each", "Their rows")
     part_owners: tuple = ("the persons' table", "their rows' table")
     # the files a sample is written as, in a folder: the run's and the export's

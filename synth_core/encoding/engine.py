@@ -130,6 +130,10 @@ class TableStore(Counting):
         import duckdb
         self.schema = schema
         self.report: ValidationReport | None = None
+        # the file its rows were read from (from_file): the budget book reads it again for the
+        # table's identity (privacy.table_identity.streamed)
+        self.path: Path | None = None
+        self.batch_rows = BATCH_ROWS
         self._dir = Path(tempfile.mkdtemp(prefix="synth-core-table-", dir=folder))  # 0700
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
         self.con = duckdb.connect(str(self._dir / "rows.duckdb"), config={
@@ -145,6 +149,7 @@ class TableStore(Counting):
         `report` is the whole table's validation report. SchemaError, with nothing kept, where the
         whole table would be refused."""
         store = cls(schema, **options)
+        store.path, store.batch_rows = Path(path), batch_rows
         try:
             validated = ValidatedBatches(read_batches(path, schema, batch_rows), schema)
             for batch in validated:

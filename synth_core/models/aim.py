@@ -41,6 +41,7 @@ from ..privacy.planning import RhoPlan
 from ..privacy.randomness import secret_rng
 from ..training.engine import StepCount, TrainResult
 from . import graphical, plan_words, recommend
+from .cells import EngineCells, RowCells, cells_of
 from .aim_config import PRESETS, AIMConfig, mbi, workload  # noqa: F401 - workload: the mechanism's, and its tests'
 from .base import SynthModel, register
 
@@ -49,15 +50,6 @@ from .base import SynthModel, register
 # (3 of 3, 6, 10 tried on 15 runs of 6 tables: benchmarks/history/2026-11-27.md, "Estimates that
 # hold")
 PRIOR_ROUNDS = 3
-
-
-def counts_on(cells: dict[str, np.ndarray], clique: tuple[str, ...], sizes: dict[str, int]) -> np.ndarray:
-    """The rows' counts on a clique's cells, flat in the clique's column order (C order), as mbi's
-    Dataset.project(clique).datavector() gives them: in numpy, since mbi's JAX compiles a program
-    for each clique's shape (on Ames' 79 columns, 293 programs and 3.7 s before the first round)."""
-    shape = tuple(sizes[name] for name in clique)
-    flat = np.ravel_multi_index(tuple(cells[name] for name in clique), shape)
-    return np.bincount(flat, minlength=math.prod(shape)).astype(np.float64)
 
 
 @register("aim")
@@ -75,6 +67,7 @@ class AIM(SynthModel):
     uses_dp_sgd = False
     measures_marginals = True
     trains_distributed = False
+    counts_from_engine = True  # its rounds ask counts of cliques (models.cells)
     step_cost_grows_with_rows = False  # a round reads the answers computed in the first
     setup_s = 0.8  # 0.8-1.0 s on 8 tables (benchmarks/bench_estimates.py): no PRV plan to compute
 
@@ -200,9 +193,10 @@ class AIM(SynthModel):
         times = 4 if signal >= 50_000 else 1.25
         return min(plan.rounds, math.ceil(self.fewest_rounds(plan) * times))
 
-    def encode(self, table: pd.DataFrame) -> np.ndarray:
-        """Each row's cell in every column's public discretisation: (n, columns) local indices."""
-        return np.stack([self.encoder.cells(table, [name])[0] for name in self.sizes], axis=1)
+    def encode(self, table) -> RowCells | EngineCells:
+        """Each row's cell in every column's public discretisation: the rows' cells in memory, or
+        a table an engine holds, counted there (models.cells)."""
+        return cells_of(table, self.encoder, list(self.sizes))
 
     @property
     def model_sizes(self) -> dict[str, int]:
@@ -278,7 +272,8 @@ class AIM(SynthModel):
         return max(1.0, float(np.average(values, weights=1.0 / np.asarray(variances))))
 
     # --- private training ----------------------------------------------------------------------------
-    def train_private(self, data: np.ndarray, plan: RhoPlan, on_event: Callable[[dict], None] | None,
+    def train_private(self, data: RowCells | EngineCells, plan: RhoPlan,
+                      on_event: Callable[[dict], None] | None,
                       should_stop: Callable[[], bool] | None, steps: StepCount) -> TrainResult:
         m = mbi()
         cfg, start = self.config, time.perf_counter()
@@ -294,9 +289,8 @@ class AIM(SynthModel):
         first, measurements = self._measure_columns(data, budget, first_sigma, rng)
         one_way = [(name,) for name in self.sizes]
         domain = self.domain()
-        cells = {name: self._to_model(name, data[:, j]) for j, name in enumerate(self.sizes)}
         candidates = workload(self.model_sizes, cfg.degree, cfg.max_cells, self._target())
-        answers = {cl: counts_on(cells, cl, self.model_sizes) for cl in candidates}
+        answers = data.answers(candidates, self._to_model, self.model_sizes)
         estimator = m.estimation.MirrorDescent()
         events = []
         total = self.best_total(total, [m.LinearMeasurement(y, (name,), stddev=first_sigma)
@@ -345,11 +339,12 @@ class AIM(SynthModel):
         planned = done if not cancelled else max(done, events[-1]["steps"] if events else rounds)
         return self.rounds_result(done, planned, cancelled, events, start, len(data))
 
-    def _measure_columns(self, data: np.ndarray, budget, sigma: float, rng) -> tuple[dict, list]:
+    def _measure_columns(self, data: RowCells | EngineCells, budget, sigma: float, rng
+                         ) -> tuple[dict, list]:
         """The first round: every column's counts with noise σ (compressed where the config says),
         as the counts and as the model's measurements."""
-        first = {name: budget.measure(np.bincount(data[:, j], minlength=self.sizes[name]), sigma, rng,
-                                      "one-way marginal") for j, name in enumerate(self.sizes)}
+        first = {name: budget.measure(data.one_way(name, size), sigma, rng, "one-way marginal")
+                 for name, size in self.sizes.items()}
         self.kept, self.merged_weights = {}, {}
         if self.config.compress:
             self._compress(first, sigma)

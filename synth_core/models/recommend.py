@@ -245,20 +245,27 @@ def _by_rule(options: dict[str, Recommendation], schema: Schema, rows: int, epsi
     return options["dp-tbart"]
 
 
-def recommend(schema: Schema, rows: int, epsilon: float) -> Recommendation:
+def recommend(schema: Schema, rows: int, epsilon: float, among: tuple[str, ...] | None = None
+              ) -> Recommendation:
     """The family, preset and shares `auto` runs for a table of `rows` rows (public or noisy) with
     this public schema at this ε: of its candidates, each configured as `auto` runs it, the one with
     the lowest expected 2-way TVD by the model of the project's benchmark results
     (`benchmark_model.rank`, issue 44), its reason quoting the forecast; the rule (`by_rule`) where
     the model cannot rank them. Linked tables: the one family that models them (the benchmark runs
-    are single tables)."""
+    are single tables). `among`: only these families (a table an engine holds: those that learn
+    from counts)."""
     if isinstance(schema, LinkedSchema):
         return Recommendation(LINKED_AUTO, LINKED_PRESET, DEFAULT_CALIBRATION_SHARE,
                               reason=f"{TITLES[LINKED_AUTO]}: the family that models linked "
                                      "tables, a person written as one sequence.")
     rows, epsilon = max(int(rows), 0), float(epsilon)
     options = candidates(schema, rows, epsilon)
-    rule = _by_rule(options, schema, rows, epsilon)
+    if among is not None:
+        options = {family: r for family, r in options.items() if family in among}
+        if not options:
+            raise ValueError(f"auto has no family among {', '.join(among)} for this table")
+    rule = (_by_rule(options, schema, rows, epsilon) if len(options) > 1
+            else next(iter(options.values())))
     ranked = benchmark_model.rank(schema, rows, epsilon, list(options), rule_pick=rule.family)
     if not ranked:
         return rule

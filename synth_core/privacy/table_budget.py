@@ -32,7 +32,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..encoding.engine import Counting
 from ..format import epsilon as amount
+from ..schema.batches import read_batches
 from . import table_identity as identity
 from .book_file import BookError, BookFile
 from .budget import BudgetError, check_budget
@@ -128,6 +130,15 @@ def _parts(table, schema) -> tuple[list, tuple]:
     return [("table", table, list(schema.names))], tuple(schema.missing_markers)
 
 
+def _streamed(table: Counting, schema, key: bytes) -> identity.Streamed:
+    """The identity of a table an engine holds, from its file read again a batch at a time."""
+    if table.path is None:
+        raise BudgetError("a table counted where it lives (a cluster) has no file the budget book "
+                          "can read: declare it public or fit it from its file")
+    return identity.streamed(lambda text: read_batches(table.path, schema, table.batch_rows, text),
+                             list(schema.names), key, tuple(schema.missing_markers))
+
+
 def identity_key(table, schema) -> tuple:
     """What a table's identity depends on besides its rows (the parts' columns, the missing
     markers): a cache key for a page that identifies the same table again and again."""
@@ -180,14 +191,22 @@ class TableBudgets:
         the account the book keeps for it (under that fingerprint, or as a file the steward
         attached), and the known tables it resembles. An account kept under the fingerprint of an
         older form is carried over."""
-        parts, markers = _parts(table, schema)
         key = self.file.ensure_key()
-        hashes = identity.row_hashes(parts, key, markers)
-        mine, sketch = identity.fingerprint(hashes, key), identity.sketch(hashes)
+        if isinstance(table, Counting):  # too large to hold: read again, a batch at a time
+            found = _streamed(table, schema, key)
+            mine, sketch = found.fingerprint, found.sketch
+            olds = lambda: (found.v1, found.legacy)  # noqa: E731
+        else:
+            parts, markers = _parts(table, schema)
+            hashes = identity.row_hashes(parts, key, markers)
+            mine, sketch = identity.fingerprint(hashes, key), identity.sketch(hashes)
+            whole = table.as_one() if isinstance(table, LinkedTables) else table
+            olds = lambda: (identity.fingerprint_v1(whole, key),  # noqa: E731
+                            identity.legacy_fingerprint(whole))
         tables = self._read()
         account = self._account_of(tables, mine)
         if account is None:
-            account = self._carry_over(tables, table, key, mine, sketch)
+            account = self._carry_over(tables, olds, mine, sketch)
         resembles = () if account is not None else self._resembling(tables, sketch)
         return TableIdentity(mine, account, resembles, sketch)
 
@@ -197,11 +216,10 @@ class TableBudgets:
             return fingerprint
         return next((tid for tid, entry in tables.items() if fingerprint in entry.get("aliases", [])), None)
 
-    def _carry_over(self, tables: dict, table, key: bytes, mine: str, sketch: dict) -> str | None:
-        """An account a book kept under the table as uploaded (version 1) moves to the canonical
-        id."""
-        whole = table.as_one() if isinstance(table, LinkedTables) else table
-        for old in (identity.fingerprint_v1(whole, key), identity.legacy_fingerprint(whole)):
+    def _carry_over(self, tables: dict, olds, mine: str, sketch: dict) -> str | None:
+        """An account a book kept under the table as uploaded (version 1: `olds()`, its
+        fingerprints in the older forms) moves to the canonical id."""
+        for old in olds():
             if old in tables:
                 self._change({"change": "rename", "table": old, "to": mine})
                 self._keep_sketch(mine, mine, sketch)

@@ -20,9 +20,11 @@ import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import is_float_dtype
 
 SKETCH_SIZE = 128        # row hashes kept per projection: a share's estimate within about ±0.09
 # projections (each column left out) kept for tables up to this many columns
@@ -40,19 +42,38 @@ def _hash_key(key: bytes) -> str:
     return hmac.new(key, b"row hashes", hashlib.sha256).hexdigest()[:16]
 
 
-def _canonical(column: pd.Series, markers: frozenset) -> pd.Series:
-    """A column's values in canonical form: numbers as float64 where every present value is a
-    number, else text with numbers written one way; every missing marker is one missing value."""
+def _all_numbers(column: pd.Series, markers: frozenset) -> bool:
+    """Whether every present value of a column is a number (its canonical form is numbers)."""
     if pd.api.types.is_bool_dtype(column):
-        column = column.astype("string")
+        return False
     if pd.api.types.is_numeric_dtype(column):
-        values = column.astype("float64")
-        return values.where(np.isfinite(values)) + 0.0  # -0.0 and 0.0 alike; ±inf as missing
+        return True
     text = column.astype("string").str.strip()
     missing = text.isna() | text.str.lower().isin(markers)
     numbers = pd.to_numeric(text.where(~missing), errors="coerce")
     numbers = numbers.where(np.isfinite(numbers.astype("float64")))
-    if bool((numbers.notna() | missing).all()):
+    return bool((numbers.notna() | missing).all())
+
+
+def _canonical(column: pd.Series, markers: frozenset, numbers_only: bool | None = None
+               ) -> pd.Series:
+    """A column's values in canonical form: numbers as float64 where every present value is a
+    number, else text with numbers written one way; every missing marker is one missing value.
+    `numbers_only`: whether every present value of the whole column is a number, where this is a
+    batch of it (None: this is the whole column)."""
+    if pd.api.types.is_bool_dtype(column):
+        column = column.astype("string")
+    if pd.api.types.is_numeric_dtype(column) and numbers_only is not False:
+        values = column.astype("float64")
+        return values.where(np.isfinite(values)) + 0.0  # -0.0 and 0.0 alike; ±inf as missing
+    if pd.api.types.is_numeric_dtype(column):  # text elsewhere in the column: numbers as text
+        values = column.astype("float64")
+        return values.where(np.isfinite(values)).map(repr, na_action="ignore").astype("string")
+    text = column.astype("string").str.strip()
+    missing = text.isna() | text.str.lower().isin(markers)
+    numbers = pd.to_numeric(text.where(~missing), errors="coerce")
+    numbers = numbers.where(np.isfinite(numbers.astype("float64")))
+    if numbers_only if numbers_only is not None else bool((numbers.notna() | missing).all()):
         return numbers.astype("float64") + 0.0
     out = text.where(numbers.isna(), numbers.astype("float64").map(repr))
     return out.where(~missing, pd.NA).astype("string")
@@ -83,12 +104,18 @@ def _finish(h: np.ndarray) -> np.ndarray:
         return h ^ (h >> np.uint64(31))
 
 
+def _marks(markers: tuple[str, ...]) -> frozenset:
+    return frozenset(MISSING_MARKERS) | {m.strip().lower() for m in markers}
+
+
 def row_hashes(tables: list[tuple[str, pd.DataFrame, list[str]]], key: bytes,
-               markers: tuple[str, ...] = ()) -> RowHashes:
+               markers: tuple[str, ...] = (), numbers_only: dict[str, bool] | None = None
+               ) -> RowHashes:
     """Keyed hashes of the rows of each (tag, table, columns): only the named columns present, in
     canonical form; the tag (a linked table's part) is hashed with each row, so two parts never
-    share a row."""
-    hash_key, marks = _hash_key(key), frozenset(MISSING_MARKERS) | {m.strip().lower() for m in markers}
+    share a row. `numbers_only`: each column's form where the tables are batches of one table
+    (`streamed`)."""
+    hash_key, marks = _hash_key(key), _marks(markers)
     blocks, names = [], []
     for tag, table, columns in tables:
         present = sorted({str(c) for c in columns} & {str(c) for c in table.columns})
@@ -96,7 +123,8 @@ def row_hashes(tables: list[tuple[str, pd.DataFrame, list[str]]], key: bytes,
         parts = np.zeros((len(table), len(present) + 1), dtype=np.uint64)
         parts[:, 0] = _name_hash(f"(part) {tag}", key)
         for j, name in enumerate(present, 1):
-            values = pd.util.hash_array(_canonical(frame[name], marks).to_numpy(), hash_key=hash_key)
+            form = _canonical(frame[name], marks, (numbers_only or {}).get(name))
+            values = pd.util.hash_array(form.to_numpy(), hash_key=hash_key)
             with np.errstate(over="ignore"):
                 parts[:, j] = (values ^ _name_hash(f"{tag}\x1f{name}", key)) * _MIX
         blocks.append((parts, [f"{tag}\x1f{n}" for n in present]))
@@ -119,8 +147,12 @@ def _name_hash(name: str, key: bytes) -> np.uint64:
 def fingerprint(hashes: RowHashes, key: bytes) -> str:
     """The keyed fingerprint of a table: its column names and its sorted row hashes (any order of
     either)."""
-    h = hmac.new(key, "\x1e".join(hashes.columns).encode(), hashlib.sha256)
-    h.update(np.sort(hashes.rows()).tobytes())
+    return _fingerprint(hashes.columns, hashes.rows(), key)
+
+
+def _fingerprint(columns: tuple[str, ...], rows: np.ndarray, key: bytes) -> str:
+    h = hmac.new(key, "\x1e".join(columns).encode(), hashlib.sha256)
+    h.update(np.sort(rows).tobytes())
     return h.hexdigest()[:32]
 
 
@@ -135,16 +167,25 @@ def _bottom(rows: np.ndarray) -> np.ndarray:
     return np.unique(rows)[:SKETCH_SIZE]
 
 
+def _projections(hashes: RowHashes) -> dict[str | None, np.ndarray]:
+    """The row hashes the sketch is made of: over every column (None), and (up to SKETCH_COLUMNS
+    columns) over every column but one."""
+    columns = [c for c in hashes.columns if c != "(part)"]
+    out = {None: hashes.rows()}
+    if 1 < len(columns) <= SKETCH_COLUMNS:
+        out.update({c: hashes.rows(leave_out=c) for c in columns})
+    return out
+
+
+def _packed(rows: np.ndarray) -> str:
+    return base64.b64encode(_bottom(rows).astype("<u8").tobytes()).decode()
+
+
 def sketch(hashes: RowHashes) -> dict:
     """What the book keeps to tell a resembling table: the bottom-k of the row hashes over every
     column, and (up to SKETCH_COLUMNS columns) over every column but one, as base64."""
-    def packed(rows: np.ndarray) -> str:
-        return base64.b64encode(_bottom(rows).astype("<u8").tobytes()).decode()
-    columns = [c for c in hashes.columns if c != "(part)"]
-    drop = {}
-    if 1 < len(columns) <= SKETCH_COLUMNS:
-        drop = {c: packed(hashes.rows(leave_out=c)) for c in columns}
-    return {"all": packed(hashes.rows()), "drop": drop}
+    rows = _projections(hashes)
+    return {"all": _packed(rows.pop(None)), "drop": {c: _packed(r) for c, r in rows.items()}}
 
 
 def _unpack(text: str) -> np.ndarray:
@@ -178,18 +219,22 @@ def resemblance(new: dict, known: dict) -> float:
     return best
 
 
-def _v1_rows(table: pd.DataFrame) -> tuple[list[str], bytes]:
-    """The first form's canonical rows: every column as written, rows' hashes sorted."""
+def _v1_rows(table: pd.DataFrame, sort: bool = True) -> tuple[list[str], bytes | np.ndarray]:
+    """The first form's canonical rows: every column as written, rows' hashes sorted (`sort`
+    False: a batch's hashes, unsorted)."""
     ordered = table.copy()
     ordered.columns = [str(c) for c in ordered.columns]
     ordered = ordered[sorted(ordered.columns)]
-    rows = np.sort(pd.util.hash_pandas_object(ordered.astype("string"), index=False).to_numpy())
-    return list(ordered.columns), rows.tobytes()
+    rows = pd.util.hash_pandas_object(ordered.astype("string"), index=False).to_numpy()
+    return list(ordered.columns), np.sort(rows).tobytes() if sort else rows
 
 
 def legacy_fingerprint(table: pd.DataFrame) -> str:
     """The unkeyed fingerprint the first books used (read once, to carry their accounts over)."""
-    columns, rows = _v1_rows(table)
+    return _legacy(*_v1_rows(table))
+
+
+def _legacy(columns: list[str], rows: bytes) -> str:
     h = hashlib.sha256("\x1f".join(columns).encode())
     h.update(rows)
     return h.hexdigest()[:32]
@@ -198,7 +243,74 @@ def legacy_fingerprint(table: pd.DataFrame) -> str:
 def fingerprint_v1(table: pd.DataFrame, key: bytes) -> str:
     """The keyed fingerprint of the table as uploaded that books of version 1 used (read once, to
     carry their accounts over to the canonical one)."""
-    columns, rows = _v1_rows(table)
+    return _v1_fingerprint(*_v1_rows(table), key)
+
+
+def _v1_fingerprint(columns: list[str], rows: bytes, key: bytes) -> str:
     h = hmac.new(key, "\x1f".join(columns).encode(), hashlib.sha256)
     h.update(rows)
     return h.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """What the book asks of a table read a batch at a time (too large to hold): the fingerprint,
+    the sketch, and the older forms' fingerprints (to carry an account over), each what the whole
+    table gives."""
+    fingerprint: str
+    sketch: dict
+    v1: str
+    legacy: str
+
+
+def streamed(batches: Callable[[frozenset], Iterable[pd.DataFrame]], columns: list[str],
+             key: bytes, markers: tuple[str, ...] = ()) -> Streamed:
+    """The identity of a table read twice a batch at a time (`batches(text)`: the batches as read,
+    the columns in `text` read as text): first each column's form and type over the whole table,
+    then the row hashes, each batch's columns as the whole table reads them (text where a batch
+    holds text, floats where one holds a float). The row hashes are kept (8 bytes a row, for the
+    sorted fingerprint); the sketches' bottom-k merged batch by batch."""
+    marks, numbers_only, types = _marks(markers), {}, {}
+    for batch in batches(frozenset()):
+        for name in batch.columns:
+            name = str(name)
+            numbers_only[name] = numbers_only.get(name, True) and _all_numbers(batch[name], marks)
+            types[name] = _wider(types.get(name), batch[name])
+    rows, bottoms, old, names, hashed = [], {}, [], None, ()
+    for batch in batches(frozenset(n for n, t in types.items() if t is object)):
+        batch = batch.rename(columns=str)
+        floats = [n for n, t in types.items() if t is float and not is_float_dtype(batch[n])]
+        batch = batch.astype({n: float for n in floats}) if floats else batch
+        hashes = row_hashes([("table", batch, columns)], key, markers, numbers_only)
+        hashed = hashes.columns
+        for projection, found in _projections(hashes).items():
+            if projection is None:
+                rows.append(found)
+            kept = bottoms.get(projection, found[:0])
+            bottoms[projection] = _bottom(np.concatenate([kept, found]))
+        names, part = _v1_rows(batch, sort=False)
+        old.append(part)
+    drop = {c: base64.b64encode(b.astype("<u8").tobytes()).decode()
+            for c, b in bottoms.items() if c is not None}
+    all_rows = base64.b64encode(bottoms[None].astype("<u8").tobytes()).decode()
+    v1_rows = np.sort(np.concatenate(old)).tobytes()
+    return Streamed(_fingerprint(hashed, np.concatenate(rows), key),
+                    {"all": all_rows, "drop": drop}, _v1_fingerprint(names, v1_rows, key),
+                    _legacy(names, v1_rows))
+
+
+def _wider(seen: object, column: pd.Series) -> object:
+    """The type pandas gives a column read whole, from its batches' (`seen`: the earlier batches'):
+    text where any batch is text or the batches disagree on booleans, a float where one holds a
+    float (or a missing value) and another whole numbers; None where no batch needs telling."""
+    if pd.api.types.is_bool_dtype(column):
+        kind = bool
+    elif pd.api.types.is_numeric_dtype(column):
+        kind = float if pd.api.types.is_float_dtype(column) else int
+    else:
+        kind = object
+    if seen is None or seen is kind:
+        return kind
+    if object in (seen, kind) or bool in (seen, kind):
+        return object
+    return float

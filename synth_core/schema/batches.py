@@ -26,6 +26,19 @@ from .tables import ColumnReport, ValidationReport, validate_table
 
 # rows read, validated and handed on at a time: about 10 MB of an Adult-shaped CSV
 BATCH_ROWS = 100_000
+# what pandas holds of a table read whole: about 57 bytes a cell (10M rows of Adult's 15 columns:
+# 8.6 GB), eight times its CSV (benchmarks/RESULTS.md, "Scale curve")
+CELL_BYTES, CSV_TIMES = 57, 8
+
+
+def whole_bytes(path: str | os.PathLike) -> int:
+    """About the memory a file takes read whole: eight times a CSV, or a Parquet file's rows
+    times its columns times CELL_BYTES (its metadata; compressed, its size says little)."""
+    path = Path(path)
+    if path.suffix.lower() in (".parquet", ".pq"):
+        meta = pq.ParquetFile(path).metadata
+        return meta.num_rows * meta.num_columns * CELL_BYTES
+    return path.stat().st_size * CSV_TIMES
 _CHECK_BYTES = 16 * 1024 * 1024
 
 
@@ -61,10 +74,13 @@ def _header(path: Path, encoding: str) -> str:
 
 
 def read_batches(path: str | os.PathLike, schema: Schema | None = None,
-                 batch_rows: int = BATCH_ROWS) -> Iterator[pd.DataFrame]:
+                 batch_rows: int = BATCH_ROWS, text: frozenset = frozenset()
+                 ) -> Iterator[pd.DataFrame]:
     """The rows of a CSV or Parquet file, `batch_rows` at a time, each read as `read_table` reads
     a whole file (the same encodings, separators, missing markers and numbers written for people);
-    any size, as the file is never held whole (a regular file only: files.input_file)."""
+    any size, as the file is never held whole (a regular file only: files.input_file). `text`: a
+    CSV's columns read as text in every batch, as pandas reads them in the whole file where some
+    batch holds text (a batch alone may read numbers)."""
     path = input_file(path, "data file", SchemaError)
     markers = list(schema.missing_markers) if schema else []
     if path.suffix.lower() in (".parquet", ".pq"):
@@ -78,11 +94,13 @@ def read_batches(path: str | os.PathLike, schema: Schema | None = None,
     read_as = csv_read_as(path.name, header, sep, label)
     seen = 0
     try:
-        for chunk in pd.read_csv(path, encoding=encoding, chunksize=batch_rows,
-                                 **csv_options(sep, schema, markers)):
+        options = csv_options(sep, schema, markers)
+        if text:
+            options["dtype"] = {**{name: object for name in text}, **(options["dtype"] or {})}
+        for chunk in pd.read_csv(path, encoding=encoding, chunksize=batch_rows, **options):
             if len(chunk):  # a header alone reads as one empty chunk
                 seen += len(chunk)
-                numbers_for_people(chunk, schema, read_as)
+                numbers_for_people(chunk, schema, read_as, skip=text)
                 yield chunk
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -121,9 +121,11 @@ def csv_read_as(name: str, header: str, sep: str, encoding: str) -> str:
                                    else "one column")
 
 
-def numbers_for_people(table: pd.DataFrame, schema: Schema | None, read_as: str) -> str:
-    """`read_as` with the columns read as numbers in place (`_numbers_written_for_people`) said."""
-    numbers = _numbers_written_for_people(table, schema)
+def numbers_for_people(table: pd.DataFrame, schema: Schema | None, read_as: str,
+                       skip: frozenset = frozenset()) -> str:
+    """`read_as` with the columns read as numbers in place (`_numbers_written_for_people`) said;
+    those in `skip` left as they are (text in the whole table)."""
+    numbers = _numbers_written_for_people(table, schema, skip)
     if numbers:
         read_as += "; read as numbers: " + ", ".join(f"{name} ({how})"
                                                      for name, how in numbers.items())
@@ -143,7 +145,8 @@ def _each_once(values: pd.Series) -> pd.Series:
     return pd.Series(values.unique())
 
 
-def _numbers_written_for_people(table: pd.DataFrame, schema: Schema | None) -> dict[str, str]:
+def _numbers_written_for_people(table: pd.DataFrame, schema: Schema | None,
+                                skip: frozenset = frozenset()) -> dict[str, str]:
     """Read in place the text columns whose every value is a number written with thousands
     separators (one at least) or a percentage; {column: how it was written}. A column the schema
     declares categorical stays text."""
@@ -153,6 +156,8 @@ def _numbers_written_for_people(table: pd.DataFrame, schema: Schema | None) -> d
         if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
             continue
         if schema is not None and str(name) in schema and not schema[str(name)].is_numeric:
+            continue
+        if str(name) in skip:
             continue
         text = column.astype("string").str.strip().replace("", pd.NA)
         present = _each_once(text.dropna())
