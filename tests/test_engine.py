@@ -32,9 +32,7 @@ def messy(tmp_path_factory):
     drops rows) and a value set: dates kept as years, thousands separators, percentages, codes,
     missing markers, categories outside the list mapped to an unknown one."""
     folder = tmp_path_factory.mktemp("engine")
-    # its column of dates 4% of which are text is drafted a column of years that then refuses
-    # the text (seen, left for now): left out here
-    table = _messy(1_500).drop(columns="mostly_dates")
+    table = _messy(1_500)  # its column of dates 4% of which are words: those read as missing
     table.loc[::97, "grade"] = "zz-not-listed"
     # outside the schema, for the budget book's older forms: whole numbers with one blank (a
     # float read whole, whole numbers in most batches) and with one word (text read whole)

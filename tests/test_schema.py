@@ -398,3 +398,23 @@ def test_a_column_the_steward_leaves_out_takes_the_drafts_path_and_comes_back_as
         leave_out(Schema(columns=schema.columns, rules=["age >= 18"]), "age")
     with pytest.raises(SchemaError, match="only column"):
         leave_out(Schema(columns=[ColumnSpec("age", "integer", lower=18, upper=90)]), "age")
+
+
+def test_a_drafted_column_of_dates_reads_the_few_values_that_are_no_date_as_missing():
+    """A column of dates 4% of whose values are words ("in 2019 or so") is drafted as years and
+    nullable, and its own table validates against the draft: the words read as missing and
+    counted; a column declared not nullable still refuses them, saying how to accept them."""
+    from synth_core.schema import draft_schema, validate_table
+    days = pd.date_range("1990-01-01", periods=500, freq="7D")
+    text = [d.strftime("%d.%m.%Y") if i % 25 else "in 2019 or so" for i, d in enumerate(days)]
+    table = pd.DataFrame({"when": text, "group": ["a", "b"] * 250})
+    schema = draft_schema(table)
+    assert schema["when"].date == "year" and schema["when"].nullable
+    rows, report = validate_table(table, schema)
+    assert len(rows) == 500 and int(rows["when"].isna().sum()) == 20
+    assert report.columns["when"].not_dates == 20
+    assert any("20 values that are not dates were read as missing" in line for line in report.summary())
+    strict = schema.to_dict()
+    strict["columns"][0]["nullable"] = False
+    with pytest.raises(SchemaError, match="mark it nullable"):
+        validate_table(table, Schema.from_dict(strict))

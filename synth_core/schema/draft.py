@@ -284,6 +284,8 @@ def _draft_column(name: str, raw: pd.Series, miss: pd.Series, role: str | None, 
     if reason:
         return reason
     if dates is not None:
+        # the few values that are no date are read as missing (schema.tables: counted)
+        nullable = nullable or bool(dates.isna().any())
         years = dates.dt.year.dropna()
         lo, hi = math.floor(years.min() / 10) * 10, math.ceil((years.max() + 1) / 10) * 10
         return ColumnSpec(name=name, kind="integer", lower=int(lo), upper=int(hi), nullable=nullable, date="year",

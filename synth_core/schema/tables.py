@@ -24,6 +24,7 @@ class ColumnReport:
     mapped_unknown: int = 0
     missing: int = 0
     inconsistent: int = 0    # a derived column: rows whose value is not what its rule gives
+    not_dates: int = 0       # a column of dates: values that are no date, read as missing
 
 
 @dataclass
@@ -47,6 +48,8 @@ class ValidationReport:
                 lines.append(f"{name}: {r.rounded} values were rounded to the declared precision")
             if r.snapped:
                 lines.append(f"{name}: {r.snapped} values between the declared values were put on the nearest")
+            if r.not_dates:
+                lines.append(f"{name}: {r.not_dates} values that are not dates were read as missing")
             if r.mapped_unknown:
                 lines.append(f"{name}: {r.mapped_unknown} values outside the public categories were mapped to the unknown category")
             if r.inconsistent:
@@ -183,7 +186,10 @@ def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRepor
     if pd.api.types.is_bool_dtype(raw):
         raw = raw.astype(float)
     if spec.date == "year" and not pd.api.types.is_numeric_dtype(raw):
-        raw = _years(raw, miss, spec.name)
+        raw, not_dates = _years(raw, miss, spec)
+        if not_dates.any():  # read as missing in a nullable column (_years refuses them elsewhere)
+            rep.not_dates, rep.missing = int(not_dates.sum()), rep.missing + int(not_dates.sum())
+            miss = miss | not_dates
     values = pd.to_numeric(raw.where(~miss), errors="coerce")
     bad = values.isna() & ~miss
     if bad.any():
@@ -264,14 +270,16 @@ def left_out(names: list[str]) -> str | None:
     return f"{len(names)} column{'s' if len(names) > 1 else ''} left out by the schema: {_preview(names, 8)}"
 
 
-def _years(raw: pd.Series, miss: pd.Series, name: str) -> pd.Series:
-    """The year of each date in a column read from dates (missing stays missing)."""
+def _years(raw: pd.Series, miss: pd.Series, spec: ColumnSpec) -> tuple[pd.Series, pd.Series]:
+    """The year of each date in a column read from dates (missing stays missing), and which values
+    are no date: missing where the column is nullable, refused where it is not."""
     parsed = _parse_dates(raw.where(~miss))
     bad = parsed.isna() & ~miss
-    if bad.any():
-        raise SchemaError(f"column {name!r} is read from dates but holds values that are not dates: "
-                          f"{_preview(pd.unique(raw[bad].astype(str)))}")
-    return parsed.dt.year.astype(float)
+    if bad.any() and not spec.nullable:
+        raise SchemaError(f"column {spec.name!r} is read from dates but holds values that are not "
+                          f"dates: {_preview(pd.unique(raw[bad].astype(str)))}; mark it nullable to "
+                          "read them as missing")
+    return parsed.dt.year.astype(float), bad
 
 
 # a date with a two-digit year, day and month in either order ("1/3/11", "31-12-98", "03.01.11"):
