@@ -287,7 +287,7 @@ def _limited(gigabytes: float):
     return limit
 
 
-@pytest.mark.slow  # about four minutes: twenty million rows written, read, counted and fitted
+@pytest.mark.slow  # 70 s: twenty million rows written, read, counted and fitted
 def test_the_cli_fits_a_parquet_file_larger_than_its_memory_limit(tmp_path):
     """Issue 62: `fit` on a Parquet file whose table, read whole, takes more memory than the
     process may have (RLIMIT_AS) goes through the engine by itself and completes; reading the
@@ -318,4 +318,5 @@ def test_the_cli_fits_a_parquet_file_larger_than_its_memory_limit(tmp_path):
                           "from synth_core.schema.linked import load_schema; "
                           f"s = load_schema({str(schema_path)!r}); "
                           f"validate_table(read_table({str(path)!r}, s), s)")
-    assert whole.returncode != 0 and "MemoryError" in whole.stderr, whole.stderr[-500:]
+    assert whole.returncode != 0, whole.stderr[-500:]
+    assert "MemoryError" in whole.stderr or "bad_alloc" in whole.stderr  # Python's, or pyarrow's
