@@ -164,12 +164,21 @@ class TableStore(Counting):
         """Validated rows (schema.validate_table's canonical form) added to the store."""
         self.con.register("batch", stored_form(table, self.schema))
         try:
-            self.con.execute("INSERT INTO rows SELECT * FROM batch")
+            self._run("INSERT INTO rows SELECT * FROM batch")
         finally:
             self.con.unregister("batch")
 
     def _query(self, sql: str) -> dict[str, np.ndarray]:
-        return self.con.execute(sql).fetchnumpy()
+        return self._run(sql).fetchnumpy()
+
+    def _run(self, sql: str):
+        """`sql` run; OSError in one line where DuckDB fails (a full disk, its folder gone)."""
+        import duckdb
+        try:
+            return self.con.execute(sql)
+        except duckdb.Error as e:
+            raise OSError(f"the counting engine's database in {self._dir} failed: "
+                          f"{str(e).splitlines()[0]}") from None
 
     def close(self) -> None:
         """The database closed and its folder deleted."""
