@@ -166,6 +166,17 @@ def test_the_engine_keeps_its_rows_owner_only_and_deletes_them_on_close(messy):
     with pytest.raises(SchemaError):
         TableStore.from_file(csv, Schema.from_dict(spec), folder=stores)
     assert list(stores.iterdir()) == []  # a refused table leaves nothing behind
+    # a store whose process died without closing it (SIGKILL) is removed by the next one
+    import subprocess
+    import sys
+    code = (f"import os, sys; sys.path.insert(0, {str(Path(__file__).parents[1])!r}); "
+            "from synth_core.demo import demo_schema; "
+            "from synth_core.encoding.engine import TableStore; "
+            f"s = TableStore(demo_schema(), folder={str(stores)!r}); os._exit(0)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    (orphan,) = stores.iterdir()
+    with TableStore(schema, folder=stores) as mine:
+        assert not orphan.exists() and mine._dir.exists()
 
 
 # --- the same counts on Spark (local mode): where the table lives in a cluster -------------------

@@ -31,6 +31,28 @@ from .tokens import ColumnCodec, TokenEncoder
 
 # what the engine may hold in memory before it spills to its folder
 MEMORY_MB = 512
+PREFIX = "synth-core-table-"
+
+
+def _started(pid: int) -> str | None:
+    """When a process started (its /proc stat's start time), None where there is none: a process
+    id that comes back for another process is told apart."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _remove_orphans(parent: Path) -> None:
+    """The folders of stores whose process died without closing them (SIGKILL, a power cut): they
+    hold private rows, so the next store removes them."""
+    for folder in parent.glob(PREFIX + "*"):
+        try:
+            pid, started = (folder / "owner").read_text().split()
+            if folder.stat().st_uid == os.getuid() and _started(int(pid)) != started:
+                shutil.rmtree(folder, ignore_errors=True)
+        except (OSError, ValueError):
+            continue  # not one of ours, or being made: left alone
 
 
 def _double(x: float) -> str:
@@ -134,8 +156,10 @@ class TableStore(Counting):
         # table's identity (privacy.table_identity.streamed)
         self.path: Path | None = None
         self.batch_rows = BATCH_ROWS
-        self._dir = Path(tempfile.mkdtemp(prefix="synth-core-table-", dir=folder))  # 0700
+        self._dir = Path(tempfile.mkdtemp(prefix=PREFIX, dir=folder))  # 0700
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
+        (self._dir / "owner").write_text(f"{os.getpid()} {_started(os.getpid())}")
+        _remove_orphans(self._dir.parent)
         self.con = duckdb.connect(str(self._dir / "rows.duckdb"), config={
             "memory_limit": f"{int(memory_mb)}MB", "temp_directory": str(self._dir / "spill"),
             "threads": int(threads or min(2, os.cpu_count() or 1)),
