@@ -64,8 +64,8 @@ def _fit(args) -> int:
 def _engine_table(args, schema, request: FitRequest):
     """The table counted by the embedded engine, never read whole (encoding/engine.py), where
     `--engine` asks for it, or where reading it whole would take more memory than a CSV as large
-    as a browser upload does (files.DATA_LIMIT, eight times over) and the model learns from counts
-    (aim, or auto among such families); None: read it whole."""
+    as a browser upload does (files.DATA_LIMIT, eight times over) and the model takes such a table
+    (`from_engine`: aim, dp-tbart, or auto among them); None: read it whole."""
     from .encoding.engine import TableStore
     from .files import DATA_LIMIT
     from .pipeline import engine_families

@@ -95,7 +95,7 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
 
 def engine_families(schema: Schema | LinkedSchema, request: FitRequest) -> tuple[str, ...]:
     """The families that may fit a table an engine holds (encoding/engine.py): those that learn
-    from counts (`counts_from_engine`), for auto among its candidates; SchemaError, before anything
+    from the engine (`from_engine`), for auto among its candidates; SchemaError, before anything
     is spent, for what the engine does not answer yet (linked tables, DP bounds, value sets, a
     family that reads rows)."""
     words = "a table counted by the engine (too large to hold)"
@@ -109,10 +109,10 @@ def engine_families(schema: Schema | LinkedSchema, request: FitRequest) -> tuple
         raise SchemaError(f"{words} cannot search value sets with DP yet: declare them, or leave "
                           "values_epsilon at 0")
     asked = CANDIDATES if request.model == AUTO else (request.model,)
-    able = tuple(f for f in asked if model_class_for(f, schema).counts_from_engine)
+    able = tuple(f for f in asked if model_class_for(f, schema).from_engine)
     if not able:
         raise SchemaError(f"{request.model} reads the rows themselves, which {words} does not "
-                          "hold; choose aim, which learns from counts, or a smaller table")
+                          "hold; choose aim or dp-tbart, or a smaller table")
     model_class_for(able[0], schema).check_schema(schema)
     return able
 

@@ -13,6 +13,7 @@ deletes: it holds private rows.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -143,6 +144,33 @@ class Counting(ABC):
         return out
 
 
+class DiskRows:
+    """Rows' tokens in a file on disk, read a batch at a time by DP-SGD (`training.engine` indexes
+    `data[indices]` with each Poisson batch): a table too large to hold trains in the memory of a
+    batch. Where the Poisson sampling draws its indices, and how many steps it takes, does not
+    change."""
+
+    def __init__(self, path: Path, shape: tuple[int, int], dtype, device="cpu"):
+        self.path, self.dtype, self.device = path, np.dtype(dtype), device
+        self._rows = np.memmap(path, self.dtype, "r", shape=shape)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._rows.shape
+
+    def __len__(self) -> int:
+        return self._rows.shape[0]
+
+    def to(self, device) -> "DiskRows":
+        """Where the batches go (the file stays where it is)."""
+        return DiskRows(self.path, self.shape, self.dtype, device)
+
+    def __getitem__(self, indices):
+        import torch
+        at = np.asarray(indices.cpu() if hasattr(indices, "cpu") else indices, dtype=np.int64)
+        return torch.from_numpy(self._rows[at].astype(np.int64)).to(self.device)
+
+
 class TableStore(Counting):
     """A private table's validated rows in an embedded DuckDB database, for counting."""
     _view = "rows"
@@ -195,11 +223,36 @@ class TableStore(Counting):
     def _query(self, sql: str) -> dict[str, np.ndarray]:
         return self._run(sql).fetchnumpy()
 
+    def token_rows(self, encoder: TokenEncoder) -> DiskRows:
+        """Each row's tokens (`TokenEncoder.encode`: a column's offset and the row's cell), written
+        to a file in the store's folder a batch at a time."""
+        width = len(encoder.codecs)
+        dtype = np.int16 if encoder.vocab_size < 2 ** 15 else np.int32
+        n = len(self)
+        path = self._dir / f"tokens-{encoder.n_bins}-{width}-{n}.bin"
+        rows = np.memmap(path, dtype, "w+", shape=(n, width))
+        tokens = ", ".join(f"({cell_sql(self._column(c.spec.name), c)}) + {c.offset} AS t{j}"
+                           for j, c in enumerate(encoder.codecs))
+        at = 0
+        with self._failing():
+            for batch in self.con.sql(f"SELECT {tokens} FROM rows").to_arrow_reader(BATCH_ROWS):
+                block = np.column_stack([batch.column(j).to_numpy() for j in range(width)])
+                rows[at:at + len(block)] = block
+                at += len(block)
+        rows.flush()
+        del rows
+        return DiskRows(path, (n, width), dtype)
+
     def _run(self, sql: str):
         """`sql` run; OSError in one line where DuckDB fails (a full disk, its folder gone)."""
+        with self._failing():
+            return self.con.execute(sql)
+
+    @contextlib.contextmanager
+    def _failing(self):
         import duckdb
         try:
-            return self.con.execute(sql)
+            yield
         except duckdb.Error as e:
             raise OSError(f"the counting engine's database in {self._dir} failed: "
                           f"{str(e).splitlines()[0]}") from None

@@ -187,9 +187,9 @@ class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
     measures_marginals = False
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
-    # whether it learns from counts alone, which an engine answers for a table too large to hold
-    # (encoding/engine.py: its `encode` takes a `Counting` table; AIM); the others read rows
-    counts_from_engine = False
+    # whether its `encode` takes a table too large to hold that the embedded engine holds
+    # (encoding/engine.py): AIM asks it counts, DP-TBART reads its rows' tokens from its disk
+    from_engine = False
     # the variance of the row count the run released (0: public, or no ledger); set by `fit` from the ledger
     count_variance = 0.0
 

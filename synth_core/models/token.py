@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from ..encoding import TokenEncoder
+from ..encoding.engine import DiskRows, TableStore
 from ..privacy.planning import SamplingShape
 from .base import SamplingError, SynthModel, draw_with_rejection
 
@@ -27,7 +28,11 @@ class TokenModel(SynthModel):
         self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins)
         self.offsets = torch.tensor([c.offset for c in self.encoder.codecs], dtype=torch.long)
 
-    def encode(self, table: pd.DataFrame) -> torch.Tensor:
+    def encode(self, table: pd.DataFrame | TableStore) -> torch.Tensor | DiskRows:
+        """The rows' tokens; of a table the engine holds, on its disk (`engine.DiskRows`: DP-SGD
+        reads each Poisson batch from there)."""
+        if isinstance(table, TableStore):
+            return table.token_rows(self.encoder)
         return torch.from_numpy(self.encoder.encode(table))
 
     def sampling_shape(self, n_rows: int) -> SamplingShape:
