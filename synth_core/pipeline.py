@@ -96,15 +96,11 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
 def engine_families(schema: Schema | LinkedSchema, request: FitRequest) -> tuple[str, ...]:
     """The families that may fit a table an engine holds (encoding/engine.py): those that learn
     from the engine (`from_engine`), for auto among its candidates; SchemaError, before anything
-    is spent, for what the engine does not answer yet (linked tables, DP bounds, value sets, a
+    is spent, for what the engine does not answer yet (linked tables, value sets found with DP, a
     family that reads rows)."""
     words = "a table counted by the engine (too large to hold)"
     if not shape_of(schema).engine:
         raise SchemaError(f"{words} is one table; linked tables are read whole")
-    lacking = [c.name for c in schema.columns if c.is_numeric and not c.has_bounds]
-    if lacking:
-        raise SchemaError(f"{words} needs every number's bounds declared; {len(lacking)} lack "
-                          f"them: {', '.join(lacking[:5])}")
     if request.values_epsilon:
         raise SchemaError(f"{words} cannot search value sets with DP yet: declare them, or leave "
                           "values_epsilon at 0")
@@ -196,7 +192,8 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
     if request.values_epsilon:  # value sets and point masses the schema lacks, found with DP
         schema = find_value_sets(rows, schema, request.values_epsilon, ledger, ledger.n_rows)
     if schema is not admitted.schema:  # new bounds or value sets: clip, snap and count against them
-        rows, report = validate_table(rows, schema)
+        rows, report = ((rows, rows.held_to(schema)) if isinstance(rows, Counting)
+                        else validate_table(rows, schema))
     # public facts and the released count only
     among = engine_families(schema, request) if isinstance(rows, Counting) else None
     resolved = request.resolved(admitted.schema, ledger.n_rows, among)

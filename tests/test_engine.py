@@ -375,3 +375,42 @@ def test_dp_sgd_reads_its_poisson_batches_from_the_engines_disk(tmp_path, monkey
     assert abs(plan.steps - 2 / plan.sample_rate) <= 1
     drawn, _ = api.sample(tmp_path / "engine", 200, seed=3)
     assert len(drawn) == 200
+
+
+def test_dp_bounds_of_a_table_the_engine_holds_are_counted_and_clipped_there(tmp_path):
+    """A number without bounds: its DP range is found from the engine's histogram (the counts
+    `dp_range` makes of the values in memory), recorded in the ledger, and the stored rows are
+    clipped to it and counted as `validate_table` clips and counts the table read whole."""
+    from synth_core import api
+    from synth_core.demo import demo_schema, demo_table
+    from synth_core.privacy.bounds import bound_candidates
+    from synth_core.request import FitRequest
+    csv = tmp_path / "census.csv"
+    demo_table(2_000).to_csv(csv, index=False)
+    spec = demo_schema().to_dict()
+    for column in spec["columns"]:
+        if column["name"] in ("age", "hours-per-week"):
+            column.pop("lower", None), column.pop("upper", None)
+    schema = Schema.from_dict(spec)
+    whole, _ = _whole(csv, schema)
+    edges = np.unique(bound_candidates())
+    with TableStore.from_file(csv, schema) as store:
+        for name in ("age", "hours-per-week"):
+            x = np.clip(whole[name].dropna().to_numpy(float), edges[0], edges[-1])
+            expected = np.bincount(np.clip(np.searchsorted(edges, x, "right") - 1, 0,
+                                           edges.size - 2), minlength=edges.size - 1)
+            np.testing.assert_array_equal(store.histogram(name, edges), expected)
+        fitted = api.fit(store, schema, FitRequest(model="aim", preset="tiny", epsilon=2.0,
+                                                   bounds_epsilon=0.5, public_table=True),
+                         run_dir=tmp_path / "run")
+        assert fitted.ledger.to_dict()["entries"][1]["kind"] == "dp-bounds"
+        bounded = fitted.schema
+        assert bounded["age"].has_bounds and bounded["hours-per-week"].has_bounds
+        _, expected = validate_table(whole, bounded)
+        for name in ("age", "hours-per-week"):
+            mine = store.report.columns[name]
+            assert (mine.clipped_low, mine.clipped_high) == (expected.columns[name].clipped_low,
+                                                             expected.columns[name].clipped_high)
+            column = store._column(name)
+            got = store._query(f"SELECT min({column}) AS lo, max({column}) AS hi FROM rows")
+            assert bounded[name].lower <= got["lo"][0] <= got["hi"][0] <= bounded[name].upper

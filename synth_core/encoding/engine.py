@@ -14,6 +14,7 @@ deletes: it holds private rows.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import shutil
@@ -222,6 +223,26 @@ class TableStore(Counting):
 
     def _query(self, sql: str) -> dict[str, np.ndarray]:
         return self._run(sql).fetchnumpy()
+
+    def held_to(self, schema: Schema) -> ValidationReport:
+        """The rows clipped to bounds the run's schema found with DP (privacy.bounds) where the
+        table's had none, as `validate_table` clips them, and the report with what was clipped."""
+        report = copy.deepcopy(self.report)
+        for spec in schema.columns:
+            mine = self.schema[spec.name]
+            if not spec.is_numeric or (spec.lower, spec.upper) == (mine.lower, mine.upper):
+                continue
+            column, rep = self._column(spec.name), report.columns[spec.name]
+            for bound, side, word in ((spec.lower, "<", "clipped_low"),
+                                      (spec.upper, ">", "clipped_high")):
+                if bound is None:
+                    continue
+                at = _double(bound)
+                found = self._query(f"SELECT count(*) AS n FROM rows WHERE {column} {side} {at}")
+                setattr(rep, word, getattr(rep, word) + int(found["n"][0]))
+                self._run(f"UPDATE rows SET {column} = {at} WHERE {column} {side} {at}")
+        self.schema, self.report = schema, report
+        return report
 
     def token_rows(self, encoder: TokenEncoder) -> DiskRows:
         """Each row's tokens (`TokenEncoder.encode`: a column's offset and the row's cell), written

@@ -71,6 +71,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..encoding.engine import Counting
 from ..schema import Schema, SchemaError
 from .ledger import BOUNDS, PrivacyLedger
 from .randomness import secret_rng
@@ -336,12 +337,26 @@ def dp_range(values: Any, epsilon: float, edges: Any, rng: Any = None, beta: flo
     for K bins: an empty bin passes with chance at most β over all of them. Bins holding fewer rows
     than about τ may be left out (their rows are clipped later). None when no bin passes: too few
     rows for this ε."""
-    eps = _check_epsilon(epsilon)
+    e = _range_edges(edges)
+    x = _prepare_values(values, float(e[0]), float(e[-1]))
+    cells = np.clip(np.searchsorted(e, x, side="right") - 1, 0, e.size - 2)
+    counts = np.bincount(cells, minlength=e.size - 1)
+    return dp_range_of_counts(counts, epsilon, e, rng, beta)
+
+
+def _range_edges(edges: Any) -> np.ndarray:
     e = np.unique(np.asarray(edges, dtype=float))
     if e.size < 2 or not np.isfinite(e).all():
         raise ValueError("edges must hold at least two finite numbers")
-    x = _prepare_values(values, float(e[0]), float(e[-1]))
-    counts = np.bincount(np.clip(np.searchsorted(e, x, side="right") - 1, 0, e.size - 2), minlength=e.size - 1)
+    return e
+
+
+def dp_range_of_counts(counts: np.ndarray, epsilon: float, edges: Any, rng: Any = None,
+                       beta: float = 1e-3) -> tuple[float, float] | None:
+    """`dp_range` from the exact counts of the values in the bins between `edges` (a table the
+    engine holds counts them there: `encoding.engine.Counting.histogram`)."""
+    eps = _check_epsilon(epsilon)
+    e = _range_edges(edges)
     gen = np.random.default_rng(rng)
     noisy = counts + gen.laplace(0.0, 1.0 / eps, size=counts.size)
     tau = math.log(counts.size / (2 * beta)) / eps
@@ -393,8 +408,12 @@ def estimate_missing_bounds(table: pd.DataFrame, schema: Schema, epsilon: float,
             edges = np.unique(np.append(edges[edges >= spec.lower], spec.lower))
         if spec.upper is not None:
             edges = np.unique(np.append(edges[edges <= spec.upper], spec.upper))
-        values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
-        found = dp_range(values, per_column, edges, rng)
+        if isinstance(table, Counting):  # a table the engine holds: counted there
+            counts = table.histogram(spec.name, np.unique(edges))
+            found = dp_range_of_counts(counts, per_column, edges, rng)
+        else:
+            values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
+            found = dp_range(values, per_column, edges, rng)
         if found is None:
             failed.append(spec.name)
             continue
