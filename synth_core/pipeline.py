@@ -96,14 +96,11 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
 def engine_families(schema: Schema | LinkedSchema, request: FitRequest) -> tuple[str, ...]:
     """The families that may fit a table an engine holds (encoding/engine.py): those that learn
     from the engine (`from_engine`), for auto among its candidates; SchemaError, before anything
-    is spent, for what the engine does not answer yet (linked tables, value sets found with DP, a
-    family that reads rows)."""
+    is spent, for what the engine does not answer yet (linked tables, a family that reads
+    rows)."""
     words = "a table counted by the engine (too large to hold)"
     if not shape_of(schema).engine:
         raise SchemaError(f"{words} is one table; linked tables are read whole")
-    if request.values_epsilon:
-        raise SchemaError(f"{words} cannot search value sets with DP yet: declare them, or leave "
-                          "values_epsilon at 0")
     asked = CANDIDATES if request.model == AUTO else (request.model,)
     able = tuple(f for f in asked if model_class_for(f, schema).from_engine)
     if not able:

@@ -414,3 +414,50 @@ def test_dp_bounds_of_a_table_the_engine_holds_are_counted_and_clipped_there(tmp
             column = store._column(name)
             got = store._query(f"SELECT min({column}) AS lo, max({column}) AS hi FROM rows")
             assert bounded[name].lower <= got["lo"][0] <= got["hi"][0] <= bounded[name].upper
+
+
+def test_value_sets_found_with_dp_are_counted_and_held_in_the_engine(tmp_path):
+    """A fit with `values_epsilon` on a table the engine holds: each searchable column's rows at
+    each value of its public grid are counted there (the counts in memory), and the stored rows
+    are held to what was found (snapped, on the points) as `validate_table` holds the table read
+    whole."""
+    from synth_core import api
+    from synth_core.privacy.value_sets import grid, grid_counts, searchable
+    from synth_core.request import FitRequest
+    rng = np.random.default_rng(59)
+    n = 3_000
+    table = pd.DataFrame({
+        "rate": rng.choice([0.0, 3.26, 4.56], n, p=[0.6, 0.25, 0.15]),   # a short list of rates
+        "item": rng.integers(1, 8, n),                                   # a 1-7 item
+        "amount": np.where(rng.random(n) < 0.5, 0, rng.integers(1, 900, n)),  # mostly 0
+        "group": rng.choice(["a", "b", "c"], n)})
+    table.loc[:7, "rate"] = 2.0  # too few rows to be found: snapped to the nearest found
+    csv = tmp_path / "codes.csv"
+    table.to_csv(csv, index=False)
+    schema = Schema.from_dict({"version": 1, "confirmed": True, "columns": [
+        {"name": "rate", "kind": "continuous", "lower": 0, "upper": 5, "decimals": 2},
+        {"name": "item", "kind": "integer", "lower": 1, "upper": 7},
+        {"name": "amount", "kind": "integer", "lower": 0, "upper": 1000},
+        {"name": "group", "kind": "categorical", "categories": ["a", "b", "c"]}]})
+    whole, _ = _whole(csv, schema)
+    with TableStore.from_file(csv, schema) as store:
+        for spec in searchable(schema):
+            np.testing.assert_array_equal(
+                grid_counts(store, grid(spec), spec.name),
+                grid_counts(whole[spec.name].to_numpy(float), grid(spec)), err_msg=spec.name)
+        fitted = api.fit(store, schema, FitRequest(model="aim", preset="tiny", epsilon=3.0,
+                                                   values_epsilon=1.5, public_table=True),
+                         run_dir=tmp_path / "run")
+        found = fitted.schema
+        assert found["rate"].values == [0.0, 3.26, 4.56]
+        assert found["item"].values == list(range(1, 8))
+        assert found["amount"].points == [0]
+        held, expected = validate_table(whole, found)
+        for name in ("rate", "item", "amount"):
+            column = store._column(name)
+            got = store._query(f"SELECT {column} AS v FROM rows ORDER BY rowid")["v"]
+            np.testing.assert_array_equal(np.sort(got), np.sort(held[name].to_numpy(float)))
+            assert store.report.columns[name].snapped == expected.columns[name].snapped
+        assert store.report.columns["rate"].snapped == 8
+    drawn, _ = api.sample(tmp_path / "run", 500, seed=2)
+    assert set(drawn["rate"]) <= {0.0, 3.26, 4.56}

@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..schema import Schema
 from ..schema.batches import BATCH_ROWS, ValidatedBatches, read_batches
-from ..schema.tables import ValidationReport
+from ..schema.tables import ValidationReport, held_to_scale
 from .tokens import ColumnCodec, TokenEncoder
 
 # what the engine may hold in memory before it spills to its folder
@@ -172,6 +172,11 @@ class DiskRows:
         return torch.from_numpy(self._rows[at].astype(np.int64)).to(self.device)
 
 
+def _scale(spec) -> tuple:
+    """What of a numeric column's public scale validation holds its values to."""
+    return (spec.lower, spec.upper, spec.values, spec.points)
+
+
 class TableStore(Counting):
     """A private table's validated rows in an embedded DuckDB database, for counting."""
     _view = "rows"
@@ -225,22 +230,29 @@ class TableStore(Counting):
         return self._run(sql).fetchnumpy()
 
     def held_to(self, schema: Schema) -> ValidationReport:
-        """The rows clipped to bounds the run's schema found with DP (privacy.bounds) where the
-        table's had none, as `validate_table` clips them, and the report with what was clipped."""
+        """The rows held to the scales the run's schema found with DP where the table's had none
+        (bounds: privacy.bounds; value sets and point masses: privacy.value_sets), by validation's
+        own code (`held_to_scale`: clipped, snapped, on the points), a batch at a time, and the
+        report with what that changed added."""
         report = copy.deepcopy(self.report)
+        last = int(self._query("SELECT max(rowid) AS r FROM rows")["r"][0])
         for spec in schema.columns:
-            mine = self.schema[spec.name]
-            if not spec.is_numeric or (spec.lower, spec.upper) == (mine.lower, mine.upper):
+            if not spec.is_numeric or _scale(spec) == _scale(self.schema[spec.name]):
                 continue
             column, rep = self._column(spec.name), report.columns[spec.name]
-            for bound, side, word in ((spec.lower, "<", "clipped_low"),
-                                      (spec.upper, ">", "clipped_high")):
-                if bound is None:
-                    continue
-                at = _double(bound)
-                found = self._query(f"SELECT count(*) AS n FROM rows WHERE {column} {side} {at}")
-                setattr(rep, word, getattr(rep, word) + int(found["n"][0]))
-                self._run(f"UPDATE rows SET {column} = {at} WHERE {column} {side} {at}")
+            self._run("CREATE OR REPLACE TEMP TABLE held (rid BIGINT, v DOUBLE)")
+            for start in range(0, last + 1, BATCH_ROWS):
+                got = self._query(f"SELECT rowid AS rid, {column} AS v FROM rows WHERE rowid >= "
+                                  f"{start} AND rowid < {start + BATCH_ROWS}")
+                values = np.asarray(np.ma.filled(got["v"].astype(float), np.nan), float)
+                new = held_to_scale(spec, values, np.isnan(values), rep)
+                self.con.register("part", pd.DataFrame({"rid": got["rid"], "v": new}))
+                try:
+                    self._run("INSERT INTO held SELECT * FROM part")
+                finally:
+                    self.con.unregister("part")
+            self._run(f"UPDATE rows SET {column} = held.v FROM held WHERE rows.rowid = held.rid")
+            self._run("DROP TABLE held")
         self.schema, self.report = schema, report
         return report
 

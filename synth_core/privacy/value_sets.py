@@ -26,6 +26,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..encoding.engine import Counting
 from ..schema import Schema, SchemaError
 from ..schema.scale import MAX_VALUES
 from .ledger import VALUE_SETS, PrivacyLedger
@@ -61,13 +62,25 @@ def noisy_grid_counts(values: np.ndarray, candidates: np.ndarray, epsilon: float
                       rng: np.random.Generator) -> np.ndarray:
     """Laplace(1/ε) noise on the count of rows at each candidate value (a value off the grid counts
     at the nearest candidate; a missing one nowhere): ε-DP."""
+    return grid_counts(values, candidates) + rng.laplace(0.0, 1.0 / epsilon, size=len(candidates))
+
+
+def grid_counts(values: np.ndarray | Counting, candidates: np.ndarray, name: str = ""
+                ) -> np.ndarray:
+    """The rows at each candidate value, a value off the grid at the nearest (the lower of two as
+    near); of a table the engine holds (`name`: the column), counted there between the
+    candidates' midpoints."""
+    if isinstance(values, Counting):
+        # a value on a midpoint belongs below it: each cell's upper edge just past its midpoint
+        mids = np.nextafter((candidates[:-1] + candidates[1:]) / 2, np.inf)
+        edges = np.r_[-np.inf, mids, np.inf]
+        return values.histogram(name, edges)
     x = values[~np.isnan(values)]
     nearest = np.clip(np.searchsorted(candidates, x), 1, max(1, len(candidates) - 1))
     below = candidates[nearest - 1]
     above = candidates[np.minimum(nearest, len(candidates) - 1)]
     index = np.where(np.abs(x - below) <= np.abs(above - x), nearest - 1, np.minimum(nearest, len(candidates) - 1))
-    counts = np.bincount(index, minlength=len(candidates)).astype(float)
-    return counts + rng.laplace(0.0, 1.0 / epsilon, size=len(candidates))
+    return np.bincount(index, minlength=len(candidates)).astype(float)
 
 
 def decide(candidates: np.ndarray, noisy: np.ndarray, epsilon: float, released_rows: float,
@@ -98,8 +111,12 @@ def find_value_sets(table: pd.DataFrame, schema: Schema, epsilon: float, ledger:
     found = {}
     for spec in columns:
         candidates = grid(spec)
-        values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
-        noisy = noisy_grid_counts(values, candidates, per_column, rng)
+        if isinstance(table, Counting):  # a table the engine holds: counted there
+            exact = grid_counts(table, candidates, spec.name)
+            noisy = exact + rng.laplace(0.0, 1.0 / per_column, size=len(candidates))
+        else:
+            values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
+            noisy = noisy_grid_counts(values, candidates, per_column, rng)
         value_set, points = decide(candidates, noisy, per_column, max(float(released_rows), 1.0),
                                    spec.kind == "integer")
         target = out[spec.name]

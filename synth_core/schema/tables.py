@@ -204,17 +204,25 @@ def _numbers(spec: ColumnSpec, raw: pd.Series, miss: pd.Series, rep: ColumnRepor
         rounded = values.round(0 if spec.kind == "integer" else int(spec.decimals))
         rep.rounded = int((~_written_at(values, rounded) & ~miss).sum())
         values = rounded
+    return held_to_scale(spec, values.to_numpy(dtype=float), miss.to_numpy(), rep)
+
+
+def held_to_scale(spec: ColumnSpec, values: np.ndarray, miss: np.ndarray, rep: ColumnReport
+                  ) -> np.ndarray:
+    """Numbers at the column's precision held to its public scale: clipped to its bounds, put on
+    the nearest of its declared values, a declared point mass exactly; what it changed added to
+    `rep` (also for rows validated before the run found bounds or values with DP: the engine's,
+    encoding/engine.py)."""
     if spec.lower is not None:
-        rep.clipped_low = int((values < spec.lower).sum())
-        values = values.clip(lower=spec.lower)
+        rep.clipped_low += int((values < spec.lower).sum())
+        values = np.where(values < spec.lower, float(spec.lower), values)
     if spec.upper is not None:
-        rep.clipped_high = int((values > spec.upper).sum())
-        values = values.clip(upper=spec.upper)
-    values = values.to_numpy(dtype=float)
+        rep.clipped_high += int((values > spec.upper).sum())
+        values = np.where(values > spec.upper, float(spec.upper), values)
     # a declared value set: a number between its values goes to the nearest
     if spec.values is not None:
         snapped = spec.snap(values)
-        rep.snapped = int((~_written_at(values, snapped) & ~miss.to_numpy()).sum())
+        rep.snapped += int((~_written_at(values, snapped) & ~miss).sum())
         values = snapped
     return spec.on_points(values)  # a declared point mass exactly, as its own bin holds it
 
