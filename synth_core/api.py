@@ -16,7 +16,7 @@ import pandas as pd
 from . import pipeline
 from .files import atomic_output, check_output_file, check_output_folder
 from .models import SynthModel
-from .models.options import check_sample_rows
+from .models.options import MAX_FILE_ROWS, MAX_SAMPLE_ROWS, check_sample_rows
 from .privacy import PrivacyLedger
 from .privacy.table_budget import TableCharge
 from .release.export import to_csv, write_linked
@@ -25,6 +25,7 @@ from .runs import RunDir, RunError
 from .runs.lifecycle import Events, keep_ledger, open_run, say_ended, say_training
 from .schema import Schema, SchemaError, ValidationReport, validate_table
 from .schema.linked import LinkedSchema, LinkedTables
+from .shape import shape_of
 from .training import distributed
 from .runs.timing import RunClock
 
@@ -155,13 +156,38 @@ def parse_conditions(schema: Schema | LinkedSchema, pairs: list[str]) -> dict:
     return schema.check_conditions(conditions)
 
 
+# a draw of more rows than this into a file is drawn and written a part at a time where the
+# table's shape allows (single tables: rows are independent), each part a sample of its own
+# (calibrated where the run measured marginals): memory holds a part, not the table (10M rows of
+# Adult held whole are some 8 GB; benchmarks/RESULTS.md, "Scale curve")
+PART_ROWS = 1_000_000
+
+
+def _sample_in_parts(model: SynthModel, rows: int, conditions, seed, out: Path) -> tuple:
+    """`rows` rows drawn PART_ROWS at a time into the CSV `out` (written atomically, as a whole
+    draw is); returns the first part and the draw's info (`rows`: all of them, `parts`)."""
+    sizes = [PART_ROWS] * (rows // PART_ROWS) + ([rows % PART_ROWS] if rows % PART_ROWS else [])
+    first, info = None, {}
+    with atomic_output(out, make_parent=False) as f:
+        for i, size in enumerate(sizes):
+            part = model.sample(size, conditions=conditions,
+                                seed=None if seed is None else seed + 104_729 * i)
+            to_csv(part, f, header=i == 0)
+            first = part if first is None else first
+            info = dict(model.last_sample_info)
+    info.update(rows=rows, parts=len(sizes), path=str(out))
+    return first, info
+
+
 def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed: int | None = None,
            out: str | Path | None = None, device: str | None = None,
            on_draw: Callable[[SynthModel], None] | None = None) -> tuple[pd.DataFrame | LinkedTables, dict]:
     """Sample `rows` synthetic rows from a saved run, optionally writing a CSV; returns (table,
     info). A run on linked tables draws `rows` persons with their child rows (LinkedTables), and
     `out` is a folder that receives parents.csv and children.csv. `on_draw(model)`: called once the
-    request is found sound, before the draw (a caller that says what is being drawn)."""
+    request is found sound, before the draw (a caller that says what is being drawn). More than
+    PART_ROWS rows of a single table into `out` are drawn and written a part at a time: the table
+    returned is then the first part, and `info` says `rows` and `parts`."""
     run = RunDir(run_dir)
     # a missing run: load_model says so
     linked = run.exists() and isinstance(run.schema(), LinkedSchema)
@@ -172,9 +198,12 @@ def sample(run_dir: str | Path, rows: int, conditions: dict | None = None, seed:
         if not out.parent.is_dir():
             raise RunError(f"the folder {out.parent} does not exist; create it or write elsewhere")
     model = load_model(run_dir, device=device)
-    check_sample_rows(rows)
+    parts = out is not None and not linked and shape_of(model.schema).chunks
+    check_sample_rows(rows, MAX_FILE_ROWS if parts else MAX_SAMPLE_ROWS)
     if on_draw is not None:
         on_draw(model)
+    if parts and rows > PART_ROWS:
+        return _sample_in_parts(model, rows, conditions, seed, out)
     table = model.sample(rows, conditions=conditions, seed=seed)
     info = dict(model.last_sample_info)
     if out is not None and linked:  # parents.csv and children.csv, safe to open in a spreadsheet

@@ -252,10 +252,12 @@ def _sample(args) -> int:
         print(f"wrote {len(table.parents)} persons to {info['paths']['parents']} and their {len(table.children)} "
               f"child rows to {info['paths']['children']}{took}")
         return 0
-    msg = f"wrote {len(table)} rows to {args.out}{took}"
+    drawn = info.get("rows", len(table))
+    msg = f"wrote {drawn} rows to {args.out}{took}" + (
+        f" (in {info['parts']} parts, each a sample of its own)" if info.get("parts") else "")
     if info.get("method") == "rejection":
         msg += f" (rejection sampling on {', '.join(info['rejection_columns'])}: acceptance rate {info['acceptance_rate']:.1%})"
-    calibrated = calibration_summary(info.get("calibration"), len(table))
+    calibrated = calibration_summary(info.get("calibration"), len(table))  # the last part's
     if calibrated:
         msg += f"; {calibrated}"
     print(msg)

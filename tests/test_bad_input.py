@@ -372,7 +372,9 @@ CLI_CASES = [
           ("dp-tbart", ["epochs=5000"], "epochs"), ("dp-tbart", ["batch_size=2.5"], "batch_size"),
           ("dp-tbart", ["lr=\"fast\""], "lr")]],
     # sizes that would never end: refused with a message, nothing hangs
-    (["sample", "--run", "{runs}/good", "--rows", "10000000", "--out", "x.csv"], "at most 5,000,000", None),
+    # (a file is written a part at a time: up to 100M rows; api.PART_ROWS)
+    (["sample", "--run", "{runs}/good", "--rows", "200000000", "--out", "x.csv"],
+     "at most 100,000,000", None),
     (["demo", "--rows", "10000000", "--out", "demo"], "at most 5,000,000", None),
     (["audit", "--canaries", "1000000"], "canaries", None),
     (["audit", "--canaries", "1"], "canaries", None),

@@ -461,3 +461,31 @@ def test_value_sets_found_with_dp_are_counted_and_held_in_the_engine(tmp_path):
         assert store.report.columns["rate"].snapped == 8
     drawn, _ = api.sample(tmp_path / "run", 500, seed=2)
     assert set(drawn["rate"]) <= {0.0, 3.26, 4.56}
+
+
+def test_a_large_sample_is_drawn_and_written_a_part_at_a_time(tmp_path, monkeypatch, capsys):
+    """`sample` of more rows than a part into a file draws and writes one part at a time (memory
+    holds a part): one header, every row, each part drawn on its own; the CLI says so."""
+    from synth_core import api
+    from synth_core.cli import main
+    from synth_core.demo import demo_schema, demo_table
+    from synth_core.request import FitRequest
+    from synth_core.schema import read_table as read
+    schema = demo_schema()
+    api.fit(demo_table(800), schema, FitRequest(model="aim", preset="tiny", epsilon=1.0,
+                                                public_table=True), run_dir=tmp_path / "run")
+    monkeypatch.setattr(api, "PART_ROWS", 150)
+    drawn = []
+    original = api.SynthModel.sample
+    monkeypatch.setattr(api.SynthModel, "sample",
+                        lambda self, n, **kw: drawn.append(n) or original(self, n, **kw))
+    first, info = api.sample(tmp_path / "run", 400, seed=4, out=tmp_path / "big.csv")
+    assert drawn == [150, 150, 100] and len(first) == 150
+    assert info["rows"] == 400 and info["parts"] == 3
+    written = read(tmp_path / "big.csv", schema)
+    assert len(written) == 400 and list(written.columns) == schema.names
+    assert main(["sample", "--run", str(tmp_path / "run"), "--rows", "400",
+                 "--out", str(tmp_path / "again.csv")]) == 0
+    said = capsys.readouterr().out
+    assert "wrote 400 rows" in said and "in 3 parts" in said
+    assert len(read(tmp_path / "again.csv", schema)) == 400

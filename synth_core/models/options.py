@@ -62,13 +62,16 @@ def check_bins(config) -> None:
 # the most rows one request draws: more would take hours on a CPU and tens of GB; draw several files
 # instead
 MAX_SAMPLE_ROWS = 5_000_000
+# the most rows a draw written to a file a part at a time takes (api.PART_ROWS: memory holds a
+# part): hours on a CPU for the slowest families, minutes for AIM
+MAX_FILE_ROWS = 100_000_000
 
 
-def check_sample_rows(n) -> None:
-    """ValueError unless `n` rows can be drawn in one request: a whole number from 1 to
-    MAX_SAMPLE_ROWS."""
+def check_sample_rows(n, most: int = MAX_SAMPLE_ROWS) -> None:
+    """ValueError unless `n` rows can be drawn in one request: a whole number from 1 to `most`
+    (MAX_SAMPLE_ROWS; MAX_FILE_ROWS for a draw written to a file a part at a time)."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
         raise ValueError(f"the number of rows must be a positive integer, not {n!r}")
-    if n > MAX_SAMPLE_ROWS:
-        raise ValueError(f"{n:,} rows is more than one request draws (at most {MAX_SAMPLE_ROWS:,}); ask for fewer, "
-                         "or draw several files")
+    if n > most:
+        raise ValueError(f"{n:,} rows is more than one request draws (at most {most:,}); ask "
+                         "for fewer, or draw several files")

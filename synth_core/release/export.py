@@ -41,10 +41,11 @@ def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def to_csv(table: pd.DataFrame, target=None) -> str | None:
+def to_csv(table: pd.DataFrame, target=None, header: bool = True) -> str | None:
     """The table as spreadsheet-safe CSV: written to `target` (a path or an open text file), or
-    returned."""
-    return spreadsheet_safe(table).to_csv(target, index=False, lineterminator="\r\n")
+    returned; `header` False: its rows alone (a part after the first, written to the same file)."""
+    return spreadsheet_safe(table).to_csv(target, index=False, lineterminator="\r\n",
+                                          header=header)
 
 
 # the files a linked sample (schema.linked) is written as, in the folder the steward names
