@@ -22,7 +22,7 @@ def schema_command(args) -> int:
                               "belong to them)")
         if args.max_children is not None:  # before a table is read (0 was read as the default)
             check_max_children(args.max_children)
-        table = read_table(args.data, missing_markers=args.missing)
+        table = _table_to_draft(args)
         options = dict(max_categories=args.max_categories, missing_markers=args.missing)
         if args.child is not None:
             tables = LinkedTables(table, read_table(args.child, missing_markers=args.missing))
@@ -67,6 +67,32 @@ def schema_command(args) -> int:
         for line in report.summary():
             print(f"note: {line}")
     return 0
+
+
+# a table too large to read whole is drafted from a random sample of this many of its rows
+DRAFT_ROWS = 1_000_000
+
+
+def _table_to_draft(args):
+    """The table a draft reads: the file whole, or where reading it whole would take over 1.6 GB
+    (schema.batches.whole_bytes, as `fit` decides), a uniform random DRAFT_ROWS of its rows, read
+    a batch at a time (linked tables: whole)."""
+    from .files import DATA_LIMIT, input_file
+    from .schema.batches import CSV_TIMES, sample_rows, whole_bytes
+    if args.child is None:
+        path = input_file(args.data, "data file", SchemaError)
+        try:
+            large = whole_bytes(path) > CSV_TIMES * DATA_LIMIT
+        except Exception:  # noqa: BLE001 - read_table says what is wrong with the file
+            large = False
+        if large:
+            table, rows = sample_rows(args.data, DRAFT_ROWS, args.missing)
+            if rows > len(table):
+                print(f"{args.data} is too large to read whole: drafting from a random "
+                      f"{len(table):,} of its {rows:,} rows (values held by few rows may be missing "
+                      "from the draft; add them before you confirm it)", flush=True)
+            return table
+    return read_table(args.data, missing_markers=args.missing)
 
 
 def read_tables(args, schema):

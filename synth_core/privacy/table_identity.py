@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_float_dtype
 
+from ..schema.batches import wider
+
 SKETCH_SIZE = 128        # row hashes kept per projection: a share's estimate within about ±0.09
 # projections (each column left out) kept for tables up to this many columns
 SKETCH_COLUMNS = 64
@@ -275,7 +277,7 @@ def streamed(batches: Callable[[frozenset], Iterable[pd.DataFrame]], columns: li
         for name in batch.columns:
             name = str(name)
             numbers_only[name] = numbers_only.get(name, True) and _all_numbers(batch[name], marks)
-            types[name] = _wider(types.get(name), batch[name])
+            types[name] = wider(types.get(name), batch[name])
     rows, bottoms, old, names, hashed = [], {}, [], None, ()
     for batch in batches(frozenset(n for n, t in types.items() if t is object)):
         batch = batch.rename(columns=str)
@@ -297,20 +299,3 @@ def streamed(batches: Callable[[frozenset], Iterable[pd.DataFrame]], columns: li
     return Streamed(_fingerprint(hashed, np.concatenate(rows), key),
                     {"all": all_rows, "drop": drop}, _v1_fingerprint(names, v1_rows, key),
                     _legacy(names, v1_rows))
-
-
-def _wider(seen: object, column: pd.Series) -> object:
-    """The type pandas gives a column read whole, from its batches' (`seen`: the earlier batches'):
-    text where any batch is text or the batches disagree on booleans, a float where one holds a
-    float (or a missing value) and another whole numbers; None where no batch needs telling."""
-    if pd.api.types.is_bool_dtype(column):
-        kind = bool
-    elif pd.api.types.is_numeric_dtype(column):
-        kind = float if pd.api.types.is_float_dtype(column) else int
-    else:
-        kind = object
-    if seen is None or seen is kind:
-        return kind
-    if object in (seen, kind) or bool in (seen, kind):
-        return object
-    return float

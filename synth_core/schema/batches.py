@@ -15,8 +15,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+from pandas.api.types import is_float_dtype
 
 from ..files import input_file
 from .reading import csv_options, csv_read_as, numbers_for_people, sniff_separator
@@ -74,15 +76,15 @@ def _header(path: Path, encoding: str) -> str:
 
 
 def read_batches(path: str | os.PathLike, schema: Schema | None = None,
-                 batch_rows: int = BATCH_ROWS, text: frozenset = frozenset()
-                 ) -> Iterator[pd.DataFrame]:
+                 batch_rows: int = BATCH_ROWS, text: frozenset = frozenset(),
+                 missing_markers=()) -> Iterator[pd.DataFrame]:
     """The rows of a CSV or Parquet file, `batch_rows` at a time, each read as `read_table` reads
     a whole file (the same encodings, separators, missing markers and numbers written for people);
     any size, as the file is never held whole (a regular file only: files.input_file). `text`: a
     CSV's columns read as text in every batch, as pandas reads them in the whole file where some
     batch holds text (a batch alone may read numbers)."""
     path = input_file(path, "data file", SchemaError)
-    markers = list(schema.missing_markers) if schema else []
+    markers = list(schema.missing_markers) if schema else list(missing_markers)
     if path.suffix.lower() in (".parquet", ".pq"):
         yield from _parquet_batches(path, batch_rows)
         return
@@ -96,7 +98,7 @@ def read_batches(path: str | os.PathLike, schema: Schema | None = None,
     try:
         options = csv_options(sep, schema, markers)
         if text:
-            options["dtype"] = {**{name: object for name in text}, **(options["dtype"] or {})}
+            options["dtype"] = {**{name: str for name in text}, **(options["dtype"] or {})}
         for chunk in pd.read_csv(path, encoding=encoding, chunksize=batch_rows, **options):
             if len(chunk):  # a header alone reads as one empty chunk
                 seen += len(chunk)
@@ -213,3 +215,46 @@ class ValidatedBatches:
             total = total + counted
             yield clean
         self.report = total.report(self.schema)
+
+
+def wider(seen: object, column: pd.Series) -> object:
+    """The type pandas gives a column read whole, from its batches' (`seen`: the earlier batches'):
+    text where any batch is text or the batches disagree on booleans, a float where one holds a
+    float (or a missing value) and another whole numbers; None where no batch needs telling."""
+    if pd.api.types.is_bool_dtype(column):
+        kind = bool
+    elif pd.api.types.is_numeric_dtype(column):
+        kind = float if pd.api.types.is_float_dtype(column) else int
+    else:
+        kind = object
+    if seen is None or seen is kind:
+        return kind
+    if object in (seen, kind) or bool in (seen, kind):
+        return object
+    return float
+
+
+def sample_rows(path: str | os.PathLike, rows: int, missing_markers=(), batch_rows: int = BATCH_ROWS
+                ) -> tuple[pd.DataFrame, int]:
+    """A uniform random sample of `rows` of a file's rows, read twice a batch at a time (each
+    column's type over the whole file first, so that the sample's columns are typed as the whole
+    file's are: text where any batch holds text), and how many rows the file holds. Memory holds
+    the sample and a batch: a draft of a table too large to read whole (cli_schema)."""
+    types: dict = {}
+    for batch in read_batches(path, None, batch_rows, missing_markers=missing_markers):
+        for name in batch.columns:
+            types[str(name)] = wider(types.get(str(name)), batch[name])
+    text = frozenset(name for name, kind in types.items() if kind is object)
+    rng, kept, keys, total = np.random.default_rng(), None, np.empty(0), 0
+    for batch in read_batches(path, None, batch_rows, text, missing_markers):
+        batch = batch.rename(columns=str).reset_index(drop=True)
+        floats = [n for n, kind in types.items() if kind is float and not is_float_dtype(batch[n])]
+        batch = batch.astype({n: float for n in floats}) if floats else batch
+        total += len(batch)
+        mine = rng.random(len(batch))
+        kept = batch if kept is None else pd.concat([kept, batch], ignore_index=True)
+        keys = np.concatenate([keys, mine])
+        if len(kept) > rows:  # the rows with the smallest keys: a uniform sample of all so far
+            keep = np.sort(np.argpartition(keys, rows)[:rows])
+            kept, keys = kept.iloc[keep].reset_index(drop=True), keys[keep]
+    return kept, total
