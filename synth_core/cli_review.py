@@ -56,6 +56,29 @@ def _labelled(items: list[str], prefix: str) -> list[tuple[str, str]]:
     return out
 
 
+# a table too large to read whole is reviewed from a uniform random sample of this many rows
+REVIEW_ROWS = 1_000_000
+
+
+def _review_table(path, schema: Schema, what: str):
+    """A table the review reads: the file whole, or where reading it whole would take over 1.6 GB
+    (schema.batches.whole_bytes, as `fit` decides), a uniform random REVIEW_ROWS of its rows read
+    a batch at a time, said on the terminal."""
+    from .files import DATA_LIMIT, input_file
+    from .schema.batches import CSV_TIMES, sample_rows, whole_bytes
+    try:
+        large = whole_bytes(input_file(path, "data file", SchemaError)) > CSV_TIMES * DATA_LIMIT
+    except Exception:  # noqa: BLE001 - read_table says what is wrong with the file
+        large = False
+    if not large:
+        return read_table(path, schema)
+    table, rows = sample_rows(path, REVIEW_ROWS, schema.missing_markers, schema=schema)
+    if rows > len(table):
+        print(f"note: {what} is too large to read whole: the review reads a random "
+              f"{len(table):,} of its {rows:,} rows", flush=True)
+    return table
+
+
 def evaluate_command(args) -> int:
     from .evaluate import EvaluationError, build_report, quick_figures
 
@@ -77,8 +100,9 @@ def evaluate_command(args) -> int:
         if name is not None and name not in schema:
             raise EvaluationError(f"the {what} {name!r} is not a column of the schema")
     # the file as the steward has it
-    real, dropped = schema_columns(read_table(args.real, schema), schema)
-    holdout = schema_columns(read_table(args.holdout, schema), schema)[0] if args.holdout else None
+    real, dropped = schema_columns(_review_table(args.real, schema, "the real table"), schema)
+    holdout = (schema_columns(_review_table(args.holdout, schema, "the held-out table"), schema)[0]
+               if args.holdout else None)
     if left_out(dropped):
         print(f"note: {left_out(dropped)}")
     synthetic, ledgers = {}, {}
@@ -88,10 +112,10 @@ def evaluate_command(args) -> int:
         if not sample.exists():
             raise EvaluationError(f"the run {path} has no {sample.relative_to(run.path)}; run "
                                   f"`sample --run {path} --out {sample}` first")
-        synthetic[label] = read_table(sample, schema)
+        synthetic[label] = _review_table(sample, schema, f"{label}'s sample")
         ledgers[label] = run.ledger_dict()
     for label, path in files:
-        synthetic[label] = read_table(path, schema)
+        synthetic[label] = _review_table(path, schema, label)
         ledgers[label] = None
     if args.quick:
         for label, table in synthetic.items():

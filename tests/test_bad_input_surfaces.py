@@ -375,8 +375,14 @@ READERS = [  # (the command with {x} where the path goes, what the message calls
     (["audit", "--data", "{x}", "--schema", S], "data file"),
     (["forecast", "--schema", "{x}", "--epsilon", "1", "--rows", "100"], "schema file"),
 ]
-# the commands that read a file too large to read whole a batch at a time (issue 62)
-ENGINE_READERS = (["schema", "draft"], ["fit", "--data"])
+def _in_batches(reader: list[str]) -> bool:
+    """Whether the command reads the file at {x}, too large to read whole, a batch at a time
+    (issue 62): fit's and the draft's table, the review's real and synthetic tables."""
+    flag = reader[reader.index("{x}") - 1]
+    command = reader[0] in ("fit", "evaluate") or reader[:2] == ["schema", "draft"]
+    return command and flag in ("--data", "--real", "--synthetic")
+
+
 DEVICE_CASES = [
     # every reader: a folder, a loop of links, /dev/zero
     *[(reader, path, what, words) for reader, what in READERS
@@ -387,7 +393,7 @@ DEVICE_CASES = [
     # files too large to read, which claim their size (fit and draft read them a batch at a time:
     # ENGINE_CASES)
     *[(reader, "{in}/huge.csv", what, "more than the 2,048 MB")
-      for reader, what in READERS if what == "data file" and reader[:2] not in ENGINE_READERS],
+      for reader, what in READERS if what == "data file" and not _in_batches(reader)],
     *[(reader, "{in}/huge.json", what, "more than the 10 MB")
       for reader, what in READERS if what == "schema file"],
 ]
@@ -408,16 +414,16 @@ def test_a_device_a_pipe_a_folder_or_a_huge_file_is_refused_before_it_is_read(
     _cli_case(argv, said, inputs, tmp_path, monkeypatch)
 
 
-ENGINE_CASES = [reader for reader, what in READERS
-                if reader[:2] in ENGINE_READERS and reader[3] == "{x}"]
+ENGINE_CASES = [reader for reader, what in READERS if _in_batches(reader)]
 
 
-@pytest.mark.parametrize("reader", ENGINE_CASES, ids=[c[0] for c in ENGINE_CASES])
+@pytest.mark.parametrize("reader", ENGINE_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(ENGINE_CASES)])
 def test_a_file_too_large_to_read_whole_is_read_a_batch_at_a_time_and_refused_in_one_line(
         reader, inputs, tmp_path, monkeypatch):
-    """Issue 62: `fit` and `schema draft` read a file too large to read whole (2,049 MB, which
-    would take some 16 GB in pandas) a batch at a time, not whole; this one holds only NUL bytes,
-    which they refuse in one line, having read only its head."""
+    """Issue 62: `fit`, `schema draft` and `evaluate` read a file too large to read whole (2,049
+    MB, which would take some 16 GB in pandas) a batch at a time, not whole; this one holds only
+    NUL bytes, which they refuse in one line, having read only its head."""
     argv = [a.replace("{x}", "{in}/huge.csv") for a in reader]
     _cli_case(argv, "cannot read huge.csv as a table: it is not text", inputs, tmp_path,
               monkeypatch)

@@ -520,3 +520,23 @@ def test_a_table_too_large_to_read_whole_is_drafted_from_a_random_sample(tmp_pat
         warnings.simplefilter("ignore")
         expected = draft_schema(whole, missing_markers=MARKERS).to_dict()
     assert json.loads((tmp_path / "all.json").read_text())["columns"] == expected["columns"]
+
+
+def test_a_review_of_tables_too_large_to_read_whole_reads_a_random_sample_of_each(
+        tmp_path, monkeypatch, capsys):
+    """`evaluate` of tables too large to read whole reviews a uniform random sample of each, read a
+    batch at a time, and says so."""
+    import synth_core.cli_review as cli_review
+    import synth_core.files as files
+    from synth_core.cli import main
+    from synth_core.demo import demo_schema, demo_table
+    demo_table(600, seed=1).to_csv(tmp_path / "real.csv", index=False)
+    demo_table(600, seed=2).to_csv(tmp_path / "synthetic.csv", index=False)
+    demo_schema().save(tmp_path / "schema.json")
+    monkeypatch.setattr(files, "DATA_LIMIT", 1_000)   # these files are "too large" now
+    monkeypatch.setattr(cli_review, "REVIEW_ROWS", 200)
+    assert main(["evaluate", "--real", str(tmp_path / "real.csv"), "--synthetic",
+                 str(tmp_path / "synthetic.csv"), "--schema", str(tmp_path / "schema.json"),
+                 "--quick", "--out", str(tmp_path / "review")]) == 0
+    said = capsys.readouterr().out
+    assert said.count("the review reads a random 200 of its 600 rows") == 2, said

@@ -234,19 +234,21 @@ def wider(seen: object, column: pd.Series) -> object:
     return float
 
 
-def sample_rows(path: str | os.PathLike, rows: int, missing_markers=(), batch_rows: int = BATCH_ROWS
+def sample_rows(path: str | os.PathLike, rows: int, missing_markers=(),
+                batch_rows: int = BATCH_ROWS, schema: Schema | None = None
                 ) -> tuple[pd.DataFrame, int]:
     """A uniform random sample of `rows` of a file's rows, read twice a batch at a time (each
     column's type over the whole file first, so that the sample's columns are typed as the whole
     file's are: text where any batch holds text), and how many rows the file holds. Memory holds
-    the sample and a batch: a draft of a table too large to read whole (cli_schema)."""
+    the sample and a batch: a draft or a review of a table too large to read whole (cli_schema,
+    cli_review; `schema`: read as `read_table` reads it with one)."""
     types: dict = {}
-    for batch in read_batches(path, None, batch_rows, missing_markers=missing_markers):
+    for batch in read_batches(path, schema, batch_rows, missing_markers=missing_markers):
         for name in batch.columns:
             types[str(name)] = wider(types.get(str(name)), batch[name])
     text = frozenset(name for name, kind in types.items() if kind is object)
     rng, kept, keys, total = np.random.default_rng(), None, np.empty(0), 0
-    for batch in read_batches(path, None, batch_rows, text, missing_markers):
+    for batch in read_batches(path, schema, batch_rows, text, missing_markers):
         batch = batch.rename(columns=str).reset_index(drop=True)
         floats = [n for n, kind in types.items() if kind is float and not is_float_dtype(batch[n])]
         batch = batch.astype({n: float for n in floats}) if floats else batch
