@@ -143,8 +143,11 @@ def child(stage: str, n: int, work: Path) -> dict:
     if stage in ("read", "read_parquet"):
         table = read_table(csv if stage == "read" else parquet, missing_markers=[MISSING])
         out["shape"] = list(table.shape)
-    elif stage == "draft":  # what `schema draft --missing ?` does
-        table = read_table(csv, missing_markers=[MISSING])
+    elif stage == "draft":  # what `schema draft --missing ?` does (a random million rows of a
+        # table too large to read whole)
+        from types import SimpleNamespace
+        from synth_core.cli_schema import _table_to_draft
+        table = _table_to_draft(SimpleNamespace(data=str(csv), missing=[MISSING], child=None))
         t = _clock(parts, "read", start)
         schema = draft_schema(table, missing_markers=[MISSING])
         _clock(parts, "draft", t)
