@@ -14,6 +14,7 @@ from typing import Callable
 import pandas as pd
 
 from . import pipeline
+from .encoding.engine import Counting
 from .files import atomic_output, check_output_file, check_output_folder
 from .models import SynthModel
 from .models.options import MAX_FILE_ROWS, MAX_SAMPLE_ROWS, check_sample_rows
@@ -110,6 +111,8 @@ def _pay(admitted: pipeline.Admitted, ledger: PrivacyLedger, group) -> tuple:
     if "rows" in mine:
         return paid, mine["rows"], mine["report"]
     if paid.schema.to_dict() != admitted.schema.to_dict():
+        if isinstance(admitted.rows, Counting):  # a table the engine holds: held there
+            return paid, admitted.rows, admitted.rows.held_to(paid.schema)
         return (paid, *validate_table(admitted.rows, paid.schema))
     return paid, admitted.rows, admitted.report
 
