@@ -89,8 +89,8 @@ def _table_to_draft(args):
             table, rows = sample_rows(args.data, DRAFT_ROWS, args.missing)
             if rows > len(table):
                 print(f"{args.data} is too large to read whole: drafting from a random "
-                      f"{len(table):,} of its {rows:,} rows (values held by few rows may be missing "
-                      "from the draft; add them before you confirm it)", flush=True)
+                      f"{len(table):,} of its {rows:,} rows (values held by few rows may be "
+                      "missing from the draft; add them before you confirm it)", flush=True)
             return table
     return read_table(args.data, missing_markers=args.missing)
 

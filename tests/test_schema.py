@@ -413,7 +413,8 @@ def test_a_drafted_column_of_dates_reads_the_few_values_that_are_no_date_as_miss
     rows, report = validate_table(table, schema)
     assert len(rows) == 500 and int(rows["when"].isna().sum()) == 20
     assert report.columns["when"].not_dates == 20
-    assert any("20 values that are not dates were read as missing" in line for line in report.summary())
+    assert any("20 values that are not dates were read as missing" in line
+               for line in report.summary())
     strict = schema.to_dict()
     strict["columns"][0]["nullable"] = False
     with pytest.raises(SchemaError, match="mark it nullable"):

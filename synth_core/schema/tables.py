@@ -49,7 +49,8 @@ class ValidationReport:
             if r.snapped:
                 lines.append(f"{name}: {r.snapped} values between the declared values were put on the nearest")
             if r.not_dates:
-                lines.append(f"{name}: {r.not_dates} values that are not dates were read as missing")
+                lines.append(f"{name}: {r.not_dates} values that are not dates were read as "
+                             "missing")
             if r.mapped_unknown:
                 lines.append(f"{name}: {r.mapped_unknown} values outside the public categories were mapped to the unknown category")
             if r.inconsistent:
@@ -284,9 +285,9 @@ def _years(raw: pd.Series, miss: pd.Series, spec: ColumnSpec) -> tuple[pd.Series
     parsed = _parse_dates(raw.where(~miss))
     bad = parsed.isna() & ~miss
     if bad.any() and not spec.nullable:
-        raise SchemaError(f"column {spec.name!r} is read from dates but holds values that are not "
-                          f"dates: {_preview(pd.unique(raw[bad].astype(str)))}; mark it nullable to "
-                          "read them as missing")
+        raise SchemaError(f"column {spec.name!r} is read from dates but holds values that are "
+                          f"not dates: {_preview(pd.unique(raw[bad].astype(str)))}; mark it "
+                          "nullable to read them as missing")
     return parsed.dt.year.astype(float), bad
 
 
