@@ -63,27 +63,20 @@ def _fit(args) -> int:
 
 def _engine_table(args, schema, request: FitRequest):
     """The table counted by the embedded engine, never read whole (encoding/engine.py), where
-    `--engine` asks for it, or where reading it whole would take more memory than a CSV as large
-    as a browser upload does (files.DATA_LIMIT, eight times over) and the model takes such a table
-    (`from_engine`: aim, dp-tbart, or auto among them); None: read it whole."""
+    `--engine` asks for it, or where the file is too large to read whole (schema.batches.too_large)
+    and the model takes such a table (`from_engine`: aim, dp-tbart, or auto among them); None:
+    read it whole."""
     from .encoding.engine import TableStore
-    from .files import DATA_LIMIT
     from .pipeline import engine_families
-    from .schema.batches import CSV_TIMES, whole_bytes
-    if not shape_of(schema).engine:
+    from .schema.batches import too_large
+    if not shape_of(schema).engine or not (args.engine or too_large(args.data)):
         return None
-    if not args.engine:
-        try:
-            large = whole_bytes(args.data) > CSV_TIMES * DATA_LIMIT
-        except Exception:  # noqa: BLE001 - read_table says what is wrong with the file
-            return None
-        if not large:
-            return None
-        try:
-            engine_families(schema, request)
-        except (SchemaError, ValueError):
-            return None  # read whole, as before (up to files.FILE_LIMIT)
-    engine_families(schema, request)  # asked for: what it cannot do, in one line
+    try:
+        engine_families(schema, request)
+    except (SchemaError, ValueError):
+        if args.engine:  # asked for: what it cannot do, in one line
+            raise
+        return None  # read whole, as before (up to files.FILE_LIMIT)
     print(f"reading {args.data} a batch at a time into the counting engine…", flush=True)
     return TableStore.from_file(args.data, schema)
 

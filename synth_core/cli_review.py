@@ -62,15 +62,11 @@ REVIEW_ROWS = 1_000_000
 
 def _review_table(path, schema: Schema, what: str):
     """A table the review reads: the file whole, or where reading it whole would take over 1.6 GB
-    (schema.batches.whole_bytes, as `fit` decides), a uniform random REVIEW_ROWS of its rows read
+    (schema.batches.too_large, as `fit` decides), a uniform random REVIEW_ROWS of its rows read
     a batch at a time, said on the terminal."""
-    from .files import DATA_LIMIT, input_file
-    from .schema.batches import CSV_TIMES, sample_rows, whole_bytes
-    try:
-        large = whole_bytes(input_file(path, "data file", SchemaError)) > CSV_TIMES * DATA_LIMIT
-    except Exception:  # noqa: BLE001 - read_table says what is wrong with the file
-        large = False
-    if not large:
+    from .files import input_file
+    from .schema.batches import sample_rows, too_large
+    if not too_large(input_file(path, "data file", SchemaError)):
         return read_table(path, schema)
     table, rows = sample_rows(path, REVIEW_ROWS, schema.missing_markers, schema=schema)
     if rows > len(table):

@@ -75,17 +75,12 @@ DRAFT_ROWS = 1_000_000
 
 def _table_to_draft(args):
     """The table a draft reads: the file whole, or where reading it whole would take over 1.6 GB
-    (schema.batches.whole_bytes, as `fit` decides), a uniform random DRAFT_ROWS of its rows, read
+    (schema.batches.too_large, as `fit` decides), a uniform random DRAFT_ROWS of its rows, read
     a batch at a time (linked tables: whole)."""
-    from .files import DATA_LIMIT, input_file
-    from .schema.batches import CSV_TIMES, sample_rows, whole_bytes
+    from .files import input_file
+    from .schema.batches import sample_rows, too_large
     if args.child is None:
-        path = input_file(args.data, "data file", SchemaError)
-        try:
-            large = whole_bytes(path) > CSV_TIMES * DATA_LIMIT
-        except Exception:  # noqa: BLE001 - read_table says what is wrong with the file
-            large = False
-        if large:
+        if too_large(input_file(args.data, "data file", SchemaError)):
             table, rows = sample_rows(args.data, DRAFT_ROWS, args.missing)
             if rows > len(table):
                 print(f"{args.data} is too large to read whole: drafting from a random "

@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 from pandas.api.types import is_float_dtype
 
+from .. import files
 from ..files import input_file
 from .reading import csv_options, csv_read_as, numbers_for_people, sniff_separator
 from .rules import RuleTally
@@ -31,6 +32,17 @@ BATCH_ROWS = 100_000
 # what pandas holds of a table read whole: about 57 bytes a cell (10M rows of Adult's 15 columns:
 # 8.6 GB), eight times its CSV (benchmarks/RESULTS.md, "Scale curve")
 CELL_BYTES, CSV_TIMES = 57, 8
+
+
+def too_large(path: str | os.PathLike) -> bool:
+    """Whether reading the file whole would take more memory than a CSV as large as a browser
+    upload does (files.DATA_LIMIT, CSV_TIMES over: 1.6 GB); such a file is read a batch at a
+    time by fit, the draft and the review. False where it cannot be told (read_table then says
+    what is wrong with the file)."""
+    try:
+        return whole_bytes(path) > CSV_TIMES * files.DATA_LIMIT
+    except Exception:  # noqa: BLE001 - a missing or damaged file: read_table's one line
+        return False
 
 
 def whole_bytes(path: str | os.PathLike) -> int:

@@ -152,9 +152,9 @@ def hold_private_table(rules: list[Expression], table: pd.DataFrame) -> tuple[pd
 @dataclass
 class RuleTally:
     """What the rules make of some rows: which rows obey them all (`keep`), how many break each
-    rule, how many of those miss a value of each column it reads, the rows seen and dropped. Tallies
-    of a table's batches add up to the whole table's (`add`), so a table read a batch at a time is
-    refused exactly as the whole one is."""
+    rule, how many of those miss a value of each column it reads, the rows seen and dropped. A
+    table read a batch at a time adds its batches' up (schema.batches.Counted) and is refused
+    exactly as the whole one is."""
     keep: np.ndarray
     counts: dict[str, int]
     missing: dict[tuple[str, str], int]
@@ -169,13 +169,6 @@ class RuleTally:
                    for rule in rules for c in rule.columns}
         return cls(keep, {text: int(rows.sum()) for text, rows in broken.items()}, missing,
                    len(table), int((~keep).sum()))
-
-    def add(self, other: "RuleTally") -> "RuleTally":
-        """This tally and another batch's (`keep`: the other's)."""
-        counts = {k: self.counts.get(k, 0) + v for k, v in other.counts.items()}
-        missing = {k: self.missing.get(k, 0) + v for k, v in other.missing.items()}
-        return RuleTally(other.keep, counts, missing, self.rows + other.rows,
-                         self.dropped + other.dropped)
 
     def refuse_mostly_broken(self, rules: list[Expression]) -> None:
         """SchemaError for a rule most rows break, or rules that together drop most rows."""
