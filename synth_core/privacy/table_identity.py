@@ -24,9 +24,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import is_float_dtype
 
-from ..schema.batches import wider
+from ..schema.batches import as_whole, text_columns, wider
 
 SKETCH_SIZE = 128        # row hashes kept per projection: a share's estimate within about ±0.09
 # projections (each column left out) kept for tables up to this many columns
@@ -44,16 +43,22 @@ def _hash_key(key: bytes) -> str:
     return hmac.new(key, b"row hashes", hashlib.sha256).hexdigest()[:16]
 
 
+def _parsed(column: pd.Series, markers: frozenset) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """A text column trimmed, which of its values are missing (any marker), and each as a finite
+    number where it is one."""
+    text = column.astype("string").str.strip()
+    missing = text.isna() | text.str.lower().isin(markers)
+    numbers = pd.to_numeric(text.where(~missing), errors="coerce")
+    return text, missing, numbers.where(np.isfinite(numbers.astype("float64")))
+
+
 def _all_numbers(column: pd.Series, markers: frozenset) -> bool:
     """Whether every present value of a column is a number (its canonical form is numbers)."""
     if pd.api.types.is_bool_dtype(column):
         return False
     if pd.api.types.is_numeric_dtype(column):
         return True
-    text = column.astype("string").str.strip()
-    missing = text.isna() | text.str.lower().isin(markers)
-    numbers = pd.to_numeric(text.where(~missing), errors="coerce")
-    numbers = numbers.where(np.isfinite(numbers.astype("float64")))
+    _, missing, numbers = _parsed(column, markers)
     return bool((numbers.notna() | missing).all())
 
 
@@ -71,10 +76,7 @@ def _canonical(column: pd.Series, markers: frozenset, numbers_only: bool | None 
     if pd.api.types.is_numeric_dtype(column):  # text elsewhere in the column: numbers as text
         values = column.astype("float64")
         return values.where(np.isfinite(values)).map(repr, na_action="ignore").astype("string")
-    text = column.astype("string").str.strip()
-    missing = text.isna() | text.str.lower().isin(markers)
-    numbers = pd.to_numeric(text.where(~missing), errors="coerce")
-    numbers = numbers.where(np.isfinite(numbers.astype("float64")))
+    text, missing, numbers = _parsed(column, markers)
     if numbers_only if numbers_only is not None else bool((numbers.notna() | missing).all()):
         return numbers.astype("float64") + 0.0
     out = text.where(numbers.isna(), numbers.astype("float64").map(repr))
@@ -279,10 +281,8 @@ def streamed(batches: Callable[[frozenset], Iterable[pd.DataFrame]], columns: li
             numbers_only[name] = numbers_only.get(name, True) and _all_numbers(batch[name], marks)
             types[name] = wider(types.get(name), batch[name])
     rows, bottoms, old, names, hashed = [], {}, [], None, ()
-    for batch in batches(frozenset(n for n, t in types.items() if t is object)):
-        batch = batch.rename(columns=str)
-        floats = [n for n, t in types.items() if t is float and not is_float_dtype(batch[n])]
-        batch = batch.astype({n: float for n in floats}) if floats else batch
+    for batch in batches(text_columns(types)):
+        batch = as_whole(batch, types)
         hashes = row_hashes([("table", batch, columns)], key, markers, numbers_only)
         hashed = hashes.columns
         for projection, found in _projections(hashes).items():
@@ -292,10 +292,8 @@ def streamed(batches: Callable[[frozenset], Iterable[pd.DataFrame]], columns: li
             bottoms[projection] = _bottom(np.concatenate([kept, found]))
         names, part = _v1_rows(batch, sort=False)
         old.append(part)
-    drop = {c: base64.b64encode(b.astype("<u8").tobytes()).decode()
-            for c, b in bottoms.items() if c is not None}
-    all_rows = base64.b64encode(bottoms[None].astype("<u8").tobytes()).decode()
+    drop = {c: _packed(b) for c, b in bottoms.items() if c is not None}
     v1_rows = np.sort(np.concatenate(old)).tobytes()
     return Streamed(_fingerprint(hashed, np.concatenate(rows), key),
-                    {"all": all_rows, "drop": drop}, _v1_fingerprint(names, v1_rows, key),
-                    _legacy(names, v1_rows))
+                    {"all": _packed(bottoms[None]), "drop": drop},
+                    _v1_fingerprint(names, v1_rows, key), _legacy(names, v1_rows))

@@ -246,6 +246,19 @@ def wider(seen: object, column: pd.Series) -> object:
     return float
 
 
+def text_columns(types: dict) -> frozenset:
+    """The columns the whole file reads as text (`wider`'s kinds), to read as text in each batch."""
+    return frozenset(name for name, kind in types.items() if kind is object)
+
+
+def as_whole(batch: pd.DataFrame, types: dict) -> pd.DataFrame:
+    """A batch (read with `text_columns` as text) with its columns named and typed as the whole
+    file's: whole numbers as floats where another batch holds a float or a blank."""
+    batch = batch.rename(columns=str)
+    floats = [n for n, kind in types.items() if kind is float and not is_float_dtype(batch[n])]
+    return batch.astype({n: float for n in floats}) if floats else batch
+
+
 def sample_rows(path: str | os.PathLike, rows: int, missing_markers=(),
                 batch_rows: int = BATCH_ROWS, schema: Schema | None = None
                 ) -> tuple[pd.DataFrame, int]:
@@ -258,12 +271,9 @@ def sample_rows(path: str | os.PathLike, rows: int, missing_markers=(),
     for batch in read_batches(path, schema, batch_rows, missing_markers=missing_markers):
         for name in batch.columns:
             types[str(name)] = wider(types.get(str(name)), batch[name])
-    text = frozenset(name for name, kind in types.items() if kind is object)
     rng, kept, keys, total = np.random.default_rng(), None, np.empty(0), 0
-    for batch in read_batches(path, schema, batch_rows, text, missing_markers):
-        batch = batch.rename(columns=str).reset_index(drop=True)
-        floats = [n for n, kind in types.items() if kind is float and not is_float_dtype(batch[n])]
-        batch = batch.astype({n: float for n in floats}) if floats else batch
+    for batch in read_batches(path, schema, batch_rows, text_columns(types), missing_markers):
+        batch = as_whole(batch, types).reset_index(drop=True)
         total += len(batch)
         mine = rng.random(len(batch))
         kept = batch if kept is None else pd.concat([kept, batch], ignore_index=True)
