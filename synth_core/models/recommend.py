@@ -252,8 +252,8 @@ def recommend(schema: Schema, rows: int, epsilon: float, among: tuple[str, ...] 
     the lowest expected 2-way TVD by the model of the project's benchmark results
     (`benchmark_model.rank`, issue 44), its reason quoting the forecast; the rule (`by_rule`) where
     the model cannot rank them. Linked tables: the one family that models them (the benchmark runs
-    are single tables). `among`: only these families (a table an engine holds: those that learn
-    from counts)."""
+    are single tables). `among`: only these families (a table an engine holds: those that take
+    one, `from_engine`)."""
     if isinstance(schema, LinkedSchema):
         return Recommendation(LINKED_AUTO, LINKED_PRESET, DEFAULT_CALIBRATION_SHARE,
                               reason=f"{TITLES[LINKED_AUTO]}: the family that models linked "

@@ -58,11 +58,13 @@ def searchable(schema: Schema) -> list:
             and not c.derived and c.step is not None]
 
 
-def noisy_grid_counts(values: np.ndarray, candidates: np.ndarray, epsilon: float,
-                      rng: np.random.Generator) -> np.ndarray:
+def noisy_grid_counts(values: np.ndarray | Counting, candidates: np.ndarray, epsilon: float,
+                      rng: np.random.Generator, name: str = "") -> np.ndarray:
     """Laplace(1/ε) noise on the count of rows at each candidate value (a value off the grid counts
-    at the nearest candidate; a missing one nowhere): ε-DP."""
-    return grid_counts(values, candidates) + rng.laplace(0.0, 1.0 / epsilon, size=len(candidates))
+    at the nearest candidate; a missing one nowhere): ε-DP. Of a table the engine holds: its
+    column `name`, counted there."""
+    counts = grid_counts(values, candidates, name)
+    return counts + rng.laplace(0.0, 1.0 / epsilon, size=len(candidates))
 
 
 def grid_counts(values: np.ndarray | Counting, candidates: np.ndarray, name: str = ""
@@ -111,12 +113,9 @@ def find_value_sets(table: pd.DataFrame, schema: Schema, epsilon: float, ledger:
     found = {}
     for spec in columns:
         candidates = grid(spec)
-        if isinstance(table, Counting):  # a table the engine holds: counted there
-            exact = grid_counts(table, candidates, spec.name)
-            noisy = exact + rng.laplace(0.0, 1.0 / per_column, size=len(candidates))
-        else:
-            values = pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
-            noisy = noisy_grid_counts(values, candidates, per_column, rng)
+        values = table if isinstance(table, Counting) else \
+            pd.to_numeric(table[spec.name], errors="coerce").to_numpy(dtype=float)
+        noisy = noisy_grid_counts(values, candidates, per_column, rng, spec.name)
         value_set, points = decide(candidates, noisy, per_column, max(float(released_rows), 1.0),
                                    spec.kind == "integer")
         target = out[spec.name]
