@@ -64,7 +64,7 @@ def _fit(args) -> int:
 def _engine_table(args, schema, request: FitRequest):
     """The table counted by the embedded engine, never read whole (encoding/engine.py), where
     `--engine` asks for it, or where the file is too large to read whole (schema.batches.too_large)
-    and the model takes such a table (`from_engine`: aim, dp-tbart, or auto among them); None:
+    and the model takes such a table (`from_engine`, or auto among its candidates); None:
     read it whole."""
     from .encoding.engine import TableStore
     from .pipeline import engine_families

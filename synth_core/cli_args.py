@@ -66,7 +66,7 @@ def _fit_command(sub, MODELS: dict, families: bool) -> None:
                    help="a model family, or auto: chosen from the public schema and the row count (it says why)")
     f.add_argument("--engine", action="store_true",
                    help="count the table in an embedded engine instead of reading it whole (a "
-                        "table too large for memory; aim, dp-tbart or auto); automatic with them "
+                        "table too large for memory; every family but dp-llmtgen); automatic "
                         "for a file that would take over 1.6 GB read whole (a 200 MB CSV)")
     f.add_argument("--epsilon", type=float, required=True, help="total privacy budget ε")
     f.add_argument("--delta", type=float, default=None, help="δ (default: a power of ten below 1/rows)")

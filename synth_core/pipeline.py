@@ -23,7 +23,7 @@ import pandas as pd
 
 from .home import budgets_path
 from .encoding.engine import Counting
-from .models import SynthModel, model_class_for
+from .models import SynthModel, families_for, model_class_for
 from .models.recommend import AUTO, CANDIDATES
 from .privacy import PrivacyLedger, delta_warning, run_delta
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
@@ -104,8 +104,9 @@ def engine_families(schema: Schema | LinkedSchema, request: FitRequest) -> tuple
     asked = CANDIDATES if request.model == AUTO else (request.model,)
     able = tuple(f for f in asked if model_class_for(f, schema).from_engine)
     if not able:
+        takes = [f for f in families_for(schema) if model_class_for(f, schema).from_engine]
         raise SchemaError(f"{request.model} reads the rows themselves, which {words} does not "
-                          "hold; choose aim or dp-tbart, or a smaller table")
+                          f"hold; choose {', '.join(takes)}, or a smaller table")
     model_class_for(able[0], schema).check_schema(schema)
     return able
 

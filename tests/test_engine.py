@@ -268,7 +268,7 @@ def test_a_fit_through_the_engine_is_the_same_table_to_the_budget_book(tmp_path)
     schema = demo_schema()
     with TableStore.from_file(csv, schema, batch_rows=250) as store:
         with pytest.raises(SchemaError, match="reads the rows themselves"):
-            api.fit(store, schema, FitRequest(model="tablediffusion", epsilon=1.0,
+            api.fit(store, schema, FitRequest(model="dp-llmtgen", epsilon=1.0,
                                               table_epsilon=3.0), run_dir=tmp_path / "refused")
         assert not (tmp_path / "refused").exists()
         result = api.fit(store, schema, FitRequest(model="auto", preset="tiny", epsilon=1.0,
@@ -376,6 +376,56 @@ def test_dp_sgd_reads_its_poisson_batches_from_the_engines_disk(tmp_path, monkey
     assert abs(plan.steps - 2 / plan.sample_rate) <= 1
     drawn, _ = api.sample(tmp_path / "engine", 200, seed=3)
     assert len(drawn) == 200
+
+
+ENGINE_DP_SGD = ["tablediffusion", "tablediffusion-denoiser", "tablediffusion-masked", "dp-wgan",
+                 "dtgan-d", "dtgan-g"]
+
+
+def test_every_family_that_reads_rows_by_index_learns_from_the_engine():
+    """The families that take a table the engine holds are the ones whose training reads its rows
+    by index (a Poisson batch, a critic's batch): all but the language model."""
+    from synth_core.models import MODELS
+    assert sorted(f for f, c in MODELS.items() if c.from_engine) == \
+        sorted(["aim", "dp-tbart", *ENGINE_DP_SGD])
+
+
+@pytest.mark.parametrize("family", ENGINE_DP_SGD)
+def test_the_other_dp_sgd_families_read_their_batches_from_the_engines_disk(
+        tmp_path, monkeypatch, family):
+    """Each DP-SGD family but DP-TBART (above) on a table the engine holds: its encoded rows
+    (vectors, or tokens) written to the engine's folder are the whole table's, row for row; its
+    training reads them a batch at a time from there, with the plan of the table read whole;
+    the run samples."""
+    from synth_core import api
+    from synth_core.demo import demo_schema, demo_table
+    from synth_core.encoding.engine import DiskRows
+    from synth_core.request import FitRequest
+    csv = tmp_path / "census.csv"
+    demo_table(1_000).to_csv(csv, index=False)
+    schema = demo_schema()
+    whole, _ = _whole(csv, schema)
+    read = []
+    original = DiskRows.__getitem__
+    monkeypatch.setattr(DiskRows, "__getitem__",
+                        lambda self, at: read.append(len(at)) or original(self, at))
+    request = FitRequest(model=family, preset="tiny", epsilon=1.0, public_table=True,
+                         options={"epochs": 0.2})
+    with TableStore.from_file(csv, schema, batch_rows=300) as store:
+        fitted = api.fit(store, schema, request, run_dir=tmp_path / "engine")
+        rows = fitted.model.encode(store)
+        assert isinstance(rows, DiskRows) and rows.path.parent == store._dir
+        mine = np.asarray(rows._rows)
+        theirs = fitted.model.encode(whole).numpy()
+        assert mine.dtype == theirs.dtype or np.issubdtype(mine.dtype, np.integer)
+        np.testing.assert_array_equal(mine[np.lexsort(mine.T)], theirs[np.lexsort(theirs.T)])
+        batch = rows[np.array([0, 5, 7])]
+        assert batch.dtype == fitted.model.encode(whole).dtype
+    result = fitted.model.train_result
+    assert result.steps_done == result.steps_planned >= 1 and len(read) >= result.steps_done
+    assert fitted.ledger.spent_epsilon <= 1.0 + 1e-9
+    drawn, _ = api.sample(tmp_path / "engine", 100, seed=3)
+    assert len(drawn) == 100 and list(drawn.columns) == schema.names
 
 
 def test_dp_bounds_of_a_table_the_engine_holds_are_counted_and_clipped_there(tmp_path):

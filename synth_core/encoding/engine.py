@@ -90,6 +90,20 @@ def stored_form(table: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     return pd.DataFrame(frame)
 
 
+def canonical_form(stored: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Stored rows back in validation's canonical form (`stored_form` undone): a number as a float
+    (missing: NaN), a category as its public label (missing: NaN)."""
+    frame = {}
+    for i, spec in enumerate(schema.columns):
+        values = stored[f"c{i}"]
+        if spec.is_numeric:
+            frame[spec.name] = pd.to_numeric(values).astype(float).to_numpy()
+        else:
+            codes = pd.to_numeric(values).fillna(-1).astype(np.int64).to_numpy()
+            frame[spec.name] = pd.Categorical.from_codes(codes, spec.vocabulary()).astype(object)
+    return pd.DataFrame(frame)
+
+
 def stored_types(schema: Schema, sql_int: str = "INTEGER") -> str:
     """The stored form's columns and their SQL types."""
     return ", ".join(f"c{i} {'DOUBLE' if spec.is_numeric else sql_int}"
@@ -146,10 +160,11 @@ class Counting(ABC):
 
 
 class DiskRows:
-    """Rows' tokens in a file on disk, read a batch at a time by DP-SGD (`training.engine` indexes
-    `data[indices]` with each Poisson batch): a table too large to hold trains in the memory of a
-    batch. Where the Poisson sampling draws its indices, and how many steps it takes, does not
-    change."""
+    """Rows as a family encodes them (tokens, or vectors), in a file on disk, read a batch at a
+    time by DP-SGD (`training.engine` indexes `data[indices]` with each Poisson batch): a table
+    too large to hold trains in the memory of a batch. Where the Poisson sampling draws its
+    indices, and how many steps it takes, does not change. A batch comes back as the tensor the
+    family's `encode` gives in memory: tokens as int64, vectors as float32."""
 
     def __init__(self, path: Path, shape: tuple[int, int], dtype, device="cpu"):
         self.path, self.dtype, self.device = path, np.dtype(dtype), device
@@ -169,7 +184,8 @@ class DiskRows:
     def __getitem__(self, indices):
         import torch
         at = np.asarray(indices.cpu() if hasattr(indices, "cpu") else indices, dtype=np.int64)
-        return torch.from_numpy(self._rows[at].astype(np.int64)).to(self.device)
+        kind = np.int64 if np.issubdtype(self.dtype, np.integer) else np.float32
+        return torch.from_numpy(self._rows[at].astype(kind)).to(self.device)
 
 
 def _scale(spec) -> tuple:
@@ -272,6 +288,28 @@ class TableStore(Counting):
                 block = np.column_stack([batch.column(j).to_numpy() for j in range(width)])
                 rows[at:at + len(block)] = block
                 at += len(block)
+        rows.flush()
+        del rows
+        return DiskRows(path, (n, width), dtype)
+
+    def frames(self, rows: int = BATCH_ROWS):
+        """The stored rows, `rows` at a time, in validation's canonical form (`canonical_form`):
+        what a family's own encoder reads."""
+        with self._failing():
+            for batch in self.con.sql("SELECT * FROM rows").to_arrow_reader(rows):
+                yield canonical_form(batch.to_pandas(), self.schema)
+
+    def encoded_rows(self, encode, width: int, dtype, name: str) -> DiskRows:
+        """Each row as `encode` (a family's encoder: a canonical frame to an array of `width`
+        columns) writes it, into a file in the store's folder a batch at a time."""
+        n = len(self)
+        path = self._dir / f"{name}-{width}-{n}.bin"
+        rows = np.memmap(path, dtype, "w+", shape=(n, width))
+        at = 0
+        for frame in self.frames():
+            block = encode(frame)
+            rows[at:at + len(block)] = block
+            at += len(block)
         rows.flush()
         del rows
         return DiskRows(path, (n, width), dtype)

@@ -188,7 +188,8 @@ class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
     # whether its `encode` takes a table too large to hold that the embedded engine holds
-    # (encoding/engine.py): AIM asks it counts, DP-TBART reads its rows' tokens from its disk
+    # (encoding/engine.py): AIM asks it counts; the token and vector families read their encoded
+    # rows from its disk, a Poisson batch at a time
     from_engine = False
     # the variance of the row count the run released (0: public, or no ledger); set by `fit` from the ledger
     count_variance = 0.0

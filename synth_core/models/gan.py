@@ -399,7 +399,8 @@ class DTGANG(_WGAN):
         # each row's partition from its own coin, independent of the row's content; drawn in secret
         # too
         assignment = torch.randint(0, K, (len(data),), generator=secret_generator())
-        partitions = [data[(assignment == k).nonzero().squeeze(1).to(self.device)] for k in range(K)]
+        # each partition as its rows' indices: a batch is read when a critic trains (rows on disk)
+        partitions = [(assignment == k).nonzero().squeeze(1) for k in range(K)]
         critics = [self.new_critic() for _ in range(K)]
         c_opts = [torch.optim.Adam(c.parameters(), lr=cfg.partner_lr, betas=(0.5, 0.9)) for c in critics]
         g_opt = torch.optim.Adam(self.net.parameters(), lr=tc.lr, betas=(0.5, 0.9))
@@ -416,7 +417,7 @@ class DTGANG(_WGAN):
                 return float("nan")
             for _ in range(cfg.n_critic):
                 idx = torch.randint(0, len(rows), (min(tc.batch_size, len(rows)),), device=self.device)
-                real = rows[idx]
+                real = data[rows[idx.cpu()].to(self.device)]
                 with torch.no_grad():
                     cond = self.conditions_from_rows(real)
                     fake, _ = self.fake_rows(cond)

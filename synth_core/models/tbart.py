@@ -212,7 +212,6 @@ class DPTBART(TokenModel):
     config_class = TBARTConfig
     presets = PRESETS
     size_presets = {"quick": "quick", "standard": "cpu", "best": "paper"}
-    from_engine = True  # its Poisson batches read from the engine's disk (engine.DiskRows)
 
     # --- building ---------------------------------------------------------------------------------
     def build(self) -> None:

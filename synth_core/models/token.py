@@ -22,7 +22,10 @@ from .base import SamplingError, SynthModel, draw_with_rejection
 
 class TokenModel(SynthModel):
     """A family's config has `n_bins`, `numeric_decoding`, `random_order` and
-    `min_noise_multiplier`."""
+    `min_noise_multiplier`. Its rows are read by index only (`data[indices]`), so a table the
+    engine holds trains from the engine's disk (`from_engine`)."""
+
+    from_engine = True
 
     def build_encoder(self) -> None:
         self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins)

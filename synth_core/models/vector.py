@@ -16,12 +16,14 @@ import pandas as pd
 import torch
 
 from ..encoding import VectorEncoder
+from ..encoding.engine import DiskRows, TableStore
 from .base import SamplingError, SynthModel, draw_with_rejection
 
 
 class VectorModel(SynthModel):
     """A family implements `build_net` (sets self.net, the module that is saved) and
-    `generate_vectors`.
+    `generate_vectors`. Its rows are read by index only (`data[indices]`), so a table the engine
+    holds trains from the engine's disk (`from_engine`).
 
     sample_blocks: whether `generate_vectors` gives each one-hot block as probabilities to draw from
     (a diffusion model's final estimate E[one-hot | x_1]); otherwise the block is decoded by its
@@ -29,6 +31,7 @@ class VectorModel(SynthModel):
     """
 
     sample_blocks = False
+    from_engine = True
 
     def build(self) -> None:
         self.encoder = VectorEncoder(self.schema, self.config.numeric_encoding, self.config.n_bins,
@@ -38,7 +41,11 @@ class VectorModel(SynthModel):
     def build_net(self) -> None:
         raise NotImplementedError
 
-    def encode(self, table: pd.DataFrame) -> torch.Tensor:
+    def encode(self, table: pd.DataFrame | TableStore) -> torch.Tensor | DiskRows:
+        """The rows as vectors; of a table the engine holds, on its disk (`engine.DiskRows`:
+        DP-SGD reads each Poisson batch from there)."""
+        if isinstance(table, TableStore):
+            return table.encoded_rows(self.encoder.encode, self.encoder.dim, np.float32, "vectors")
         return torch.from_numpy(self.encoder.encode(table))
 
     def generate_vectors(self, n: int, native: dict, generator: torch.Generator) -> np.ndarray:
