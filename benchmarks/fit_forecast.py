@@ -123,7 +123,7 @@ _PRESENT: list[str] = list(FAMILIES)
 INTERACTING = ("dp-tbart",)  # auto's candidates after AIM (synth_core.models.recommend.CANDIDATES)
 # what lets auto's candidates differ table by table: the family the hand-set rule picks (what the
 # issue-15 benchmarks taught), and the signal; fitted on paired runs (`difference`)
-INTERACTING_NAMES = ("rule_dp_tbart", "log_signal")
+INTERACTING_NAMES = ("rule_dp_tbart", "log_signal", "log_values")
 
 
 def present_families() -> list[str]:
