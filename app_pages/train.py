@@ -37,6 +37,14 @@ if current is None or current.path.name != chosen:
 run = RunDir(by_id[chosen]["path"])
 
 
+def _count(rows) -> str:
+    """A run's training rows as the page says them: not known until a table read a batch at a
+    time (runs.file_runs) has been read."""
+    if rows is None:
+        return "not yet counted"
+    return f"{rows:,}" if isinstance(rows, int) else str(rows)
+
+
 def show_run(run: RunDir) -> None:
     try:
         status = job_state(run)
@@ -67,7 +75,8 @@ def show_run(run: RunDir) -> None:
     c[3].metric("time left" if live else "training time",
                 duration(prog["remaining_s"] if live else prog["elapsed_s"]))
     st.caption(f"Device: {config.get('device', 'starting…')} · model `{summary.get('model') or '?'}`, size "
-               f"`{summary.get('size') or '?'}` · {request.get('rows', '?')} training {summary.get('unit', 'rows')}")
+               f"`{summary.get('size') or '?'}` · {_count(request.get('rows'))} training "
+               f"{summary.get('unit', 'rows')}")
     if live:
         drawing = bool(prog["steps_planned"]) and prog["steps_done"] >= prog["steps_planned"]
         text = (drawing_text(prog) if drawing else

@@ -67,12 +67,11 @@ def _engine_table(args, schema, request: FitRequest):
     and the model takes such a table (`from_engine`, or auto among its candidates); None:
     read it whole."""
     from .encoding.engine import TableStore
-    from .pipeline import engine_families
     from .schema.batches import too_large
     if not shape_of(schema).engine or not (args.engine or too_large(args.data)):
         return None
     try:
-        engine_families(schema, request)
+        request.engine_families(schema)
     except (SchemaError, ValueError):
         if args.engine:  # asked for: what it cannot do, in one line
             raise

@@ -23,8 +23,7 @@ import pandas as pd
 
 from .home import budgets_path
 from .encoding.engine import Counting
-from .models import SynthModel, families_for, model_class_for
-from .models.recommend import AUTO, CANDIDATES
+from .models import SynthModel, model_class_for
 from .privacy import PrivacyLedger, delta_warning, run_delta
 from .privacy.bounds import DEFAULT_COARSE_RANGE, estimate_missing_bounds
 from .privacy.measurements import (Marginals, count_epsilon, measure_marginals, measure_quantiles,
@@ -69,7 +68,7 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
     shape_of(schema)  # a Schema or a LinkedSchema (SchemaError, one line, for anything else)
     request.check(schema, world_size)
     if isinstance(table, Counting):  # a table an engine holds: validated as it was read
-        engine_families(schema, request)
+        request.engine_families(schema)
         rows, report = table, table.report
         check_rows(len(rows))
     # persons: linked, then each one's child rows bounded (secret draws)
@@ -91,24 +90,6 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
                           "pay for a noisy count instead")
     warning = schema.provenance["warning"]
     return Admitted(request, schema, rows, report, [warning] if warning else [])
-
-
-def engine_families(schema: Schema | LinkedSchema, request: FitRequest) -> tuple[str, ...]:
-    """The families that may fit a table an engine holds (encoding/engine.py): those that learn
-    from the engine (`from_engine`), for auto among its candidates; SchemaError, before anything
-    is spent, for what the engine does not answer yet (linked tables, a family that reads
-    rows)."""
-    words = "a table counted by the engine (too large to hold)"
-    if not shape_of(schema).engine:
-        raise SchemaError(f"{words} is one table; linked tables are read whole")
-    asked = CANDIDATES if request.model == AUTO else (request.model,)
-    able = tuple(f for f in asked if model_class_for(f, schema).from_engine)
-    if not able:
-        takes = [f for f in families_for(schema) if model_class_for(f, schema).from_engine]
-        raise SchemaError(f"{request.model} reads the rows themselves, which {words} does not "
-                          f"hold; choose {', '.join(takes)}, or a smaller table")
-    model_class_for(able[0], schema).check_schema(schema)
-    return able
 
 
 def open_ledger(admitted: Admitted) -> PrivacyLedger:
@@ -193,7 +174,7 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
         rows, report = ((rows, rows.held_to(schema)) if isinstance(rows, Counting)
                         else validate_table(rows, schema))
     # public facts and the released count only
-    among = engine_families(schema, request) if isinstance(rows, Counting) else None
+    among = request.engine_families(schema) if isinstance(rows, Counting) else None
     resolved = request.resolved(admitted.schema, ledger.n_rows, among)
     model_class_for(resolved.model, schema).check_processes(world_size)
     left, spent = ledger.remaining_epsilon, ledger.spent_epsilon

@@ -227,6 +227,24 @@ class FitRequest:
                 raise ValueError(f"processes must be a whole number from 1 to {most} on this machine, not "
                                  f"{self.processes!r}")
 
+    def engine_families(self, schema: Schema | LinkedSchema) -> tuple[str, ...]:
+        """The families that may fit a table an engine holds (encoding/engine.py): those that
+        learn from the engine (`from_engine`), for auto among its candidates; SchemaError, before
+        anything is spent, for what the engine does not answer yet (linked tables, a family that
+        reads rows)."""
+        from .models import families_for, model_class_for
+        words = "a table counted by the engine (too large to hold)"
+        if not shape_of(schema).engine:
+            raise SchemaError(f"{words} is one table; linked tables are read whole")
+        asked = CANDIDATES if self.model == AUTO else (self.model,)
+        able = tuple(f for f in asked if model_class_for(f, schema).from_engine)
+        if not able:
+            takes = [f for f in families_for(schema) if model_class_for(f, schema).from_engine]
+            raise SchemaError(f"{self.model} reads the rows themselves, which {words} does not "
+                              f"hold; choose {', '.join(takes)}, or a smaller table")
+        model_class_for(able[0], schema).check_schema(schema)
+        return able
+
     # --- defaults -----------------------------------------------------------------------------------
     def resolved(self, schema: Schema, rows: int, among: tuple[str, ...] | None = None
                  ) -> "FitRequest":

@@ -53,22 +53,20 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     run = RunDir(argv[0]).require()
-    group = distributed.Group()
+    group, table = distributed.Group(), None
     try:
         group = distributed.init_from_env()
         if group.active and group.is_main:
             run.write_training_process(os.getpid())  # the job runs while this does (runs.jobs)
         from . import api
-        from .runs.jobs import cancel_requested, read_private, run_charge
+        from .runs.jobs import cancel_requested, run_charge
         from .privacy.budget import BudgetError
         request = FitRequest.from_dict(run.request(), extra_ok=True)  # and its job's own records
-        table = read_private(run, "train")
-        if table is None:
-            raise FileNotFoundError("the run's private rows are missing")
         schema = run.schema()
         charge = run_charge(run) if group.is_main else None  # reserved when the job was made
         if group.is_main and charge is None and not request.public_table:
             raise BudgetError(f"{run.path} lost its charge.json: it is not trained without its table's charge")
+        table, schema = _rows(run, request, schema, charge)
         if group.is_main:
             processes = f" in {group.world_size} processes" if group.active else ""
             # one process: torch's threads on the cores free now (a busy neighbour made two
@@ -100,6 +98,29 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         distributed.shutdown()
+        if hasattr(table, "close"):  # the engine's copy of a table too large to hold
+            table.close()
+
+
+def _rows(run: RunDir, request: FitRequest, schema, charge):
+    """The run's private rows and the schema it trains with: stored in the run, or, for a table
+    too large to hold, read from its file into the engine (runs.file_runs: its charge given back
+    where that fails, as reading spends nothing)."""
+    from .runs.file_runs import source_of, store_of
+    from .runs.jobs import read_private
+    source = source_of(run.request())
+    if source is None:
+        table = read_private(run, "train")
+        if table is None:
+            raise FileNotFoundError("the run's private rows are missing")
+        return table, schema
+    print(f"{time.strftime('%H:%M:%S')} reading {source.path.name} a batch at a time", flush=True)
+    try:
+        return store_of(run, source, schema, float(request.holdout_share), request.seed)
+    except BaseException:
+        if charge is not None:
+            charge.release()
+        raise
 
 
 def draw(run_path: str, draw_id: str) -> int:

@@ -222,10 +222,19 @@ class TableStore(Counting):
         """The rows of a CSV or Parquet file of any size, read and validated a batch at a time;
         `report` is the whole table's validation report. SchemaError, with nothing kept, where the
         whole table would be refused."""
+        return cls.from_batches(read_batches(path, schema, batch_rows), schema, path, batch_rows,
+                                **options)
+
+    @classmethod
+    def from_batches(cls, batches, schema: Schema, path: str | os.PathLike | None = None,
+                     batch_rows: int = BATCH_ROWS, **options) -> "TableStore":
+        """The rows of `batches` (a file's, as `read_batches` reads them; some of them, where a
+        job keeps rows aside for its review: runs.file_runs), validated a batch at a time;
+        `path`: the file they are read from, which the budget book reads again."""
         store = cls(schema, **options)
-        store.path, store.batch_rows = Path(path), batch_rows
+        store.path, store.batch_rows = (Path(path) if path else None), batch_rows
         try:
-            validated = ValidatedBatches(read_batches(path, schema, batch_rows), schema)
+            validated = ValidatedBatches(batches, schema)
             for batch in validated:
                 store.append(batch)
             store.report = validated.report
@@ -298,6 +307,13 @@ class TableStore(Counting):
         with self._failing():
             for batch in self.con.sql("SELECT * FROM rows").to_arrow_reader(rows):
                 yield canonical_form(batch.to_pandas(), self.schema)
+
+    def sample(self, rows: int) -> pd.DataFrame:
+        """A uniform random sample of at most `rows` stored rows in canonical form: the steward's
+        own review of a table too large to read whole (never a model's or a release's input)."""
+        with self._failing():
+            got = self.con.sql(f"SELECT * FROM rows USING SAMPLE reservoir({int(rows)} ROWS)")
+            return canonical_form(got.df(), self.schema)
 
     def encoded_rows(self, encode, width: int, dtype, name: str) -> DiskRows:
         """Each row as `encode` (a family's encoder: a canonical frame to an array of `width`

@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..encoding.engine import Counting
 from ..format import epsilon as amount
-from ..schema.batches import read_batches
+from ..schema.batches import TableFile, read_batches
 from . import table_identity as identity
 from .book_file import BookError, BookFile
 from .budget import BudgetError, check_budget
@@ -130,8 +130,9 @@ def _parts(table, schema) -> tuple[list, tuple]:
     return [("table", table, list(schema.names))], tuple(schema.missing_markers)
 
 
-def _streamed(table: Counting, schema, key: bytes) -> identity.Streamed:
-    """The identity of a table an engine holds, from its file read again a batch at a time."""
+def _streamed(table: Counting | TableFile, schema, key: bytes) -> identity.Streamed:
+    """The identity of a table an engine holds (or of its file, `TableFile`), from the file read
+    a batch at a time."""
     if table.path is None:
         raise BudgetError("a table counted where it lives (a cluster) has no file the budget book "
                           "can read: declare it public or fit it from its file")
@@ -192,7 +193,7 @@ class TableBudgets:
         attached), and the known tables it resembles. An account kept under the fingerprint of an
         older form is carried over."""
         key = self.file.ensure_key()
-        if isinstance(table, Counting):  # too large to hold: read again, a batch at a time
+        if isinstance(table, (Counting, TableFile)):  # too large to hold: a batch at a time
             found = _streamed(table, schema, key)
             mine, sketch = found.fingerprint, found.sketch
             olds = lambda: (found.v1, found.legacy)  # noqa: E731

@@ -36,9 +36,11 @@ from ..models.recommend import AUTO
 from ..request import (DEFAULT_PRESET, MAX_HOLDOUT_SHARE, REVIEW_RELEASED, REVIEW_ROWS, FitRequest, check_rows,  # noqa: F401
                        review_rows_for)
 from . import process
+from .file_runs import source_fields
 from .rundir import LIVE_STATES, RunDir, RunError
 from ..schema import Schema, SchemaError, schema_columns
-from ..shape import shape_of_data
+from ..schema.batches import TableFile
+from ..shape import shape_of
 from ..schema.linked import LinkedSchema, LinkedTables, linked_columns, split_persons
 
 def new_run_path(root: str | os.PathLike, name: str | None = None) -> Path:
@@ -89,9 +91,11 @@ def split_holdout(table: pd.DataFrame | LinkedTables, share: float, seed: int | 
     return train, hold
 
 
-def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, request: FitRequest | dict,
-                  python: str | None = None) -> RunDir:
-    """Create a run under `root`, store the private rows in it, and start the worker process.
+def start_fit_job(root: str | os.PathLike, table: pd.DataFrame | LinkedTables | TableFile,
+                  schema: Schema, request: FitRequest | dict, python: str | None = None) -> RunDir:
+    """Create a run under `root`, store the private rows in it, and start the worker process. A
+    table too large to hold is given as its file (`TableFile`): the run names it, and the worker
+    reads it a batch at a time (runs.file_runs).
 
     request: the fit's options (a FitRequest, or a mapping of its fields); every problem with them
     is refused before a run is made or anything reserved. The worker draws a review sample as large
@@ -111,22 +115,33 @@ def start_fit_job(root: str | os.PathLike, table: pd.DataFrame, schema: Schema, 
     if request.review_rows is None:
         request = request.replace(review_rows=REVIEW_RELEASED)
     request.check(schema)
-    if schema.rows is not None and schema.rows != len(table):
+    on_file = isinstance(table, TableFile)
+    if on_file:  # read by the worker a batch at a time: what the engine cannot fit is said now
+        request.engine_families(schema)
+        if (request.processes or 1) > 1:
+            raise SchemaError("a table read a batch at a time trains in one process")
+    elif schema.rows is not None and schema.rows != len(table):
         raise SchemaError(f"the schema declares {schema.rows} {'persons' if linked else 'rows'} as public, but the "
                           f"table has {len(table)}")
     book = TableBudgets(home.budgets_path())
     # which table the run came from (its listing), and its budget's account
     found = book.identify(table, schema)
     table_id = found.table_id
-    # the private copy holds only what the schema names
-    table, dropped = linked_columns(table, schema) if linked else schema_columns(table, schema)
-    train, holdout = split_holdout(table, float(request.holdout_share), request.seed, schema.key if linked else None)
-    check_rows(len(train), "what is left for training, once rows are kept aside for the review,")
+    if on_file:  # the worker reads it, keeps rows aside and counts (runs.file_runs)
+        train = holdout = None
+        dropped = [c for c in table.columns() if c not in schema.names]
+    else:
+        # the private copy holds only what the schema names
+        table, dropped = linked_columns(table, schema) if linked else schema_columns(table, schema)
+        train, holdout = split_holdout(table, float(request.holdout_share), request.seed,
+                                       schema.key if linked else None)
+        check_rows(len(train),
+                   "what is left for training, once rows are kept aside for the review,")
     # the training rows' count follows from the public one and the public share
-    if schema.rows is not None:
+    if schema.rows is not None and not on_file:
         schema = (dataclasses.replace(schema, parent=dataclasses.replace(schema.parent, rows=len(train))) if linked
                   else dataclasses.replace(schema, rows=len(train)))
-    stored = request.to_dict()
+    stored = {**request.to_dict(), **(source_fields(table) if on_file else {})}
     start_key = hashlib.sha256(json.dumps([table_id, stored], sort_keys=True, default=str).encode()).hexdigest()
     Path(root).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
@@ -166,8 +181,8 @@ def _live_run_of(root: Path, start_key: str) -> RunDir | None:
     return None
 
 
-def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema: Schema, request: dict,
-                book: TableBudgets, table_id: str, start_key: str) -> RunDir:
+def _create_run(root, train: pd.DataFrame | None, holdout: pd.DataFrame | None, schema: Schema,
+                request: dict, book: TableBudgets, table_id: str, start_key: str) -> RunDir:
     """The run folder with its charge reserved, its private rows, schema and request; nothing is
     left of it when the charge is refused or a file cannot be written."""
     run = RunDir.create(new_run_path(root, request.get("name") or request["model"]))
@@ -179,12 +194,14 @@ def _create_run(root, train: pd.DataFrame, holdout: pd.DataFrame | None, schema:
             # the worker settles it; so does job_state if the worker dies
             run.write_charge(charge.to_dict())
             charge.bind(run.path)
-        _write_rows(train, run, "train")
+        if train is not None:  # else the worker reads the file the request names
+            _write_rows(train, run, "train")
         if holdout is not None:
             _write_rows(holdout, run, "holdout")
         run.write_schema(schema)
-        run.write_request({**request, "table": table_id, "start_key": start_key, "rows": len(train),
-                           "unit": shape_of_data(train).unit,  # what `rows` counts
+        run.write_request({**request, "table": table_id, "start_key": start_key,
+                           "rows": None if train is None else len(train),
+                           "unit": shape_of(schema).unit,  # what `rows` counts
                            "created": time.time(), "holdout_rows": 0 if holdout is None else len(holdout)})
         run.set_status("created", "waiting for the training process to start")
     except BaseException:

@@ -34,6 +34,21 @@ BATCH_ROWS = 100_000
 CELL_BYTES, CSV_TIMES = 57, 8
 
 
+@dataclass(frozen=True)
+class TableFile:
+    """A table given as its file, to be read a batch at a time and never whole (a background job
+    on a table too large to hold: runs.file_runs); the budget book reads it the same way."""
+    path: Path
+    batch_rows: int = BATCH_ROWS
+
+    def columns(self) -> list[str]:
+        """The file's column names, from its header (CSV) or its metadata (Parquet)."""
+        path = Path(self.path)
+        if path.suffix.lower() in (".parquet", ".pq"):
+            return [str(n) for n in pq.ParquetFile(path).schema_arrow.names]
+        return [str(c) for c in next(read_batches(path, None, 1)).columns]
+
+
 def too_large(path: str | os.PathLike) -> bool:
     """Whether reading the file whole would take more memory than a CSV as large as a browser
     upload does (files.DATA_LIMIT, CSV_TIMES over: 1.6 GB); such a file is read a batch at a
