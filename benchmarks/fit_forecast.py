@@ -122,7 +122,8 @@ def design(rows: list[dict]) -> np.ndarray:
 _PRESENT: list[str] = list(FAMILIES)
 INTERACTING = ("dp-tbart",)  # auto's candidates after AIM (synth_core.models.recommend.CANDIDATES)
 # what lets auto's candidates differ table by table: the family the hand-set rule picks (what the
-# issue-15 benchmarks taught), and the signal; fitted on paired runs (`difference`)
+# issue-15 benchmarks taught), the signal, and the values per column (AIM was ahead on all twelve
+# paired cells of the tables whose numbers are codes); fitted on paired runs (`difference`)
 INTERACTING_NAMES = ("rule_dp_tbart", "log_signal", "log_values")
 
 
