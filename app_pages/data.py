@@ -11,7 +11,8 @@ import streamlit as st
 from synth_core.demo import DEMOS, load_demo
 from synth_core.privacy.budget import BudgetError
 from synth_core.request import check_rows
-from synth_core.schema import SchemaError, draft_schema, read_table, read_table_bytes
+from synth_core.schema import SchemaError, draft_schema, read_table_bytes
+from synth_core.schema.batches import opened
 from synth_core.schema.linked import (DEFAULT_MAX_CHILDREN, MOST_CHILDREN, LinkedTables, draft_linked, key_candidates,
                                       link_tables)
 from workbench import kept, state
@@ -67,7 +68,8 @@ def file_at(typed: str) -> Picked | None:
         return None
 
     def read(markers):
-        table = read_table(path, missing_markers=markers)
+        with st.spinner(f"Reading {path.name}…"):
+            table = opened(path, markers)  # a random sample of a file too large to read whole
         table.columns = [str(c) for c in table.columns]
         return table, table.attrs.get("read_as")
     stat = path.stat()
@@ -87,9 +89,13 @@ def one_table(picked: Picked | None, source: str, markers: list[str]) -> None:
         return
     state.set_dataset(table, picked.name, source, draft, files=[picked.kept], markers=markers)
     st.session_state["loaded_upload_id"] = (picked.id, tuple(markers))
-    loaded(f"Loaded {picked.name}: {len(table):,} rows, {len(table.columns)} columns"
+    rows = state.table_rows()
+    loaded(f"Loaded {picked.name}: {rows:,} rows, {len(table.columns)} columns"
            + (f" (read as {read_as})" if read_as else "") + ". "
-           "A schema was drafted from the data: review and confirm it on step 2.")
+           + (f"It is too large to read whole here: the draft, the preview and step 2's checks "
+              f"read a random {len(table):,} of its rows, and training reads the whole file a "
+              "batch at a time. " if rows > len(table) else "")
+           + "A schema was drafted from the data: review and confirm it on step 2.")
 
 
 def two_tables(parents_file: Picked | None, children_file: Picked | None, source: str,
@@ -216,8 +222,13 @@ if table is None:
 
 st.subheader(st.session_state["table_name"])
 what = state.shape().unit
-if len(table) < state.FEW_ROWS:
-    st.warning(f"The table has {len(table):,} {what}. Differential privacy hides each {what[:-1]} behind noise, so "
+if state.table_file() is not None:
+    st.caption(f"{state.table_rows():,} rows, too many to read whole here: what this page and "
+               f"step 2 show is a random {len(table):,} of them; training reads the whole file a "
+               "batch at a time.")
+rows = state.table_rows()
+if rows < state.FEW_ROWS:
+    st.warning(f"The table has {rows:,} {what}. Differential privacy hides each {what[:-1]} behind noise, so "
                "small tables give rough synthetic data; expect coarse marginals and weak correlations.")
 
 def column_summary(frame: pd.DataFrame) -> pd.DataFrame:

@@ -63,7 +63,7 @@ if family == MORE:
                           help="Families auto does not pick: each one's line below says when it helps.")
 auto = family == AUTO
 auto_note = st.empty()  # auto's choice and why, once ε is chosen below
-klass = family_class(recommend(schema, len(table), 1.0).family if auto else family)
+klass = family_class(recommend(schema, state.table_rows(), 1.0).family if auto else family)
 st.caption(f"**What it is.** {klass.description}")
 if klass.when_to_pick:
     st.caption(f"**Pick it for.** {klass.when_to_pick}")
@@ -184,7 +184,7 @@ holdout_share = st.slider(f"{unit.capitalize()} kept aside for the review (never
                           key="holdout_share",
                           help="They let the review compare how close synthetic rows come to training rows "
                                "with how close unseen real rows come. 0 keeps every row for training.")
-n_train = len(table) - int(round(len(table) * holdout_share))
+n_train = state.table_rows() - int(round(state.table_rows() * holdout_share))
 chosen_delta = st.number_input(
     "δ (chance the ε guarantee fails)", value=None, min_value=0.0, max_value=1.0, format="%.1e", key="delta",
     placeholder=f"automatic: a power of ten below 1 / (number of {unit})",
@@ -483,7 +483,9 @@ if st.button("Start training", type="primary", key="start_training",
     try:
         shape.admit(table, schema)
         book.set_total(table_key, table_total)
-        run = start_fit_job(state.runs_root(), table, schema, request.replace(new_table=same_table is not None))
+        # a file too large to read whole: the run names it, and its worker reads it
+        run = start_fit_job(state.runs_root(), state.table_file() or table, schema,
+                            request.replace(new_table=same_table is not None))
         state.forget_table_identity()
     except (SchemaError, ValueError, OSError) as e:
         st.error(f"Training could not start: {e}")

@@ -69,24 +69,19 @@ def schema_command(args) -> int:
     return 0
 
 
-# a table too large to read whole is drafted from a random sample of this many of its rows
-DRAFT_ROWS = 1_000_000
-
-
 def _table_to_draft(args):
     """The table a draft reads: the file whole, or where reading it whole would take over 1.6 GB
-    (schema.batches.too_large, as `fit` decides), a uniform random DRAFT_ROWS of its rows, read
-    a batch at a time (linked tables: whole)."""
-    from .files import input_file
-    from .schema.batches import sample_rows, too_large
+    (schema.batches.too_large, as `fit` decides), a uniform random million of its rows, read a
+    batch at a time (`batches.opened`; linked tables: whole)."""
+    from .schema.batches import opened
     if args.child is None:
-        if too_large(input_file(args.data, "data file", SchemaError)):
-            table, rows = sample_rows(args.data, DRAFT_ROWS, args.missing)
-            if rows > len(table):
-                print(f"{args.data} is too large to read whole: drafting from a random "
-                      f"{len(table):,} of its {rows:,} rows (values held by few rows may be "
-                      "missing from the draft; add them before you confirm it)", flush=True)
-            return table
+        table = opened(args.data, args.missing)
+        rows = table.attrs.get("rows", len(table))
+        if rows > len(table):
+            print(f"{args.data} is too large to read whole: drafting from a random "
+                  f"{len(table):,} of its {rows:,} rows (values held by few rows may be "
+                  "missing from the draft; add them before you confirm it)", flush=True)
+        return table
     return read_table(args.data, missing_markers=args.missing)
 
 

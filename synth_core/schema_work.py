@@ -16,6 +16,8 @@ not copied), a demo by its name. The next table loaded replaces it; the steward 
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import math
 import shutil
@@ -30,6 +32,7 @@ from .privacy import table_identity as identity
 from .privacy.book_file import BookFile
 from .schema import ColumnSpec, Schema, SchemaError, draft_schema, read_table_bytes
 from .schema import read_table as read_file
+from .schema.batches import TableFile, opened
 from .schema.linked import LinkedSchema, LinkedTables, draft_linked, schema_from_dict
 from .schema.spec import RULE_DERIVED
 from .shape import shape_of
@@ -52,8 +55,14 @@ def day(when: float) -> str:
 
 def fingerprint(table) -> str:
     """The keyed fingerprint of a table as loaded (linked tables: both), over all its columns,
-    whatever the schema leaves out; privacy.BookError where the book's key cannot be had."""
+    whatever the schema leaves out; of a file too large to read whole (`TableFile`, whose table in
+    memory is a random sample), of its path, size and time of change, which a reload finds without
+    reading it again; privacy.BookError where the book's key cannot be had."""
     key = BookFile(home.budgets_path()).ensure_key()
+    if isinstance(table, TableFile):
+        stat = Path(table.path).stat()
+        said = json.dumps([str(Path(table.path).resolve()), stat.st_size, stat.st_mtime_ns])
+        return "file-" + hmac.new(key, said.encode(), hashlib.sha256).hexdigest()[:32]
     if isinstance(table, LinkedTables):
         parts = [("parents", table.parents, list(table.parents.columns)),
                  ("children", table.children, list(table.children.columns))]
@@ -199,7 +208,8 @@ class KeptTable:
             return load_demo(self.name)
         frames = []
         for name, data in self.files:
-            frame = (read_file(data, missing_markers=self.markers) if self.source == "path"
+            frame = (opened(data, self.markers) if self.source == "path" and self.link is None
+                     else read_file(data, missing_markers=self.markers) if self.source == "path"
                      else read_table_bytes(data, name, missing_markers=self.markers))
             frame.columns = [str(c) for c in frame.columns]
             frames.append(frame)

@@ -547,8 +547,8 @@ def test_a_table_too_large_to_read_whole_is_drafted_from_a_random_sample(tmp_pat
     """`schema draft` of a file too large to read whole reads it a batch at a time into a uniform
     random sample (each column typed as the whole file types it) and says so; a sample of every
     row drafts exactly what the table read whole drafts."""
-    import synth_core.cli_schema as cli_schema
     import synth_core.files as files
+    import synth_core.schema.batches as batches
     from synth_core.cli import main
     from synth_core.schema.batches import sample_rows
     csv = tmp_path / "messy.csv"
@@ -558,13 +558,13 @@ def test_a_table_too_large_to_read_whole_is_drafted_from_a_random_sample(tmp_pat
     assert rows == 2_000
     pd.testing.assert_frame_equal(every.sort_values("id").reset_index(drop=True), whole)
     monkeypatch.setattr(files, "DATA_LIMIT", 1_000)   # this file is "too large" now
-    monkeypatch.setattr(cli_schema, "DRAFT_ROWS", 700)
+    monkeypatch.setattr(batches, "SAMPLE_ROWS", 700)
     argv = ["schema", "draft", "--data", str(csv), *(a for m in MARKERS for a in ("--missing", m))]
     assert main([*argv, "--out", str(tmp_path / "sampled.json")]) == 0
     assert "drafting from a random 700 of its 2,000 rows" in capsys.readouterr().out
     sampled = Schema.load(tmp_path / "sampled.json")  # a draft a steward can confirm
     assert {c.name for c in sampled.columns} <= set(whole.columns) and sampled.columns
-    monkeypatch.setattr(cli_schema, "DRAFT_ROWS", 5_000)
+    monkeypatch.setattr(batches, "SAMPLE_ROWS", 5_000)
     assert main([*argv, "--out", str(tmp_path / "all.json")]) == 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

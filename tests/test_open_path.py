@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from synth_core.demo import demo_table
-from test_app import APP, RUN_S, new_app, no_exceptions, texts
+from test_app import APP, RUN_S, new_app, no_exceptions, texts, workspace  # noqa: F401
 
 TABLE = demo_table(300, seed=5)
 
@@ -91,3 +91,47 @@ def test_two_linked_files_open_by_their_paths(home, tmp_path):
     no_exceptions(reloaded)
     assert "Restored patients.csv + visits.parquet" in texts(reloaded.info)
     assert len(reloaded.session_state["table"].parents) == 60
+
+
+def test_a_file_too_large_to_read_whole_is_sampled_and_its_run_reads_the_whole_file(
+        workspace, tmp_path, monkeypatch):
+    """Issue 62: a file whose table would not fit in memory read whole is opened as a uniform
+    random sample, said so; a reload samples it again; a run started on it names the file, and
+    its worker reads every row a batch at a time (runs.file_runs)."""
+    import synth_core.files as files
+    import synth_core.schema.batches as batches
+    from synth_core.runs import RunDir
+    from test_app import choose_family, choose_total, wait_for_run
+    monkeypatch.setattr(files, "DATA_LIMIT", 1_000)   # this file is "too large" now
+    monkeypatch.setattr(batches, "SAMPLE_ROWS", 500)
+    path = tmp_path / "registry.csv"
+    demo_table(2_000, seed=3).to_csv(path, index=False)
+    at = open_path(new_app(), path)
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    assert len(at.session_state["table"]) == 500 and at.session_state["table_rows"] == 2_000
+    assert "Loaded registry.csv: 2,000 rows" in texts(at.success)
+    assert "too large to read whole here" in texts(at.success)
+    assert "a random 500 of them" in texts(at.caption)
+
+    reloaded = AppTest.from_file(APP, default_timeout=RUN_S)
+    reloaded.switch_page("app_pages/data.py").run()
+    no_exceptions(reloaded)
+    assert "Restored registry.csv" in texts(reloaded.info)
+    assert len(reloaded.session_state["table"]) == 500
+    assert reloaded.session_state["table_file"].path == path.resolve()
+
+    at.switch_page("app_pages/model.py").run()
+    choose_total(at)
+    choose_family(at, "aim")
+    at.selectbox(key="preset").set_value("tiny").run()
+    at.checkbox(key="accept_draft").check().run()
+    at.button(key="start_training").click().run()
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    wait_for_run(at)
+    run = RunDir(at.session_state["run_path"])
+    assert run.status()["state"] == "completed", run.status()
+    request = run.request()
+    assert request["source"]["path"] == str(path.resolve())
+    assert request["rows"] + request["holdout_rows"] == 2_000

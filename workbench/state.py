@@ -13,6 +13,7 @@ from synth_core.files import OutputError
 from synth_core.privacy.budget import BudgetError, parse_epsilon
 from synth_core.privacy.table_budget import BookError, TableBudgets, identity_key
 from synth_core.schema import SchemaError
+from synth_core.schema.batches import TableFile
 from synth_core.shape import SINGLE, shape_of
 from synth_core.request import FEW_ROWS, MIN_ROWS  # noqa: F401 - the core's rules, for the pages
 from synth_core.runs import LIVE_STATES, RunDir, RunError
@@ -56,9 +57,24 @@ def table_identity():
     current = schema()
     stamp = (id(table()), identity_key(table(), current))
     if st.session_state.get("table_identity_of") != stamp:
-        st.session_state["table_identity"] = budgets().identify(table(), current)
+        st.session_state["table_identity"] = budgets().identify(table_file() or table(), current)
         st.session_state["table_identity_of"] = stamp
     return st.session_state["table_identity"]
+
+
+def table_file():
+    """The file the session's table is a sample of, where it is too large to read whole
+    (schema.batches.opened: a `TableFile`, what a fit reads a batch at a time); None otherwise."""
+    return st.session_state.get("table_file") if table() is not None else None
+
+
+def table_rows() -> int:
+    """How many rows (persons) the session's table holds: the file's, where the table in memory is
+    a sample of it (the steward's own count, never released)."""
+    current = table()
+    if current is None:
+        return 0
+    return st.session_state.get("table_rows") or len(current)
 
 
 def forget_table_identity() -> None:
@@ -100,6 +116,11 @@ def _use_table(table, name: str, source: str, schema, about: str) -> None:
     for key in (WORK_KEY, WORK_OFFER, WORK_NOTE):
         st.session_state.pop(key, None)
     st.session_state["table"] = table
+    # a sample of a file too large to read whole (schema.batches.opened): the file, and its count
+    attrs = getattr(table, "attrs", {})
+    whole = attrs.get("whole_file")
+    st.session_state["table_file"] = TableFile(Path(whole)) if whole else None
+    st.session_state["table_rows"] = attrs.get("rows")
     st.session_state["table_name"] = name
     st.session_state["table_source"] = source
     st.session_state["table_about"] = about
@@ -161,7 +182,7 @@ def _work_key() -> str | None:
     known = st.session_state.get(WORK_KEY)
     if known is None or known[0] != id(current):
         try:
-            known = (id(current), schema_work.fingerprint(current))
+            known = (id(current), schema_work.fingerprint(table_file() or current))
         except BudgetError:
             return None
         st.session_state[WORK_KEY] = known

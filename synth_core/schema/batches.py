@@ -25,6 +25,7 @@ from ..files import input_file
 from .reading import csv_options, csv_read_as, numbers_for_people, sniff_separator
 from .rules import RuleTally
 from .spec import Schema, SchemaError
+from .reading import read_table
 from .tables import ColumnReport, ValidationReport, validate_table
 
 # rows read, validated and handed on at a time: about 10 MB of an Adult-shaped CSV
@@ -47,6 +48,23 @@ class TableFile:
         if path.suffix.lower() in (".parquet", ".pq"):
             return [str(n) for n in pq.ParquetFile(path).schema_arrow.names]
         return [str(c) for c in next(read_batches(path, None, 1)).columns]
+
+
+# what a draft, a preview or a review reads of a table too large to read whole: a uniform random
+# sample of this many of its rows
+SAMPLE_ROWS = 1_000_000
+
+
+def opened(path: str | os.PathLike, missing_markers=(), rows: int | None = None) -> pd.DataFrame:
+    """A table opened by its path to draft and preview: the file read whole, or where that would
+    take over 1.6 GB (`too_large`), a uniform random `rows` (SAMPLE_ROWS) of its rows, read a
+    batch at a time, with `attrs["whole_file"]` (its path, resolved: its `TableFile` is what a
+    fit reads) and `attrs["rows"]` (how many the file holds: the steward's own count)."""
+    if not too_large(input_file(path, "data file", SchemaError)):
+        return read_table(path, missing_markers=missing_markers)
+    table, total = sample_rows(path, rows or SAMPLE_ROWS, missing_markers)
+    table.attrs.update(whole_file=str(Path(path).expanduser().resolve()), rows=total)
+    return table
 
 
 def too_large(path: str | os.PathLike) -> bool:
