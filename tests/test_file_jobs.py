@@ -107,3 +107,24 @@ def test_a_file_job_that_fails_before_training_gives_its_reservation_back(worker
     account = book.identify(pd.read_csv(csv), schema).account
     assert book.account(account).spent_epsilon == 0
     assert not run.private_path("holdout").exists()
+
+
+def test_a_file_is_read_once_to_know_which_table_it_is_while_it_is_unchanged(
+        tmp_path, monkeypatch):
+    """The budget book's identity of a file read a batch at a time (two passes over ten million
+    rows: two minutes) is kept while the file is unchanged: the app's pages and the job they start
+    do not read it again; a changed file is read again."""
+    import synth_core.privacy.table_identity as table_identity
+    csv = tmp_path / "census.csv"
+    demo_table(500).to_csv(csv, index=False)
+    schema, passes = demo_schema(), []
+    original = table_identity.read_batches
+    monkeypatch.setattr(table_identity, "read_batches",
+                        lambda *a, **k: passes.append(1) or original(*a, **k))
+    book = TableBudgets(tmp_path / "budgets.json")
+    first = book.identify(TableFile(csv, batch_rows=100), schema)
+    again = book.identify(TableFile(csv, batch_rows=100), schema)
+    assert len(passes) == 2 and first.fingerprint == again.fingerprint
+    demo_table(501).to_csv(csv, index=False)
+    changed = book.identify(TableFile(csv, batch_rows=100), schema)
+    assert len(passes) == 4 and changed.fingerprint != first.fingerprint

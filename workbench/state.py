@@ -3,6 +3,7 @@ disk, and the schema work and the last table loaded in the workbench home (synth
 so that a reload, a new tab or the same table uploaded again finds them."""
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 
@@ -57,7 +58,10 @@ def table_identity():
     current = schema()
     stamp = (id(table()), identity_key(table(), current))
     if st.session_state.get("table_identity_of") != stamp:
-        st.session_state["table_identity"] = budgets().identify(table_file() or table(), current)
+        whole = table_file()  # a file too large to read whole: read once more (minutes)
+        with (st.spinner(f"Reading {whole.path.name} once, a batch at a time, to know which table "
+                         "it is in the budget book…") if whole else contextlib.nullcontext()):
+            st.session_state["table_identity"] = budgets().identify(whole or table(), current)
         st.session_state["table_identity_of"] = stamp
     return st.session_state["table_identity"]
 

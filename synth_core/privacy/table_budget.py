@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..encoding.engine import Counting
 from ..format import epsilon as amount
-from ..schema.batches import TableFile, read_batches
+from ..schema.batches import TableFile
 from . import table_identity as identity
 from .book_file import BookError, BookFile
 from .budget import BudgetError, check_budget
@@ -132,12 +132,11 @@ def _parts(table, schema) -> tuple[list, tuple]:
 
 def _streamed(table: Counting | TableFile, schema, key: bytes) -> identity.Streamed:
     """The identity of a table an engine holds (or of its file, `TableFile`), from the file read
-    a batch at a time."""
+    a batch at a time (`identity.of_file`: once per process while the file is unchanged)."""
     if table.path is None:
         raise BudgetError("a table counted where it lives (a cluster) has no file the budget book "
                           "can read: declare it public or fit it from its file")
-    return identity.streamed(lambda text: read_batches(table.path, schema, table.batch_rows, text),
-                             list(schema.names), key, tuple(schema.missing_markers))
+    return identity.of_file(table.path, schema, key, table.batch_rows)
 
 
 def identity_key(table, schema) -> tuple:

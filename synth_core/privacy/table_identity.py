@@ -20,12 +20,13 @@ import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
 
-from ..schema.batches import as_whole, text_columns, wider
+from ..schema.batches import as_whole, read_batches, text_columns, wider
 
 SKETCH_SIZE = 128        # row hashes kept per projection: a share's estimate within about ±0.09
 # projections (each column left out) kept for tables up to this many columns
@@ -297,3 +298,26 @@ def streamed(batches: Callable[[frozenset], Iterable[pd.DataFrame]], columns: li
     return Streamed(_fingerprint(hashed, np.concatenate(rows), key),
                     {"all": _packed(bottoms[None]), "drop": drop},
                     _v1_fingerprint(names, v1_rows, key), _legacy(names, v1_rows))
+
+
+# identities of files read a batch at a time, by what they depend on (the file as it is now: its
+# path, size and time of change; the columns, the markers, the book's key): a page that asks
+# again, and the job it starts, do not read ten million rows twice more (two minutes each)
+_OF_FILES: dict[tuple, Streamed] = {}
+_OF_FILES_KEPT = 8
+
+
+def of_file(path, schema, key: bytes, batch_rows: int) -> Streamed:
+    """The identity of a file's table read a batch at a time with the schema's columns and
+    markers (`streamed`), once per process while the file is unchanged."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    memo = (str(path), stat.st_size, stat.st_mtime_ns, tuple(schema.names),
+            tuple(schema.missing_markers), key)
+    if memo not in _OF_FILES:
+        found = streamed(lambda text: read_batches(path, schema, batch_rows, text),
+                         list(schema.names), key, tuple(schema.missing_markers))
+        while len(_OF_FILES) >= _OF_FILES_KEPT:
+            _OF_FILES.pop(next(iter(_OF_FILES)))
+        _OF_FILES[memo] = found
+    return _OF_FILES[memo]
