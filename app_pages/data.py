@@ -228,8 +228,9 @@ if state.table_file() is not None:
                "batch at a time.")
 rows = state.table_rows()
 if rows < state.FEW_ROWS:
-    st.warning(f"The table has {rows:,} {what}. Differential privacy hides each {what[:-1]} behind noise, so "
-               "small tables give rough synthetic data; expect coarse marginals and weak correlations.")
+    st.warning(f"The table has {rows:,} {what}. Differential privacy hides each {what[:-1]} "
+               "behind noise, so small tables give rough synthetic data; expect coarse marginals "
+               "and weak correlations.")
 
 def column_summary(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []

@@ -42,11 +42,14 @@ def test_a_job_on_a_file_reads_it_in_batches_and_keeps_rows_aside(worker_root, m
     schema = demo_schema()
     schema.rows = 1_500  # public: the training rows' count follows from it and the coins
     run = jobs.start_fit_job(worker_root / "runs", TableFile(csv, batch_rows=400), schema,
-                             {**REQUEST, "model": model, "holdout_share": 0.2, "table_epsilon": None,
+                             {**REQUEST, "model": model, "holdout_share": 0.2,
+                              "table_epsilon": None,
                               "options": {"epochs": 0.5} if model == "dp-tbart" else {}})
     assert not run.private_path("train").exists()  # the run names the file; no copy
     request = run.request()
     assert request["source"]["path"] == str(csv.resolve()) and request["left_out"] == ["note"]
+    # where the private table lives is the steward's own: not beside the shareable files
+    assert "source" not in (run.path / "request.json").read_text()
     state = _ended(run)
     assert state["state"] == "completed", state
     assert "a batch at a time" in run.worker_log.read_text()
@@ -79,7 +82,8 @@ def test_a_job_on_a_file_draws_on_the_same_budget_as_the_table_read_whole(worker
     whole = jobs.start_fit_job(worker_root / "runs", read_table(csv, schema), schema,
                                {**REQUEST, "epsilon": 0.5, "table_epsilon": None})
     assert _ended(whole)["state"] == "completed"
-    assert book.account(account).spent_epsilon == pytest.approx(spent + whole.ledger().spent_epsilon)
+    assert book.account(account).spent_epsilon == \
+        pytest.approx(spent + whole.ledger().spent_epsilon)
 
 
 def test_a_job_on_a_file_refuses_what_the_engine_cannot_fit_before_anything_is_written(

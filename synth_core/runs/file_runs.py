@@ -33,7 +33,8 @@ def source_of(request: dict) -> TableFile | None:
     source = request.get("source")
     if not source:
         return None
-    return TableFile(Path(source["path"]), int(source.get("batch_rows") or 0) or TableFile.batch_rows)
+    rows = int(source.get("batch_rows") or 0) or TableFile.batch_rows
+    return TableFile(Path(source["path"]), rows)
 
 
 def source_fields(table: TableFile) -> dict:
