@@ -409,10 +409,12 @@ def test_the_other_dp_sgd_families_read_their_batches_from_the_engines_disk(
     original = DiskRows.__getitem__
     monkeypatch.setattr(DiskRows, "__getitem__",
                         lambda self, at: read.append(len(at)) or original(self, at))
+    # DTGAN-G's steps draw critics, not rows (a step may draw none): more of them
     request = FitRequest(model=family, preset="tiny", epsilon=1.0, public_table=True,
-                         options={"epochs": 0.2})
+                         options={"epochs": 4.0 if family == "dtgan-g" else 0.2})
     with TableStore.from_file(csv, schema, batch_rows=300) as store:
         fitted = api.fit(store, schema, request, run_dir=tmp_path / "engine")
+        trained_reads = list(read)
         rows = fitted.model.encode(store)
         assert isinstance(rows, DiskRows) and rows.path.parent == store._dir
         mine = np.asarray(rows._rows)
@@ -422,7 +424,9 @@ def test_the_other_dp_sgd_families_read_their_batches_from_the_engines_disk(
         batch = rows[np.array([0, 5, 7])]
         assert batch.dtype == fitted.model.encode(whole).dtype
     result = fitted.model.train_result
-    assert result.steps_done == result.steps_planned >= 1 and len(read) >= result.steps_done
+    assert result.steps_done == result.steps_planned >= 1 and trained_reads
+    if family != "dtgan-g":  # a Poisson batch of rows each step
+        assert len(trained_reads) >= result.steps_done
     assert fitted.ledger.spent_epsilon <= 1.0 + 1e-9
     drawn, _ = api.sample(tmp_path / "engine", 100, seed=3)
     assert len(drawn) == 100 and list(drawn.columns) == schema.names
