@@ -33,7 +33,8 @@ def _ended(run: RunDir, timeout_s: float = PATIENCE_S) -> dict:
     return jobs.job_state(run)
 
 
-@pytest.mark.parametrize("model", ["aim", "dp-tbart"])
+# DP-TBART through the engine is in the fast suite (test_engine.py); its job on a file is slow
+@pytest.mark.parametrize("model", ["aim", pytest.param("dp-tbart", marks=pytest.mark.slow)])
 def test_a_job_on_a_file_reads_it_in_batches_and_keeps_rows_aside(worker_root, model):
     csv = worker_root / "census.csv"
     table = demo_table(1_500)
