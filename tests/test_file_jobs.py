@@ -23,14 +23,26 @@ REQUEST = {"model": "aim", "preset": "tiny", "epsilon": 1.0, "table_epsilon": 3.
 
 
 def _ended(run: RunDir, timeout_s: float = PATIENCE_S) -> dict:
+    """The run's final state, once its worker has exited: the table's budget is settled after
+    the run's status says how it ended."""
+    pid = run.worker_pid()
+
     def done():
-        return jobs.job_state(run)["state"] not in ("created", "running")
+        return jobs.job_state(run)["state"] not in ("created", "running") and _exited(pid)
     try:
         wait_until(done, "the worker", timeout_s)
     except AssertionError:
         raise AssertionError(f"timed out; status {run.status()}; log "
                              f"{run.worker_log.read_text()[-800:]}") from None
     return jobs.job_state(run)
+
+
+def _exited(pid: int | None) -> bool:
+    try:
+        os.kill(pid, 0)
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (ProcessLookupError, FileNotFoundError, TypeError):
+        return True
 
 
 # DP-TBART through the engine is in the fast suite (test_engine.py); its job on a file is slow
