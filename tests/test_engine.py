@@ -339,22 +339,29 @@ def test_the_cli_fits_a_parquet_file_larger_than_its_memory_limit(tmp_path, mode
         whole.stderr[-500:]
 
 
+def _read_from_disk(tmp_path, monkeypatch, rows: int):
+    """A demo table of `rows` rows as a CSV, its schema, the table read whole, and the sizes of
+    the batches DP-SGD reads from the engine's disk (`DiskRows`), as they are read."""
+    from synth_core.demo import demo_schema, demo_table
+    from synth_core.encoding.engine import DiskRows
+    csv = tmp_path / "census.csv"
+    demo_table(rows).to_csv(csv, index=False)
+    schema = demo_schema()
+    read = []
+    original = DiskRows.__getitem__
+    monkeypatch.setattr(DiskRows, "__getitem__",
+                        lambda self, at: read.append(len(at)) or original(self, at))
+    return csv, schema, _whole(csv, schema)[0], read
+
+
 def test_dp_sgd_reads_its_poisson_batches_from_the_engines_disk(tmp_path, monkeypatch):
     """DP-TBART on a table the engine holds (issue 62, item 3): its tokens are written to the
     engine's folder, the whole table's tokens row for row; each step reads its Poisson batch from
     there (batches of varying size); the plan's steps and ε are those of the table read whole."""
     from synth_core import api
-    from synth_core.demo import demo_schema, demo_table
     from synth_core.encoding.engine import DiskRows
     from synth_core.request import FitRequest
-    csv = tmp_path / "census.csv"
-    demo_table(2_000).to_csv(csv, index=False)
-    schema = demo_schema()
-    whole, _ = _whole(csv, schema)
-    read = []
-    original = DiskRows.__getitem__
-    monkeypatch.setattr(DiskRows, "__getitem__",
-                        lambda self, at: read.append(len(at)) or original(self, at))
+    csv, schema, whole, read = _read_from_disk(tmp_path, monkeypatch, 2_000)
     request = FitRequest(model="dp-tbart", preset="tiny", epsilon=1.0, public_table=True)
     with TableStore.from_file(csv, schema, batch_rows=300) as store:
         fitted = api.fit(store, schema, request, run_dir=tmp_path / "engine")
@@ -398,17 +405,9 @@ def test_the_other_dp_sgd_families_read_their_batches_from_the_engines_disk(
     training reads them a batch at a time from there, with the plan of the table read whole;
     the run samples."""
     from synth_core import api
-    from synth_core.demo import demo_schema, demo_table
     from synth_core.encoding.engine import DiskRows
     from synth_core.request import FitRequest
-    csv = tmp_path / "census.csv"
-    demo_table(1_000).to_csv(csv, index=False)
-    schema = demo_schema()
-    whole, _ = _whole(csv, schema)
-    read = []
-    original = DiskRows.__getitem__
-    monkeypatch.setattr(DiskRows, "__getitem__",
-                        lambda self, at: read.append(len(at)) or original(self, at))
+    csv, schema, whole, read = _read_from_disk(tmp_path, monkeypatch, 1_000)
     # DTGAN-G's steps draw critics, not rows (a step may draw none): more of them
     request = FitRequest(model=family, preset="tiny", epsilon=1.0, public_table=True,
                          options={"epochs": 4.0 if family == "dtgan-g" else 0.2})

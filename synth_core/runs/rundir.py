@@ -64,10 +64,10 @@ LINKED_PARTS = ("parents", "children")  # a linked sample's two CSVs in its fold
 
 STATES = ("created", "running", "completed", "cancelled", "failed")
 LIVE_STATES = STATES[:2]  # a run still to end: its process starting or training
-# keys of a run's config or request that describe the private table itself: written to private/facts.json,
-# never beside the shareable files (a report reads public_config): facts of the private table, where
-# its file is (runs.file_runs), and times measured on runs of it (a step's or a draw's seconds follow
-# its rows; when the run was created, beside when its status changed, tells how long it took)
+# keys of a run's config or request that describe the private table: in private/facts.json, never
+# beside the shareable files (a report reads public_config): facts of the table, where its file is
+# (runs.file_runs), and times measured on runs of it (a step's or a draw's seconds follow its rows;
+# when the run was created, beside when its status changed, tells how long it took)
 PRIVATE_KEYS = ("private_validation_counts", "rows", "holdout_rows", "left_out", "sampling_estimate_s",
                 "step_estimate_s", "created", "source")
 PRIVATE = "private"
