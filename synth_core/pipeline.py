@@ -68,7 +68,7 @@ def admit(table: pd.DataFrame, schema: Schema, request: FitRequest, world_size: 
     shape_of(schema)  # a Schema or a LinkedSchema (SchemaError, one line, for anything else)
     request.check(schema, world_size)
     if isinstance(table, Counting):  # a table an engine holds: validated as it was read
-        request.engine_families(schema)
+        request.engine_families(schema, table.answers)
         rows, report = table, table.report
         check_rows(len(rows))
     # persons: linked, then each one's child rows bounded (secret draws)
@@ -174,7 +174,7 @@ def pay(admitted: Admitted, ledger: PrivacyLedger, world_size: int = 1) -> tuple
         rows, report = ((rows, rows.held_to(schema)) if isinstance(rows, Counting)
                         else validate_table(rows, schema))
     # public facts and the released count only
-    among = request.engine_families(schema) if isinstance(rows, Counting) else None
+    among = request.engine_families(schema, rows.answers) if isinstance(rows, Counting) else None
     resolved = request.resolved(admitted.schema, ledger.n_rows, among)
     model_class_for(resolved.model, schema).check_processes(world_size)
     left, spent = ledger.remaining_epsilon, ledger.spent_epsilon

@@ -227,21 +227,28 @@ class FitRequest:
                 raise ValueError(f"processes must be a whole number from 1 to {most} on this machine, not "
                                  f"{self.processes!r}")
 
-    def engine_families(self, schema: Schema | LinkedSchema) -> tuple[str, ...]:
-        """The families that may fit a table an engine holds (encoding/engine.py): those that
-        learn from the engine (`from_engine`), for auto among its candidates; SchemaError, before
-        anything is spent, for what the engine does not answer yet (linked tables, a family that
-        reads rows)."""
+    def engine_families(self, schema: Schema | LinkedSchema,
+                        answers: frozenset = frozenset({"counts", "rows"})) -> tuple[str, ...]:
+        """The families that may fit a table an engine holds (encoding/engine.py) that gives
+        `answers` (`Counting.answers`): those that ask it no more (`from_engine`), for auto among
+        its candidates; SchemaError, before anything is spent, for what the engine does not
+        answer (linked tables, a family that reads the rows as text, or reads rows a cluster
+        keeps)."""
         from .models import families_for, model_class_for
-        words = "a table counted by the engine (too large to hold)"
+        here = "rows" in answers
+        words = ("a table counted by the engine (too large to hold)" if here else
+                 "a table counted where it lives (a cluster)")
         if not shape_of(schema).engine:
             raise SchemaError(f"{words} is one table; linked tables are read whole")
         asked = CANDIDATES if self.model == AUTO else (self.model,)
-        able = tuple(f for f in asked if model_class_for(f, schema).from_engine)
+        able = tuple(f for f in asked if model_class_for(f, schema).from_engine in answers)
         if not able:
-            takes = [f for f in families_for(schema) if model_class_for(f, schema).from_engine]
+            takes = [f for f in families_for(schema)
+                     if model_class_for(f, schema).from_engine in answers]
+            how = ("or a smaller table" if here else
+                   "or train on the table's file where it lives (docs/cluster.md)")
             raise SchemaError(f"{self.model} reads the rows themselves, which {words} does not "
-                              f"hold; choose {', '.join(takes)}, or a smaller table")
+                              f"give; choose {', '.join(takes)}, {how}")
         model_class_for(able[0], schema).check_schema(schema)
         return able
 

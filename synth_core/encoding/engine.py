@@ -118,10 +118,34 @@ class Counting(ABC):
     schema: Schema
     report: ValidationReport | None
     _view: str
+    # what it gives a family (`SynthModel.from_engine`): counts, and the rows themselves encoded
+    # to this machine's disk a batch at a time (DP-SGD's batches)
+    answers = frozenset({"counts", "rows"})
+    # the file its rows were read from, which the budget book reads again for the table's identity
+    path: Path | None = None
 
     @abstractmethod
     def _query(self, sql: str) -> dict[str, np.ndarray]:
         """The result of `sql`, each of its columns as an array."""
+
+    @abstractmethod
+    def held_to(self, schema: Schema) -> ValidationReport:
+        """The rows held to the scales the run's schema found with DP where the table's had none
+        (bounds: privacy.bounds; value sets and point masses: privacy.value_sets), by validation's
+        own code (`held_to_scale`: clipped, snapped, on the points), and the report with what that
+        changed added; the engine's schema is the run's from then on."""
+
+    def each_part(self, summarise) -> list[str] | None:
+        """What `summarise` (a part's batches of rows as read, pandas frames, to strings) writes of
+        each part of the table as read, run where the rows live (the budget book's identity of a
+        table with no file here: privacy.table_identity.in_place); None where the rows as read are
+        a file's (`path`)."""
+        return None
+
+    def _rescaled(self, schema: Schema) -> list:
+        """The numeric columns whose public scale the run's schema changed (`held_to`'s work)."""
+        return [spec for spec in schema.columns
+                if spec.is_numeric and _scale(spec) != _scale(self.schema[spec.name])]
 
     def _column(self, name: str) -> str:
         return f"c{self.schema.names.index(name)}"
@@ -143,6 +167,40 @@ class Counting(ABC):
                                             for i in range(len(codecs))), shape)
             out[at] = np.asarray(got["n"], float)
         return out, shape
+
+    def counts_of(self, encoder: TokenEncoder, cliques: list[tuple[str, ...]], at_once: int = 64
+                  ) -> dict[tuple[str, ...], tuple[np.ndarray, tuple[int, ...]]]:
+        """`counts` of each clique, `at_once` of them to a query (GROUPING SETS: one pass over the
+        rows, where each query is a job a cluster schedules, AIM's hundreds of cliques)."""
+        out = {}
+        cliques = list(dict.fromkeys(tuple(c) for c in cliques))
+        for start in range(0, len(cliques), at_once):
+            some = cliques[start:start + at_once]
+            names = list(dict.fromkeys(name for clique in some for name in clique))
+            codecs = {n: encoder.codecs[encoder.column_index(n)] for n in names}
+            cells = ", ".join(f"{cell_sql(self._column(n), codecs[n])} AS a{j}"
+                              for j, n in enumerate(names))
+            sets = ", ".join("(" + ", ".join(f"a{names.index(n)}" for n in clique) + ")"
+                             for clique in some)
+            every = ", ".join(f"a{j}" for j in range(len(names)))
+            got = self._query(f"SELECT {every}, grouping_id({every}) AS g, count(*) AS n "
+                              f"FROM (SELECT {cells} FROM {self._view}) "
+                              f"GROUP BY GROUPING SETS ({sets})")
+            g = np.asarray(got["g"], np.int64)
+            for clique in some:
+                # grouping_id's bit of a column (the last one's lowest) is 1 where it is not grouped
+                mask = sum(1 << (len(names) - 1 - j) for j, n in enumerate(names)
+                           if n not in clique)
+                mine = g == mask
+                shape = tuple(codecs[n].size for n in clique)
+                counts = np.zeros(math.prod(shape))
+                if mine.any():
+                    at = np.ravel_multi_index(tuple(
+                        np.asarray(got[f"a{names.index(n)}"], np.float64)[mine].astype(np.int64)
+                        for n in clique), shape)
+                    counts[at] = np.asarray(got["n"], float)[mine]
+                out[clique] = (counts, shape)
+        return out
 
     def histogram(self, name: str, edges: np.ndarray) -> np.ndarray:
         """The present values of a numeric column counted in the cells between `edges`, as
@@ -202,9 +260,7 @@ class TableStore(Counting):
         import duckdb
         self.schema = schema
         self.report: ValidationReport | None = None
-        # the file its rows were read from (from_file): the budget book reads it again for the
-        # table's identity (privacy.table_identity.streamed)
-        self.path: Path | None = None
+        self.path: Path | None = None  # from_file's, from_batches'
         self.batch_rows = BATCH_ROWS
         self._dir = Path(tempfile.mkdtemp(prefix=PREFIX, dir=folder))  # 0700
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
@@ -255,15 +311,10 @@ class TableStore(Counting):
         return self._run(sql).fetchnumpy()
 
     def held_to(self, schema: Schema) -> ValidationReport:
-        """The rows held to the scales the run's schema found with DP where the table's had none
-        (bounds: privacy.bounds; value sets and point masses: privacy.value_sets), by validation's
-        own code (`held_to_scale`: clipped, snapped, on the points), a batch at a time, and the
-        report with what that changed added."""
+        """`Counting.held_to`, a batch at a time."""
         report = copy.deepcopy(self.report)
         last = int(self._query("SELECT max(rowid) AS r FROM rows")["r"][0])
-        for spec in schema.columns:
-            if not spec.is_numeric or _scale(spec) == _scale(self.schema[spec.name]):
-                continue
+        for spec in self._rescaled(schema):
             column, rep = self._column(spec.name), report.columns[spec.name]
             self._run("CREATE OR REPLACE TEMP TABLE held (rid BIGINT, v DOUBLE)")
             for start in range(0, last + 1, BATCH_ROWS):

@@ -67,7 +67,7 @@ class AIM(SynthModel):
     uses_dp_sgd = False
     measures_marginals = True
     trains_distributed = False
-    from_engine = True  # its rounds ask counts of cliques (models.cells)
+    from_engine = "counts"  # its rounds ask counts of cliques (models.cells)
     step_cost_grows_with_rows = False  # a round reads the answers computed in the first
     setup_s = 0.8  # 0.8-1.0 s on 8 tables (benchmarks/bench_estimates.py): no PRV plan to compute
 

@@ -187,10 +187,11 @@ class SynthModel(Described, Timed, OwnMechanism, Sampling, abc.ABC):
     measures_marginals = False
     # whether its private training runs across torchrun's processes (training.distributed)
     trains_distributed = True
-    # whether its `encode` takes a table too large to hold that the embedded engine holds
-    # (encoding/engine.py): AIM asks it counts; the token and vector families read their encoded
-    # rows from its disk, a Poisson batch at a time
-    from_engine = False
+    # what it asks of a table an engine holds (encoding/engine.py, `Counting.answers`), None: it
+    # reads the table whole. "counts": AIM's rounds ask counts of cliques (any engine, a
+    # cluster's too); "rows": the token and vector families read their encoded rows from the
+    # engine's disk, a Poisson batch at a time (an engine on this machine)
+    from_engine: str | None = None
     # the variance of the row count the run released (0: public, or no ledger); set by `fit` from the ledger
     count_variance = 0.0
 

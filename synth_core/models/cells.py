@@ -65,8 +65,7 @@ class EngineCells:
 
     def answers(self, cliques, to_model: ToModel, model_sizes: dict[str, int]) -> dict:
         out = {}
-        for cl in cliques:
-            counts, shape = self.table.counts(self.encoder, cl)
+        for cl, (counts, shape) in self.table.counts_of(self.encoder, list(cliques)).items():
             where = np.indices(shape).reshape(len(cl), -1)
             model = tuple(to_model(name, where[i]) for i, name in enumerate(cl))
             size = tuple(model_sizes[name] for name in cl)

@@ -25,7 +25,7 @@ class TokenModel(SynthModel):
     `min_noise_multiplier`. Its rows are read by index only (`data[indices]`), so a table the
     engine holds trains from the engine's disk (`from_engine`)."""
 
-    from_engine = True
+    from_engine = "rows"
 
     def build_encoder(self) -> None:
         self.encoder = TokenEncoder(self.schema, n_bins=self.config.n_bins)

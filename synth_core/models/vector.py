@@ -31,7 +31,7 @@ class VectorModel(SynthModel):
     """
 
     sample_blocks = False
-    from_engine = True
+    from_engine = "rows"
 
     def build(self) -> None:
         self.encoder = VectorEncoder(self.schema, self.config.numeric_encoding, self.config.n_bins,

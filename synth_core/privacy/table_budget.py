@@ -131,12 +131,16 @@ def _parts(table, schema) -> tuple[list, tuple]:
 
 
 def _streamed(table: Counting | TableFile, schema, key: bytes) -> identity.Streamed:
-    """The identity of a table an engine holds (or of its file, `TableFile`), from the file read
-    a batch at a time (`identity.of_file`: once per process while the file is unchanged)."""
-    if table.path is None:
-        raise BudgetError("a table counted where it lives (a cluster) has no file the budget book "
-                          "can read: declare it public or fit it from its file")
-    return identity.of_file(table.path, schema, key, table.batch_rows)
+    """The identity of a table an engine holds (or of its file, `TableFile`): from the file read
+    a batch at a time (`identity.of_file`: once per process while the file is unchanged), or
+    where the rows live (a cluster's, `identity.in_place`)."""
+    if table.path is not None:
+        return identity.of_file(table.path, schema, key, table.batch_rows)
+    found = identity.in_place(table, list(schema.names), key, tuple(schema.missing_markers))
+    if found is None:
+        raise BudgetError("the table was given as rows with no file the budget book can read: "
+                          "declare it public or fit it from its file")
+    return found
 
 
 def identity_key(table, schema) -> tuple:
@@ -195,7 +199,7 @@ class TableBudgets:
         if isinstance(table, (Counting, TableFile)):  # too large to hold: a batch at a time
             found = _streamed(table, schema, key)
             mine, sketch = found.fingerprint, found.sketch
-            olds = lambda: (found.v1, found.legacy)  # noqa: E731
+            olds = lambda: (o for o in (found.v1, found.legacy) if o)  # noqa: E731
         else:
             parts, markers = _parts(table, schema)
             hashes = identity.row_hashes(parts, key, markers)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -260,12 +261,12 @@ def _v1_fingerprint(columns: list[str], rows: bytes, key: bytes) -> str:
 @dataclass(frozen=True)
 class Streamed:
     """What the book asks of a table read a batch at a time (too large to hold): the fingerprint,
-    the sketch, and the older forms' fingerprints (to carry an account over), each what the whole
-    table gives."""
+    the sketch, and the older forms' fingerprints (to carry an account over; None for a table
+    no book of those forms can have held: one in a cluster), each what the whole table gives."""
     fingerprint: str
     sketch: dict
-    v1: str
-    legacy: str
+    v1: str | None
+    legacy: str | None
 
 
 def streamed(batches: Callable[[frozenset], Iterable[pd.DataFrame]], columns: list[str],
@@ -321,3 +322,56 @@ def of_file(path, schema, key: bytes, batch_rows: int) -> Streamed:
             _OF_FILES.pop(next(iter(_OF_FILES)))
         _OF_FILES[memo] = found
     return _OF_FILES[memo]
+
+
+def in_place(table, columns: list[str], key: bytes, markers: tuple[str, ...] = ()
+             ) -> Streamed | None:
+    """The identity of a table counted where it lives (a cluster's: encoding.spark.SparkTable):
+    the fingerprint and sketch the same rows read whole give, in three passes where the rows are
+    (`table.each_part`, `table.sorted_keys`): each column's form, each part's bottom-k, then each
+    row's keyed hash, sorted there and read here a chunk at a time. None where the engine has no
+    such passes (its rows are a file's, `streamed`)."""
+    marks = _marks(markers)
+
+    def forms(batches):
+        found: dict[str, bool] = {}
+        for batch in batches:
+            for name, column in batch.rename(columns=str).items():
+                found[name] = found.get(name, True) and _all_numbers(column, marks)
+        yield json.dumps(found)
+
+    parts = table.each_part(forms)
+    if parts is None:
+        return None
+    numbers_only: dict[str, bool] = {}
+    for text in parts:
+        for name, only in json.loads(text).items():
+            numbers_only[name] = numbers_only.get(name, True) and only
+
+    def hashed(batch) -> RowHashes:
+        return row_hashes([("table", batch, columns)], key, markers, numbers_only)
+
+    def bottoms(batches):
+        kept, names = {}, None
+        for batch in batches:
+            hashes = hashed(batch)
+            names = hashes.columns
+            for projection, found in _projections(hashes).items():
+                kept[projection] = _bottom(np.concatenate([kept.get(projection, found[:0]),
+                                                           found]))
+        if names is not None:
+            yield json.dumps({"columns": names, "bottoms": [[p, _packed(b)]
+                                                            for p, b in kept.items()]})
+
+    merged, names = {}, ()
+    for text in table.each_part(bottoms):
+        part = json.loads(text)
+        names = tuple(part["columns"])
+        for projection, packed in part["bottoms"]:
+            got = _unpack(packed).astype(np.uint64)
+            merged[projection] = _bottom(np.concatenate([merged.get(projection, got[:0]), got]))
+    h = hmac.new(key, "\x1e".join(names).encode(), hashlib.sha256)
+    for chunk in table.sorted_keys(lambda batches: (hashed(b).rows() for b in batches)):
+        h.update(chunk.tobytes())  # `_fingerprint`'s bytes: the sorted row hashes
+    sketch = {"all": _packed(merged.pop(None)), "drop": {c: _packed(b) for c, b in merged.items()}}
+    return Streamed(h.hexdigest()[:32], sketch, None, None)

@@ -1,0 +1,108 @@
+"""Issue 62 item 5: a fit where the table lives in a cluster. A `SparkTable` (Spark in local mode)
+is fitted by AIM through `api.fit` as a file is: its DP bounds counted and its rows clipped in
+the executors as validation clips the table read whole, its budget drawn from the account the same
+rows have in the budget book whichever way they are read, and the run sampled and reloaded. A
+family that reads the rows themselves is refused before anything is spent."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synth_core import api
+from synth_core.demo import demo_schema, demo_table
+from synth_core.privacy.table_budget import TableBudgets
+from synth_core.request import FitRequest
+from synth_core.schema import Schema, SchemaError, validate_table
+from test_engine import _spark
+
+UNBOUNDED = ("age", "hours-per-week")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A local Spark session, and the demo table as a Parquet file it reads, with a schema that
+    leaves two numbers' bounds to be found with DP."""
+    spark, _ = _spark()
+    folder = tmp_path_factory.mktemp("spark-fit")
+    table = demo_table(800)
+    parquet = folder / "census.parquet"
+    table.to_parquet(parquet, index=False)
+    spec = demo_schema().to_dict()
+    for column in spec["columns"]:
+        if column["name"] in UNBOUNDED:
+            column.pop("lower", None), column.pop("upper", None)
+    try:
+        yield spark, parquet, Schema.from_dict(spec), pd.read_parquet(parquet)
+    finally:
+        spark.stop()
+
+
+def test_aim_fits_a_table_that_lives_in_a_cluster(cluster, tmp_path, monkeypatch):
+    spark, parquet, schema, whole = cluster
+    from synth_core.encoding.spark import SparkTable
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
+    book = TableBudgets(tmp_path / "home" / "budgets.json")
+    with SparkTable.from_path(spark, parquet, schema) as table:
+        # the same rows are the same table to the book, read whole here or hashed in the cluster
+        here, there = book.identify(whole, schema), book.identify(table, schema)
+        assert (there.fingerprint, there.sketch) == (here.fingerprint, here.sketch)
+        fitted = api.fit(table, schema, FitRequest(model="aim", preset="tiny", epsilon=1.0,
+                                                   bounds_epsilon=0.3, table_epsilon=3.0),
+                         run_dir=tmp_path / "run")
+        spent = fitted.ledger.spent_epsilon
+        assert spent <= 1.0 + 1e-9
+        kinds = [e["kind"] for e in fitted.ledger.to_dict()["entries"]]
+        assert "dp-bounds" in kinds
+        # clipped in the executors as validation clips the table read whole to the run's bounds
+        bounded = fitted.schema
+        _, expected = validate_table(whole, bounded)
+        for name in UNBOUNDED:
+            assert bounded[name].has_bounds
+            mine, theirs = fitted.validation.columns[name], expected.columns[name]
+            assert (mine.clipped_low, mine.clipped_high) == (theirs.clipped_low,
+                                                             theirs.clipped_high)
+            got = table._query(f"SELECT min({table._column(name)}) AS lo, "
+                               f"max({table._column(name)}) AS hi FROM {table._view}")
+            assert bounded[name].lower <= got["lo"][0] <= got["hi"][0] <= bounded[name].upper
+        # a family that reads the rows is refused in one line, before anything is reserved
+        with pytest.raises(SchemaError, match="cluster") as refused:
+            api.fit(table, schema, FitRequest(model="dp-tbart", epsilon=1.0, bounds_epsilon=0.3),
+                    run_dir=tmp_path / "refused")
+        assert "\n" not in str(refused.value) and "aim" in str(refused.value)
+        assert not (tmp_path / "refused").exists()
+    # the table's budget is the whole table's, charged what the run spent
+    account = book.account(book.identify(whole, schema).account)
+    assert account.spent_epsilon == pytest.approx(spent)
+    assert account.total_epsilon == 3.0
+    # the run samples, and so does the model reloaded from its folder
+    drawn, _ = api.sample(tmp_path / "run", 300, seed=1)
+    assert len(drawn) == 300 and list(drawn.columns) == schema.names
+    for name in UNBOUNDED:
+        values = drawn[name].dropna()
+        assert values.between(bounded[name].lower, bounded[name].upper).all()
+    again = api.load_model(tmp_path / "run").sample(50, seed=2)
+    assert len(again) == 50 and not again.isna().all().any()
+
+
+def test_the_engine_counts_many_cliques_in_one_query_as_one_at_a_time(cluster):
+    """`Counting.counts_of` (GROUPING SETS, a query for many cliques: AIM's hundreds, each a job
+    a cluster schedules) gives each clique's counts as `counts` gives them alone."""
+    spark, parquet, schema, _ = cluster
+    from synth_core.encoding import TokenEncoder
+    from synth_core.encoding.engine import TableStore
+    from synth_core.encoding.spark import SparkTable
+    bounded = Schema.from_dict(demo_schema().to_dict())
+    encoder = TokenEncoder(bounded, 8)
+    names = bounded.names
+    cliques = [(names[0],), (names[1], names[2]), (names[3], names[0], names[4]),
+               (names[2], names[1]), (names[-1], names[-2])]
+    with SparkTable.from_path(spark, parquet, bounded) as table, \
+            TableStore.from_file(parquet, bounded) as store:
+        for engine in (table, store):
+            many = engine.counts_of(encoder, cliques, at_once=3)
+            assert list(many) == cliques
+            for clique in cliques:
+                alone, shape = engine.counts(encoder, clique)
+                assert many[clique][1] == shape
+                np.testing.assert_array_equal(many[clique][0], alone, err_msg=str(clique))
