@@ -81,6 +81,9 @@ def test_default_delta_is_below_one_over_n_and_warning_when_not():
         assert d < 1 / n and d >= 0.01 / n
         assert delta_warning(d, n) is None
     assert default_delta(39_073) == 1e-5
+    # a power of ten as written, also at a count that is one: the run's δ is the preview's
+    # (a count of 100,000 gave 1.0000000000000002e-06 against the page's 1e-06)
+    assert [default_delta(n) for n in (10, 100_000, 100_001, 10 ** 7)] == [0.01, 1e-6, 1e-6, 1e-8]
     assert "not below 1/n" in delta_warning(1e-3, 10_000)
 
 

@@ -22,8 +22,10 @@ def default_delta(n_rows: int) -> float:
     """The largest power of ten strictly below 1/n: the usual rule that δ must be well under 1/n."""
     if n_rows < 1:
         raise BudgetError("cannot choose δ for an empty table")
-    delta = 10.0 ** math.floor(math.log10(1.0 / n_rows))
-    return delta / 10 if delta >= 1.0 / n_rows else delta
+    power = math.floor(math.log10(1.0 / n_rows))
+    if 10.0 ** power >= 1.0 / n_rows:  # n a power of ten: strictly below (1e-6, not 1e-5 / 10)
+        power -= 1
+    return 10.0 ** power
 
 
 def delta_warning(delta: float, n_rows: int) -> str | None:
