@@ -9,6 +9,7 @@ import streamlit as st
 
 from synth_core.privacy.table_budget import check_within, remaining, spends_the_rest
 from synth_core.cli_args import parse_options
+from synth_core.encoding.engine import TableStore
 from synth_core.request import FitRequest, check_rows, review_rows_for
 from synth_core.runs.jobs import start_fit_job
 from synth_core.models import families_for, get_model_class, model_class_for
@@ -44,7 +45,10 @@ def family_class(f: str):
 # --- model ------------------------------------------------------------------------------------------
 st.subheader("Model")
 MORE = "more"  # the families auto never picks, behind one choice
-offered = families_for(schema)  # the families that train tables of this shape
+# the families that train tables of this shape; of a file too large to read whole, those that
+# train from the engine it is read into (encoding.engine.TableStore)
+offered = families_for(schema, TableStore.answers if state.table_file() is not None else None)
+left_out = [f for f in families_for(schema) if f not in offered]
 others = [f for f in offered if f not in CANDIDATES]
 families = [AUTO, *(f for f in CANDIDATES if f in offered), *([MORE] if others else [])]
 family = st.radio("Model family", families, index=0, key="family",
@@ -57,6 +61,10 @@ family = st.radio("Model family", families, index=0, key="family",
                   help="The plain name first, the technical one after the dot. Each model's line says what it "
                        "does; 'auto' picks between the first two for a table like yours, by how they did on our "
                        "benchmark tables.")
+if left_out:
+    st.caption("Not offered for a file too large to read whole: "
+               + ", ".join(f"{family_class(f).label} · {f}" for f in left_out)
+               + " (it reads the table whole).")
 if family == MORE:
     family = st.selectbox("More models", others, key="more_family",
                           format_func=lambda f: f"{get_model_class(f).label} · {f}",

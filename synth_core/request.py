@@ -241,10 +241,9 @@ class FitRequest:
         if not shape_of(schema).engine:
             raise SchemaError(f"{words} is one table; linked tables are read whole")
         asked = CANDIDATES if self.model == AUTO else (self.model,)
-        able = tuple(f for f in asked if model_class_for(f, schema).from_engine in answers)
+        takes = families_for(schema, answers)
+        able = tuple(f for f in asked if f in takes)
         if not able:
-            takes = [f for f in families_for(schema)
-                     if model_class_for(f, schema).from_engine in answers]
             how = ("or a smaller table" if here else
                    "or train on the table's file where it lives (docs/cluster.md)")
             raise SchemaError(f"{self.model} reads the rows themselves, which {words} does not "

@@ -123,6 +123,11 @@ def test_a_file_too_large_to_read_whole_is_sampled_and_its_run_reads_the_whole_f
 
     at.switch_page("app_pages/model.py").run()
     choose_total(at)
+    # the language model reads the table whole: not offered, and the page says so
+    at.radio(key="family").set_value("more").run()
+    assert "dp-llmtgen" not in at.selectbox(key="more_family").options
+    assert any("Not offered for a file too large to read whole" in c.value
+               and "dp-llmtgen" in c.value for c in at.caption)
     choose_family(at, "aim")
     at.selectbox(key="preset").set_value("tiny").run()
     at.checkbox(key="accept_draft").check().run()

@@ -80,10 +80,13 @@ def get_model_class(name: str, shape=SINGLE) -> type["SynthModel"]:
                      f"{', '.join(sorted(n for n, s in FAMILIES if s == shape.name))}")
 
 
-def families_for(schema) -> list[str]:
-    """The families that train tables of `schema`'s shape (one table, or linked ones), by name."""
+def families_for(schema, answers: frozenset | None = None) -> list[str]:
+    """The families that train tables of `schema`'s shape (one table, or linked ones), by name;
+    `answers`: only those that fit a table an engine holds that gives these
+    (`encoding.engine.Counting.answers`: a file too large to read whole, a cluster's table)."""
     shape = shape_of(schema)
-    return sorted(n for n, s in FAMILIES if s == shape.name)
+    return sorted(n for n, s in FAMILIES if s == shape.name and
+                  (answers is None or get_model_class(n, shape).from_engine in answers))
 
 
 def model_class_for(name: str, schema) -> type["SynthModel"]:
