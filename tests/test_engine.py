@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import warnings
 from pathlib import Path
@@ -178,58 +177,6 @@ def test_the_engine_keeps_its_rows_owner_only_and_deletes_them_on_close(messy):
     (orphan,) = stores.iterdir()
     with TableStore(schema, folder=stores) as mine:
         assert not orphan.exists() and mine._dir.exists()
-
-
-# --- the same counts on Spark (local mode): where the table lives in a cluster -------------------
-def _spark():
-    """A local Spark session, or a skip saying what is missing (pyspark: requirements-cluster.txt;
-    Spark runs on Java)."""
-    pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed "
-                                  "(pip install -r requirements-cluster.txt)")
-    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java, and none is installed")
-    from pyspark.sql import SparkSession
-    root = str(Path(__file__).resolve().parents[1])
-    return (SparkSession.builder.master("local[2]").appName("synth-core-tests")
-            .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-            .config("spark.executorEnv.PYTHONPATH", root)
-            .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-            .getOrCreate()), pyspark
-
-
-def test_spark_counts_what_the_embedded_engine_counts(messy):
-    """`SparkTable` validates the batches in Spark's executors with the workbench's own code and
-    answers the same SQL: the same rows, report, marginal counts and histograms as the table in
-    memory; a table the whole of which is refused is refused the same."""
-    schema, _, parquet = messy
-    spark, _ = _spark()
-    from synth_core.encoding.spark import SparkTable
-    try:
-        whole, report = _whole(parquet, schema)
-        with SparkTable.from_path(spark, parquet, schema) as table:
-            assert len(table) == len(whole)
-            assert table.report.to_dict() == report.to_dict()
-            modelled = schema.modelled()
-            chosen = measured_marginals(modelled)
-            chosen = chosen[:3] + [c for c in chosen if len(c[0]) == 2][:2] + chosen[-1:]
-            for (columns, _), mine, theirs in zip(chosen, _exact_counts(table, modelled, chosen),
-                                                  _exact_counts(whole, modelled, chosen)):
-                np.testing.assert_array_equal(mine[0], theirs[0], err_msg=str(columns))
-            name = quantile_columns(schema)[0]
-            cells = schema[name].edges(QUANTILE_CELLS, quantile=False)
-            with TableStore.from_file(parquet, schema) as store:
-                np.testing.assert_array_equal(table.histogram(name, cells),
-                                              store.histogram(name, cells))
-        spec = schema.to_dict()
-        spec["rules"] = ["amount >= 2900000"]
-        strict = Schema.from_dict(spec)
-        with pytest.raises(SchemaError) as whole_refused:
-            _whole(parquet, strict)
-        with pytest.raises(SchemaError) as refused:
-            SparkTable.from_path(spark, parquet, strict)
-        assert str(refused.value) == str(whole_refused.value)
-    finally:
-        spark.stop()
 
 
 @pytest.mark.parametrize("which", ["csv", "parquet"])

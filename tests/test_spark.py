@@ -1,9 +1,14 @@
-"""Issue 62 item 5: a fit where the table lives in a cluster. A `SparkTable` (Spark in local mode)
-is fitted by AIM through `api.fit` as a file is: its DP bounds counted and its rows clipped in
-the executors as validation clips the table read whole, its budget drawn from the account the same
-rows have in the budget book whichever way they are read, and the run sampled and reloaded. A
-family that reads the rows themselves is refused before anything is spent."""
+"""Issue 62 item 5: where the table lives in a cluster, a `SparkTable` (Spark in local mode, one
+session for the module) counts what the embedded engine counts, and AIM fits it through
+`api.fit` as it fits a file: its DP bounds counted and its rows clipped in the executors as
+validation clips the table read whole, its budget drawn from the account the same rows have in
+the budget book whichever way they are read, and the run sampled and reloaded. A family that
+reads the rows themselves is refused before anything is spent."""
 from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,31 +16,50 @@ import pytest
 
 from synth_core import api
 from synth_core.demo import demo_schema, demo_table
+from synth_core.encoding.engine import TableStore
+from synth_core.privacy.measurements import (QUANTILE_CELLS, _exact_counts, measured_marginals,
+                                             quantile_columns)
 from synth_core.privacy.table_budget import TableBudgets
 from synth_core.request import FitRequest
 from synth_core.schema import Schema, SchemaError, validate_table
-from test_engine import _spark
+from test_engine import _whole, messy  # noqa: F401 - messy: the steward's file, a fixture
 
 UNBOUNDED = ("age", "hours-per-week")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A local Spark session, and the demo table as a Parquet file it reads, with a schema that
-    leaves two numbers' bounds to be found with DP."""
-    spark, _ = _spark()
+def spark():
+    """A local Spark session for the module, or a skip saying what is missing (pyspark:
+    requirements-cluster.txt; Spark runs on Java)."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed "
+                        "(pip install -r requirements-cluster.txt)")
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java, and none is installed")
+    from pyspark.sql import SparkSession
+    root = str(Path(__file__).resolve().parents[1])
+    session = (SparkSession.builder.master("local[2]").appName("synth-core-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.executorEnv.PYTHONPATH", root)
+               .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+               .getOrCreate())
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(spark, tmp_path_factory):
+    """The demo table as a Parquet file Spark reads, with a schema that leaves two numbers'
+    bounds to be found with DP."""
     folder = tmp_path_factory.mktemp("spark-fit")
-    table = demo_table(800)
     parquet = folder / "census.parquet"
-    table.to_parquet(parquet, index=False)
+    demo_table(800).to_parquet(parquet, index=False)
     spec = demo_schema().to_dict()
     for column in spec["columns"]:
         if column["name"] in UNBOUNDED:
             column.pop("lower", None), column.pop("upper", None)
-    try:
-        yield spark, parquet, Schema.from_dict(spec), pd.read_parquet(parquet)
-    finally:
-        spark.stop()
+    return spark, parquet, Schema.from_dict(spec), pd.read_parquet(parquet)
 
 
 def test_aim_fits_a_table_that_lives_in_a_cluster(cluster, tmp_path, monkeypatch):
@@ -106,3 +130,34 @@ def test_the_engine_counts_many_cliques_in_one_query_as_one_at_a_time(cluster):
                 alone, shape = engine.counts(encoder, clique)
                 assert many[clique][1] == shape
                 np.testing.assert_array_equal(many[clique][0], alone, err_msg=str(clique))
+
+
+def test_spark_counts_what_the_embedded_engine_counts(spark, messy):
+    """`SparkTable` validates the batches in Spark's executors with the workbench's own code and
+    answers the same SQL: the same rows, report, marginal counts and histograms as the table in
+    memory; a table the whole of which is refused is refused the same."""
+    schema, _, parquet = messy
+    from synth_core.encoding.spark import SparkTable
+    whole, report = _whole(parquet, schema)
+    with SparkTable.from_path(spark, parquet, schema) as table:
+        assert len(table) == len(whole)
+        assert table.report.to_dict() == report.to_dict()
+        modelled = schema.modelled()
+        chosen = measured_marginals(modelled)
+        chosen = chosen[:3] + [c for c in chosen if len(c[0]) == 2][:2] + chosen[-1:]
+        for (columns, _), mine, theirs in zip(chosen, _exact_counts(table, modelled, chosen),
+                                              _exact_counts(whole, modelled, chosen)):
+            np.testing.assert_array_equal(mine[0], theirs[0], err_msg=str(columns))
+        name = quantile_columns(schema)[0]
+        cells = schema[name].edges(QUANTILE_CELLS, quantile=False)
+        with TableStore.from_file(parquet, schema) as store:
+            np.testing.assert_array_equal(table.histogram(name, cells),
+                                          store.histogram(name, cells))
+    spec = schema.to_dict()
+    spec["rules"] = ["amount >= 2900000"]
+    strict = Schema.from_dict(spec)
+    with pytest.raises(SchemaError) as whole_refused:
+        _whole(parquet, strict)
+    with pytest.raises(SchemaError) as refused:
+        SparkTable.from_path(spark, parquet, strict)
+    assert str(refused.value) == str(whole_refused.value)
