@@ -45,10 +45,8 @@ def family_class(f: str):
 # --- model ------------------------------------------------------------------------------------------
 st.subheader("Model")
 MORE = "more"  # the families auto never picks, behind one choice
-# the families that train tables of this shape; of a file too large to read whole, those that
-# train from the engine it is read into (encoding.engine.TableStore)
+# the families that train tables of this shape (of a file too large to read whole: from the engine)
 offered = families_for(schema, TableStore.answers if state.table_file() is not None else None)
-left_out = [f for f in families_for(schema) if f not in offered]
 others = [f for f in offered if f not in CANDIDATES]
 families = [AUTO, *(f for f in CANDIDATES if f in offered), *([MORE] if others else [])]
 family = st.radio("Model family", families, index=0, key="family",
@@ -61,10 +59,9 @@ family = st.radio("Model family", families, index=0, key="family",
                   help="The plain name first, the technical one after the dot. Each model's line says what it "
                        "does; 'auto' picks between the first two for a table like yours, by how they did on our "
                        "benchmark tables.")
-if left_out:
-    st.caption("Not offered for a file too large to read whole: "
-               + ", ".join(f"{family_class(f).label} · {f}" for f in left_out)
-               + " (it reads the table whole).")
+if left_out := [f"{family_class(f).label} · {f}" for f in families_for(schema) if f not in offered]:
+    st.caption(f"Not offered for a file too large to read whole: {', '.join(left_out)} "
+               "(it reads the table whole).")
 if family == MORE:
     family = st.selectbox("More models", others, key="more_family",
                           format_func=lambda f: f"{get_model_class(f).label} · {f}",
