@@ -49,7 +49,10 @@ CANDIDATE_METHODS = {f"auto-{family}": ["--model", "auto", "--candidate", family
 # --no-value-sets), on the same splits: what they buy (issue 59). Not in the grid's table:
 # results/codes, RESULTS.md's "Tables whose numbers are codes"
 VALUE_SET_METHODS = {"auto-novalues": ["--model", "auto", "--no-value-sets"]}
-RUNNABLE = {**METHODS, **CANDIDATE_METHODS, **VALUE_SET_METHODS}
+# `auto` on a draft that proposes point masses down to 5% of a column's rows, at most 6 a column
+# (bench_models.py --point-share): a candidate rule for the draft (issue 59), results/points
+POINT_METHODS = {"auto-points5": ["--model", "auto", "--point-share", "0.05", "--draft-points", "6"]}
+RUNNABLE = {**METHODS, **CANDIDATE_METHODS, **VALUE_SET_METHODS, **POINT_METHODS}
 
 
 def table_args(table: str) -> tuple[str, list[str]]:

@@ -16,6 +16,7 @@ Without it they are drawn from the public schema alone (`random_table`), and the
     python benchmarks/bench_scale.py --against before=/tmp/before --stages read draft count
     python benchmarks/bench_scale.py --print                # the newest result file as a table
     python benchmarks/bench_scale.py --print A.json B.json  # B's stages over A's
+    python benchmarks/bench_scale.py --stages engine_parquet spark   # a fit on a SparkTable
 
 A stage that runs past --cap seconds (default 900) is killed and recorded "over cap" with the
 peak memory seen until then; the stages after a training over cap are skipped (no model).
@@ -42,7 +43,9 @@ SCHEMA = ROOT / "benchmarks" / "adult.schema.json"
 OUT = ROOT / "benchmarks" / "results" / "scale"
 SIZES = (10_000, 100_000, 1_000_000)
 STAGES = ("read", "read_parquet", "draft", "count", "engine", "engine_parquet", "fit", "sample",
-          "review")
+          "review", "spark")
+# `spark` (a fit on a SparkTable, local mode) needs requirements-cluster.txt and Java: asked by name
+DEFAULT_STAGES = STAGES[:-1]
 MISSING = "?"
 EPSILON = 1.0
 SEED = 62
@@ -166,6 +169,8 @@ def child(stage: str, n: int, work: Path) -> dict:
     elif stage == "sample":
         _cli(["sample", "--run", str(run), "--rows", str(n), "--out", str(synthetic),
               "--seed", "0"])
+    elif stage == "spark":
+        _spark_fit(schema, parquet, run, parts, out, start)
     elif stage == "review":
         _cli(["evaluate", "--real", str(csv), "--synthetic", str(synthetic),
               "--schema", str(SCHEMA), "--out", str(work / f"review-{n}"), "--no-umap",
@@ -222,6 +227,39 @@ def _engine(schema, path, parts, out, start) -> None:
         out["marginals"] = len(marginals.marginals)
         out["engine_mb"] = round(sum(f.stat().st_size for f in store._dir.rglob("*")
                                      if f.is_file()) / 1e6, 1)
+
+
+def _spark_fit(schema, parquet, run, parts, out, start) -> None:
+    """A fit where the table lives in a cluster (Spark in local mode on this machine's cores:
+    encoding/spark.py): the Parquet file validated in the executors, then `api.fit` with auto (it
+    can pick AIM only) at the quick size, its budget drawn from a book in the work folder (the
+    table's identity computed in Spark). The memory is the driver's (this Python process); the
+    JVM and its Python workers are the cluster's."""
+    from pyspark.sql import SparkSession
+    from synth_core import api
+    from synth_core.encoding.spark import SparkTable
+    from synth_core.home import budgets_path
+    from synth_core.privacy.table_budget import TableBudgets
+    home = Path(tempfile.mkdtemp(prefix="home-spark-", dir=run.parent))  # a book of its own
+    os.environ["SYNTH_WORKBENCH_HOME"] = str(home)
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", str(ROOT)))
+             .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR").getOrCreate())
+    t = _clock(parts, "session", start)
+    try:
+        with SparkTable.from_path(spark, parquet, schema) as table:
+            t = _clock(parts, "open", t)
+            TableBudgets(budgets_path()).identify(table, schema)  # the fit asks it once more
+            t = _clock(parts, "identity", t)
+            shutil.rmtree(run, ignore_errors=True)
+            api.fit(table, schema, "auto", preset="quick", epsilon=EPSILON, table_epsilon=100.0,
+                    new_table=True, run_dir=run)
+            _clock(parts, "fit", t)
+        _trained(run, out)
+    finally:
+        spark.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 # --- the parent: each stage in a fresh process, capped -------------------------------------------
@@ -370,7 +408,7 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
                     help="rows (10M: add 10000000)")
-    ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    ap.add_argument("--stages", nargs="+", default=list(DEFAULT_STAGES), choices=STAGES)
     ap.add_argument("--cap", type=float, default=900.0,
                     help="seconds a stage may run (default 900)")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "synth-scale"),
