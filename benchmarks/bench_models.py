@@ -213,7 +213,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default=None)
     ap.add_argument("--point-share", type=float, default=None,
                     help="draft a point mass for a value this share of a column's rows hold "
-                         "(default the draft's, synth_core.schema.draft.POINT_SHARE), at most "
+                         "(default synth_core.schema.scale.POINT_SHARE), at most "
                          "--draft-points of them")
     ap.add_argument("--draft-points", type=int, default=None,
                     help="with --point-share: the most points")
@@ -331,7 +331,7 @@ def main() -> None:
     if args.point_share is not None:
         from synth_core.schema import draft
         draft.POINT_SHARE = args.point_share
-        draft.MAX_DRAFT_POINTS = args.draft_points or draft.MAX_DRAFT_POINTS
+        draft.PROPOSED_POINTS = args.draft_points or draft.PROPOSED_POINTS
     options = parse_options(args.option)
     ds = table_spec(args.dataset, args.target)
     if args.calibration_share is None and args.model != "auto":

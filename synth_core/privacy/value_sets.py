@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..encoding.engine import Counting
 from ..schema import Schema, SchemaError
-from ..schema.scale import MAX_VALUES
+from ..schema.scale import MAX_VALUES, POINT_SHARE, PROPOSED_POINTS
 from .ledger import VALUE_SETS, PrivacyLedger
 from .randomness import secret_rng
 
@@ -36,8 +36,6 @@ from .randomness import secret_rng
 MAX_GRID = 10_000
 # the share of the released rows the kept values hold to be the column's value set
 VALUE_SET_SHARE = 0.9
-POINT_SHARE = 0.1        # the share of the released rows a kept value holds to be a point mass
-MAX_FOUND_POINTS = 3
 BETA = 1e-3
 
 
@@ -95,7 +93,7 @@ def decide(candidates: np.ndarray, noisy: np.ndarray, epsilon: float, released_r
     if 2 <= kept.sum() <= MAX_VALUES and noisy[kept].sum() >= VALUE_SET_SHARE * released_rows:
         return written(candidates[kept]), None
     heavy = np.flatnonzero(kept & (noisy >= POINT_SHARE * released_rows))
-    heavy = heavy[np.argsort(-noisy[heavy])][:MAX_FOUND_POINTS]
+    heavy = heavy[np.argsort(-noisy[heavy])][:PROPOSED_POINTS]
     return None, (sorted(written(candidates[heavy])) if len(heavy) else None)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .spec import MAX_MAGNITUDE, ColumnSpec, Schema, SchemaError, _preview
+from .scale import POINT_SHARE, PROPOSED_POINTS  # noqa: F401 - bench_models.py sets them here
 from .tables import _is_missing, _number_text, _parse_dates, _short_date_years, _written_at
 
 
@@ -21,8 +22,6 @@ TAIL_VALUES = 10
 MAX_DECIMALS = 4
 # a numeric column of at most this many values is drafted with its value set
 MAX_VALUE_SET = 32
-POINT_SHARE = 0.1         # a value held by this share of a column's rows is drafted as a point mass
-MAX_DRAFT_POINTS = 3
 UNKNOWN = "(other)"
 # free text (`free_text_reason`): more than FREE_TEXT_DISTINCT distinct values, over FREE_TEXT_SHARE
 # of them; or a median over FREE_TEXT_LENGTH characters with over FREE_TEXT_VARIED of them distinct
@@ -130,7 +129,7 @@ def _value_set(numeric: pd.Series, is_int: bool, min_count: int) -> tuple[list |
     if numeric.nunique() <= MAX_VALUE_SET and len(common) >= 2:
         return sorted(written(v) for v in common.index), None
     heavy = common[common >= POINT_SHARE * len(numeric)]
-    return None, (sorted(written(v) for v in heavy.index[:MAX_DRAFT_POINTS]) if len(heavy) else None)
+    return None, (sorted(written(v) for v in heavy.index[:PROPOSED_POINTS]) if len(heavy) else None)
 
 
 def _identifier_reason(name: str, present: pd.Series, numeric: pd.Series | None) -> str | None:
@@ -206,7 +205,7 @@ def draft_schema(table: pd.DataFrame, max_categories: int = 50, missing_markers:
     its year, with bounds rounded to decades; numeric bounds leave out the few most extreme values
     (`_bulk_range`) and are rounded outward to round numbers
     (0, ±1, 2, 5 × 10^k); a numeric column of few values (codes, brackets, a scale) is proposed with
-    its value set and one with values that hold a tenth of its rows with those points (`_value_set`:
+    its value set and one with values that each hold 5% of its rows with those points (`_value_set`:
     each held by `min_category_count` rows or more, as a category); a category seen in fewer than
     `min_category_count` rows is never proposed (its rows map to "(other)"); categories are listed
     in their natural order (`natural_order`: by a leading number, else alphabetically); sensitive
