@@ -127,7 +127,6 @@ class ColumnSpec(PublicScale):
             raise SchemaError(f"{where}: the unknown category must be text, not {self.unknown!r}")
         if self.derived is not None and not isinstance(self.derived, dict):
             raise SchemaError(f"{where}: derived must be an object (a rule), not {self.derived!r}")
-        self.check_scale(where)
         if self.is_numeric:
             for label, bound in (("lower", self.lower), ("upper", self.upper)):
                 if bound is not None and not finite_number(bound):
@@ -144,6 +143,9 @@ class ColumnSpec(PublicScale):
                                           f"number, not {bound!r}")
             if self.has_bounds and self.lower >= self.upper:
                 raise SchemaError(f"{where}: lower bound {self.lower} must be below upper bound {self.upper}")
+        # the value set and points, once the bounds they must lie within are known to be bounds
+        self.check_scale(where)
+        if self.is_numeric:
             if self.categories:
                 raise SchemaError(f"{where}: a numeric column has no category list")
             if self.quantiles is not None:
