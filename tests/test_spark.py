@@ -25,6 +25,7 @@ from synth_core.schema import Schema, SchemaError, validate_table
 from test_engine import _whole, messy  # noqa: F401 - messy: the steward's file, a fixture
 
 UNBOUNDED = ("age", "hours-per-week")
+CATEGORIES = ("sex", "income")
 
 
 @pytest.fixture(scope="module")
@@ -54,23 +55,64 @@ def cluster(spark, tmp_path_factory):
     bounds to be found with DP."""
     folder = tmp_path_factory.mktemp("spark-fit")
     parquet = folder / "census.parquet"
-    demo_table(800).to_parquet(parquet, index=False)
     spec = demo_schema().to_dict()
+    spec["columns"] = [c for c in spec["columns"] if c["name"] in (*UNBOUNDED, *CATEGORIES)]
     for column in spec["columns"]:
         if column["name"] in UNBOUNDED:
             column.pop("lower", None), column.pop("upper", None)
-    return spark, parquet, Schema.from_dict(spec), pd.read_parquet(parquet)
+    schema = Schema.from_dict(spec)  # four columns: AIM's rounds quick, every count still asked
+    demo_table(800)[schema.names].to_parquet(parquet, index=False)
+    return spark, parquet, schema, pd.read_parquet(parquet)
 
 
+def test_the_cluster_knows_the_table_as_read_whole_and_holds_its_rows_to_new_bounds(
+        cluster, tmp_path, monkeypatch):
+    """The pieces a fit in Spark adds, each against the table read whole: the budget book's
+    identity computed in the executors (`table_identity.in_place`) is the whole table's
+    fingerprint and sketch; rows held to bounds a run found (`SparkTable.held_to`) are clipped
+    and counted as `validate_table` clips and counts; a family that reads the rows is refused in
+    one line before anything is reserved."""
+    spark, parquet, schema, whole = cluster
+    from synth_core.encoding.spark import SparkTable
+    from synth_core.privacy import table_identity as identity
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
+    key = b"the book's key, for this test...."
+    hashes = identity.row_hashes([("table", whole, schema.names)], key)
+    spec = schema.to_dict()
+    for column in spec["columns"]:
+        if column["name"] in UNBOUNDED:
+            column.update(lower=25, upper=60)  # as DP bounds would be: some rows beyond them
+    bounded = Schema.from_dict(spec)
+    _, expected = validate_table(whole, bounded)
+    with SparkTable.from_path(spark, parquet, schema) as table:
+        there = identity.in_place(table, schema.names, key)
+        assert there.fingerprint == identity.fingerprint(hashes, key)
+        assert there.sketch == identity.sketch(hashes)
+        report = table.held_to(bounded)
+        for name in UNBOUNDED:
+            mine, theirs = report.columns[name], expected.columns[name]
+            assert (mine.clipped_low, mine.clipped_high) == (theirs.clipped_low,
+                                                             theirs.clipped_high)
+            assert mine.clipped_low + mine.clipped_high > 0
+            got = table._query(f"SELECT min({table._column(name)}) AS lo, "
+                               f"max({table._column(name)}) AS hi FROM {table._view}")
+            assert 25 <= got["lo"][0] <= got["hi"][0] <= 60
+        with pytest.raises(SchemaError, match="cluster") as refused:
+            api.fit(table, bounded, FitRequest(model="dp-tbart", epsilon=1.0),
+                    run_dir=tmp_path / "refused")
+        assert "\n" not in str(refused.value) and "aim" in str(refused.value)
+        assert not (tmp_path / "refused").exists()
+
+
+@pytest.mark.slow  # the whole path (about 20 s); its pieces are the test above and test_engine's
 def test_aim_fits_a_table_that_lives_in_a_cluster(cluster, tmp_path, monkeypatch):
     spark, parquet, schema, whole = cluster
     from synth_core.encoding.spark import SparkTable
     monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
     book = TableBudgets(tmp_path / "home" / "budgets.json")
+    here = book.identify(whole, schema)  # the table read whole: a table the book has not seen
+    assert here.account is None
     with SparkTable.from_path(spark, parquet, schema) as table:
-        # the same rows are the same table to the book, read whole here or hashed in the cluster
-        here, there = book.identify(whole, schema), book.identify(table, schema)
-        assert (there.fingerprint, there.sketch) == (here.fingerprint, here.sketch)
         fitted = api.fit(table, schema, FitRequest(model="aim", preset="tiny", epsilon=1.0,
                                                    bounds_epsilon=0.3, table_epsilon=3.0),
                          run_dir=tmp_path / "run")
@@ -89,13 +131,9 @@ def test_aim_fits_a_table_that_lives_in_a_cluster(cluster, tmp_path, monkeypatch
             got = table._query(f"SELECT min({table._column(name)}) AS lo, "
                                f"max({table._column(name)}) AS hi FROM {table._view}")
             assert bounded[name].lower <= got["lo"][0] <= got["hi"][0] <= bounded[name].upper
-        # a family that reads the rows is refused in one line, before anything is reserved
-        with pytest.raises(SchemaError, match="cluster") as refused:
-            api.fit(table, schema, FitRequest(model="dp-tbart", epsilon=1.0, bounds_epsilon=0.3),
-                    run_dir=tmp_path / "refused")
-        assert "\n" not in str(refused.value) and "aim" in str(refused.value)
-        assert not (tmp_path / "refused").exists()
-    # the table's budget is the whole table's, charged what the run spent
+    # the same rows are the same table to the book, hashed in the cluster or read whole here: the
+    # fit's account is under the whole table's fingerprint, with its sketch, charged what it spent
+    assert book.file.sketches()[here.fingerprint]["sketch"] == here.sketch
     account = book.account(book.identify(whole, schema).account)
     assert account.spent_epsilon == pytest.approx(spent)
     assert account.total_epsilon == 3.0
@@ -116,10 +154,12 @@ def test_the_engine_counts_many_cliques_in_one_query_as_one_at_a_time(cluster):
     from synth_core.encoding import TokenEncoder
     from synth_core.encoding.engine import TableStore
     from synth_core.encoding.spark import SparkTable
-    bounded = Schema.from_dict(demo_schema().to_dict())
+    spec = demo_schema().to_dict()
+    spec["columns"] = [c for c in spec["columns"] if c["name"] in schema.names]
+    bounded = Schema.from_dict(spec)
     encoder = TokenEncoder(bounded, 8)
     names = bounded.names
-    cliques = [(names[0],), (names[1], names[2]), (names[3], names[0], names[4]),
+    cliques = [(names[0],), (names[1], names[2]), (names[3], names[0], names[1]),
                (names[2], names[1]), (names[-1], names[-2])]
     with SparkTable.from_path(spark, parquet, bounded) as table, \
             TableStore.from_file(parquet, bounded) as store:
