@@ -65,17 +65,15 @@ def cluster(spark, tmp_path_factory):
     return spark, parquet, schema, pd.read_parquet(parquet)
 
 
-def test_the_cluster_knows_the_table_as_read_whole_and_holds_its_rows_to_new_bounds(
-        cluster, tmp_path, monkeypatch):
+def test_the_cluster_knows_the_table_as_read_whole_and_holds_its_rows_to_new_bounds(cluster):
     """The pieces a fit in Spark adds, each against the table read whole: the budget book's
     identity computed in the executors (`table_identity.in_place`) is the whole table's
     fingerprint and sketch; rows held to bounds a run found (`SparkTable.held_to`) are clipped
     and counted as `validate_table` clips and counts; a family that reads the rows is refused in
-    one line before anything is reserved."""
+    one line (before anything is reserved: `api.fit` asks it first)."""
     spark, parquet, schema, whole = cluster
     from synth_core.encoding.spark import SparkTable
     from synth_core.privacy import table_identity as identity
-    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))
     key = b"the book's key, for this test...."
     hashes = identity.row_hashes([("table", whole, schema.names)], key)
     spec = schema.to_dict()
@@ -97,11 +95,11 @@ def test_the_cluster_knows_the_table_as_read_whole_and_holds_its_rows_to_new_bou
             got = table._query(f"SELECT min({table._column(name)}) AS lo, "
                                f"max({table._column(name)}) AS hi FROM {table._view}")
             assert 25 <= got["lo"][0] <= got["hi"][0] <= 60
+        # what `api.fit`'s admission asks first (the slow test below goes through `api.fit`)
         with pytest.raises(SchemaError, match="cluster") as refused:
-            api.fit(table, bounded, FitRequest(model="dp-tbart", epsilon=1.0),
-                    run_dir=tmp_path / "refused")
+            FitRequest(model="dp-tbart", epsilon=1.0).engine_families(bounded, table.answers)
         assert "\n" not in str(refused.value) and "aim" in str(refused.value)
-        assert not (tmp_path / "refused").exists()
+        assert FitRequest(model="auto").engine_families(bounded, table.answers) == ("aim",)
 
 
 @pytest.mark.slow  # the whole path (about 20 s); its pieces are the test above and test_engine's
@@ -117,6 +115,10 @@ def test_aim_fits_a_table_that_lives_in_a_cluster(cluster, tmp_path, monkeypatch
                                                    bounds_epsilon=0.3, table_epsilon=3.0),
                          run_dir=tmp_path / "run")
         spent = fitted.ledger.spent_epsilon
+        with pytest.raises(SchemaError, match="cluster"):  # refused before anything is reserved
+            api.fit(table, schema, FitRequest(model="dp-tbart", epsilon=1.0, bounds_epsilon=0.3),
+                    run_dir=tmp_path / "refused")
+        assert not (tmp_path / "refused").exists()
         assert spent <= 1.0 + 1e-9
         kinds = [e["kind"] for e in fitted.ledger.to_dict()["entries"]]
         assert "dp-bounds" in kinds
