@@ -59,7 +59,8 @@ family = st.radio("Model family", families, index=0, key="family",
                   help="The plain name first, the technical one after the dot. Each model's line says what it "
                        "does; 'auto' picks between the first two for a table like yours, by how they did on our "
                        "benchmark tables.")
-if left_out := [f"{family_class(f).label} · {f}" for f in families_for(schema) if f not in offered]:
+if left_out := [f"{family_class(f).label} · {f}" for f in families_for(schema)
+                if f not in offered]:
     st.caption(f"Not offered for a file too large to read whole: {', '.join(left_out)} "
                "(it reads the table whole).")
 if family == MORE:

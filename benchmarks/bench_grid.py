@@ -51,7 +51,8 @@ CANDIDATE_METHODS = {f"auto-{family}": ["--model", "auto", "--candidate", family
 VALUE_SET_METHODS = {"auto-novalues": ["--model", "auto", "--no-value-sets"]}
 # `auto` on a draft that proposes point masses down to 5% of a column's rows, at most 6 a column
 # (bench_models.py --point-share): a candidate rule for the draft (issue 59), results/points
-POINT_METHODS = {"auto-points5": ["--model", "auto", "--point-share", "0.05", "--draft-points", "6"]}
+POINT_METHODS = {"auto-points5": ["--model", "auto", "--point-share", "0.05",
+                                  "--draft-points", "6"]}
 RUNNABLE = {**METHODS, **CANDIDATE_METHODS, **VALUE_SET_METHODS, **POINT_METHODS}
 
 
