@@ -186,7 +186,9 @@ class Counting(ABC):
             got = self._query(f"SELECT {every}, grouping_id({every}) AS g, count(*) AS n "
                               f"FROM (SELECT {cells} FROM {self._view}) "
                               f"GROUP BY GROUPING SETS ({sets})")
-            g = np.asarray(got["g"], np.int64)
+            g, held = np.asarray(got["g"], np.int64), np.asarray(got["n"], float)
+            # a column's cells (NULL where the set does not group it: never read there)
+            at_cells = {name: np.asarray(got[f"a{j}"], np.float64) for j, name in enumerate(names)}
             for clique in some:
                 # grouping_id's bit of a column (the last one's lowest) is 1 where it is not grouped
                 mask = sum(1 << (len(names) - 1 - j) for j, n in enumerate(names)
@@ -195,10 +197,9 @@ class Counting(ABC):
                 shape = tuple(codecs[n].size for n in clique)
                 counts = np.zeros(math.prod(shape))
                 if mine.any():
-                    at = np.ravel_multi_index(tuple(
-                        np.asarray(got[f"a{names.index(n)}"], np.float64)[mine].astype(np.int64)
-                        for n in clique), shape)
-                    counts[at] = np.asarray(got["n"], float)[mine]
+                    at = np.ravel_multi_index(tuple(at_cells[c][mine].astype(np.int64)
+                                                    for c in clique), shape)
+                    counts[at] = held[mine]
                 out[clique] = (counts, shape)
         return out
 
