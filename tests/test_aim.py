@@ -426,13 +426,13 @@ def test_the_live_count_of_rounds_starts_where_the_estimate_did_and_shortens_onl
     """Issue 41 item 4: the count the train page shows starts at the rounds the estimate expected
     (the share of rounds that quadruple the next one's cost is solved for it), and ends at the
     rounds taken."""
-    from synth_core.models.aim import AIM
+    from synth_core.models.aim_rounds import fewest_left, growth_expected
     for left, cost, rounds in ((1.0, 0.01, 20), (1.0, 0.05, 6), (1.0, 0.002, 120), (0.3, 0.02, 9)):
-        share = AIM._growth_expected(left, cost, rounds)
+        share = growth_expected(left, cost, rounds)
         assert 0.0 <= share <= 1.0
-        assert abs(AIM._fewest_left(left, cost, 4.0 ** share) - rounds) <= 1, (left, cost, rounds, share)
+        assert abs(fewest_left(left, cost, 4.0 ** share) - rounds) <= 1, (left, cost, rounds, share)
     # every round quadrupling: the fewest; none: the most the budget pays at this cost
-    assert AIM._fewest_left(1.0, 0.01, 4.0) < AIM._fewest_left(1.0, 0.01, 1.0) == 99
+    assert fewest_left(1.0, 0.01, 4.0) < fewest_left(1.0, 0.01, 1.0) == 99
 
 
 def test_the_train_page_times_an_adaptive_runs_first_round_by_a_past_run_and_adds_the_finish(tmp_path):

@@ -40,7 +40,7 @@ from ..privacy.ledger import SELECTED
 from ..privacy.planning import RhoPlan
 from ..privacy.randomness import secret_rng
 from ..training.engine import StepCount, TrainResult
-from . import graphical, plan_words, recommend
+from . import aim_rounds, graphical, plan_words, recommend
 from .cells import EngineCells, RowCells, cells_of
 from .aim_config import PRESETS, AIMConfig, mbi, workload  # noqa: F401 - workload: the mechanism's, and its tests'
 from .base import SynthModel, register
@@ -145,36 +145,7 @@ class AIM(SynthModel):
         opening = self.opening(plan.rho, plan.rounds)
         left = selection.rho_after_one_way(plan.rho, len(self.sizes), opening["one_way_sigma"])
         cost = selection.RhoBudget.cost(opening["selection_epsilon"], opening["round_sigma"])
-        return 1 + self._fewest_left(left, cost)
-
-    @staticmethod
-    def _fewest_left(left: float, cost: float, growth: float = 4.0, most: int = 100_000) -> int:
-        """The rounds `left` of ρ pays for from a round costing `cost`, each next one costing
-        `growth` times as much, the last spending what is left: the fewest when every round
-        quadruples the next one's cost (its measurement hardly moved the model: 4, the default), the
-        most when none does (1)."""
-        rounds, total = 0, left
-        while left > 1e-12 * total and rounds < most:
-            rounds += 1
-            if left < 2 * cost:
-                break
-            left, cost = left - cost, cost * growth
-        return rounds
-
-    @classmethod
-    def _growth_expected(cls, left: float, cost: float, rounds: int) -> float:
-        """The share of rounds that quadruple the next one's cost (0 to 1) with which `left` and
-        `cost` take `rounds` rounds: what the count expected before the run assumes, for the count
-        during it to start from."""
-        low, high = 0.0, 1.0
-        if cls._fewest_left(left, cost, 4.0) >= rounds:
-            return 1.0
-        if cls._fewest_left(left, cost, 1.0, most=rounds + 1) <= rounds:
-            return 0.0
-        for _ in range(30):
-            mid = (low + high) / 2
-            low, high = (mid, high) if cls._fewest_left(left, cost, 4.0 ** mid, most=rounds + 1) > rounds else (low, mid)
-        return (low + high) / 2
+        return 1 + aim_rounds.fewest_left(left, cost)
 
     @classmethod
     def forget_compiled(cls) -> None:
@@ -182,16 +153,14 @@ class AIM(SynthModel):
         jax.clear_caches()
 
     def expected_steps(self, plan: RhoPlan) -> int:
-        """The fewest rounds times what runs took beyond them, at most those planned. Runs took 1 to
-        5.5 times the fewest (4 to 33 rounds of 64 to 1,376 planned, on 12 tables:
-        benchmarks/history/2026-11-27.md, "AIM on wide tables"): 1 to 1.8 times below 40,000 columns
-        × rows × ε (the signal, public: the released count), 2.2 to 5.5 times from 60,000 (where a
-        run takes minutes). Below, 1.25 times, the middle of 1 to 2.4 times on 12 tables (7 then, 5
-        of tests/test_corpus_app.py's and benchmarks' tables in benchmarks/bench_estimates.py: 1 to
-        1.4 on four, 2 to 2.4 on HMDA's 14 columns)."""
+        """The fewest rounds times what runs took beyond them, at most those planned
+        (`aim_rounds.expected_rounds`). Runs took 1 to 5.5 times the fewest (4 to 33 rounds of 64
+        to 1,376 planned, on 12 tables: benchmarks/history/2026-11-27.md, "AIM on wide tables"): 1
+        to 1.8 times below 40,000 columns × rows × ε (the signal, public: the released count), 2.2
+        to 5.5 times from 60,000 (where a run takes minutes). Below, 1.25 times, the middle of 1 to
+        2.4 times on 12 tables. The run is held within `config.rounds_band` of this count."""
         signal = len(self.sizes) * plan.population * plan.epsilon
-        times = 4 if signal >= 50_000 else 1.25
-        return min(plan.rounds, math.ceil(self.fewest_rounds(plan) * times))
+        return aim_rounds.expected_rounds(self.fewest_rounds(plan), plan.rounds, signal)
 
     def encode(self, table) -> RowCells | EngineCells:
         """Each row's cell in every column's public discretisation: the rows' cells in memory, or
@@ -303,13 +272,15 @@ class AIM(SynthModel):
         # the share of rounds that quadrupled it so far, weighed with the share the first count
         # assumed (benchmarks/history/2026-11-27.md, "Estimates that hold")
         prior = max(2, self.expected_steps(plan))
+        low, high = aim_rounds.band(prior, cfg.rounds_band)
         emit(1, prior, None, [list(cl) for cl in one_way])
-        assumed = self._growth_expected(budget.left, budget.cost(epsilon, sigma), prior - 1)
+        assumed = aim_rounds.growth_expected(budget.left, budget.cost(epsilon, sigma), prior - 1)
         cancelled, done, quadrupled = False, 1, 0
         while not budget.exhausted:
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
+            epsilon, sigma = aim_rounds.held(budget, epsilon, sigma, done, low, high)
             cost = budget.cost(epsilon, sigma)
             if budget.left < 2 * cost:  # the last round spends what is left
                 epsilon, sigma = budget.schedule(budget.left)
@@ -329,8 +300,8 @@ class AIM(SynthModel):
             # more rounds quadrupling than assumed shorten the run; fewer do not lengthen it (they
             # come late, as the model nears the data: a run's first rounds seldom quadruple)
             share = max(assumed, (quadrupled + PRIOR_ROUNDS * assumed) / (done - 1 + PRIOR_ROUNDS))
-            expected = done if budget.exhausted else \
-                done + self._fewest_left(budget.left, budget.cost(epsilon, sigma), 4.0 ** share)
+            expected = done if budget.exhausted else min(high, max(low, done + aim_rounds.fewest_left(
+                budget.left, budget.cost(epsilon, sigma), 4.0 ** share)))
             emit(done, expected, loss, list(cl))
         # the pairs chosen (the first measured every column)
         self.rounds_log = [tuple(e["selected"]) for e in events[1:]]

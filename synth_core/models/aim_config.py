@@ -97,6 +97,9 @@ class AIMConfig:
     one_way_share: float = 0.0
     # merge the cells the first measurement finds below 3σ into one (MST's domain compression)
     compress: bool = False
+    # the rounds are held within this many times those expected before the run, either way
+    # (models.aim_rounds; 0: as many as the budget's annealing gives, AIM's own)
+    rounds_band: float = 1.25
 
     ZERO_OK = frozenset({"n_bins", "rounds"})  # 0: chosen from the rows and ε, 16 a column
 
@@ -115,6 +118,9 @@ class AIMConfig:
             raise ValueError(f"max_model_size must be a positive number of MiB, not {self.max_model_size!r}")
         if not isinstance(self.compress, bool):
             raise ValueError(f"compress must be true or false, not {self.compress!r}")
+        if isinstance(self.rounds_band, bool) or not isinstance(self.rounds_band, (int, float)) \
+                or not (self.rounds_band == 0 or self.rounds_band >= 1):
+            raise ValueError(f"rounds_band must be 0 (unbounded) or at least 1, not {self.rounds_band!r}")
         if self.numeric_decoding not in ("uniform", "midpoint"):
             raise ValueError(f"numeric_decoding must be 'uniform' or 'midpoint', not {self.numeric_decoding!r}")
 

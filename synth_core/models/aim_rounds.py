@@ -1,0 +1,83 @@
+"""How many rounds an AIM run takes, and the band that holds it near the count expected before it.
+
+AIM ends when its zCDP budget is spent, and a round whose measurement hardly moved the model
+makes the next one cost four times as much (its annealing). The count of rounds therefore follows
+the private rows and the noise: on one table at one ε, two runs took 5 and 12 rounds
+(DoctorVisits at ε = 0.25, benchmarks/results/grid). A steward is told the run's time before it
+starts, rounds times a round's seconds, so the count is held within a band around the count
+expected from public facts (`expected_times`): a round spends at least what lets the rounds up to
+the band's top spend the rest with each quadrupling the next (AIM's own shape), and at most an
+equal share of the rest over the rounds down to its bottom. The band is public (the plan's
+numbers); the rounds' costs stay inside the one budget, so the guarantee is unchanged.
+"""
+from __future__ import annotations
+
+import math
+
+# where a run's rounds go beyond the fewest (benchmarks/history/2026-11-27.md, "AIM on wide
+# tables"): below this columns × rows × ε (the signal, public: the released count) runs took 1 to
+# 2.4 times the fewest, from it 2.2 to 5.5 times
+BROAD_SIGNAL = 50_000
+TIMES_BELOW, TIMES_FROM = 1.25, 4.0
+
+
+def fewest_left(left: float, cost: float, growth: float = 4.0, most: int = 100_000) -> int:
+    """The rounds `left` of ρ pays for from a round costing `cost`, each next one costing `growth`
+    times as much, the last spending what is left: the fewest when every round quadruples the next
+    one's cost (its measurement hardly moved the model: 4, the default), the most when none does
+    (1)."""
+    rounds, total = 0, left
+    while left > 1e-12 * total and rounds < most:
+        rounds += 1
+        if left < 2 * cost:
+            break
+        left, cost = left - cost, cost * growth
+    return rounds
+
+
+def growth_expected(left: float, cost: float, rounds: int) -> float:
+    """The share of rounds that quadruple the next one's cost (0 to 1) with which `left` and `cost`
+    take `rounds` rounds: what the count expected before the run assumes, for the count during it
+    to start from."""
+    low, high = 0.0, 1.0
+    if fewest_left(left, cost, 4.0) >= rounds:
+        return 1.0
+    if fewest_left(left, cost, 1.0, most=rounds + 1) <= rounds:
+        return 0.0
+    for _ in range(30):
+        mid = (low + high) / 2
+        over = fewest_left(left, cost, 4.0 ** mid, most=rounds + 1) > rounds
+        low, high = (mid, high) if over else (low, mid)
+    return (low + high) / 2
+
+
+def expected_rounds(fewest: int, planned: int, signal: float) -> int:
+    """The rounds expected before the run: the fewest times what runs took beyond them, at most
+    those planned."""
+    times = TIMES_FROM if signal >= BROAD_SIGNAL else TIMES_BELOW
+    return min(planned, math.ceil(fewest * times))
+
+
+def band(expected: int, width: float) -> tuple[int, int]:
+    """(the fewest, the most) rounds a run expecting `expected` may take: within `width` times
+    that either way (width 0: unbounded, AIM's own)."""
+    if not width:
+        return 2, 10 ** 9
+    low = max(2, math.ceil(expected / width))
+    return low, max(low, math.floor(expected * width))
+
+
+def held(budget, epsilon: float, sigma: float, done: int, low: int, high: int
+         ) -> tuple[float, float]:
+    """The next round's (selection ε, measurement σ), after `done` rounds, held within the band:
+    it spends at least what lets the rounds up to `high` spend the rest if each quadruples the
+    next one's cost, and at most an equal share of the rest over the rounds up to `low`."""
+    cost, left = budget.cost(epsilon, sigma), budget.left
+    if done < high:
+        remaining = high - done
+        least = left * 3 / (4.0 ** remaining - 1) if remaining < 40 else 0.0
+        if cost < least:
+            return budget.schedule(least)
+    if done < low and cost > left / (low - done):
+        return budget.schedule(left / (low - done))
+    return epsilon, sigma
