@@ -115,6 +115,7 @@ def cell(table: str, size: str, load: int) -> dict:
             time.sleep(1.0)
         actual = run.status_time() - started
         config = run.config()
+        events = [e for e in run.events() if "elapsed_s" in e]
     finally:
         for b in burners:
             b.terminate()
@@ -124,6 +125,9 @@ def cell(table: str, size: str, load: int) -> dict:
             "estimate_s": round(estimate["seconds"], 1),
             "phases": {k: round(v, 1) for k, v in estimate["phases"].items()},
             "steps": estimate["steps"], "measured": estimate["measured"],
+            # the steps or rounds the run took, and each one's seconds
+            "steps_done": events[-1].get("step") if events else None,
+            "step_s": [round(b["elapsed_s"] - a["elapsed_s"], 2) for a, b in zip(events, events[1:])],
             "actual_s": round(actual, 1), "ratio": round(estimate["seconds"] / actual, 3),
             # the time left rose by more than a second between two readings, beyond the time passed
             "left_rises": sum(r > 1.0 for r in rises),

@@ -497,3 +497,58 @@ def test_compiled_programs_are_kept_in_the_homes_cache_for_the_next_fit(tmp_path
         assert kept  # even a program that compiled in milliseconds (JAX's own floor is a second)
     # the second reused it
     assert len(list((tmp_path / "home" / "cache" / "jax").glob("*-cache"))) == len(kept)
+
+
+def _rounds_held(expected: int, width: float, quadruples) -> tuple[int, RhoBudget]:
+    """Rounds of a schedule as AIM's loop runs it (`aim_rounds.held`, the last round spending what
+    is left), each round quadrupling the next one's cost where `quadruples(done)` says so."""
+    from synth_core.models.aim_rounds import band, held
+    budget = RhoBudget(1.0)
+    budget._spend(0.5, "one-way")  # the first round: every column's counts
+    epsilon, sigma = budget.schedule(budget.round_cost(16 * 10))
+    low, high = band(expected, width)
+    done = 1
+    while not budget.exhausted:
+        epsilon, sigma = held(budget, epsilon, sigma, done, low, high)
+        if budget.left < 2 * budget.cost(epsilon, sigma):
+            epsilon, sigma = budget.schedule(budget.left)
+        budget._spend(budget.cost(epsilon, sigma), "round")
+        done += 1
+        if quadruples(done):
+            epsilon, sigma = epsilon * 2, sigma / 2
+    return done, budget
+
+
+def test_aims_rounds_stay_within_the_band_around_those_expected_and_spend_the_budget_exactly():
+    """Issue 61 item 6: the time a steward is told before an AIM run is its rounds times a round's
+    seconds, and the rounds follow the private rows (5 and 12 on one table). Held within 1.25
+    times those expected either way, a run that never anneals ends at the band's top, and one
+    that anneals every round at its bottom (or later, where its schedule's fewest are more); each
+    spends exactly its ρ."""
+    from synth_core.models.aim_rounds import band
+    assert band(7, 1.25) == (6, 8) and band(20, 1.25) == (16, 25) and band(7, 0) == (2, 10 ** 9)
+    for expected in (5, 7, 20):
+        low, high = band(expected, 1.25)
+        never, budget = _rounds_held(expected, 1.25, lambda done: False)
+        assert never == high and budget.spent == pytest.approx(1.0, rel=1e-9)
+        always, budget = _rounds_held(expected, 1.25, lambda done: True)
+        assert low <= always < never and budget.spent == pytest.approx(1.0, rel=1e-9)
+        # annealing every round alone would end after 5: the band holds it to its bottom
+        assert always == low if low > 5 else always == 5
+        sometimes, _ = _rounds_held(expected, 1.25, lambda done: done % 3 == 0)
+        assert low <= sometimes <= high
+    # unbounded, AIM's own: a run that never anneals goes on far past the band
+    assert _rounds_held(7, 0, lambda done: False)[0] > 50
+
+
+def test_an_aim_run_takes_rounds_within_the_band_it_planned(toy_schema, toy_table):
+    from synth_core.models.aim_rounds import band
+    result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"one_way_share": 0.5},
+                     public_table=True)
+    model = result.model
+    low, high = band(max(2, model.expected_steps(model.plan)), model.config.rounds_band)
+    assert low <= model.train_result.steps_done <= high
+    assert result.ledger.spent_epsilon <= 1.0 + 1e-9
+    with pytest.raises(ValueError, match="rounds_band"):
+        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"rounds_band": 0.5},
+                public_table=True)

@@ -78,6 +78,8 @@ def held(budget, epsilon: float, sigma: float, done: int, low: int, high: int
         least = left * 3 / (4.0 ** remaining - 1) if remaining < 40 else 0.0
         if cost < least:
             return budget.schedule(least)
-    if done < low and cost > left / (low - done):
-        return budget.schedule(left / (low - done))
+    # a hair below the equal share, so that rounding does not make it the last round early
+    share = left / (low - done) * (1 - 1e-9) if done < low else math.inf
+    if cost > share:
+        return budget.schedule(share)
     return epsilon, sigma
