@@ -66,6 +66,11 @@ class RunPlan:
         return self.synth().expected_steps(self.noise)
 
     @property
+    def most_steps(self) -> int:
+        """The most steps or rounds the run may take (an adaptive mechanism's may end earlier)."""
+        return self.synth().most_steps(self.noise)
+
+    @property
     def batch(self) -> int:
         """The expected rows in a step (the sampling shape's)."""
         return max(1, int(round(self.noise.expected_batch_size)))

@@ -153,14 +153,15 @@ class AIM(SynthModel):
         jax.clear_caches()
 
     def expected_steps(self, plan: RhoPlan) -> int:
-        """The fewest rounds times what runs took beyond them, at most those planned
-        (`aim_rounds.expected_rounds`). Runs took 1 to 5.5 times the fewest (4 to 33 rounds of 64
-        to 1,376 planned, on 12 tables: benchmarks/history/2026-11-27.md, "AIM on wide tables"): 1
-        to 1.8 times below 40,000 columns × rows × ε (the signal, public: the released count), 2.2
-        to 5.5 times from 60,000 (where a run takes minutes). Below, 1.25 times, the middle of 1 to
-        2.4 times on 12 tables. The run is held within `config.rounds_band` of this count."""
+        """The rounds expected before the run (`aim_rounds.expected_rounds`: the fewest times what
+        runs took beyond them at the signal, columns × released rows × ε); the run is held within
+        `config.rounds_band` of them."""
         signal = len(self.sizes) * plan.population * plan.epsilon
         return aim_rounds.expected_rounds(self.fewest_rounds(plan), plan.rounds, signal)
+
+    def most_steps(self, plan: RhoPlan) -> int:
+        return min(plan.rounds, aim_rounds.band(max(2, self.expected_steps(plan)),
+                                                self.config.rounds_band)[1])
 
     def encode(self, table) -> RowCells | EngineCells:
         """Each row's cell in every column's public discretisation: the rows' cells in memory, or

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 
-# where a run's rounds go beyond the fewest (benchmarks/history/2026-11-27.md, "AIM on wide
-# tables"): below this columns × rows × ε (the signal, public: the released count) runs took 1 to
-# 2.4 times the fewest, from it 2.2 to 5.5 times
-BROAD_SIGNAL = 50_000
-TIMES_BELOW, TIMES_FROM = 1.25, 4.0
+# what runs took beyond the fewest rounds grows with columns × rows × ε (the signal, public: the
+# released count): 1 + 2 log10(signal / 15,000) times, from 1 to 3.5 (fitted to 128 runs on 38
+# tables of 9 collections, benchmarks/RESULTS.md "AIM's rounds"; RMS log error 0.29, against 0.42
+# for the two steps it replaced)
+SIGNAL_FROM, TIMES_PER_DECADE, MOST_TIMES = 15_000, 2.0, 3.5
 
 
 def fewest_left(left: float, cost: float, growth: float = 4.0, most: int = 100_000) -> int:
@@ -52,10 +52,10 @@ def growth_expected(left: float, cost: float, rounds: int) -> float:
 
 
 def expected_rounds(fewest: int, planned: int, signal: float) -> int:
-    """The rounds expected before the run: the fewest times what runs took beyond them, at most
-    those planned."""
-    times = TIMES_FROM if signal >= BROAD_SIGNAL else TIMES_BELOW
-    return min(planned, math.ceil(fewest * times))
+    """The rounds expected before the run: the fewest times what runs took beyond them at this
+    signal, at most those planned."""
+    times = 1 + TIMES_PER_DECADE * math.log10(max(signal / SIGNAL_FROM, 1.0))
+    return min(planned, math.ceil(fewest * min(times, MOST_TIMES)))
 
 
 def band(expected: int, width: float) -> tuple[int, int]:

@@ -102,6 +102,11 @@ class Timed:
         model on this machine: all of them; an adaptive mechanism (AIM) usually ends far earlier."""
         return plan.steps
 
+    def most_steps(self, plan) -> int:
+        """The most steps or rounds a run of this plan may take: all of them (AIM: the top of the
+        band its rounds are held in)."""
+        return plan.steps
+
     def probe_plan(self, rows: int, batch: int, steps: int) -> NoisePlan | RhoPlan:
         """A plan for timing `steps` steps of `batch` expected rows on `rows` random rows from the
         public schema (the estimate's probe): σ does not change a step's cost. A family with its own

@@ -278,9 +278,10 @@ def _estimate(planned: RunPlan, probe_steps, review_rows, book, steps) -> dict:
     seconds = sum(phases.values())
     return {"seconds": seconds, "phases": phases, "per_step_s": per_step, "steps": steps,
             "batch_size": batch, "device": label, "measured": costs.measured,
-            # an adaptive mechanism ends when its budget is spent: at most after every planned step
-            "steps_adapt": plan.steps_adapt, "steps_at_most": plan.steps,
-            "at_most_s": seconds + per_step * (plan.steps - steps)}
+            # an adaptive mechanism ends when its budget is spent: at most after the most steps
+            # its model allows (AIM's band)
+            "steps_adapt": plan.steps_adapt, "steps_at_most": planned.most_steps,
+            "at_most_s": seconds + per_step * max(0, planned.most_steps - steps)}
 
 
 def sampling_seconds(synth, preset: str, rows: int, book: CostBook | None = None, guess: bool = False
