@@ -272,6 +272,8 @@ def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_spli
     figures = {
         "model": f"auto-{args.candidate}" if args.candidate else args.model, "family": model.family,
         "n_bins": getattr(model.config, "n_bins", None),
+        # AIM's rounds held near those expected (models.aim_rounds); runs before it had no band
+        "rounds_band": getattr(model.config, "rounds_band", None),
         "dataset": args.dataset, "preset": args.preset, "options": options,
         "epsilon_target": args.epsilon, "delta": args.delta, "accountant": args.accountant,
         "epsilon_spent": result.ledger.spent_epsilon, "noise_multiplier": getattr(model.plan, "noise_multiplier", None),
