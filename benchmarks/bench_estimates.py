@@ -149,15 +149,15 @@ def table_rows(out: Path) -> str:
         lines.append(f"- {said}: {inside} of {len(these)} estimates within ±30% of the run "
                      f"(estimate / run {min(ratios):.2f} to {max(ratios):.2f})")
     lines += ["", "| table | model | size | load | estimate | run | estimate / run "
-             "| time left rose |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| steps or rounds: expected, taken | time left rose |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in cells:
         rose = ("never" if not r["left_rises"]
                 else f"{r['left_rises']}× (at most {r['left_most_rise_s']:g} s)")
         load = "quiet" if not r["load"] else f"{r['load']} busy process"
         lines.append(f"| {r['table']} | {r['model']} | {r['size']} | {load} | "
                      f"{r['estimate_s']:.0f} s | {r['actual_s']:.0f} s | {r['ratio']:.2f} "
-                     f"| {rose} |")
+                     f"| {r['steps']}, {r.get('steps_done') or '?'} | {rose} |")
     return "\n".join(lines)
 
 

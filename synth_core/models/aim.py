@@ -26,6 +26,7 @@ is public; a noisy one is combined with the totals the first measurement implies
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from typing import Callable
@@ -158,6 +159,14 @@ class AIM(SynthModel):
         `config.rounds_band` of them."""
         signal = len(self.sizes) * plan.population * plan.epsilon
         return aim_rounds.expected_rounds(self.fewest_rounds(plan), plan.rounds, signal)
+
+    def timed_plan(self, plan: RhoPlan) -> RhoPlan:
+        """The run's plan paced for the rounds expected rather than those planned: a round then
+        spends what the run's average round spends, and selects marginals of the size its average
+        round does (later rounds, with less noise, take larger ones and longer: HMDA's last rounds
+        took twice its first). At the plan's pace, 16 rounds a column, the probe timed the first
+        rounds only (bench_estimates.py)."""
+        return dataclasses.replace(plan, rounds=max(2, self.expected_steps(plan)))
 
     def most_steps(self, plan: RhoPlan) -> int:
         return min(plan.rounds, aim_rounds.band(max(2, self.expected_steps(plan)),

@@ -102,6 +102,11 @@ class Timed:
         model on this machine: all of them; an adaptive mechanism (AIM) usually ends far earlier."""
         return plan.steps
 
+    def timed_plan(self, plan):
+        """The plan the estimate's probe runs a few rounds of, for a family with its own mechanism
+        (`uses_dp_sgd = False`): the run's own."""
+        return plan
+
     def most_steps(self, plan) -> int:
         """The most steps or rounds a run of this plan may take: all of them (AIM: the top of the
         band its rounds are held in)."""

@@ -141,7 +141,7 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
     would at its ρ a round (ρ = 1 over 3 rounds picked larger marginals, 1.6 times as slow)."""
     synth = model_class_for(model, schema)(schema, preset=preset, device=device, seed=0, **(options or {}))
     if run_plan is not None:
-        probe_rows, plan = max(int(run_plan.population), 100), run_plan
+        probe_rows, plan = max(int(run_plan.population), 100), synth.timed_plan(run_plan)
     else:  # a small sampling rate keeps the probe's accounting cheap; σ does not change a step
         probe_rows = max(20 * batch, 100)
         plan = synth.probe_plan(probe_rows, batch, steps + 1)
