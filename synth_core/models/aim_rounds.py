@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 
 # what runs took beyond the fewest rounds grows with columns × rows × ε (the signal, public: the
-# released count): 1 + 2 log10(signal / 15,000) times, from 1 to 3.5 (fitted to 128 runs on 38
-# tables of 9 collections, benchmarks/RESULTS.md "AIM's rounds"; RMS log error 0.29, against 0.42
-# for the two steps it replaced)
+# released count): 1 + 2 log10(signal / 15,000) times, from 1 to 3.5 (fitted to 128 runs on 32
+# tables: 8 R packages' tables, Adult, King County and the demo; benchmarks/RESULTS.md "AIM's
+# rounds"; RMS log error 0.29, against 0.42 for the two steps it replaced)
 SIGNAL_FROM, TIMES_PER_DECADE, MOST_TIMES = 15_000, 2.0, 3.5
 
 
