@@ -16,7 +16,8 @@ from scipy.stats import norm
 
 from synth_core import api
 from synth_core.models import graphical
-from synth_core.models.aim import mbi, workload
+from synth_core.models.aim import AIMConfig, mbi, workload
+from synth_core.models.aim_rounds import band
 from synth_core.models.base import SynthModel
 from synth_core.models.recommend import aim_bins, by_rule, candidates
 from synth_core.privacy import BudgetError, PrivacyLedger
@@ -179,6 +180,9 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     # the last round spends what is left
     assert model.budget.spent == pytest.approx(model.plan.rho, rel=1e-6)
     assert model.budget.selections == model.train_result.steps_done - 1 >= 1
+    # its rounds lie within the band around those expected (models.aim_rounds)
+    low, high = band(max(2, model.expected_steps(model.plan)), model.config.rounds_band)
+    assert low <= model.train_result.steps_done <= model.most_steps(model.plan) == min(high, model.plan.rounds)
     assert ledger.spent_epsilon <= 2.0 and ledger.spent_epsilon == pytest.approx(2.0, rel=0.01)
     # the live ε is the whole run's: rising round by round to the ledger's total
     live = [e["epsilon"] for e in events]
@@ -505,7 +509,7 @@ def test_compiled_programs_are_kept_in_the_homes_cache_for_the_next_fit(tmp_path
 def _rounds_held(expected: int, width: float, quadruples) -> tuple[int, RhoBudget]:
     """Rounds of a schedule as AIM's loop runs it (`aim_rounds.held`, the last round spending what
     is left), each round quadrupling the next one's cost where `quadruples(done)` says so."""
-    from synth_core.models.aim_rounds import band, held
+    from synth_core.models.aim_rounds import held
     budget = RhoBudget(1.0)
     budget._spend(0.5, "one-way")  # the first round: every column's counts
     epsilon, sigma = budget.schedule(budget.round_cost(16 * 10))
@@ -528,7 +532,6 @@ def test_aims_rounds_stay_within_the_band_around_those_expected_and_spend_the_bu
     times those expected either way, a run that never anneals ends at the band's top, and one
     that anneals every round at its bottom (or later, where its schedule's fewest are more); each
     spends exactly its ρ."""
-    from synth_core.models.aim_rounds import band
     assert band(7, 1.25) == (6, 8) and band(20, 1.25) == (16, 25) and band(7, 0) == (2, 10 ** 9)
     for expected in (5, 7, 20):
         low, high = band(expected, 1.25)
@@ -542,16 +545,5 @@ def test_aims_rounds_stay_within_the_band_around_those_expected_and_spend_the_bu
         assert low <= sometimes <= high
     # unbounded, AIM's own: a run that never anneals goes on far past the band
     assert _rounds_held(7, 0, lambda done: False)[0] > 50
-
-
-def test_an_aim_run_takes_rounds_within_the_band_it_planned(toy_schema, toy_table):
-    from synth_core.models.aim_rounds import band
-    result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"one_way_share": 0.5},
-                     public_table=True)
-    model = result.model
-    low, high = band(max(2, model.expected_steps(model.plan)), model.config.rounds_band)
-    assert low <= model.train_result.steps_done <= high
-    assert result.ledger.spent_epsilon <= 1.0 + 1e-9
     with pytest.raises(ValueError, match="rounds_band"):
-        api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"rounds_band": 0.5},
-                public_table=True)
+        AIMConfig(rounds_band=0.5).check()

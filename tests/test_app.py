@@ -282,6 +282,10 @@ def test_walk_through_from_upload_to_export(workspace):
     assert len(samples) == 1 and len(pd.read_csv(samples[0])) == 120
 
 
+# in the slow suite: its parts are the fast suite's elsewhere (identifiers left out by the draft:
+# the corpus walk and tests/test_real_tables.py; a formula cell escaped in the export:
+# tests/test_bad_input.py; a review and an export after the budget is spent: the walk above)
+@pytest.mark.slow
 def test_a_table_with_identifiers_goes_from_upload_to_review_and_export(workspace):
     """Issue 41 item 1, through the app: a table with a person id and a case number, whose draft
     leaves them out, trains, and its review and export work (before: the review refused the run
