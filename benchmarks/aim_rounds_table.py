@@ -115,7 +115,7 @@ def comparison() -> str:
             table, eps, method, seed = m.groups()
             pairs.setdefault((table, float(eps), int(seed)), {})[method] = json.loads(path.read_text())
     lines = ["| table | ε | seed | rounds expected | band | rounds: held / own | 2-way TVD: held / own "
-             "| 1-way TVD: held / own | fit s: held / own |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| 1-way TVD: held / own |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     diffs = []
     for (table, eps, seed), p in sorted(pairs.items()):
         held, own = p.get("auto-aim"), p.get("auto-aim-own-rounds")
@@ -127,8 +127,7 @@ def comparison() -> str:
         t1 = (held["synthetic"]["tvd"]["1"], own["synthetic"]["tvd"]["1"])
         diffs.append(t2[0] - t2[1])
         lines.append(f"| {table} | {eps:g} | {seed} | {expected} | {low}-{high} | {held['steps']} / "
-                     f"{own['steps']} | {t2[0]:.4f} / {t2[1]:.4f} | {t1[0]:.4f} / {t1[1]:.4f} | "
-                     f"{held['fit_s']:.0f} / {own['fit_s']:.0f} |")
+                     f"{own['steps']} | {t2[0]:.4f} / {t2[1]:.4f} | {t1[0]:.4f} / {t1[1]:.4f} |")
     if diffs:
         d = np.array(diffs)
         lines.append(f"\n{len(d)} pairs: 2-way TVD held − own, mean {d.mean():+.4f}, median "

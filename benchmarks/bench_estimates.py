@@ -157,7 +157,7 @@ def table_rows(out: Path) -> str:
         load = "quiet" if not r["load"] else f"{r['load']} busy process"
         lines.append(f"| {r['table']} | {r['model']} | {r['size']} | {load} | "
                      f"{r['estimate_s']:.0f} s | {r['actual_s']:.0f} s | {r['ratio']:.2f} "
-                     f"| {r['steps']}, {r.get('steps_done') or '?'} | {rose} |")
+                     f"| {r['steps']}, {r.get('steps_done') or '—'} | {rose} |")
     return "\n".join(lines)
 
 
