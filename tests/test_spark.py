@@ -41,7 +41,8 @@ def spark():
     session = (SparkSession.builder.master("local[2]").appName("synth-core-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.executorEnv.PYTHONPATH", root)
-               .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+               .config("spark.driver.extraJavaOptions",
+                       "-Dlog4j2.level=ERROR -XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
                .getOrCreate())
     try:
         yield session
