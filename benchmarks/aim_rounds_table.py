@@ -45,7 +45,8 @@ def targets() -> dict[str, str]:
 
 
 def unbanded_runs() -> list[dict]:
-    files = [*sorted((RESULTS / "corpus").glob("*.json")), *sorted((RESULTS / "grid").glob("*.json")),
+    files = [*sorted((RESULTS / "corpus").glob("*.json")),
+             *sorted((RESULTS / "grid").glob("*.json")),
              *sorted((RESULTS / "rounds").glob("*own-rounds*.json"))]
     runs = []
     for path in files:
@@ -113,9 +114,11 @@ def comparison() -> str:
         m = NAME.match(path.name)
         if m:
             table, eps, method, seed = m.groups()
-            pairs.setdefault((table, float(eps), int(seed)), {})[method] = json.loads(path.read_text())
-    lines = ["| table | ε | seed | rounds expected | band | rounds: held / own | 2-way TVD: held / own "
-             "| 1-way TVD: held / own |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+            run = json.loads(path.read_text())
+            pairs.setdefault((table, float(eps), int(seed)), {})[method] = run
+    lines = ["| table | ε | seed | rounds expected | band | rounds: held / own "
+             "| 2-way TVD: held / own | 1-way TVD: held / own |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     diffs = []
     for (table, eps, seed), p in sorted(pairs.items()):
         held, own = p.get("auto-aim"), p.get("auto-aim-own-rounds")
@@ -126,8 +129,9 @@ def comparison() -> str:
         t2 = (held["synthetic"]["tvd"]["2"], own["synthetic"]["tvd"]["2"])
         t1 = (held["synthetic"]["tvd"]["1"], own["synthetic"]["tvd"]["1"])
         diffs.append(t2[0] - t2[1])
-        lines.append(f"| {table} | {eps:g} | {seed} | {expected} | {low}-{high} | {held['steps']} / "
-                     f"{own['steps']} | {t2[0]:.4f} / {t2[1]:.4f} | {t1[0]:.4f} / {t1[1]:.4f} |")
+        lines.append(f"| {table} | {eps:g} | {seed} | {expected} | {low}-{high} "
+                     f"| {held['steps']} / {own['steps']} | {t2[0]:.4f} / {t2[1]:.4f} "
+                     f"| {t1[0]:.4f} / {t1[1]:.4f} |")
     if diffs:
         d = np.array(diffs)
         lines.append(f"\n{len(d)} pairs: 2-way TVD held − own, mean {d.mean():+.4f}, median "
@@ -144,16 +148,20 @@ def main() -> None:
     runs = with_fewest(unbanded_runs(), args.data_dir)
     tables = len({r["table"] for r in runs})
     print(f"{len(runs)} runs without the band on {tables} tables\n")
-    print("| rule | RMS log error | runs within the band | below it | above it |\n| --- | --- | --- | --- | --- |")
+    print("| rule | RMS log error | runs within the band | below it | above it |\n"
+          "| --- | --- | --- | --- | --- |")
     for label, rule in (("two steps (1.25, 4 from 50,000)", two_steps),
                         ("1 + 2 log10(signal / 15,000), 1 to 3.5", aim_rounds.expected_rounds)):
         s = score(runs, rule)
-        print(f"| {label} | {s['rms_log']:.3f} | {s['inside']:.0%} | {s['below']:.0%} | {s['above']:.0%} |")
+        print(f"| {label} | {s['rms_log']:.3f} | {s['inside']:.0%} | {s['below']:.0%} "
+              f"| {s['above']:.0%} |")
     if args.search:
         err, start, per, most = search(runs)
-        print(f"\nsearched: 1 + {per} log10(signal / {start:,}), at most {most} (RMS log {err:.3f})")
+        print(f"\nsearched: 1 + {per} log10(signal / {start:,}), at most {most} "
+              f"(RMS log {err:.3f})")
     print("\nBy signal (took / fewest):\n")
-    print("| signal | runs | took / fewest: least, median, most | the rule's times |\n| --- | --- | --- | --- |")
+    print("| signal | runs | took / fewest: least, median, most | the rule's times |\n"
+          "| --- | --- | --- | --- |")
     edges = [0, 10_000, 30_000, 60_000, 150_000, math.inf]
     for lo, hi in zip(edges, edges[1:]):
         inside = [r for r in runs if lo <= r["signal"] < hi]

@@ -127,7 +127,8 @@ def cell(table: str, size: str, load: int) -> dict:
             "steps": estimate["steps"], "measured": estimate["measured"],
             # the steps or rounds the run took, and each one's seconds
             "steps_done": events[-1].get("step") if events else None,
-            "step_s": [round(b["elapsed_s"] - a["elapsed_s"], 2) for a, b in zip(events, events[1:])],
+            "step_s": [round(b["elapsed_s"] - a["elapsed_s"], 2)
+                       for a, b in zip(events, events[1:])],
             "actual_s": round(actual, 1), "ratio": round(estimate["seconds"] / actual, 3),
             # the time left rose by more than a second between two readings, beyond the time passed
             "left_rises": sum(r > 1.0 for r in rises),

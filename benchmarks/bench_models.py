@@ -278,7 +278,8 @@ def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_spli
         "epsilon_target": args.epsilon, "delta": args.delta, "accountant": args.accountant,
         "epsilon_spent": result.ledger.spent_epsilon, "noise_multiplier": getattr(model.plan, "noise_multiplier", None),
         "steps": r.steps_done, "steps_expected": r.events[0].get("steps") if r.events else None,
-        "round_s": [round(b["elapsed_s"] - a["elapsed_s"], 3) for a, b in zip(r.events, r.events[1:])
+        "round_s": [round(b["elapsed_s"] - a["elapsed_s"], 3)
+                    for a, b in zip(r.events, r.events[1:])
                     if "elapsed_s" in a and "elapsed_s" in b],
         "batch_size": getattr(model.plan, "expected_batch_size", None),
         "rho": getattr(model.plan, "rho", None),

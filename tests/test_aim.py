@@ -182,7 +182,8 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     assert model.budget.selections == model.train_result.steps_done - 1 >= 1
     # its rounds lie within the band around those expected (models.aim_rounds)
     low, high = band(max(2, model.expected_steps(model.plan)), model.config.rounds_band)
-    assert low <= model.train_result.steps_done <= model.most_steps(model.plan) == min(high, model.plan.rounds)
+    most = model.most_steps(model.plan)
+    assert low <= model.train_result.steps_done <= most == min(high, model.plan.rounds)
     assert ledger.spent_epsilon <= 2.0 and ledger.spent_epsilon == pytest.approx(2.0, rel=0.01)
     # the live ε is the whole run's: rising round by round to the ledger's total
     live = [e["epsilon"] for e in events]
@@ -194,7 +195,8 @@ def test_aim_spends_its_budget_round_by_round_and_samples_exactly_under_conditio
     estimate = estimate_fit_seconds("aim", toy_schema, "tiny", len(toy_table), 2.0, 1e-5)
     assert estimate["measured"].startswith("measured on a run") and estimate["steps_adapt"]
     assert estimate["steps"] == events[0]["steps"] == model.expected_steps(model.plan)
-    assert model.train_result.steps_done <= estimate["steps_at_most"] == model.most_steps(model.plan)
+    most = model.most_steps(model.plan)
+    assert model.train_result.steps_done <= estimate["steps_at_most"] == most
     assert estimate["steps_at_most"] < model.plan.rounds
     # the train page counts rounds, as many as the run expected at its last one
     shown = progress(RunDir(tmp_path / "run"))
@@ -242,7 +244,8 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
     # 80,000 columns × rows × ε (4 modelled): 1 + 2 log10(80,000 / 15,000) = 2.45 times the fewest
     large = plan_rho(1.0, 1e-5, rounds=result.model.plan.rounds, rows=20_000)
     assert len(result.model.sizes) == 4
-    assert result.model.expected_steps(large) == math.ceil(2.454 * result.model.fewest_rounds(large))
+    fewest_large = result.model.fewest_rounds(large)
+    assert result.model.expected_steps(large) == math.ceil(2.454 * fewest_large)
 
 
 def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):

@@ -310,8 +310,8 @@ class AIM(SynthModel):
             # more rounds quadrupling than assumed shorten the run; fewer do not lengthen it (they
             # come late, as the model nears the data: a run's first rounds seldom quadruple)
             share = max(assumed, (quadrupled + PRIOR_ROUNDS * assumed) / (done - 1 + PRIOR_ROUNDS))
-            expected = done if budget.exhausted else min(high, max(low, done + aim_rounds.fewest_left(
-                budget.left, budget.cost(epsilon, sigma), 4.0 ** share)))
+            more = aim_rounds.fewest_left(budget.left, budget.cost(epsilon, sigma), 4.0 ** share)
+            expected = done if budget.exhausted else min(high, max(low, done + more))
             emit(done, expected, loss, list(cl))
         # the pairs chosen (the first measured every column)
         self.rounds_log = [tuple(e["selected"]) for e in events[1:]]

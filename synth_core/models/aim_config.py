@@ -120,7 +120,8 @@ class AIMConfig:
             raise ValueError(f"compress must be true or false, not {self.compress!r}")
         if isinstance(self.rounds_band, bool) or not isinstance(self.rounds_band, (int, float)) \
                 or not (self.rounds_band == 0 or self.rounds_band >= 1):
-            raise ValueError(f"rounds_band must be 0 (unbounded) or at least 1, not {self.rounds_band!r}")
+            raise ValueError("rounds_band must be 0 (unbounded) or at least 1, "
+                             f"not {self.rounds_band!r}")
         if self.numeric_decoding not in ("uniform", "midpoint"):
             raise ValueError(f"numeric_decoding must be 'uniform' or 'midpoint', not {self.numeric_decoding!r}")
 

@@ -69,9 +69,9 @@ def rounds_summary(plan, rows: int, epsilon: float, rounds: int, opening: dict, 
         Figure("Rounds, about", f"{rounds:,}",
                "Each round picks the overall statistic the model gets most wrong and measures it with noise. The "
                "rounds adapt: when a measurement hardly helps, the next ones get less noise and there are fewer of "
-               "them; the run ends when its budget is spent. This is how many runs like this one took, and the run is "
-               "held within a quarter of it either way, so that its time is known before it starts; the train "
-               "page counts them as they happen."),
+               "them; the run ends when its budget is spent. This is how many runs like this one "
+               "took, and the run is held within a quarter of it either way, so that its time is "
+               "known before it starts; the train page counts them as they happen."),
         Figure("Noise on the columns (σ)", f"{opening['one_way_sigma']:.3g}",
                "The Gaussian noise added to each count of the first round, which measures every column alone, in "
                f"rows. A later round measures a pair of columns with noise of about {opening['round_sigma']:.3g} at "
