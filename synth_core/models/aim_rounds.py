@@ -5,7 +5,7 @@ makes the next one cost four times as much (its annealing). The count of rounds 
 the private rows and the noise: on one table at one ε, two runs took 5 and 12 rounds
 (DoctorVisits at ε = 0.25, benchmarks/results/grid). A steward is told the run's time before it
 starts, rounds times a round's seconds, so the count is held within a band around the count
-expected from public facts (`expected_times`): a round spends at least what lets the rounds up to
+expected from public facts (`expected_rounds`): a round spends at least what lets the rounds up to
 the band's top spend the rest with each quadrupling the next (AIM's own shape), and at most an
 equal share of the rest over the rounds down to its bottom. The band is public (the plan's
 numbers); the rounds' costs stay inside the one budget, so the guarantee is unchanged.
