@@ -241,7 +241,8 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
     fewest = result.model.fewest_rounds(result.model.plan)
     assert 2 <= fewest <= result.model.train_result.steps_done
     assert estimate["steps"] == fewest  # small signal: 4 modelled columns × 600 rows × ε 1
-    # 80,000 columns × rows × ε (4 modelled): 1 + 2 log10(80,000 / 15,000) = 2.45 times the fewest
+    # a signal of 80,000 (4 modelled columns, 20,000 rows, ε 1): 1 + 2 log10(80,000 / 15,000) =
+    # 2.45 times the fewest
     large = plan_rho(1.0, 1e-5, rounds=result.model.plan.rounds, rows=20_000)
     assert len(result.model.sizes) == 4
     fewest_large = result.model.fewest_rounds(large)
