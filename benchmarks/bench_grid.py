@@ -57,7 +57,12 @@ POINT_METHODS = {"auto-points5": ["--model", "auto", "--point-share", "0.05",
 # item 6: models.aim_rounds), on the same splits as auto-aim: what the band costs, results/rounds
 ROUNDS_METHODS = {"auto-aim-own-rounds": ["--model", "auto", "--candidate", "aim",
                                           "--option", "rounds_band=0"]}
-RUNNABLE = {**METHODS, **CANDIDATE_METHODS, **VALUE_SET_METHODS, **POINT_METHODS, **ROUNDS_METHODS}
+# auto's AIM with JAX's programs compiled at XLA's own LLVM level (2), not aim_config's 0, on the
+# same splits as auto-aim: what compiling quickly saves and costs, results/compile
+COMPILE_METHODS = {"auto-aim-llvm2": ["--model", "auto", "--candidate", "aim",
+                                      "--llvm-level", "2"]}
+RUNNABLE = {**METHODS, **CANDIDATE_METHODS, **VALUE_SET_METHODS, **POINT_METHODS, **ROUNDS_METHODS,
+            **COMPILE_METHODS}
 
 
 def table_args(table: str) -> tuple[str, list[str]]:

@@ -27,6 +27,7 @@ import argparse
 import copy
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -222,6 +223,10 @@ def _parser() -> argparse.ArgumentParser:
                          "table is read and split with them, as without the flag): issue 59's before")
     ap.add_argument("--floor", action="store_true", help="also score the real training split (the floor) and, for a "
                     "token model, the real rows binned and decoded by its discretisation (the binning floor)")
+    ap.add_argument("--llvm-level", type=int, choices=(0, 1, 2, 3), default=None,
+                    help="how hard XLA's LLVM optimises JAX's programs (AIM's; default "
+                         "aim_config.compile_quickly's 0): 2, XLA's own, is the before of "
+                         "RESULTS.md's \"AIM's compiling\"")
     ap.add_argument("--json", help="also write the figures to this file")
     return ap
 
@@ -284,6 +289,8 @@ def _fit_and_score(args, ds: dict, options: dict, schema, train_split, test_spli
         "batch_size": getattr(model.plan, "expected_batch_size", None),
         "rho": getattr(model.plan, "rho", None),
         "parameters": model.n_parameters, "device": r.device,
+        # what XLA compiled with (the LLVM level: aim_config.compile_quickly)
+        "xla_flags": os.environ.get("XLA_FLAGS"),
         "fit_s": t_fit, "sample_s": t_sample, "fit_plus_sample_s": t_fit + t_sample,
         "train_rows_per_s": steady_rate(r.events), "sample_rows_per_s": len(train_split) / t_sample,
         "peak_rss_mib": peak_rss_mib(), "peak_gpu_mib": peak_gpu_mib(),
@@ -333,6 +340,9 @@ def _say(args, figures: dict, model) -> None:
 
 def main() -> None:
     args = _parser().parse_args()
+    if args.llvm_level is not None:  # before JAX makes its backend (models.aim_config.mbi)
+        from synth_core.models.aim_config import LLVM_LEVEL_FLAG
+        os.environ["XLA_FLAGS"] = f"{LLVM_LEVEL_FLAG}={args.llvm_level}"
     # another drafting rule for point masses (RESULTS.md, issue 59)
     if args.point_share is not None:
         from synth_core.schema import draft

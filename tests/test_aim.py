@@ -17,6 +17,7 @@ from scipy.stats import norm
 from synth_core import api
 from synth_core.models import graphical
 from synth_core.models.aim import AIMConfig, mbi, workload
+from synth_core.models.aim_config import compile_quickly
 from synth_core.models.aim_rounds import band
 from synth_core.models.base import SynthModel
 from synth_core.models.recommend import aim_bins, by_rule, candidates
@@ -149,6 +150,25 @@ def test_compiled_programs_are_freed_before_the_process_runs_out_of_memory_maps(
     monkeypatch.setattr(graphical, "MAPS_SOFT_LIMIT", 0)
     graphical.release_compiled(3)
     assert freed == [True]
+
+
+def test_jax_compiles_quickly_unless_the_environment_names_its_own_level():
+    """An AIM round is mostly XLA compiling the model's new structure: mbi's programs are compiled
+    at LLVM's level 0 (set before JAX makes its backend), keeping other flags and a level the
+    steward's environment names."""
+    flag = "--xla_backend_optimization_level"
+    env: dict = {}
+    compile_quickly(env)
+    assert env["XLA_FLAGS"] == f"{flag}=0"
+    env = {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}
+    compile_quickly(env)
+    assert env["XLA_FLAGS"].split() == ["--xla_cpu_enable_fast_math=false", f"{flag}=0"]
+    env = {"XLA_FLAGS": f"{flag}=2"}
+    compile_quickly(env)
+    assert env["XLA_FLAGS"] == f"{flag}=2"
+    # this process's JAX was set up by mbi(), as a run's worker sets it up
+    mbi()
+    assert flag in os.environ["XLA_FLAGS"]
 
 
 def test_a_dead_aim_worker_is_charged_its_whole_budget():

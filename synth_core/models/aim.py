@@ -150,6 +150,7 @@ class AIM(SynthModel):
 
     @classmethod
     def forget_compiled(cls) -> None:
+        mbi()  # first: JAX is set up as the run's worker sets it up
         import jax
         jax.clear_caches()
 

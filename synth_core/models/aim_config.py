@@ -18,6 +18,7 @@ def mbi():
     """private-pgm's mbi, imported on first use (JAX takes seconds to load)."""
     global _MBI
     if _MBI is None:
+        compile_quickly()
         import jax
         jax.config.update("jax_enable_x64", True)
         keep_compiled(jax)
@@ -26,6 +27,22 @@ def mbi():
             import mbi as module
         _MBI = module
     return _MBI
+
+
+# XLA's flag for how hard LLVM optimises the CPU programs it compiles (its default: 2)
+LLVM_LEVEL_FLAG = "--xla_backend_optimization_level"
+
+
+def compile_quickly(environ=os.environ) -> None:
+    """Have XLA compile mbi's programs at LLVM's level 0. mbi compiles its estimation anew for each
+    model structure, and an AIM round is mostly that compiling: on HMDA 2.3 of a round's 2.9 s, on
+    Ames 10-14 of 12-17 s (two programs a round: the mirror-descent steps and the marginals). At
+    level 0 those compiled in about 40% less time and ran no slower where a round ran them
+    (benchmarks/RESULTS.md, "AIM's compiling"). XLA reads $XLA_FLAGS when JAX first makes its CPU
+    backend, so this is set before mbi is imported; a level the environment names is kept."""
+    flags = environ.get("XLA_FLAGS", "")
+    if LLVM_LEVEL_FLAG not in flags:
+        environ["XLA_FLAGS"] = f"{flags} {LLVM_LEVEL_FLAG}=0".strip()
 
 
 # the most JAX's compiled programs may take on disk before the oldest go, when a process starts (a
