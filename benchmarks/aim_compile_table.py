@@ -4,12 +4,21 @@ on the same table, ε and split (`bench_grid.py --out benchmarks/results/compile
 auto-aim-llvm2`, run one after the other, cell by cell, on a quiet machine). The noise is secret,
 so a pair shares its table and split, not its draws: its rounds and fidelity differ as two runs do.
 
-    python benchmarks/aim_compile_table.py
+    python benchmarks/aim_compile_table.py          # RESULTS.md's table of the pairs
+    python benchmarks/aim_compile_table.py --same   # the same estimate at both levels?
+
+`--same` fits mbi's model to fixed measurements (10 columns of 2 to 20 values, 17 cliques, 1,000
+mirror-descent steps) in two processes, at level 0 and at level 2, and compares the marginals.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -60,5 +69,51 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def fit_marginals(out: str) -> None:
+    """mbi's estimate on fixed (not private) measurements, its marginals saved to `out`."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from synth_core.models.aim_config import mbi
+    m = mbi()
+    rng = np.random.default_rng(0)
+    sizes = {f"c{i}": s for i, s in enumerate([2, 3, 5, 8, 12, 20, 4, 6, 10, 2])}
+    domain = m.Domain(list(sizes), list(sizes.values()))
+    cliques = [(a,) for a in sizes] + [("c0", "c1"), ("c2", "c3"), ("c3", "c4"), ("c5", "c6"),
+                                       ("c1", "c7", "c8"), ("c4", "c9"), ("c0", "c5")]
+    measured = []
+    for cl in cliques:
+        cells = int(np.prod([sizes[a] for a in cl]))
+        measured.append(m.LinearMeasurement(rng.poisson(10_000 / cells, cells).astype(float), cl,
+                                            stddev=3.0))
+    model = m.estimation.MirrorDescent().estimate(domain, measured, known_total=10_000.0,
+                                                  iters=1000)
+    np.save(out, np.concatenate([np.asarray(model.project(cl).datavector()) for cl in cliques]))
+
+
+def same() -> str:
+    """The two levels' marginals compared: the largest difference of a cell's count, and the L1
+    difference as a share of the counts."""
+    from synth_core.models.aim_config import LLVM_LEVEL_FLAG
+    with tempfile.TemporaryDirectory() as folder:
+        got = []
+        for level in (0, 2):
+            out = os.path.join(folder, f"level{level}.npy")
+            env = {**os.environ, "XLA_FLAGS": f"{LLVM_LEVEL_FLAG}={level}",
+                   "JAX_COMPILATION_CACHE_DIR": os.path.join(folder, f"jax{level}")}
+            subprocess.run([sys.executable, __file__, "--fit", out], env=env, check=True,
+                           capture_output=True)
+            got.append(np.load(out))
+    a, b = got
+    return (f"{a.size} cells of 10,000 rows: largest difference {np.abs(a - b).max():.2g} rows, "
+            f"L1 difference {np.abs(a - b).sum() / a.sum():.2g} of the counts")
+
+
 if __name__ == "__main__":
-    print(table())
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--same", action="store_true", help="compare one estimate at both levels")
+    ap.add_argument("--fit", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.fit:
+        fit_marginals(args.fit)
+    else:
+        print(same() if args.same else table())

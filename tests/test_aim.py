@@ -269,6 +269,31 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
     assert result.model.expected_steps(large) == math.ceil(2.454 * fewest_large)
 
 
+def test_the_estimates_probe_times_rounds_of_a_model_holding_the_runs_middle_cliques(toy_schema):
+    """A round is mostly compiling the model's new structure, which grows with the cliques it
+    holds: the probe's timed rounds follow random cliques, as many as the run's middle round holds
+    (within half the model's size), drawn only where the probe set it up; a run draws none."""
+    from synth_core.models.base import model_class_for
+    from synth_core.plan import plan_run
+    from synth_core.request import FitRequest
+    from synth_core.runs.timing import random_rows
+
+    run_plan = plan_run(FitRequest(model="aim", preset="cpu"), toy_schema, 20_000).noise
+    synth = model_class_for("aim", toy_schema)(toy_schema, preset="cpu", seed=0)
+    assert synth.held_for_timing == 0
+    plan = synth.timed_plan(run_plan)
+    assert synth.held_for_timing == synth.expected_steps(run_plan) // 2 - 2 > 0
+    seen: list = []
+    synth.fit(random_rows(toy_schema, 300), plan.epsilon, plan.delta, "rdp", plan=plan,
+              on_event=seen.append, should_stop=lambda: len(seen) > 2)
+    assert [e["step"] for e in seen] == [1, 2, 3]
+    limit = synth.config.max_model_size / 2
+    candidates = list(workload(synth.model_sizes, synth.config.degree, synth.config.max_cells))
+    picked = graphical.random_cliques(synth.model, candidates, 3, limit, secret_rng())
+    assert len(set(picked)) == len(picked) <= 3 and set(picked) <= set(map(tuple, candidates))
+    assert graphical.random_cliques(synth.model, candidates, 3, 0.0, secret_rng()) == []
+
+
 def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):
     """Unless a size fixes them, AIM's bins follow rows × ε per column (public: the released count),
     and the run's saved config records the choice, so the reloaded model reads the same bins."""

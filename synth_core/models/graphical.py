@@ -124,6 +124,23 @@ class SizeCheck:
         return self.memo[clique]
 
 
+def random_cliques(model, candidates: list, count: int, limit: float, rng) -> list:
+    """Up to `count` candidates at random that together keep the model within `limit` MiB: what a
+    time estimate's probe adds to its model so that its timed rounds come after as many cliques as
+    a run's middle round holds (a round's seconds grow with them, `models.aim.AIM.timed_plan`)."""
+    from .aim import mbi
+
+    size, held, picked = mbi().junction_tree.hypothetical_model_size, list(model.cliques), []
+    for i in rng.permutation(len(candidates)):
+        if len(picked) >= count:
+            break
+        clique = tuple(candidates[i])
+        if size(model.domain, held + [clique]) <= limit:
+            held.append(clique)
+            picked.append(clique)
+    return picked
+
+
 def largest_allowed(weights: np.ndarray, allowed) -> float:
     """The largest weight among the candidates `allowed` accepts (the exponential mechanism's
     sensitivity over them), asking `allowed` level by level from the top: usually of one
