@@ -61,11 +61,14 @@ def table() -> str:
                      f"{r[1]:.2f} | {fit[0]:.1f} / {fit[1]:.1f} | {fit[0] / fit[1]:.2f} "
                      f"| {t2[0]:.4f} / {t2[1]:.4f} |")
     if ratios:
-        lines.append(f"\n{len(ratios)} pairs. Fit seconds, level 0 / level 2: median "
-                     f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}); a round's "
-                     f"seconds: median {np.median(per_round):.2f} ({min(per_round):.2f}-"
-                     f"{max(per_round):.2f}). 2-way TVD level 0 − level 2: mean "
-                     f"{np.mean(tvd):+.4f}, median {np.median(tvd):+.4f}.")
+        lines += [f"\n{len(ratios)} pairs.",
+                  f"- Fit seconds, level 0 / level 2: median {np.median(ratios):.2f} "
+                  f"({min(ratios):.2f}-{max(ratios):.2f}).",
+                  f"- A round's seconds, level 0 / level 2: median {np.median(per_round):.2f} "
+                  f"({min(per_round):.2f}-{max(per_round):.2f}).",
+                  f"- 2-way TVD, level 0 − level 2: mean {np.mean(tvd):+.4f}, median "
+                  f"{np.median(tvd):+.4f}; lower at level 0 in {sum(d < 0 for d in tvd)} pairs, "
+                  f"higher in {sum(d > 0 for d in tvd)}."]
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from synth_core import api
+from synth_core import api, import_clock
 from synth_core.models import graphical
 from synth_core.models.aim import AIMConfig, mbi, workload
 from synth_core.models.aim_config import compile_quickly
@@ -257,6 +257,10 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
     # the most: the top of the band the rounds are held in, not the 16 a column planned
     assert estimate["steps"] < estimate["steps_at_most"] < 16 * len(toy_schema.columns)
     assert estimate["at_most_s"] > estimate["seconds"]
+    # its worker imports Opacus and JAX afresh as it sets up (3.7 s of a 2-core worker's 3.7 s
+    # setting up), which this process holds already
+    imports = import_clock.seconds("opacus") + import_clock.seconds("mbi")
+    assert estimate["phases"]["setup"] >= imports > 0
     result = api.fit(toy_table, toy_schema, model="aim", epsilon=1.0, options={"one_way_share": 0.5}, public_table=True)
     fewest = result.model.fewest_rounds(result.model.plan)
     assert 2 <= fewest <= result.model.train_result.steps_done

@@ -70,7 +70,10 @@ class AIM(SynthModel):
     trains_distributed = False
     from_engine = "counts"  # its rounds ask counts of cliques (models.cells)
     step_cost_grows_with_rows = False  # a round reads the answers computed in the first
-    setup_s = 0.8  # 0.8-1.0 s on 8 tables (benchmarks/bench_estimates.py): no PRV plan to compute
+    # setting up beyond importing Opacus and JAX (worker_imports): 3.6-3.8 s in all on 10 runs of
+    # 5 tables, 3.6-3.8 s of it those imports (benchmarks/bench_estimates.py, 29 Nov 2026)
+    setup_s = 0.2
+    worker_imports = ("opacus", "mbi")
 
     @classmethod
     def planning_note(cls, epsilon: float, accountant: str) -> str:

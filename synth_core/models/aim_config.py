@@ -10,6 +10,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import import_clock
+
 # mbi runs on JAX; in float64, as mbi advises for tables of over 100k rows
 _MBI = None
 
@@ -19,12 +21,13 @@ def mbi():
     global _MBI
     if _MBI is None:
         compile_quickly()
-        import jax
-        jax.config.update("jax_enable_x64", True)
-        keep_compiled(jax)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import mbi as module
+        with import_clock.timed("mbi", "jax"):
+            import jax
+            jax.config.update("jax_enable_x64", True)
+            keep_compiled(jax)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import mbi as module
         _MBI = module
     return _MBI
 

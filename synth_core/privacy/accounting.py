@@ -23,6 +23,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .. import import_clock
 from .budget import BudgetError, check_budget
 
 if TYPE_CHECKING:
@@ -33,8 +34,9 @@ def _opacus() -> SimpleNamespace:
     """Opacus' accountants, imported when an ε is first computed: importing Opacus imports torch,
     seconds that the CLI's listing and schema commands (and a ledger read from disk, whose
     composition it keeps) need not wait. Its RDP curve is remembered (`_remembered`)."""
-    from opacus.accountants import RDPAccountant, create_accountant
-    from opacus.accountants.analysis import rdp
+    with import_clock.timed("opacus", "opacus"):
+        from opacus.accountants import RDPAccountant, create_accountant
+        from opacus.accountants.analysis import rdp
     if not hasattr(rdp.compute_rdp, "remembered"):
         rdp.compute_rdp = _remembered(rdp.compute_rdp)
     return SimpleNamespace(rdp=rdp, create_accountant=create_accountant,

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..training.device import device_label, free_cores, torch_threads
-from .. import home
+from .. import home, import_clock
 from ..files import write_atomic
 from ..models import get_model_class, model_class_for
 from ..models.calibration import MIN_POOL, pool_size
@@ -271,6 +271,8 @@ def _estimate(planned: RunPlan, probe_steps, review_rows, book, steps) -> dict:
     if costs is None or not 1 / BATCH_RATIO <= batch / costs.batch <= BATCH_RATIO:
         costs, fixed = probe_costs(model, schema, preset, batch, options, device, probe_steps, plan,
                                    review_rows, calibrated)
+        # what its worker imports afresh as it sets up, loaded in this process already
+        fixed += sum(import_clock.seconds(name) for name in klass.worker_imports)
     per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
     # an adaptive mechanism's rounds: what the model expects (the count its run starts from, so that
     # the model page, the train page and the report say one number); else the steps a past run of
