@@ -46,8 +46,8 @@ def round_s(run: dict) -> float:
 
 
 def table() -> str:
-    lines = ["| table | ε | rounds: level 0 / 2 | a round, s: level 0 / 2 | fit, s: level 0 / 2 "
-             "| ratio | 2-way TVD: level 0 / 2 |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| table | ε | rounds, level 0 / 2 | a round, s | fit, s | ratio | 2-way TVD |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     ratios, per_round, tvd = [], [], []
     for (name, eps, _), p in sorted(pairs().items()):
         quick, own = p[QUICK], p[OWN]
@@ -67,8 +67,9 @@ def table() -> str:
                   f"- A round's seconds, level 0 / level 2: median {np.median(per_round):.2f} "
                   f"({min(per_round):.2f}-{max(per_round):.2f}).",
                   f"- 2-way TVD, level 0 − level 2: mean {np.mean(tvd):+.4f}, median "
-                  f"{np.median(tvd):+.4f}; lower at level 0 in {sum(d < 0 for d in tvd)} pairs, "
-                  f"higher in {sum(d > 0 for d in tvd)}."]
+                  f"{np.median(tvd):+.4f};",
+                  f"  lower at level 0 in {sum(d < 0 for d in tvd)} pairs, higher in "
+                  f"{sum(d > 0 for d in tvd)}."]
     return "\n".join(lines)
 
 
