@@ -35,7 +35,8 @@ def pairs(folder: Path = FOLDER) -> dict:
         m = NAME.match(path.name)
         if m:
             table, eps, method, seed = m.groups()
-            out.setdefault((table, float(eps), int(seed)), {})[method] = json.loads(path.read_text())
+            run = json.loads(path.read_text())
+            out.setdefault((table, float(eps), int(seed)), {})[method] = run
     return {k: v for k, v in out.items() if QUICK in v and OWN in v}
 
 
