@@ -174,7 +174,7 @@ class AIM(SynthModel):
         expected = max(2, self.expected_steps(plan))
         # its timed rounds (the 2nd to the 4th) come after as many cliques as the run's middle
         # round holds: a round is mostly compiling the model's new structure, which grows with
-        # them (HMDA: 1.8 s at the 2nd of 10 rounds, 3.7 s at the 10th)
+        # them (HMDA: 1.8-2.3 s at the 2nd to 4th of 10 rounds, 3.7 s at the 10th)
         self.held_for_timing = max(0, expected // 2 - 2)
         return dataclasses.replace(plan, rounds=expected)
 

@@ -40,9 +40,10 @@ def compile_quickly(environ=os.environ) -> None:
     """Have XLA compile mbi's programs at LLVM's level 0. mbi compiles its estimation anew for each
     model structure, and an AIM round is mostly that compiling: on HMDA 2.3 of a round's 2.9 s, on
     Ames 10-14 of 12-17 s (two programs a round: the mirror-descent steps and the marginals). At
-    level 0 those compiled in about 40% less time and ran no slower where a round ran them
-    (benchmarks/RESULTS.md, "AIM's compiling"). XLA reads $XLA_FLAGS when JAX first makes its CPU
-    backend, so this is set before mbi is imported; a level the environment names is kept."""
+    level 0 a round took 0.80 of the time (median of 22 paired runs on 11 tables) and the model is
+    the same (benchmarks/RESULTS.md, "AIM's compiling"). XLA reads $XLA_FLAGS when JAX first makes
+    its CPU backend, so this is set before mbi is imported; a level the environment names is kept.
+    """
     flags = environ.get("XLA_FLAGS", "")
     if LLVM_LEVEL_FLAG not in flags:
         environ["XLA_FLAGS"] = f"{flags} {LLVM_LEVEL_FLAG}=0".strip()
