@@ -273,7 +273,8 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
     assert result.model.expected_steps(large) == math.ceil(2.454 * fewest_large)
 
 
-def test_the_estimates_probe_times_rounds_of_a_model_holding_the_runs_middle_cliques(toy_schema):
+def test_the_estimates_probe_times_rounds_of_a_model_holding_the_runs_middle_cliques(toy_schema,
+                                                                                   monkeypatch):
     """A round is mostly compiling the model's new structure, which grows with the cliques it
     holds: the probe's timed rounds follow random cliques, as many as the run's middle round holds
     (within half the model's size), drawn only where the probe set it up; a run draws none."""
@@ -287,10 +288,21 @@ def test_the_estimates_probe_times_rounds_of_a_model_holding_the_runs_middle_cli
     assert synth.held_for_timing == 0
     plan = synth.timed_plan(run_plan)
     assert synth.held_for_timing == synth.expected_steps(run_plan) // 2 - 2 > 0
+    drawn: list = []
+    draw = graphical.random_cliques
+    monkeypatch.setattr(graphical, "random_cliques",
+                        lambda *a: drawn.append(a[2]) or draw(*a))
     seen: list = []
     synth.fit(random_rows(toy_schema, 300), plan.epsilon, plan.delta, "rdp", plan=plan,
               on_event=seen.append, should_stop=lambda: len(seen) > 2)
     assert [e["step"] for e in seen] == [1, 2, 3]
+    assert drawn == [synth.held_for_timing]  # once, before its second round
+    # a model not set up by the probe (a run's) draws none
+    run = model_class_for("aim", toy_schema)(toy_schema, preset="cpu", seed=0)
+    seen.clear()
+    run.fit(random_rows(toy_schema, 300), run_plan.epsilon, run_plan.delta, "rdp", plan=run_plan,
+            on_event=seen.append, should_stop=lambda: len(seen) > 1)
+    assert len(seen) == 2 and drawn == [synth.held_for_timing]
     limit = synth.config.max_model_size / 2
     candidates = list(workload(synth.model_sizes, synth.config.degree, synth.config.max_cells))
     picked = graphical.random_cliques(synth.model, candidates, 3, limit, secret_rng())

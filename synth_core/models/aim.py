@@ -70,8 +70,9 @@ class AIM(SynthModel):
     trains_distributed = False
     from_engine = "counts"  # its rounds ask counts of cliques (models.cells)
     step_cost_grows_with_rows = False  # a round reads the answers computed in the first
-    # setting up beyond importing Opacus and JAX (worker_imports): 3.6-3.8 s in all on 10 runs of
-    # 5 tables, 3.6-3.8 s of it those imports (benchmarks/bench_estimates.py, 29 Nov 2026)
+    # setting up beyond importing Opacus and JAX (worker_imports): 10 runs of 5 tables set up in
+    # 3.6-3.8 s in all (benchmarks/bench_estimates.py), and a fresh interpreter imported the two in
+    # 3.6-3.8 s (29 Nov 2026)
     setup_s = 0.2
     worker_imports = ("opacus", "mbi")
 
