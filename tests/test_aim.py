@@ -276,8 +276,10 @@ def test_a_first_time_estimate_expects_the_rounds_aim_usually_takes_and_says_the
 def test_the_estimates_probe_times_rounds_of_a_model_holding_the_runs_middle_cliques(toy_schema,
                                                                                    monkeypatch):
     """A round is mostly compiling the model's new structure, which grows with the cliques it
-    holds: the probe's timed rounds follow random cliques, as many as the run's middle round holds
-    (within half the model's size), drawn only where the probe set it up; a run draws none."""
+    holds: the probe's model holds random cliques from its first fit, as many as the run's middle
+    round holds (within half the model's size, and only those a round could select), drawn only
+    where the probe set it up; a run draws none. Its rounds each spend an equal share of what is
+    left over the rounds expected (they do not anneal), so it times as many as it asks for."""
     from synth_core.models.base import model_class_for
     from synth_core.plan import plan_run
     from synth_core.request import FitRequest
@@ -285,18 +287,23 @@ def test_the_estimates_probe_times_rounds_of_a_model_holding_the_runs_middle_cli
 
     run_plan = plan_run(FitRequest(model="aim", preset="cpu"), toy_schema, 20_000).noise
     synth = model_class_for("aim", toy_schema)(toy_schema, preset="cpu", seed=0)
-    assert synth.held_for_timing == 0
+    assert synth.held_for_timing == synth.timing_rounds == 0
     plan = synth.timed_plan(run_plan)
-    assert synth.held_for_timing == synth.expected_steps(run_plan) // 2 - 2 > 0
+    assert plan == run_plan and synth.timing_rounds == synth.expected_steps(run_plan) >= 5
+    assert synth.held_for_timing == synth.timing_rounds // 2 - 2 > 0
     drawn: list = []
     draw = graphical.random_cliques
-    monkeypatch.setattr(graphical, "random_cliques",
-                        lambda *a: drawn.append(a[2]) or draw(*a))
+    monkeypatch.setattr(graphical, "random_cliques", lambda *a: drawn.append(a[3]) or draw(*a))
     seen: list = []
+    lefts: list = []
     synth.fit(random_rows(toy_schema, 300), plan.epsilon, plan.delta, "rdp", plan=plan,
-              on_event=seen.append, should_stop=lambda: len(seen) > 2)
-    assert [e["step"] for e in seen] == [1, 2, 3]
-    assert drawn == [synth.held_for_timing]  # once, before its second round
+              on_event=lambda e: seen.append(e) or lefts.append(synth.budget.left),
+              should_stop=lambda: len(seen) > 3)
+    assert [e["step"] for e in seen] == [1, 2, 3, 4]  # the budget lasts the rounds it times
+    assert drawn == [synth.held_for_timing]  # once, before its first fit
+    # each later round spent an equal share of what the first left over the rounds expected
+    share = lefts[0] / (synth.timing_rounds - 1)
+    assert np.diff(lefts) == pytest.approx([-share] * 3, rel=1e-6)
     # a model not set up by the probe (a run's) draws none
     run = model_class_for("aim", toy_schema)(toy_schema, preset="cpu", seed=0)
     seen.clear()
@@ -305,9 +312,13 @@ def test_the_estimates_probe_times_rounds_of_a_model_holding_the_runs_middle_cli
     assert len(seen) == 2 and drawn == [synth.held_for_timing]
     limit = synth.config.max_model_size / 2
     candidates = list(workload(synth.model_sizes, synth.config.degree, synth.config.max_cells))
-    picked = graphical.random_cliques(synth.model, candidates, 3, limit, secret_rng())
+    domain, one_way = synth.domain(), [(name,) for name in synth.sizes]
+    picked = graphical.random_cliques(domain, one_way, candidates, 3, limit, secret_rng())
     assert len(set(picked)) == len(picked) <= 3 and set(picked) <= set(map(tuple, candidates))
-    assert graphical.random_cliques(synth.model, candidates, 3, 0.0, secret_rng()) == []
+    assert graphical.random_cliques(domain, one_way, candidates, 3, 0.0, secret_rng()) == []
+    smallest = min(domain.size(tuple(c)) for c in candidates)
+    small = graphical.random_cliques(domain, one_way, candidates, 10, limit, secret_rng(), smallest)
+    assert small and all(domain.size(c) == smallest for c in small)
 
 
 def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):

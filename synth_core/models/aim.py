@@ -111,7 +111,9 @@ class AIM(SynthModel):
         self.net = None
         self.model = None      # mbi's MarkovRandomField once fitted
         self.rounds_log: list = []
-        self.held_for_timing = 0  # a time estimate's probe only (timed_plan)
+        # a time estimate's probe only (timed_plan): the run's rounds expected, and the cliques it
+        # holds from its first fit
+        self.timing_rounds, self.held_for_timing = 0, 0
 
     @property
     def n_parameters(self) -> int:
@@ -167,17 +169,18 @@ class AIM(SynthModel):
         return aim_rounds.expected_rounds(self.fewest_rounds(plan), plan.rounds, signal)
 
     def timed_plan(self, plan: RhoPlan) -> RhoPlan:
-        """The run's plan paced for the rounds expected rather than those planned: a round then
-        spends what the run's average round spends, and selects marginals of the size its average
-        round does (later rounds, with less noise, take larger ones and longer: HMDA's last rounds
-        took twice its first). At the plan's pace, 16 rounds a column, the probe timed the first
-        rounds only (bench_estimates.py)."""
+        """The run's plan, its rounds spending as the run's average round: each an equal share of
+        what is left over the rounds expected (`_timing_round`), so that it selects marginals of
+        the size the average round does (later rounds, with less noise, take larger ones and
+        longer: HMDA's last took twice its first). At the plan's pace, 16 rounds a column, the
+        probe timed the first rounds only (bench_estimates.py)."""
         expected = max(2, self.expected_steps(plan))
-        # its timed rounds (the 2nd to the 4th) come after as many cliques as the run's middle
-        # round holds: a round is mostly compiling the model's new structure, which grows with
-        # them (HMDA: 1.8-2.3 s at the 2nd to 4th of 10 rounds, 3.7 s at the 10th)
+        # its timed rounds (the 3rd and 4th: runs.timing) hold as many cliques as the run's middle
+        # round: a round is mostly compiling the model's new structure, which grows with them
+        # (HMDA: 1.8-2.3 s at the 2nd to 4th of 10 rounds, 3.7 s at the 10th)
         self.held_for_timing = max(0, expected // 2 - 2)
-        return dataclasses.replace(plan, rounds=expected)
+        self.timing_rounds = expected
+        return plan
 
     def most_steps(self, plan: RhoPlan) -> int:
         return min(plan.rounds, aim_rounds.band(max(2, self.expected_steps(plan)),
@@ -285,6 +288,9 @@ class AIM(SynthModel):
         events = []
         total = self.best_total(total, [m.LinearMeasurement(y, (name,), stddev=first_sigma)
                                         for name, y in first.items()])
+        if self.held_for_timing:
+            measurements += self._timing_measurements(domain, candidates, answers, total, budget,
+                                                      rng)
         model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters)
         self.model = model
         emit = self._emitter(on_event, events, start)
@@ -292,7 +298,7 @@ class AIM(SynthModel):
         # (expected_steps), then those its budget still pays for, each next round's cost growing by
         # the share of rounds that quadrupled it so far, weighed with the share the first count
         # assumed (benchmarks/history/2026-11-27.md, "Estimates that hold")
-        prior = max(2, self.expected_steps(plan))
+        prior = self.timing_rounds or max(2, self.expected_steps(plan))
         low, high = aim_rounds.band(prior, cfg.rounds_band)
         emit(1, prior, None, [list(cl) for cl in one_way])
         assumed = aim_rounds.growth_expected(budget.left, budget.cost(epsilon, sigma), prior - 1)
@@ -301,19 +307,14 @@ class AIM(SynthModel):
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
-            epsilon, sigma = aim_rounds.held(budget, epsilon, sigma, done, low, high)
+            if self.timing_rounds:
+                epsilon, sigma = aim_rounds.probe_round(budget, self.timing_rounds, done)
+            else:
+                epsilon, sigma = aim_rounds.held(budget, epsilon, sigma, done, low, high)
             cost = budget.cost(epsilon, sigma)
             if budget.left < 2 * cost:  # the last round spends what is left
                 epsilon, sigma = budget.schedule(budget.left)
             steps.started += 1
-            if done == 1 and self.held_for_timing:
-                # a time estimate's probe, on random rows from the public schema (nothing to
-                # protect): cliques at random with this round's noise, outside its budget so that
-                # its timed rounds are not cut short
-                for c in graphical.random_cliques(model, list(candidates), self.held_for_timing,
-                                                  cfg.max_model_size / 2, rng):
-                    y = answers[c] + rng.normal(0.0, sigma, answers[c].size)
-                    measurements.append(m.LinearMeasurement(y, c, stddev=sigma))
             cl, before, bias = self._select(model, candidates, answers, budget, epsilon, sigma, rng)
             y = budget.measure(answers[cl], sigma, rng)
             measurements.append(m.LinearMeasurement(y, cl, stddev=sigma))
@@ -324,7 +325,7 @@ class AIM(SynthModel):
             after = np.asarray(model.project(cl).datavector())
             loss = 0.5 * float(np.abs(before - y).sum()) / max(total, 1.0)
             # the measurement hardly moved the model
-            if np.abs(after - before).sum() <= bias * after.size:
+            if np.abs(after - before).sum() <= bias * after.size :
                 (epsilon, sigma), quadrupled = selection.sharpened(epsilon, sigma), quadrupled + 1
             # more rounds quadrupling than assumed shorten the run; fewer do not lengthen it (they
             # come late, as the model nears the data: a run's first rounds seldom quadruple)
@@ -338,6 +339,22 @@ class AIM(SynthModel):
         # those it expected
         planned = done if not cancelled else max(done, events[-1]["steps"] if events else rounds)
         return self.rounds_result(done, planned, cancelled, events, start, len(data))
+
+    def _timing_measurements(self, domain, candidates: dict, answers: dict, total: float, budget,
+                             rng) -> list:
+        """A time estimate's probe only (`timed_plan`), on random rows from the public schema
+        (nothing to protect): `held_for_timing` candidates at random, measured with a round's
+        noise outside its budget (its timed rounds are not cut short) and held from its first
+        fit, so that each timed round adds one clique to as many as a run's middle round holds.
+        Only those a round would select: whose noise's expected error (bias × cells) is at most
+        the rows (103 of 104 marginals that runs selected on 11 tables, RESULTS.md)."""
+        m, sigma = mbi(), aim_rounds.probe_round(budget, self.timing_rounds, 1)[1]
+        most_cells = total / (math.sqrt(2 / math.pi) * sigma)
+        one_way = [(name,) for name in self.sizes]
+        picked = graphical.random_cliques(domain, one_way, list(candidates), self.held_for_timing,
+                                          self.config.max_model_size / 2, rng, most_cells)
+        return [m.LinearMeasurement(answers[c] + rng.normal(0.0, sigma, answers[c].size), c,
+                                    stddev=sigma) for c in picked]
 
     def _measure_columns(self, data: RowCells | EngineCells, budget, sigma: float, rng
                          ) -> tuple[dict, list]:

@@ -83,3 +83,10 @@ def held(budget, epsilon: float, sigma: float, done: int, low: int, high: int
     if cost > share:
         return budget.schedule(share)
     return epsilon, sigma
+
+
+def probe_round(budget, rounds: int, done: int) -> tuple[float, float]:
+    """A time estimate's probe's next (selection ε, measurement σ), after `done` rounds: an equal
+    share of what is left over the `rounds` the run expects, as the run's average round spends (on
+    random rows a measurement hardly moves the model, and annealing spent it by the third)."""
+    return budget.schedule(budget.left / max(1, rounds - done))

@@ -124,18 +124,20 @@ class SizeCheck:
         return self.memo[clique]
 
 
-def random_cliques(model, candidates: list, count: int, limit: float, rng) -> list:
-    """Up to `count` candidates at random that together keep the model within `limit` MiB: what a
-    time estimate's probe adds to its model so that its timed rounds come after as many cliques as
-    a run's middle round holds (a round's seconds grow with them, `models.aim.AIM.timed_plan`)."""
+def random_cliques(domain, held: list, candidates: list, count: int, limit: float, rng,
+                   most_cells: float = float("inf")) -> list:
+    """Up to `count` candidates at random of at most `most_cells` cells that, with the cliques
+    `held`, keep the model within `limit` MiB: what a time estimate's probe adds to its model so
+    that its timed rounds come after as many cliques as a run's middle round holds (a round's
+    seconds grow with them, `models.aim.AIM.timed_plan`)."""
     from .aim import mbi
 
-    size, held, picked = mbi().junction_tree.hypothetical_model_size, list(model.cliques), []
+    size, held, picked = mbi().junction_tree.hypothetical_model_size, list(held), []
     for i in rng.permutation(len(candidates)):
         if len(picked) >= count:
             break
         clique = tuple(candidates[i])
-        if size(model.domain, held + [clique]) <= limit:
+        if domain.size(clique) <= most_cells and size(domain, held + [clique]) <= limit:
             held.append(clique)
             picked.append(clique)
     return picked
