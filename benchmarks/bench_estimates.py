@@ -47,9 +47,10 @@ CORPUS = {"pbc": ("survival", "pbc", "NA"), "hitters": ("ISLR", "Hitters", "NA")
 
 def burn() -> None:
     """A second program's load: a loop in a session of its own. Linux's autogroup scheduling shares
-    the CPU between sessions first; a loop left in the app's session shared the app's share with the
-    probe's threads (two cores among the loop and them), then left the run's worker, in a session of
-    its own, one core: AIM's rounds, on XLA's two threads, took 1.3 times the probe's."""
+    the CPU between sessions first. A loop left in the app's session shared two cores with the
+    probe's threads, then left the run's worker (a session of its own) one core: AIM's rounds, on
+    XLA's two threads, took 1.19 times the probe's timed round (median of 10 cells), against 0.96
+    quiet and 0.97 beside a loop in its own session (benchmarks/RESULTS.md)."""
     os.setsid()
     while True:
         pass

@@ -26,7 +26,6 @@ is public; a noisy one is combined with the totals the first measurement implies
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import time
 from typing import Callable
@@ -169,11 +168,11 @@ class AIM(SynthModel):
         return aim_rounds.expected_rounds(self.fewest_rounds(plan), plan.rounds, signal)
 
     def timed_plan(self, plan: RhoPlan) -> RhoPlan:
-        """The run's plan, its rounds spending as the run's average round: each an equal share of
-        what is left over the rounds expected (`_timing_round`), so that it selects marginals of
-        the size the average round does (later rounds, with less noise, take larger ones and
-        longer: HMDA's last took twice its first). At the plan's pace, 16 rounds a column, the
-        probe timed the first rounds only (bench_estimates.py)."""
+        """The run's plan, the probe's rounds spending as the run's average round: each an equal
+        share of what is left over the rounds expected (`aim_rounds.probe_round`), so that it
+        selects marginals of the size the average round does (later rounds, with less noise, take
+        larger ones and longer: HMDA's last took twice its first). At the plan's pace, 16 rounds a
+        column, the probe timed the first rounds only (bench_estimates.py)."""
         expected = max(2, self.expected_steps(plan))
         # its timed rounds (the 3rd and 4th: runs.timing) hold as many cliques as the run's middle
         # round: a round is mostly compiling the model's new structure, which grows with them
@@ -325,7 +324,7 @@ class AIM(SynthModel):
             after = np.asarray(model.project(cl).datavector())
             loss = 0.5 * float(np.abs(before - y).sum()) / max(total, 1.0)
             # the measurement hardly moved the model
-            if np.abs(after - before).sum() <= bias * after.size :
+            if np.abs(after - before).sum() <= bias * after.size:
                 (epsilon, sigma), quadrupled = selection.sharpened(epsilon, sigma), quadrupled + 1
             # more rounds quadrupling than assumed shorten the run; fewer do not lengthen it (they
             # come late, as the model nears the data: a run's first rounds seldom quadruple)
