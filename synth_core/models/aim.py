@@ -346,7 +346,8 @@ class AIM(SynthModel):
         noise outside its budget (its timed rounds are not cut short) and held from its first
         fit, so that each timed round adds one clique to as many as a run's middle round holds.
         Only those a round would select: whose noise's expected error (bias × cells) is at most
-        the rows (103 of 104 marginals that runs selected on 11 tables, RESULTS.md)."""
+        the rows (114 of 120 that runs selected on 11 tables, the rest within 1.4 times:
+        benchmarks/aim_selected.py)."""
         m, sigma = mbi(), aim_rounds.probe_round(budget, self.timing_rounds, 1)[1]
         most_cells = total / (math.sqrt(2 / math.pi) * sigma)
         one_way = [(name,) for name in self.sizes]
