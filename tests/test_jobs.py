@@ -247,6 +247,30 @@ def test_time_estimate_adds_up_its_phases_and_the_next_one_is_a_lookup(tmp_path,
     assert get_model_class("dp-llmtgen").probe_batch_limit({"backbone": "smollm2"}) < timing.PROBE_MAX_BATCH
 
 
+def test_a_first_estimate_times_a_fresh_workers_start_in_a_child_process(tmp_path, monkeypatch):
+    """A worker imports the core and readies its device before its first step, which the process
+    timing the estimate did long before: a GPU machine's runs took 4-10 s more than their first
+    estimates, and a 2-core one's start had grown from 2.8 s to 3.5 s. A child process does the
+    same, once per process and device; where it cannot run, the stored constant stands in."""
+    from synth_core.runs import timing, worker_start
+    monkeypatch.setenv("SYNTH_WORKBENCH_HOME", str(tmp_path / "home"))  # no costs stored yet
+    worker_start.forget()
+    first = estimate_fit_seconds("dp-tbart", demo_schema(), "tiny", 1000, 1.0, 1e-4, probe_steps=2)
+    start_s, device_s = worker_start.seconds("cpu", timing.STARTUP_S)
+    # measured, not the constant, and on the CPU no device to ready
+    assert first["phases"]["start"] == start_s and start_s > 0 and start_s != timing.STARTUP_S
+    assert device_s < 1.0
+    # once a process: the next estimate does not start another child
+    monkeypatch.setattr(worker_start.subprocess, "run", lambda *a, **k: pytest.fail("timed again"))
+    assert worker_start.seconds("cpu", timing.STARTUP_S) == (start_s, device_s)
+    monkeypatch.undo()
+    # a child that fails (here: a Python that exits at once) leaves the constant, not an error
+    monkeypatch.setattr(worker_start, "CHILD", "raise SystemExit(3)")
+    worker_start.forget()
+    assert worker_start.seconds("cpu", timing.STARTUP_S) == (timing.STARTUP_S, 0.0)
+    worker_start.forget()
+
+
 def test_a_probe_extends_a_steps_cost_along_the_rows_its_poisson_batches_drew(monkeypatch):
     """SmolLM2's first estimate was 40% short: its probes of 32 and 16 expected rows drew about as
     many rows each over their two timed steps, and the line through the expected sizes came out

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..training.device import device_label, free_cores, torch_threads
+from ..training.device import device_label, free_cores, pick_device, torch_threads
 from .. import home, import_clock
 from ..files import write_atomic
 from ..models import get_model_class, model_class_for
@@ -31,10 +31,11 @@ from ..privacy.contribution import bound_children
 from ..schema import Schema, random_table
 from ..schema.linked import LinkedSchema, link_tables, random_tables
 from ..shape import shape_of
+from . import worker_start
 
-# starting the worker process before api.fit begins: 2.6-3.0 s measured on a quiet 2-core machine
-# (17 runs of AIM and DP-TBART on 8 tables, benchmarks/bench_estimates.py; 2.3-2.9 s on 12 runs
-# before); what the last run of the same key measured replaces it
+# starting the worker process before api.fit begins, where it could not be timed in a child process
+# (`worker_start`): 2.6-3.0 s measured on a quiet 2-core machine (17 runs of AIM and DP-TBART on 8
+# tables, benchmarks/bench_estimates.py); what the last run of the same key measured replaces it
 STARTUP_S = 2.8
 # setting up before the first step when no run was measured yet (PRV planning with the marginals
 # composed, the noisy count and marginals, building the model): 0.8-1.5 s on the same runs; a family
@@ -276,6 +277,9 @@ def _estimate(planned: RunPlan, probe_steps, review_rows, book, steps) -> dict:
                                    review_rows, calibrated)
         # what its worker imports afresh as it sets up, loaded in this process already
         fixed += sum(import_clock.seconds(name) for name in klass.worker_imports)
+        # and what it pays before: its start, its device's first work (timed in a child process)
+        start_s, device_s = worker_start.seconds(pick_device(device), STARTUP_S)
+        costs, fixed = dataclasses.replace(costs, startup_s=start_s), fixed + device_s
     per_step = costs.per_step_s * batch / costs.batch  # a step's work grows with the rows in it
     # an adaptive mechanism's rounds: what the model expects (the count its run starts from, so that
     # the model page, the train page and the report say one number); else the steps a past run of
