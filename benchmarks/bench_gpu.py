@@ -87,7 +87,8 @@ def run_one(label, family, preset, options, data, args, deadline) -> dict:
         stopped["at_deadline"] = time.monotonic() > deadline
         return stopped["at_deadline"]
 
-    estimate = page_estimate(family, preset, options, schema, len(train), args) if args.estimate else {}
+    estimate = (page_estimate(family, preset, options, schema, len(train), args)
+                if args.estimate else {})
     t0 = time.perf_counter()
     result = api.fit(train, schema, model=family, epsilon=args.epsilon, delta=args.delta, preset=preset,
                      options=options, seed=args.seed, device=args.device, should_stop=should_stop,
@@ -155,8 +156,9 @@ def line(rec: dict) -> str:
     rate = f"{rec['train_rows_per_s']:,.0f}" if rec["train_rows_per_s"] else "-"
     epoch = f"{rec['epoch_s']:.1f}" if rec["epoch_s"] else "-"
     if "estimate_s" in rec:
-        gpu += (f"  estimate {rec['estimate_s']:.1f} s ({rec['estimate_s'] / rec['fit_s']:.2f} of the"
-                f" fit; {rec['estimate_steps']} steps)")
+        ratio = rec["estimate_s"] / rec["fit_s"]
+        gpu += (f"  estimate {rec['estimate_s']:.1f} s ({ratio:.2f} of the fit;"
+                f" {rec['estimate_steps']} steps)")
     return (f"{rec['run']:<36} {rec['fit_s']:7.1f} {rec['sample_s']:7.1f} {rate:>9} {epoch:>7} {gpu:>11}  "
             f"{t[1]:.3f} / {t[2]:.3f} / {t[3]:.3f}  {f['detection_auc']:.3f}  "
             f"{'-' if ml is None else format(ml, '.3f')}"

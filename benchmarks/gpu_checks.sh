@@ -25,12 +25,12 @@
 #            timeout_s=420)
 #    further arguments go to bench_linked.py (e.g. --preset paper --tables flights --epsilons 1); it writes
 #    $OUT/gpu-linked.log and $OUT/linked/TABLE-epsE-0.json.
-#    Issue 61's time estimates (bench_estimates.py: the app's model page in AppTest, its estimate, then the
-#    background run it predicts; the streamlit wheels and the tables travel in .gpu/est):
+#    Issue 61's time estimates (bench_estimates.py: the app's model page in AppTest, its estimate,
+#    then the background run it predicts; the streamlit wheels and the tables travel in .gpu/est):
 #        run(command="BUDGET_S=420 bash benchmarks/gpu_checks.sh estimates --tables slid hmda",
 #            carry=[".gpu/base", ".gpu/est"], timeout_s=480)
-#    it writes $OUT/gpu-estimates.log and $OUT/estimates.tgz (a JSON file a cell; cells past BUDGET_S are
-#    cut off, those done are kept).
+#    it writes $OUT/gpu-estimates.log and $OUT/estimates.tgz (a JSON file a cell; cells past
+#    BUDGET_S are cut off, those done are kept).
 #    Each writes $OUT/gpu-GROUP.log and $OUT/gpu-GROUP.jsonl (one JSON line a run: bench_gpu.py). The runs stop
 #    at BUDGET_S seconds (default 280) so that the call ends inside its timeout; then give the machine back.
 # A dry run here, on the CPU (after prepare): OUT=/tmp/gpu-out DEVICE=cpu bash benchmarks/gpu_checks.sh llm
@@ -45,7 +45,8 @@ if [ "$what" = prepare ]; then
     fetch() {  # wheels for the machine's Python (3.12), no dependencies (the image has them)
         python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
             --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64 \
-            --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux1_x86_64 \
+            --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+            --platform manylinux1_x86_64 \
             -d "$1" "${@:2}"
     }
     fetch "$GPU/base/wheels" opacus==1.6.0 "mbi>=2.0,<3" fairlearn plotly gguf
@@ -55,11 +56,11 @@ if [ "$what" = prepare ]; then
     rm -rf "$GPU/tmp"
     gzip -c ../shared/datasets/adult.csv > "$GPU/base/adult.csv.gz"
     python3 benchmarks/bench_linked.py --export --out "$GPU/linked"
-    # the app for bench_estimates: streamlit and what the image lacks of its needs (not pydeck: maps only)
+    # the app for bench_estimates: streamlit and what the image lacks of its needs (not pydeck)
     fetch "$GPU/est/wheels" "streamlit==$(python3 -c 'import streamlit; print(streamlit.__version__)')" \
         altair blinker cachetools tenacity toml watchdog gitpython gitdb smmap tornado jsonschema \
-        jsonschema-specifications referencing rpds-py starlette uvicorn python-multipart websockets itsdangerous \
-        orjson sniffio
+        jsonschema-specifications referencing rpds-py starlette uvicorn python-multipart websockets \
+        itsdangerous orjson sniffio
     python3 benchmarks/bench_estimates.py --export --data-dir "$GPU/est/data" \
         --tables slid pbcseq hmda males gestation cps1988 wages1 hitters pbc
     du -sh "$GPU"/*
