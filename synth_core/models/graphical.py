@@ -23,6 +23,9 @@ import numpy as np
 # operations, else by mbi's variable elimination (uncompiled: it would compile one function per
 # clique and model structure)
 EINSUM_MAX_COST = 2e7
+# a product of a component's factors (each at most 1) whose largest cell is smaller than this is
+# contracted again in logs: float64's smallest normal number is about 1e-308
+TINY_PRODUCT = 1e-250
 
 
 def components(model) -> dict:
@@ -47,18 +50,21 @@ def project_many(model, cliques: list) -> dict:
     of the model's own comes from its marginals; a clique spanning components is the outer product
     of its parts (independent under the model); a part inside one component is the sum over that
     component's other columns of the product of its factors, contracted by opt_einsum where its plan
-    is cheap, else by mbi's elimination (uncompiled), and there too where the product underflows."""
+    is cheap (in logs, pair by pair, where the product underflows), else by mbi's elimination
+    (uncompiled)."""
     import jax
     import opt_einsum
 
     names = list(model.domain.attributes)
     axis = {a: i for i, a in enumerate(names)}
     label = components(model)
-    operands = defaultdict(list)
+    operands, logs = defaultdict(list), defaultdict(list)
     for cl in model.cliques:
         factor = model.potentials[cl]
         log = np.asarray(factor.values, dtype=np.float64)
-        operands[label[cl[0]]] += [np.exp(log - log.max()), [axis[a] for a in factor.domain.attributes]]
+        log, where = log - log.max(), [axis[a] for a in factor.domain.attributes]
+        operands[label[cl[0]]] += [np.exp(log), where]
+        logs[label[cl[0]]] += [log, where]
     total = float(model.total)
     parts: dict[tuple, np.ndarray] = {}
 
@@ -74,10 +80,11 @@ def project_many(model, cliques: list) -> dict:
             ops, out = operands[label[attrs[0]]], [axis[a] for a in attrs]
             path, info = opt_einsum.contract_path(*ops, out, optimize="greedy")
             if info.opt_cost <= EINSUM_MAX_COST:
-                counts = contract_scaled(ops, out, path).ravel()
-                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                    counts = counts * (total / counts.sum())
-                counts = counts if np.isfinite(counts).all() else None
+                counts = _normalised(opt_einsum.contract(*ops, out, optimize=path).ravel(), total)
+                if counts is None:  # the product underflowed: again in logs, pair by pair
+                    log = contract_log(logs[label[attrs[0]]], out, path).ravel()
+                    with np.errstate(under="ignore"):
+                        counts = _normalised(np.exp(log - log.max()), total)
             if counts is None:
                 with jax.disable_jit():
                     counts = np.asarray(model.project(attrs).datavector())
@@ -102,26 +109,57 @@ def project_many(model, cliques: list) -> dict:
     return out
 
 
-def contract_scaled(ops: list, out: list, path: list) -> np.ndarray:
-    """The einsum of `ops` (arrays and their axes, interleaved) onto the axes `out`, pair by pair
-    along `path` (opt_einsum's), each intermediate divided by its largest entry: the result up to
-    a positive factor, which the caller normalises. Contracted at once, the product of a large
-    component's factors underflowed to zeros (on ames, 80 columns, a round from its 20th), and
-    mbi's uncompiled elimination that stood in took 70-120 s a round."""
+def _normalised(counts: np.ndarray, total: float) -> np.ndarray | None:
+    """Counts scaled to `total`; None where they cannot be trusted: not finite, or so small that
+    cells may have underflowed (the largest under TINY_PRODUCT)."""
+    if not counts.size or not np.max(counts) >= TINY_PRODUCT:
+        return None
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        counts = counts * (total / counts.sum())
+    return counts if np.isfinite(counts).all() else None
+
+
+def contract_log(ops: list, out: list, path: list) -> np.ndarray:
+    """The log of the einsum of exp(`ops`) (log-arrays and their axes, interleaved) onto the axes
+    `out`, pair by pair along `path` (opt_einsum's), up to an additive constant. Each pair is
+    contracted by einsum on its parts shifted to their largest entry, or where even that
+    underflows to zeros, by a log-sum-exp over their broadcast sum. Contracted at once, the
+    product of a component's factors on ames (80 columns; 6 factors) underflowed to zeros, and
+    mbi's uncompiled elimination that stood in took 20-120 s a round."""
     import opt_einsum
 
     arrays, axes = list(ops[0::2]), [list(a) for a in ops[1::2]]
     for step in path:
-        picked = sorted(step, reverse=True)
-        pairs = [(arrays.pop(i), axes.pop(i)) for i in picked]
+        pairs = [(arrays.pop(i), axes.pop(i)) for i in sorted(step, reverse=True)]
         # the axes still needed: the output's and those of the operands not yet contracted
-        needed = set(out).union(*map(set, axes))
-        kept = sorted({a for _, ax in pairs for a in ax} & needed)
-        part = opt_einsum.contract(*[v for pair in pairs for v in pair], kept)
-        peak = float(np.max(part)) if part.size else 0.0
-        arrays.append(part / peak if peak > 0 and np.isfinite(peak) else part)
+        kept = sorted({a for _, ax in pairs for a in ax} & set(out).union(*map(set, axes)))
+        shifts = [float(np.max(a)) if a.size else 0.0 for a, _ in pairs]
+        with np.errstate(under="ignore"):
+            part = opt_einsum.contract(*[v for (a, ax), s in zip(pairs, shifts)
+                                         for v in (np.exp(a - s), ax)], kept)
+        if part.size and np.max(part) > 0 and np.isfinite(part).all():
+            with np.errstate(divide="ignore"):
+                arrays.append(np.log(part) + sum(shifts))
+        else:
+            arrays.append(_log_sum_exp_pair(pairs, kept))
         axes.append(kept)
-    return opt_einsum.contract(arrays[0], axes[0], list(out))
+    (log,), (axes_left,) = arrays, axes
+    return np.transpose(log, [axes_left.index(a) for a in out]) if axes_left else log
+
+
+def _log_sum_exp_pair(pairs: list, kept: list) -> np.ndarray:
+    """log Σ exp(a + b) over the axes not `kept`, for log-arrays with their axes, on the union of
+    their axes (sorted, as `kept` is)."""
+    from scipy.special import logsumexp
+
+    union = sorted({a for _, ax in pairs for a in ax})
+    summed = 0.0
+    for a, ax in pairs:
+        a = np.transpose(a, sorted(range(len(ax)), key=lambda i: ax[i]))
+        summed = summed + a.reshape([a.shape[sorted(ax).index(u)] if u in ax else 1
+                                     for u in union])
+    dropped = tuple(i for i, u in enumerate(union) if u not in kept)
+    return logsumexp(summed, axis=dropped) if dropped else np.asarray(summed)
 
 
 class SizeCheck:
