@@ -151,8 +151,8 @@ def test_a_components_marginals_are_contracted_without_underflow(monkeypatch, of
     log[0, 1] = 0.0
     factors = {cl: m.Factor(domain.project(cl), log) for cl in cliques}
     potentials = m.CliqueVector(domain, tuple(factors), factors)
-    model = m.MarkovRandomField(potentials=potentials, total=1000.0,
-                                marginals=m.marginal_oracles.message_passing_stable(potentials, 1000.0))
+    marginals = m.marginal_oracles.message_passing_stable(potentials, 1000.0)
+    model = m.MarkovRandomField(potentials=potentials, total=1000.0, marginals=marginals)
     asked = [("c0", "c13"), ("c3", "c7"), ("c5",)]
     expected = {cl: np.asarray(model.project(cl).datavector()) for cl in asked}
     monkeypatch.setattr(type(model), "project", lambda *a, **k: pytest.fail("mbi stood in"))

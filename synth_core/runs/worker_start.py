@@ -11,7 +11,6 @@ context as the app's process had done before (benchmarks/RESULTS.md, "Estimates 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -50,10 +49,9 @@ def _time_child(device: str) -> tuple[float, float] | None:
     try:
         done = subprocess.run([sys.executable, "-c", CHILD, device], cwd=str(root),
                               capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, env=dict(os.environ))
-        said = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
-        return (max(0.0, float(said["imported"]) - started), max(0.0, float(said["device_s"]))) \
-            if said else None
+                              stdin=subprocess.DEVNULL, check=True)
+        said = json.loads(done.stdout.strip().splitlines()[-1])
+        return max(0.0, float(said["imported"]) - started), max(0.0, float(said["device_s"]))
     except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError, TypeError):
         return None
 
