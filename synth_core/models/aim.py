@@ -171,8 +171,8 @@ class AIM(SynthModel):
         """The run's plan, the probe's rounds spending as the run's average round: each an equal
         share of what is left over the rounds expected (`aim_rounds.probe_round`), so that it
         selects marginals of the size the average round does (later rounds, with less noise, take
-        larger ones and longer: HMDA's last took twice its first), each new to the model
-        (`graphical.SizeCheck.adding`). At 16 rounds a column it timed the first rounds only."""
+        larger ones and longer: HMDA's last took twice its first). At the plan's pace, 16 rounds a
+        column, the probe timed the first rounds only (bench_estimates.py)."""
         expected = max(2, self.expected_steps(plan))
         # its timed rounds (the 3rd and 4th: runs.timing) hold as many cliques as the run's middle
         # round: a round is mostly compiling the model's new structure, which grows with them
@@ -373,8 +373,7 @@ class AIM(SynthModel):
         the size its spending allows; with the model's marginal before the measurement, and the
         noise's expected error per cell."""
         fits = graphical.SizeCheck(model, self.config.max_model_size * budget.spent / budget.total)
-        # a probe's round adds a clique, as a run's round mostly does (timed_plan)
-        keys = fits.adding(candidates) if self.timing_rounds else list(candidates)
+        keys = list(candidates)
         bias = math.sqrt(2 / math.pi) * sigma
         estimates = graphical.project_many(model, keys)
         weights = np.array([candidates[cl] for cl in keys])

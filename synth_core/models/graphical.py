@@ -183,16 +183,6 @@ class SizeCheck:
             self.memo[clique] = self._size(self.domain, self.cliques + [clique]) <= self.limit
         return self.memo[clique]
 
-    def adding(self, candidates) -> list:
-        """The candidates in none of the model's cliques, which add to its structure (as a run's
-        round on a real table mostly does), when one of them fits; else all of them. A time
-        estimate's probe selects among these: on random rows a column's own noise is the largest
-        error left, and its rounds re-measured columns (6 of 8 timed rounds on Ames, against 0 to 2
-        of 23 to 27 rounds that runs there took)."""
-        held = {frozenset(sub) for sub in self.held}
-        new = [tuple(cl) for cl in candidates if frozenset(cl) not in held]
-        return new if any(self(cl) for cl in new) else list(candidates)
-
 
 def random_cliques(domain, held: list, candidates: list, count: int, limit: float, rng,
                    most_cells: float = float("inf")) -> list:
