@@ -294,24 +294,6 @@ def test_random_table_uses_only_the_public_schema(toy_schema):
     assert random_table(toy_schema, 50, seed=1).equals(random_table(toy_schema, 50, seed=1))
 
 
-def test_random_rows_ranked_together_keep_each_column_and_depend(toy_schema):
-    """A mechanism's time probe draws rows whose columns depend on each other (as real tables'
-    do, so that AIM's rounds add pairs), from the public schema alone: each column's values are
-    those independent draws give, only their order follows a shared factor."""
-    from synth_core.runs.timing import PROBE_DEPENDENCE, random_rows
-    from synth_core.schema import random_table
-    alone = random_table(toy_schema, 2000, seed=0)
-    together = random_rows(toy_schema, 2000, PROBE_DEPENDENCE)
-    assert together.dtypes.equals(alone.dtypes)
-    for name in toy_schema.names:
-        assert alone[name].value_counts(dropna=False).sort_index().equals(
-            together[name].value_counts(dropna=False).sort_index())
-    rank = lambda t: t[["age", "hours"]].corr(method="spearman").iloc[0, 1]  # noqa: E731
-    assert abs(rank(alone)) < 0.1 and rank(together) > 0.3
-    female = together["sex"] == "Female"
-    assert abs(together["age"][female].mean() - together["age"][~female].mean()) > 5
-
-
 def test_the_column_owns_its_public_scale():
     """One log rule: to_unit / from_unit invert each other, edges are even on the column's scale,
     and the encoders, the evaluation's encoder and random rows all go through the column."""

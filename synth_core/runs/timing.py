@@ -55,10 +55,6 @@ PROBE_DRAW_ROWS = (100, 400, 4000)
 PROBE_DRAW_S = 0.3
 # a calibrated review sample is timed at most this size (its pool then holds MIN_POOL rows)
 PROBE_SAMPLE_ROWS = 1500
-# a mechanism's probe draws rows whose columns share this much of their rank variance: on rows with
-# independent columns AIM's timed rounds measured a column again (6 of 8 on ames), compiling
-# nothing new, where runs on real tables add a pair in almost every round (benchmarks/RESULTS.md)
-PROBE_DEPENDENCE = 0.5
 
 
 @dataclass
@@ -129,13 +125,12 @@ def rows_drawn(review_rows: int, calibrated: bool, floor: int = MIN_POOL) -> int
     return pool_size(review_rows, floor) if calibrated and review_rows else int(review_rows)
 
 
-def random_rows(schema: Schema | LinkedSchema, n: int, dependence: float = 0.0):
+def random_rows(schema: Schema | LinkedSchema, n: int):
     """n rows (linked tables: persons, each with their child rows, bounded as a run bounds them)
-    drawn from the public schema alone, for timing a model; a single table's columns ranked together
-    by `dependence` (random_table)."""
+    drawn from the public schema alone, for timing a model."""
     if isinstance(schema, LinkedSchema):
         return bound_children(*link_tables(random_tables(schema, n, seed=0), schema), schema.max_children)[0]
-    return random_table(schema, n, seed=0, dependence=dependence)
+    return random_table(schema, n, seed=0)
 
 
 def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: dict | None, device: str | None,
@@ -151,7 +146,7 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
     else:  # a small sampling rate keeps the probe's accounting cheap; σ does not change a step
         probe_rows = max(20 * batch, 100)
         plan = synth.probe_plan(probe_rows, batch, steps + 1)
-    probe = random_rows(schema, probe_rows, PROBE_DEPENDENCE if run_plan is not None else 0.0)
+    probe = random_rows(schema, probe_rows)
     time_fixed = getattr(synth, "time_fixed_costs", None) if fixed_too else None
     fixed = float(time_fixed(steps)) if time_fixed is not None else 0.0
     stamps: list[float] = []

@@ -321,13 +321,10 @@ def _parse_dates(values: pd.Series) -> pd.Series:
             return pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
 
 
-def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05,
-                 dependence: float = 0.0) -> pd.DataFrame:
+def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05) -> pd.DataFrame:
     """n rows drawn from the public schema alone: uniform over each column's public categories,
     uniform within its public bounds (log-uniform for log binning), some missing values in nullable
-    columns; derived columns computed from their rules. `dependence` (0 to 1): the columns are
-    ranked together by one shared factor with this share of each column's rank variance (each
-    column's own values unchanged), so that every pair depends on the other as real tables' do.
+    columns; derived columns computed from their rules.
 
     It reads no private data, so it may be used freely: timing a model before training, format
     learning for language models (DP-LLMTGen stage 1), tests."""
@@ -353,22 +350,4 @@ def random_table(schema: Schema, n: int, seed: int | None = None, missing_share:
         if spec.nullable and missing_share > 0:
             col = col.mask(pd.Series(rng.random(n) < missing_share))
         out[spec.name] = col.reset_index(drop=True)
-    if dependence > 0:
-        out = _ranked_together(out, dependence, rng)
     return schema.derive(pd.DataFrame(out))
-
-
-def _ranked_together(columns: dict, dependence: float, rng) -> dict:
-    """Each column's values reordered so that their ranks follow a shared normal factor with
-    `dependence` of the variance (a one-factor Gaussian copula): the values, and so each column's
-    counts, stay as drawn; missing values rank last, text in its sorted order."""
-    n = len(next(iter(columns.values()), ()))
-    shared = rng.normal(size=n)
-    out = {}
-    for name, col in columns.items():
-        key = math.sqrt(dependence) * shared + math.sqrt(1 - dependence) * rng.normal(size=n)
-        values = col.sort_values(na_position="last", kind="stable").to_numpy()
-        ranked = np.empty(n, dtype=values.dtype)
-        ranked[np.argsort(key, kind="stable")] = values
-        out[name] = pd.Series(ranked, dtype=col.dtype)
-    return out
