@@ -67,7 +67,11 @@ def selected(name: str, epsilon: float) -> dict:
         rows = float(np.sum(answers[next(iter(answers))]))
         bias = math.sqrt(2 / math.pi) * sigma
         ratios = np.array([model.domain.size(tuple(c)) * bias / rows for c in candidates])
+        held = [set(c) for c in model.cliques]
         rounds.append({"cells": model.domain.size(tuple(out[0])),
+                       # a clique of two or more columns the model did not hold (else one it
+                       # measures again): the kind of round a time estimate's probe weighs
+                       "new": len(out[0]) > 1 and not any(set(out[0]) <= h for h in held),
                        "ratio": round(model.domain.size(tuple(out[0])) * bias / rows, 4),
                        "candidates_under_1": round(float(np.mean(ratios <= 1)), 3)})
         return out
