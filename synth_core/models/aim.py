@@ -170,13 +170,12 @@ class AIM(SynthModel):
     def timed_plan(self, plan: RhoPlan) -> RhoPlan:
         """The run's plan, the probe's rounds spending as the run's average round: each an equal
         share of what is left over the rounds expected (`aim_rounds.probe_round`), so that it
-        selects marginals of the size the average round does (later rounds, with less noise, take
-        larger ones and longer: HMDA's last took twice its first). At the plan's pace, 16 rounds a
-        column, the probe timed the first rounds only (bench_estimates.py)."""
+        selects marginals of the size the average round does (HMDA's last took twice its first).
+        Its timed rounds (the 3rd and 4th: runs.timing) hold as many cliques as the run's middle
+        round (a round is mostly compiling the model's structure, which grows with them: HMDA's
+        took 1.8-2.3 s at the 2nd to 4th of 10, 3.7 s at the 10th) and are of the two kinds runs'
+        rounds are, weighed as often as runs take them (`aim_rounds.probe_kind`)."""
         expected = max(2, self.expected_steps(plan))
-        # its timed rounds (the 3rd and 4th: runs.timing) hold as many cliques as the run's middle
-        # round: a round is mostly compiling the model's new structure, which grows with them
-        # (HMDA: 1.8-2.3 s at the 2nd to 4th of 10 rounds, 3.7 s at the 10th)
         self.held_for_timing = max(0, expected // 2 - 2)
         self.timing_rounds = expected
         return plan
@@ -314,7 +313,9 @@ class AIM(SynthModel):
             if budget.left < 2 * cost:  # the last round spends what is left
                 epsilon, sigma = budget.schedule(budget.left)
             steps.started += 1
-            cl, before, bias = self._select(model, candidates, answers, budget, epsilon, sigma, rng)
+            kind, timed = aim_rounds.probe_kind(done) if self.timing_rounds else (None, {})
+            chosen = aim_rounds.of_kind(candidates, model.cliques, kind)
+            cl, before, bias = self._select(model, chosen, answers, budget, epsilon, sigma, rng)
             y = budget.measure(answers[cl], sigma, rng)
             measurements.append(m.LinearMeasurement(y, cl, stddev=sigma))
             model = estimator.estimate(domain, measurements, known_total=total, iters=cfg.iters, warm_start=model)
@@ -331,7 +332,7 @@ class AIM(SynthModel):
             share = max(assumed, (quadrupled + PRIOR_ROUNDS * assumed) / (done - 1 + PRIOR_ROUNDS))
             more = aim_rounds.fewest_left(budget.left, budget.cost(epsilon, sigma), 4.0 ** share)
             expected = done if budget.exhausted else min(high, max(low, done + more))
-            emit(done, expected, loss, list(cl))
+            emit(done, expected, loss, list(cl), **timed)
         # the pairs chosen (the first measured every column)
         self.rounds_log = [tuple(e["selected"]) for e in events[1:]]
         # the rounds it took when the budget ran out (the plan's count is an upper bound), else
@@ -391,9 +392,9 @@ class AIM(SynthModel):
         return next((c.name for c in self.schema.columns if c.role == "target"), None)
 
     def _emitter(self, on_event, events: list, start: float):
-        def emit(done: int, expected: int, loss: float | None, selected: list) -> None:
+        def emit(done: int, expected: int, loss: float | None, selected: list, **extra) -> None:
             event = self.round_event(done, expected, loss, start, selected=selected,
-                                     mechanism="AIM")
+                                     mechanism="AIM", **extra)
             events.append(event)
             if on_event is not None:
                 on_event(event)

@@ -90,3 +90,35 @@ def probe_round(budget, rounds: int, done: int) -> tuple[float, float]:
     share of what is left over the `rounds` the run expects, as the run's average round spends (on
     random rows a measurement hardly moves the model, and annealing spent it by the third)."""
     return budget.schedule(budget.left / max(1, rounds - done))
+
+
+# a run's rounds are of two kinds: a clique of two or more columns the model did not hold (its
+# structure grows and is compiled anew) or a marginal measured again (a column, mostly: cheaper).
+# Runs at ε = 1 took the first in 90 of 126 rounds on 16 tables new to the benchmarks (0 to 1 of a
+# table's, median 0.83; ames 0.95, CPS1988 0.83, Hitters 0.3: benchmarks/RESULTS.md, "What AIM's
+# rounds select"). A table whose runs measure columns again is small and its rounds cheap, so the
+# weight leans to the first. On random rows, whose columns are independent, a probe's own choice
+# was either, at random: its rounds read 0.55 or 1.0 of ames' (columns measured again or pairs)
+PROBE_NEW_SHARE = 0.8
+
+
+def probe_kind(done: int) -> tuple[bool | None, dict]:
+    """The kind of a time estimate's probe's round after `done` rounds (True: a new clique, False:
+    one measured again, None: either, its untimed warm-up, the 2nd), and its event's weight in the
+    probe's seconds a round (`runs.timing`): its 3rd round adds a clique, its 4th measures one
+    again, weighed as often as runs take each kind."""
+    if done < 2:
+        return None, {}
+    new = done % 2 == 0
+    return new, {"timing_weight": PROBE_NEW_SHARE if new else 1 - PROBE_NEW_SHARE}
+
+
+def of_kind(candidates: dict, held, new: bool | None) -> dict:
+    """The candidates of a kind (`probe_kind`): cliques of two or more columns within none the
+    model holds (`held`), or the others; all of them for None, or where none is of the kind."""
+    if new is None:
+        return candidates
+    held = [set(c) for c in held]
+    kept = {c: w for c, w in candidates.items()
+            if (len(c) > 1 and not any(set(c) <= h for h in held)) == new}
+    return kept or candidates

@@ -151,10 +151,12 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
     fixed = float(time_fixed(steps)) if time_fixed is not None else 0.0
     stamps: list[float] = []
     rows: list[int] = []
+    weights: list[float] = []  # a step's weight in the seconds a step (AIM's: two kinds of round)
 
     def seen(event: dict) -> None:
         stamps.append(time.perf_counter())
         rows.append(int(event.get("batch_size") or batch))
+        weights.append(float(event.get("timing_weight", 1.0)))
 
     start = time.perf_counter()
     synth.fit(probe, plan.epsilon, plan.delta, "rdp", plan=plan, on_event=seen,
@@ -163,8 +165,9 @@ def _timed_steps(model: str, schema: Schema, preset: str, batch: int, options: d
         # a mechanism's rounds: after its second too, its first warm-started fit (AIM's compiled
         # 0.4-1.3 s more than its third on HMDA and gestation)
         skip = 2 if run_plan is not None and len(stamps) >= 3 else 1
-        timed = rows[skip:]
-        per_step = (stamps[-1] - stamps[skip - 1]) / len(timed)
+        timed, weighed = rows[skip:], weights[skip:]
+        spans = [b - a for a, b in zip(stamps[skip - 1:], stamps[skip:])]
+        per_step = sum(s * w for s, w in zip(spans, weighed)) / sum(weighed)
         if run_plan is not None:
             # a mechanism's first round is not like the others (AIM measures every column and
             # fits its first model, compiling it): what it took beyond a round and the family's
