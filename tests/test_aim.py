@@ -335,8 +335,10 @@ def test_the_estimates_probe_times_rounds_of_a_model_holding_the_runs_middle_cli
     run = model_class_for("aim", toy_schema)(toy_schema, preset="cpu", seed=0)
     seen.clear()
     run.fit(random_rows(toy_schema, 300), run_plan.epsilon, run_plan.delta, "rdp", plan=run_plan,
-            on_event=seen.append, should_stop=lambda: len(seen) > 1)
-    assert len(seen) == 2 and drawn == [synth.held_for_timing]
+            on_event=seen.append, should_stop=lambda: len(seen) > 3)
+    assert len(seen) == 4 and drawn == [synth.held_for_timing]
+    # its rounds choose among every candidate and carry no weight for a probe's seconds
+    assert not any("timing_weight" in e for e in seen)
     limit = synth.config.max_model_size / 2
     candidates = list(workload(synth.model_sizes, synth.config.degree, synth.config.max_cells))
     domain, one_way = synth.domain(), [(name,) for name in synth.sizes]
@@ -353,49 +355,39 @@ def test_the_probes_timed_rounds_add_a_clique_then_measure_one_again_weighed_as_
     """On random rows a probe's own choice between a column measured again (cheap) and a new pair
     (a structure compiled anew) was a coin's toss, and its seconds a round followed it (ames: 0.55
     or 1.0 of the run's). Its 3rd round adds a clique of two or more columns the model did not
-    hold, its 4th measures a held one again, and their seconds are weighed as often as runs take
-    each kind; a run's rounds choose among every candidate and carry no weight."""
+    hold, its 4th measures a held one again, and the estimate weighs their seconds as often as
+    runs take each kind; its warm-up round (the 2nd) is not timed. (A run's rounds carry no
+    weight: the test above.)"""
     from synth_core.models import aim_rounds
-    from synth_core.models.base import model_class_for
     from synth_core.plan import plan_run
     from synth_core.request import FitRequest
     from synth_core.runs import timing
 
-    run_plan = plan_run(FitRequest(model="aim", preset="cpu"), toy_schema, 20_000).noise
-    synth = model_class_for("aim", toy_schema)(toy_schema, preset="cpu", seed=0)
-    plan = synth.timed_plan(run_plan)
+    # 5,000 rows: the probe holds one random clique, so new ones are left for its 3rd round
+    run_plan = plan_run(FitRequest(model="aim", preset="cpu"), toy_schema, 5_000).noise
     held_before: list = []
     of_kind = aim_rounds.of_kind
     monkeypatch.setattr(aim_rounds, "of_kind", lambda c, held, new: held_before.append(
         [set(h) for h in held]) or of_kind(c, held, new))
-    seen: list = []
-    synth.fit(timing.random_rows(toy_schema, 300), plan.epsilon, plan.delta, "rdp", plan=plan,
-              on_event=seen.append, should_stop=lambda: len(seen) > 3)
-    added, again = (set(e["selected"]) for e in seen[2:4])
-    assert len(added) > 1 and not any(added <= h for h in held_before[1])
-    assert len(again) == 1 or any(again <= h for h in held_before[2])
+    # the probe's clock: its start, then rounds 1 to 4 ending at 5, 6, 8 and 18 s
+    clock = iter([0.0, 5.0, 6.0, 8.0, 18.0] + [30.0] * 50)
+    monkeypatch.setattr(timing, "time", type("Clock", (), {"perf_counter": lambda: next(clock)}))
+    synth, per_round, _, _ = timing._timed_steps("aim", toy_schema, "cpu", 1, None, None, 3,
+                                                 run_plan=run_plan)
     share = aim_rounds.PROBE_NEW_SHARE
-    assert [e.get("timing_weight") for e in seen] == [None, None, share, pytest.approx(1 - share)]
-    # a run: every candidate, no weights
-    run = model_class_for("aim", toy_schema)(toy_schema, preset="cpu", seed=0)
-    seen.clear()
-    run.fit(timing.random_rows(toy_schema, 300), run_plan.epsilon, run_plan.delta, "rdp",
-            plan=run_plan, on_event=seen.append, should_stop=lambda: len(seen) > 3)
-    assert len(seen) == 4 and not any("timing_weight" in e for e in seen)
+    assert per_round == pytest.approx(share * 2.0 + (1 - share) * 10.0)
+    # the selections of its rounds 2 to 4, and the cliques the model held before each
+    assert len(synth.rounds_log) == len(held_before) == 3
+    added, again = set(synth.rounds_log[1]), set(synth.rounds_log[2])
+    assert len(added) > 1 and not any(added <= h for h in held_before[1])
+    assert any(again <= h for h in held_before[2])
     candidates = {("age",): 1.0, ("age", "sex"): 1.0, ("sex", "job"): 1.0}
-    assert aim_rounds.of_kind(candidates, [("age",), ("sex", "job")], None) == candidates
     held = [("age",), ("sex", "job")]
+    assert aim_rounds.of_kind(candidates, held, None) == candidates
     assert list(aim_rounds.of_kind(candidates, held, True)) == [("age", "sex")]
     assert list(aim_rounds.of_kind(candidates, held, False)) == [("age",), ("sex", "job")]
     # none of the kind: every candidate
     assert aim_rounds.of_kind(candidates, [("age", "sex", "job")], True) == candidates
-
-    # the probe's seconds a round: the timed rounds' (3rd, 4th) weighed, the warm-up's left out
-    clock = iter([0.0, 5.0, 6.0, 8.0, 18.0] + [30.0] * 50)
-    monkeypatch.setattr(timing, "time", type("Clock", (), {"perf_counter": lambda: next(clock)}))
-    _, per_round, _, _ = timing._timed_steps("aim", toy_schema, "cpu", 1, None, None, 3,
-                                              run_plan=run_plan)
-    assert per_round == pytest.approx(share * 2.0 + (1 - share) * 10.0)
 
 
 def test_aim_chooses_its_numeric_bins_from_the_released_rows_and_epsilon(toy_schema, toy_table, tmp_path):
