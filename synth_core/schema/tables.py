@@ -321,7 +321,8 @@ def _parse_dates(values: pd.Series) -> pd.Series:
             return pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
 
 
-def random_table(schema: Schema, n: int, seed: int | None = None, missing_share: float = 0.05) -> pd.DataFrame:
+def random_table(schema: Schema, n: int, seed: int | None = None,
+                 missing_share: float = 0.05) -> pd.DataFrame:
     """n rows drawn from the public schema alone: uniform over each column's public categories,
     uniform within its public bounds (log-uniform for log binning), some missing values in nullable
     columns; derived columns computed from their rules.
